@@ -1,0 +1,5 @@
+module github.com/agentrl/agentrl
+
+go 1.26
+
+require github.com/alecthomas/kong v1.17.0 // indirect

@@ -1,0 +1,45 @@
+// Package infer defines the Generator contract (token ids in, token ids and logprobs out) and its
+// implementations: the local batched engine, the OpenAI-compatible server and the remote client.
+package infer
+
+import "context"
+
+// FinishReason says why a completion stopped.
+type FinishReason string
+
+const (
+	FinishStop   FinishReason = "stop"   // a stop token was sampled (it is included in Tokens)
+	FinishLength FinishReason = "length" // MaxTokens reached or the context is full
+)
+
+// Sampling is how tokens are drawn.
+type Sampling struct {
+	Temperature float32 `json:"temperature"` // 0 means greedy
+	TopK        int     `json:"top_k"`       // 0 means off
+	TopP        float32 `json:"top_p"`       // 0 or 1 means off
+}
+
+// Request is one generation.
+type Request struct {
+	Prompt    []int32  `json:"prompt"`
+	MaxTokens int      `json:"max_tokens"`
+	Sampling  Sampling `json:"sampling"`
+	Stop      []int32  `json:"stop"` // token ids that end the completion
+	Seed      uint64   `json:"seed"`
+}
+
+// Completion is the generated continuation. Per-token slices have len(Tokens).
+type Completion struct {
+	Tokens []int32 `json:"tokens"`
+	// Logprobs are under the distribution actually sampled from (after temperature, top-k, top-p).
+	Logprobs []float32 `json:"logprobs"`
+	// Versions is the policy version of the weights that produced each token; it changes
+	// mid-completion when new weights are loaded between decode steps.
+	Versions []int32      `json:"versions"`
+	Finish   FinishReason `json:"finish"`
+}
+
+// Generator produces completions. Implementations are safe for concurrent use.
+type Generator interface {
+	Generate(ctx context.Context, req Request) (Completion, error)
+}

@@ -1,0 +1,8 @@
+package cli
+
+// BenchCmd groups the performance measurements recorded in BENCHMARKS.md.
+type BenchCmd struct {
+	Rollout BenchRolloutCmd `cmd:"" help:"Agent-loop orchestration throughput and memory with a zero-latency scripted generator."`
+	Model   BenchModelCmd   `cmd:"" help:"Model kernels, training step and decode throughput."`
+	Train   BenchTrainCmd   `cmd:"" help:"End-to-end learning: held-out pass@1 lift over seeds."`
+}

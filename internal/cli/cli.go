@@ -1,0 +1,54 @@
+// Package cli implements the agentrl command line: one file per subcommand.
+// Every command writes through the io.Writers it is given so tests can read its output.
+package cli
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/alecthomas/kong"
+)
+
+// Globals is what every subcommand's Run receives.
+type Globals struct {
+	Ctx    context.Context
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// CLI is the command tree.
+type CLI struct {
+	Train  TrainCmd  `cmd:"" help:"Train a policy (default: the built-in calc task with the built-in model)."`
+	Eval   EvalCmd   `cmd:"" help:"Evaluate a checkpoint on held-out tasks (pass@1, pass@k)."`
+	Config ConfigCmd `cmd:"" help:"Inspect configuration."`
+	Env    EnvCmd    `cmd:"" help:"List and serve environments."`
+	Bench  BenchCmd  `cmd:"" help:"Measure performance."`
+}
+
+// Main parses args and runs the chosen subcommand.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var root CLI
+	exitCode := -1
+	parser, err := kong.New(&root,
+		kong.Name("agentrl"),
+		kong.Description("Agentic reinforcement learning: environments, tools, rollouts and policy optimization in one loop."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { exitCode = code }),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+	)
+	if err != nil {
+		return err
+	}
+	kctx, err := parser.Parse(args)
+	if exitCode >= 0 { // --help or similar printed and asked to exit
+		if exitCode == 0 {
+			return nil
+		}
+		return errors.New("invalid command line")
+	}
+	if err != nil {
+		return err
+	}
+	return kctx.Run(&Globals{Ctx: ctx, Stdout: stdout, Stderr: stderr})
+}
