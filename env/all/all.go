@@ -1,0 +1,4 @@
+// Package all registers every built-in environment. Import it for its side effect:
+//
+//	import _ "github.com/agentrl/agentrl/env/all"
+package all
