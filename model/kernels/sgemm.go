@@ -6,12 +6,30 @@ package kernels
 // Sgemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices, where op(X) is X or its
 // transpose. op(A) is m×k, op(B) is k×n, C is m×n; lda, ldb, ldc are row strides. Shape
 // mismatches are programming errors and panic.
+//
+// beta == 0 overwrites C without reading it (NaN in C does not survive); alpha == 0 or k == 0
+// only scales C by beta. Large products run on a blocked SIMD path (AVX-512 or AVX2+FMA on
+// amd64, chosen at start-up from the CPU's features) split across GOMAXPROCS goroutines; the
+// result does not depend on the number of goroutines (bitwise). The fast path sums in a
+// different order than sgemmRef, so results agree with it to rounding, and a zero in A times an
+// Inf or NaN in B yields NaN there (IEEE) where the reference skips the zero.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	sgemmRef(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	checkSgemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 || alpha == 0 {
+		scaleC(m, n, beta, c, ldc)
+		return
+	}
+	gemm(activeKernel(), maxWorkers(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // sgemmRef is the plain reference implementation.
 func sgemmRef(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if n == 0 {
+		return // C may be an empty slice; there is nothing to write
+	}
 	for i := 0; i < m; i++ {
 		crow := c[i*ldc : i*ldc+n]
 		if beta == 0 {

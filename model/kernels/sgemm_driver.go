@@ -1,0 +1,199 @@
+package kernels
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// microKernel is one register-blocked inner kernel together with the cache blocking that suits
+// it. fn computes a full mr×nr tile of C from kc steps of packed A (mr values per step) and
+// packed B (nr values per step): C = alpha*acc + beta*C, where beta == 0 must not read C.
+type microKernel struct {
+	name       string
+	mr, nr     int
+	mc, kc, nc int // cache blocks: A block mc×kc stays in L2, B block kc×nc in L2/L3
+	fn         func(kc int, a, b, c []float32, ldc int, alpha, beta float32)
+}
+
+// parallelMinFlops is the work below which goroutine fan-out and the B-packing barrier cost
+// more than they save (measured with BenchmarkSgemmSquare at 64–128 on two cores).
+const parallelMinFlops = 1 << 21
+
+// workerOverride, when positive, replaces GOMAXPROCS as the goroutine count (tests use it to
+// compare serial and parallel results).
+var workerOverride int
+
+func maxWorkers() int {
+	if workerOverride > 0 {
+		return workerOverride
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// gemm is the blocked driver (the GotoBLAS loop nest): for each nc-wide column block and
+// kc-deep slice of k it packs op(B) once into nr-wide strips shared by all workers, then the
+// workers take mc-row blocks of op(A), pack them into mr-tall strips and sweep the tiles.
+// Partitions fall on tile boundaries and every element sums over the same kc slices in the
+// same order, so the result does not depend on the number of workers.
+func gemm(kern *microKernel, nw int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if 2*float64(m)*float64(n)*float64(k) < parallelMinFlops {
+		nw = 1
+	}
+	mr, nr := kern.mr, kern.nr
+	kc, nc := min(kern.kc, k), min(kern.nc, roundUp(n, nr))
+	mBlocks, mc := splitRows(m, kern.mc, mr, nw)
+	bbuf := getBuf(kc * nc)
+	defer putBuf(bbuf)
+	bpack := *bbuf
+	abufs := make([]*[]float32, nw)
+	for w := range abufs {
+		abufs[w] = getBuf(mc * kc)
+	}
+	defer func() {
+		for _, buf := range abufs {
+			putBuf(buf)
+		}
+	}()
+
+	for jc := 0; jc < n; jc += nc {
+		nb := min(nc, n-jc)
+		strips := (nb + nr - 1) / nr
+		for pc := 0; pc < k; pc += kc {
+			kb := min(kc, k-pc)
+			betaEff := beta
+			if pc > 0 {
+				betaEff = 1
+			}
+			// Pack op(B)[pc:pc+kb, jc:jc+nb] strip by strip, the strips shared out among workers.
+			var next atomic.Int64
+			fanOut(min(nw, strips), func(int) {
+				for s := int(next.Add(1) - 1); s < strips; s = int(next.Add(1) - 1) {
+					j := jc + s*nr
+					packB(bpack[s*kb*nr:(s+1)*kb*nr], transB, b, ldb, pc, kb, j, min(nr, n-j), nr)
+				}
+			})
+			// With fewer row blocks than workers, each row block is split by column strips too.
+			parts := 1
+			if mBlocks < nw {
+				parts = min(nw/mBlocks, strips)
+			}
+			units := mBlocks * parts
+			next.Store(0)
+			fanOut(min(nw, units), func(w int) {
+				apack := *abufs[w]
+				for u := int(next.Add(1) - 1); u < units; u = int(next.Add(1) - 1) {
+					ib, part := u/parts, u%parts
+					i0 := ib * mc
+					mb := min(mc, m-i0)
+					packA(apack, transA, a, lda, i0, mb, pc, kb, mr)
+					s0, s1 := part*strips/parts, (part+1)*strips/parts
+					macroKernel(kern, apack, bpack, i0, mb, jc, s0, s1, n, kb, alpha, betaEff, c, ldc)
+				}
+			})
+		}
+	}
+}
+
+// macroKernel multiplies one packed A block (rows i0..i0+mb) by B strips s0..s1 of the packed
+// block starting at column jc. Full tiles go straight to C; edge tiles go through a scratch
+// tile so the microkernel never touches memory outside C.
+func macroKernel(kern *microKernel, apack, bpack []float32, i0, mb, jc, s0, s1, n, kb int, alpha, beta float32, c []float32, ldc int) {
+	mr, nr := kern.mr, kern.nr
+	var edge [maxTile]float32
+	for s := s0; s < s1; s++ {
+		j := jc + s*nr
+		nre := min(nr, n-j)
+		bp := bpack[s*kb*nr : (s+1)*kb*nr]
+		for ir := 0; ir < mb; ir += mr {
+			mre := min(mr, mb-ir)
+			ap := apack[ir*kb : ir*kb+mr*kb]
+			off := (i0+ir)*ldc + j
+			if mre == mr && nre == nr {
+				kern.fn(kb, ap, bp, c[off:off+(mr-1)*ldc+nr], ldc, alpha, beta)
+				continue
+			}
+			tile := edge[:mr*nr]
+			kern.fn(kb, ap, bp, tile, nr, 1, 0)
+			mergeEdge(tile, nr, mre, nre, alpha, beta, c[off:], ldc)
+		}
+	}
+}
+
+// maxTile bounds mr*nr over all microkernels (the scratch edge tile lives on the stack).
+const maxTile = 16 * 32
+
+// mergeEdge writes C = alpha*tile + beta*C for the valid mre×nre corner of a scratch tile.
+func mergeEdge(tile []float32, nr, mre, nre int, alpha, beta float32, c []float32, ldc int) {
+	for r := 0; r < mre; r++ {
+		src := tile[r*nr : r*nr+nre]
+		dst := c[r*ldc : r*ldc+nre]
+		if beta == 0 {
+			for j, v := range src {
+				dst[j] = alpha * v
+			}
+			continue
+		}
+		for j, v := range src {
+			dst[j] = alpha*v + beta*dst[j]
+		}
+	}
+}
+
+// splitRows chooses the row-block height: at most maxMC, a multiple of mr, and when several
+// workers share the work, a block count that is a multiple of the worker count so that no
+// core idles at the end.
+func splitRows(m, maxMC, mr, nw int) (blocks, mc int) {
+	blocks = (m + maxMC - 1) / maxMC
+	if nw > 1 {
+		blocks = roundUp(blocks, nw)
+	}
+	mc = roundUp((m+blocks-1)/blocks, mr)
+	blocks = (m + mc - 1) / mc
+	return blocks, mc
+}
+
+func roundUp(x, to int) int { return (x + to - 1) / to * to }
+
+// fanOut runs f(0..nw-1) concurrently, f(0) on the calling goroutine, and waits for all.
+// Spawning per call costs about a microsecond per goroutine, far below the work that passes
+// parallelMinFlops, and leaves no goroutine running between calls.
+func fanOut(nw int, f func(w int)) {
+	if nw <= 1 {
+		f(0)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(nw - 1)
+	for w := 1; w < nw; w++ {
+		go func() {
+			defer wg.Done()
+			f(w)
+		}()
+	}
+	f(0)
+	wg.Wait()
+}
+
+// bufPool recycles packing buffers between calls; the model calls Sgemm thousands of times per
+// step with a handful of sizes.
+var bufPool sync.Pool
+
+// getBuf returns a buffer of at least n floats whose first element is 64-byte aligned, so
+// packed strips never straddle a cache line more than they must.
+func getBuf(n int) *[]float32 {
+	if p, ok := bufPool.Get().(*[]float32); ok && cap(*p) >= n {
+		*p = (*p)[:n]
+		return p
+	}
+	raw := make([]float32, n+16)
+	off := 0
+	if rem := uintptr(unsafe.Pointer(&raw[0])) % 64; rem != 0 {
+		off = int(64-rem) / 4
+	}
+	s := raw[off : off+n : off+n]
+	return &s
+}
+
+func putBuf(p *[]float32) { bufPool.Put(p) }

@@ -1,0 +1,58 @@
+package kernels
+
+// goKernel is the portable microkernel: a 4×4 register tile (16 accumulators, about what Go's
+// register allocator keeps out of memory on amd64 and arm64). It serves machines without the
+// assembly kernels and the purego build tag.
+var goKernel = microKernel{
+	name: "go4x4",
+	mr:   4, nr: 4,
+	mc: 128, kc: 256, nc: 2048,
+	fn: microGo4x4,
+}
+
+func microGo4x4(kc int, a, b, c []float32, ldc int, alpha, beta float32) {
+	a, b = a[:4*kc], b[:4*kc]
+	var c00, c01, c02, c03, c10, c11, c12, c13 float32
+	var c20, c21, c22, c23, c30, c31, c32, c33 float32
+	for p := 0; p < kc; p++ {
+		ap := a[4*p : 4*p+4 : 4*p+4]
+		bp := b[4*p : 4*p+4 : 4*p+4]
+		b0, b1, b2, b3 := bp[0], bp[1], bp[2], bp[3]
+		a0 := ap[0]
+		c00 += a0 * b0
+		c01 += a0 * b1
+		c02 += a0 * b2
+		c03 += a0 * b3
+		a1 := ap[1]
+		c10 += a1 * b0
+		c11 += a1 * b1
+		c12 += a1 * b2
+		c13 += a1 * b3
+		a2 := ap[2]
+		c20 += a2 * b0
+		c21 += a2 * b1
+		c22 += a2 * b2
+		c23 += a2 * b3
+		a3 := ap[3]
+		c30 += a3 * b0
+		c31 += a3 * b1
+		c32 += a3 * b2
+		c33 += a3 * b3
+	}
+	storeRow4(c[0:4], c00, c01, c02, c03, alpha, beta)
+	storeRow4(c[ldc:ldc+4], c10, c11, c12, c13, alpha, beta)
+	storeRow4(c[2*ldc:2*ldc+4], c20, c21, c22, c23, alpha, beta)
+	storeRow4(c[3*ldc:3*ldc+4], c30, c31, c32, c33, alpha, beta)
+}
+
+func storeRow4(c []float32, v0, v1, v2, v3, alpha, beta float32) {
+	c = c[:4]
+	if beta == 0 {
+		c[0], c[1], c[2], c[3] = alpha*v0, alpha*v1, alpha*v2, alpha*v3
+		return
+	}
+	c[0] = alpha*v0 + beta*c[0]
+	c[1] = alpha*v1 + beta*c[1]
+	c[2] = alpha*v2 + beta*c[2]
+	c[3] = alpha*v3 + beta*c[3]
+}
