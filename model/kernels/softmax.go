@@ -1,0 +1,51 @@
+package kernels
+
+import "math"
+
+// LogprobEntropyForward reads n rows of logits (n, vocab) and writes, per row, the log
+// probability of targets[i] under softmax(logits), the entropy of that distribution, and the
+// log-sum-exp lse[i] that the backward pass reuses. Sums run in float64: the entropy is a
+// difference of two numbers of the size of the logits, and float32 sums over a vocabulary of
+// thousands lose digits that the policy-gradient seam would then amplify.
+func LogprobEntropyForward(logprob, entropy, lse, logits []float32, targets []int32, n, vocab int) {
+	for i := 0; i < n; i++ {
+		z := logits[i*vocab : (i+1)*vocab]
+		m := z[0]
+		for _, v := range z[1:] {
+			m = max(m, v)
+		}
+		var s, sz float64
+		for _, v := range z {
+			e := float64(expf(v - m))
+			s += e
+			sz += e * float64(v-m)
+		}
+		l := float64(m) + math.Log(s)
+		lse[i] = float32(l)
+		logprob[i] = float32(float64(z[targets[i]]) - l)
+		// H = −Σ p·(z − lse) = lse − Σ p·z, written relative to m to keep the terms small.
+		entropy[i] = float32(math.Log(s) - sz/s)
+	}
+}
+
+// LogprobEntropyBackward writes into dlogits (n, vocab) the gradient of
+// Σ_i dlogprob[i]·logprob[i] + dentropy[i]·entropy[i] with respect to the logits:
+//
+//	∂logprob/∂z_j = 1[j=target] − p_j,   ∂H/∂z_j = −p_j·(log p_j + H)
+//
+// dlogits may be the logits slice itself (it is overwritten, not added to), which saves the
+// largest activation buffer of the model; each element is read before it is written.
+func LogprobEntropyBackward(dlogits, logits, lse, entropy []float32, targets []int32, dlogprob, dentropy []float32, n, vocab int) {
+	for i := 0; i < n; i++ {
+		z := logits[i*vocab : (i+1)*vocab]
+		dz := dlogits[i*vocab : (i+1)*vocab]
+		dl, dh := dlogprob[i], dentropy[i]
+		l, h := lse[i], entropy[i]
+		for j, v := range z {
+			lp := v - l
+			p := expf(lp)
+			dz[j] = -dl*p - dh*p*(lp+h)
+		}
+		dz[targets[i]] += dl
+	}
+}
