@@ -1,0 +1,146 @@
+package optim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/agentrl/agentrl/model/kernels"
+)
+
+// Config holds AdamW's hyperparameters; the learning rate comes per step from a Schedule.
+type Config struct {
+	Beta1, Beta2, Eps, WeightDecay float32
+}
+
+// DefaultConfig is the common setting for small transformers (β2 = 0.95 as in GPT-3 and Llama).
+func DefaultConfig() Config {
+	return Config{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}
+}
+
+// Validate reports a setting outside the range where AdamW is defined.
+func (c Config) Validate() error {
+	switch {
+	case !(c.Beta1 >= 0 && c.Beta1 < 1):
+		return fmt.Errorf("optim: Beta1 must be in [0, 1), got %v", c.Beta1)
+	case !(c.Beta2 >= 0 && c.Beta2 < 1):
+		return fmt.Errorf("optim: Beta2 must be in [0, 1), got %v", c.Beta2)
+	case !(c.Eps > 0):
+		return fmt.Errorf("optim: Eps must be positive, got %v", c.Eps)
+	case !(c.WeightDecay >= 0) || math.IsInf(float64(c.WeightDecay), 0):
+		return fmt.Errorf("optim: WeightDecay must be finite and non-negative, got %v", c.WeightDecay)
+	}
+	return nil
+}
+
+// Segment is a contiguous range [Off, Off+Len) of the parameter slice and whether it takes
+// weight decay.
+type Segment struct {
+	Off, Len int
+	Decay    bool
+}
+
+// AdamW is the optimizer of Loshchilov & Hutter 2019 over one flat parameter slice.
+type AdamW struct {
+	cfg  Config
+	segs []Segment
+	m, v []float32 // first and second moments, same length as the parameters
+	step int64     // number of updates applied
+}
+
+// NewAdamW returns an optimizer for n parameters. segs must tile [0, n) in order; nil means one
+// segment with weight decay.
+func NewAdamW(cfg Config, n int, segs []Segment) (*AdamW, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if n <= 0 {
+		return nil, fmt.Errorf("optim: need a positive parameter count, got %d", n)
+	}
+	if segs == nil {
+		segs = []Segment{{Off: 0, Len: n, Decay: true}}
+	}
+	next := 0
+	for i, s := range segs {
+		if s.Off != next || s.Len <= 0 {
+			return nil, fmt.Errorf("optim: segment %d [%d,+%d) does not continue at %d", i, s.Off, s.Len, next)
+		}
+		next += s.Len
+	}
+	if next != n {
+		return nil, fmt.Errorf("optim: segments cover %d of %d parameters", next, n)
+	}
+	return &AdamW{cfg: cfg, segs: append([]Segment(nil), segs...), m: make([]float32, n), v: make([]float32, n)}, nil
+}
+
+// Steps is the number of updates applied so far.
+func (o *AdamW) Steps() int64 { return o.step }
+
+// Step applies one update with learning rate lr. The slices must have the optimizer's length.
+func (o *AdamW) Step(params, grads []float32, lr float32) error {
+	if len(params) != len(o.m) || len(grads) != len(o.m) {
+		return fmt.Errorf("optim: AdamW built for %d parameters got %d params and %d grads", len(o.m), len(params), len(grads))
+	}
+	if !(lr >= 0) || math.IsInf(float64(lr), 0) {
+		return fmt.Errorf("optim: learning rate must be finite and non-negative, got %v", lr)
+	}
+	o.step++
+	bc1 := float32(1 - math.Pow(float64(o.cfg.Beta1), float64(o.step)))
+	bc2 := float32(1 - math.Pow(float64(o.cfg.Beta2), float64(o.step)))
+	for _, s := range o.segs {
+		wd := float32(0)
+		if s.Decay {
+			wd = o.cfg.WeightDecay
+		}
+		lo, hi := s.Off, s.Off+s.Len
+		parallelChunks(hi-lo, func(a, b int) {
+			kernels.AdamW(params[lo+a:lo+b], grads[lo+a:lo+b], o.m[lo+a:lo+b], o.v[lo+a:lo+b],
+				lr, o.cfg.Beta1, o.cfg.Beta2, o.cfg.Eps, wd, bc1, bc2)
+		})
+	}
+	return nil
+}
+
+// parallelChunks splits [0, n) across the cores when the range is big enough to pay for the
+// goroutines. The update is elementwise, so the split does not change any result.
+func parallelChunks(n int, fn func(lo, hi int)) {
+	const minChunk = 1 << 15
+	workers := min(runtime.GOMAXPROCS(0), n/minChunk)
+	if workers <= 1 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		lo, hi := n*w/workers, n*(w+1)/workers
+		wg.Go(func() { fn(lo, hi) })
+	}
+	wg.Wait()
+}
+
+// State is what a checkpoint needs to resume AdamW exactly.
+type State struct {
+	Step int64
+	M, V []float32
+}
+
+// State returns a copy of the optimizer state.
+func (o *AdamW) State() State {
+	return State{Step: o.step, M: append([]float32(nil), o.m...), V: append([]float32(nil), o.v...)}
+}
+
+// LoadState restores a state taken from an optimizer of the same size.
+func (o *AdamW) LoadState(s State) error {
+	if len(s.M) != len(o.m) || len(s.V) != len(o.v) {
+		return fmt.Errorf("optim: state for %d/%d parameters does not fit %d", len(s.M), len(s.V), len(o.m))
+	}
+	if s.Step < 0 {
+		return errors.New("optim: negative step count in state")
+	}
+	o.step = s.Step
+	copy(o.m, s.M)
+	copy(o.v, s.V)
+	return nil
+}
