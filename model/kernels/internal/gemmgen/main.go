@@ -1,0 +1,163 @@
+// Command gemmgen writes the amd64 assembly microkernels of kernels.Sgemm with avo. Run it
+// through `go generate` in model/kernels; the generated sgemm_amd64.s and its Go declarations
+// are committed, so building the package needs neither avo nor this command.
+//
+// Each kernel multiplies a packed mr×kc strip of A by a packed kc×nr strip of B, keeping the
+// whole mr×nr tile of C in vector registers (mr*nr/width accumulators), then writes
+// C = alpha*acc + beta*C row by row; beta == 0 (either sign) stores without reading C.
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// kernelSpec is one register tile: mr rows by nvec vectors of width floats.
+type kernelSpec struct {
+	isa   string // "avx512" (zmm, 32 registers) or "avx2" (ymm with FMA, 16 registers)
+	mr    int
+	nvec  int
+	width int
+}
+
+func (s kernelSpec) nr() int { return s.nvec * s.width }
+
+func (s kernelSpec) name() string { return fmt.Sprintf("sgemmKernel%s_%dx%d", s.isa, s.mr, s.nr()) }
+
+func (s kernelSpec) vec() reg.VecVirtual {
+	if s.isa == "avx512" {
+		return ZMM()
+	}
+	return YMM()
+}
+
+// unroll is how many k steps one loop iteration does; the remainder runs one step at a time.
+const unroll = 4
+
+// specs lists every kernel written to the .s file; kernels.availableKernels picks among them.
+var specs = []kernelSpec{
+	{"avx512", 12, 2, 16},
+	{"avx2", 6, 2, 8},
+}
+
+func main() {
+	ConstraintExpr("amd64,!purego")
+	for _, s := range specs {
+		kernel(s)
+	}
+	Generate()
+}
+
+func kernel(s kernelSpec) {
+	TEXT(s.name(), NOSPLIT, "func(kc int, a, b, c *float32, ldc int, alpha, beta float32)")
+	Doc(fmt.Sprintf("%s computes a %d×%d tile C = alpha*A·B + beta*C from packed strips (%s).", s.name(), s.mr, s.nr(), s.isa))
+	kc := Load(Param("kc"), GP64())
+	pa := Load(Param("a"), GP64())
+	pb := Load(Param("b"), GP64())
+
+	acc := make([][]reg.VecVirtual, s.mr)
+	for r := range acc {
+		acc[r] = make([]reg.VecVirtual, s.nvec)
+		for v := range acc[r] {
+			acc[r][v] = s.vec()
+			zero(s, acc[r][v])
+		}
+	}
+	bv := make([]reg.VecVirtual, s.nvec)
+	for v := range bv {
+		bv[v] = s.vec()
+	}
+	av := s.vec()
+	step := func(u int) {
+		for v := range bv {
+			VMOVUPS(Mem{Base: pb, Disp: 4 * (u*s.nr() + v*s.width)}, bv[v])
+		}
+		for r := 0; r < s.mr; r++ {
+			VBROADCASTSS(Mem{Base: pa, Disp: 4 * (u*s.mr + r)}, av)
+			for v := range bv {
+				VFMADD231PS(bv[v], av, acc[r][v])
+			}
+		}
+	}
+
+	Label(s.name() + "_loop")
+	CMPQ(kc, Imm(unroll))
+	JL(LabelRef(s.name() + "_tail"))
+	for u := 0; u < unroll; u++ {
+		step(u)
+	}
+	ADDQ(U32(4*unroll*s.mr), pa)
+	ADDQ(U32(4*unroll*s.nr()), pb)
+	SUBQ(Imm(unroll), kc)
+	JMP(LabelRef(s.name() + "_loop"))
+
+	Label(s.name() + "_tail")
+	TESTQ(kc, kc)
+	JZ(LabelRef(s.name() + "_store"))
+	step(0)
+	ADDQ(U32(4*s.mr), pa)
+	ADDQ(U32(4*s.nr()), pb)
+	DECQ(kc)
+	JMP(LabelRef(s.name() + "_tail"))
+
+	Label(s.name() + "_store")
+	pc := Load(Param("c"), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(Imm(2), ldc)
+	alpha := s.vec()
+	VBROADCASTSS(addr("alpha"), alpha)
+	for r := range acc {
+		for v := range acc[r] {
+			VMULPS(alpha, acc[r][v], acc[r][v])
+		}
+	}
+	// beta == 0 and beta == -0 both mean "overwrite": test the bits without the sign.
+	betaBits := GP32()
+	MOVL(addr("beta"), betaBits)
+	ANDL(U32(0x7fffffff), betaBits)
+	JZ(LabelRef(s.name() + "_overwrite"))
+
+	beta := s.vec()
+	VBROADCASTSS(addr("beta"), beta)
+	for r := range acc {
+		for v := range acc[r] {
+			m := Mem{Base: pc, Disp: 4 * v * s.width}
+			VFMADD231PS(m, beta, acc[r][v])
+			VMOVUPS(acc[r][v], m)
+		}
+		ADDQ(ldc, pc)
+	}
+	VZEROUPPER()
+	RET()
+
+	Label(s.name() + "_overwrite")
+	for r := range acc {
+		for v := range acc[r] {
+			VMOVUPS(acc[r][v], Mem{Base: pc, Disp: 4 * v * s.width})
+		}
+		ADDQ(ldc, pc)
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// zero clears a register; VPXORD needs only AVX512F, VXORPS on ymm only AVX.
+func zero(s kernelSpec, x reg.VecVirtual) {
+	if s.isa == "avx512" {
+		VPXORD(x, x, x)
+		return
+	}
+	VXORPS(x, x, x)
+}
+
+// addr is the stack slot of a scalar parameter, for instructions that read it from memory.
+func addr(name string) Mem {
+	b, err := Param(name).Resolve()
+	if err != nil {
+		panic(err)
+	}
+	return b.Addr
+}
