@@ -1,0 +1,110 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/agentrl/agentrl/model/kernels"
+)
+
+// errNoForward is returned by Backward without a matching Forward.
+var errNoForward = errors.New("model: Backward needs a Forward on the same batch first (and only one Backward per Forward)")
+
+// Backward adds into m.Grads the gradient of a loss given its derivatives with respect to the
+// logprob and entropy Forward wrote for each position (dLogprobs, dEntropy, Rows·T entries
+// each). Positions without a target contribute nothing whatever their entries hold. b must be the
+// batch of the preceding Forward, unmodified; Backward consumes that Forward's activations.
+func (m *Model) Backward(b *Batch, dLogprobs, dEntropy []float32) error {
+	w := &m.train
+	if b == nil || w.fwd != b {
+		return errNoForward
+	}
+	n := b.Rows * b.T
+	if len(dLogprobs) != n || len(dEntropy) != n {
+		return fmt.Errorf("model: Backward needs %d dLogprobs and dEntropy, got %d and %d", n, len(dLogprobs), len(dEntropy))
+	}
+	w.fwd = nil
+	c, g := m.Cfg, &m.Grads
+	C, V := c.Dim, c.Vocab
+	nt := len(w.tgtIdx)
+
+	// LM head: dlogits (in place of the logits), d(lnfT) and the head's weight gradient.
+	clear(w.dln[:n*C])
+	if nt > 0 {
+		for i, idx := range w.tgtIdx {
+			w.dlpT[i], w.dentT[i] = dLogprobs[idx], dEntropy[idx]
+		}
+		m.par.rows(nt, 4, func(lo, hi int) {
+			kernels.LogprobEntropyBackward(w.logits[lo*V:hi*V], w.logits[lo*V:hi*V], w.lse[lo:hi], w.entT[lo:hi],
+				w.tgt[lo:hi], w.dlpT[lo:hi], w.dentT[lo:hi], hi-lo, V)
+		})
+		kernels.Sgemm(true, false, V, C, nt, 1, w.logits, V, w.lnfT, C, 1, g.LMHead, C)
+		kernels.Sgemm(false, false, nt, C, V, 1, w.logits, V, m.Params.LMHead, C, 0, w.lnfT, C)
+		for i, idx := range w.tgtIdx {
+			copy(w.dln[int(idx)*C:(int(idx)+1)*C], w.lnfT[i*C:(i+1)*C])
+		}
+	}
+	clear(w.dres[:n*C])
+	x := w.res[c.Layers*n*C : (c.Layers+1)*n*C]
+	kernels.RMSNormBackward(w.dres, g.Norm, w.dln, x, m.Params.Norm, w.rstdf, n, C)
+
+	for l := c.Layers - 1; l >= 0; l-- {
+		m.blockBackward(l, b)
+	}
+	kernels.EmbeddingBackward(g.Embed, w.dres, b.Tokens, n, C)
+	return nil
+}
+
+// blockBackward propagates w.dres (the gradient of block l's output) to the block's input and
+// adds the block's weight gradients.
+func (m *Model) blockBackward(l int, b *Batch) {
+	w, p, g := &m.train, &m.Params.Layers[l], &m.Grads.Layers[l]
+	n, C, Q, H := b.Rows*b.T, m.Cfg.Dim, m.Cfg.qkvDim(), m.Cfg.Hidden
+	x := w.res[l*n*C : (l+1)*n*C]
+	ln1 := w.ln1[l*n*C : (l+1)*n*C]
+	rstd1 := w.rstd1[l*n : (l+1)*n]
+	qkv := w.qkv[l*n*Q : (l+1)*n*Q]
+	atty := w.atty[l*n*C : (l+1)*n*C]
+	mid := w.mid[l*n*C : (l+1)*n*C]
+	ln2 := w.ln2[l*n*C : (l+1)*n*C]
+	rstd2 := w.rstd2[l*n : (l+1)*n]
+	gu := w.gu[l*n*2*H : (l+1)*n*2*H]
+	sw := w.sw[l*n*H : (l+1)*n*H]
+	dres, dln := w.dres[:n*C], w.dln[:n*C]
+	dqkv, datty, dgu, dsw := w.dqkv[:n*Q], w.datty[:n*C], w.dgu[:n*2*H], w.dsw[:n*H]
+
+	// MLP: next = mid + sw·Downᵀ, so d(mid) starts as dres and gains the MLP branch below.
+	kernels.Sgemm(false, false, n, H, C, 1, dres, C, p.Down, H, 0, dsw, H)
+	kernels.Sgemm(true, false, C, H, n, 1, dres, C, sw, H, 1, g.Down, H)
+	clear(dgu)
+	m.par.rows(n, minRows, func(lo, hi int) {
+		kernels.SwiGLUBackward(dgu[lo*2*H:hi*2*H], dsw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
+	})
+	kernels.Sgemm(false, false, n, C, 2*H, 1, dgu, 2*H, p.GateUp, C, 0, dln, C)
+	kernels.Sgemm(true, false, 2*H, C, n, 1, dgu, 2*H, ln2, C, 1, g.GateUp, C)
+	kernels.RMSNormBackward(dres, g.MLPNorm, dln, mid, p.MLPNorm, rstd2, n, C)
+
+	// Attention: mid = x + atty·Oᵀ.
+	kernels.Sgemm(false, false, n, C, C, 1, dres, C, p.O, C, 0, datty, C)
+	kernels.Sgemm(true, false, C, C, n, 1, dres, C, atty, C, 1, g.O, C)
+	clear(dqkv)
+	m.attentionBackward(l, b, qkv, datty, dqkv)
+	m.ropeRows(dqkv, b.Pos, n, true)
+	kernels.Sgemm(false, false, n, C, Q, 1, dqkv, Q, p.QKV, C, 0, dln, C)
+	kernels.Sgemm(true, false, Q, C, n, 1, dqkv, Q, ln1, C, 1, g.QKV, C)
+	kernels.RMSNormBackward(dres, g.AttnNorm, dln, x, p.AttnNorm, rstd1, n, C)
+}
+
+// attentionBackward mirrors attentionForward. A task owns one key/value head of one span, so
+// its dk and dv (shared by the head's query group) are written by one goroutine only.
+func (m *Model) attentionBackward(l int, b *Batch, qkv, datty, dqkv []float32) {
+	c, w := m.Cfg, &m.train
+	T := b.T
+	att := w.att[l*b.Rows*c.Heads*T*T : (l+1)*b.Rows*c.Heads*T*T]
+	Q, hd, nRep := c.qkvDim(), c.HeadDim(), c.Heads/c.KVHeads
+	m.par.run(len(w.spans)*c.KVHeads, func(worker, i int) {
+		t := m.attnTaskFor(w.spans[i/c.KVHeads], i%c.KVHeads, T)
+		kernels.AttentionBackward(dqkv[t.q:], dqkv[t.k:], dqkv[t.v:], w.scratch[worker], datty[t.out:], c.Dim,
+			att[t.att:], T, T*T, qkv[t.q:], Q, qkv[t.k:], qkv[t.v:], Q, t.L, 0, nRep, hd)
+	})
+}

@@ -1,0 +1,156 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/agentrl/agentrl/model/kernels"
+)
+
+// minRows is the smallest chunk of rows worth a goroutine in row-wise kernels.
+const minRows = 16
+
+// Forward runs the model over a packed batch and writes, for every position with a target, the
+// target's log probability (logprobs) and the entropy of the predicted next-token distribution
+// (entropy); other positions get 0. Both slices have Rows·T entries. The activations stay in the
+// model's workspace for one Backward on the same batch.
+func (m *Model) Forward(b *Batch, logprobs, entropy []float32) error {
+	spans, err := b.check(m.Cfg, m.train.spans)
+	if err != nil {
+		return err
+	}
+	n := b.Rows * b.T
+	if len(logprobs) != n || len(entropy) != n {
+		return fmt.Errorf("model: Forward needs %d logprobs and entropies, got %d and %d", n, len(logprobs), len(entropy))
+	}
+	w := &m.train
+	w.spans = spans
+	w.fwd = nil
+	w.size(m.Cfg, b.Rows, b.T, m.par.n)
+
+	c := m.Cfg
+	C := c.Dim
+	kernels.EmbeddingForward(w.res[:n*C], b.Tokens, m.Params.Embed, n, C)
+	for l := 0; l < c.Layers; l++ {
+		m.blockForward(l, b)
+	}
+
+	// Final norm, then the LM head only on target positions: in RL batches most tokens (prompt,
+	// tool output) have no target, and the head is the widest GEMM of the model.
+	x := w.res[c.Layers*n*C : (c.Layers+1)*n*C]
+	m.par.rows(n, minRows, func(lo, hi int) {
+		kernels.RMSNormForward(w.lnf[lo*C:hi*C], w.rstdf[lo:hi], x[lo*C:hi*C], m.Params.Norm, hi-lo, C, c.NormEps)
+	})
+	nt := 0
+	for _, t := range b.Targets {
+		if t >= 0 {
+			nt++
+		}
+	}
+	w.sizeHead(c, nt)
+	nt = 0
+	for i, t := range b.Targets {
+		if t >= 0 {
+			w.tgtIdx[nt], w.tgt[nt] = int32(i), t
+			copy(w.lnfT[nt*C:(nt+1)*C], w.lnf[i*C:(i+1)*C])
+			nt++
+		}
+	}
+	if nt > 0 {
+		kernels.Sgemm(false, true, nt, c.Vocab, C, 1, w.lnfT, C, m.Params.LMHead, C, 0, w.logits, c.Vocab)
+		m.par.rows(nt, 4, func(lo, hi int) {
+			kernels.LogprobEntropyForward(w.lpT[lo:hi], w.entT[lo:hi], w.lse[lo:hi],
+				w.logits[lo*c.Vocab:hi*c.Vocab], w.tgt[lo:hi], hi-lo, c.Vocab)
+		})
+	}
+	clear(logprobs)
+	clear(entropy)
+	for i, idx := range w.tgtIdx[:nt] {
+		logprobs[idx], entropy[idx] = w.lpT[i], w.entT[i]
+	}
+	w.fwd = b
+	return nil
+}
+
+// blockForward runs decoder block l on the workspace's residual stream.
+func (m *Model) blockForward(l int, b *Batch) {
+	c, w, p := m.Cfg, &m.train, &m.Params.Layers[l]
+	n, C, Q, H := b.Rows*b.T, m.Cfg.Dim, m.Cfg.qkvDim(), m.Cfg.Hidden
+	x := w.res[l*n*C : (l+1)*n*C]
+	ln1 := w.ln1[l*n*C : (l+1)*n*C]
+	rstd1 := w.rstd1[l*n : (l+1)*n]
+	qkv := w.qkv[l*n*Q : (l+1)*n*Q]
+	atty := w.atty[l*n*C : (l+1)*n*C]
+	mid := w.mid[l*n*C : (l+1)*n*C]
+	ln2 := w.ln2[l*n*C : (l+1)*n*C]
+	rstd2 := w.rstd2[l*n : (l+1)*n]
+	gu := w.gu[l*n*2*H : (l+1)*n*2*H]
+	sw := w.sw[l*n*H : (l+1)*n*H]
+	next := w.res[(l+1)*n*C : (l+2)*n*C]
+
+	m.par.rows(n, minRows, func(lo, hi int) {
+		kernels.RMSNormForward(ln1[lo*C:hi*C], rstd1[lo:hi], x[lo*C:hi*C], p.AttnNorm, hi-lo, C, c.NormEps)
+	})
+	kernels.Sgemm(false, true, n, Q, C, 1, ln1, C, p.QKV, C, 0, qkv, Q)
+	m.ropeRows(qkv, b.Pos, n, false)
+	m.attentionForward(l, b, qkv, atty)
+	copy(mid, x) // the residual add is fused into the GEMM (beta = 1)
+	kernels.Sgemm(false, true, n, C, C, 1, atty, C, p.O, C, 1, mid, C)
+	m.par.rows(n, minRows, func(lo, hi int) {
+		kernels.RMSNormForward(ln2[lo*C:hi*C], rstd2[lo:hi], mid[lo*C:hi*C], p.MLPNorm, hi-lo, C, c.NormEps)
+	})
+	kernels.Sgemm(false, true, n, 2*H, C, 1, ln2, C, p.GateUp, C, 0, gu, 2*H)
+	m.par.rows(n, minRows, func(lo, hi int) {
+		kernels.SwiGLUForward(sw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
+	})
+	copy(next, mid)
+	kernels.Sgemm(false, true, n, C, H, 1, sw, H, p.Down, H, 1, next, C)
+}
+
+// ropeRows rotates (or, backward, un-rotates the gradients of) the q and k parts of n rows of a
+// fused qkv buffer.
+func (m *Model) ropeRows(qkv []float32, pos []int32, n int, backward bool) {
+	c := m.Cfg
+	Q, hd := c.qkvDim(), c.HeadDim()
+	f := kernels.RopeForward
+	if backward {
+		f = kernels.RopeBackward
+	}
+	m.par.rows(n, minRows, func(lo, hi int) {
+		f(qkv[lo*Q:], Q, pos[lo:hi], m.ropeCos, m.ropeSin, hi-lo, c.Heads, hd)
+		f(qkv[lo*Q+c.Heads*hd:], Q, pos[lo:hi], m.ropeCos, m.ropeSin, hi-lo, c.KVHeads, hd)
+	})
+}
+
+// attnTask locates one (sequence span, key/value head) unit of attention work in the fused
+// buffers: q/k/v offsets into qkv, the output offset into atty (row stride Dim) and the offset of
+// the first head's probabilities in att (layout (Rows, Heads, T, T), row stride T).
+type attnTask struct{ q, k, v, out, att, L int }
+
+func (m *Model) attnTaskFor(s span, g, T int) attnTask {
+	c := m.Cfg
+	hd, nRep := c.HeadDim(), c.Heads/c.KVHeads
+	i0 := s.row*T + s.start
+	Q := c.qkvDim()
+	return attnTask{
+		q:   i0*Q + g*nRep*hd,
+		k:   i0*Q + c.Heads*hd + g*hd,
+		v:   i0*Q + (c.Heads+c.KVHeads)*hd + g*hd,
+		out: i0*c.Dim + g*nRep*hd,
+		att: ((s.row*c.Heads+g*nRep)*T+s.start)*T + s.start,
+		L:   s.end - s.start,
+	}
+}
+
+// attentionForward runs attention for every sequence span and key/value head in parallel; the
+// tasks write disjoint parts of atty and att.
+func (m *Model) attentionForward(l int, b *Batch, qkv, atty []float32) {
+	c, w := m.Cfg, &m.train
+	T := b.T
+	att := w.att[l*b.Rows*c.Heads*T*T : (l+1)*b.Rows*c.Heads*T*T]
+	Q, hd, nRep := c.qkvDim(), c.HeadDim(), c.Heads/c.KVHeads
+	m.par.run(len(w.spans)*c.KVHeads, func(_, i int) {
+		t := m.attnTaskFor(w.spans[i/c.KVHeads], i%c.KVHeads, T)
+		kernels.AttentionForward(atty[t.out:], c.Dim, att[t.att:], T, T*T,
+			qkv[t.q:], Q, qkv[t.k:], qkv[t.v:], Q, t.L, 0, nRep, hd)
+	})
+}

@@ -1,0 +1,127 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/agentrl/agentrl/optim"
+)
+
+// Params holds every weight in one flat slice, Data, with named views into it; Model.Grads has
+// the same type and layout, so the optimizer is one loop over one slice. Views follow Hugging
+// Face Llama layout (out_features, in_features) so checkpoints map one to one. The projections
+// that read the same input are stored next to each other (q,k,v and gate,up), which lets one GEMM
+// compute them together; Q, K, V, Gate and Up are views into those stacks.
+type Params struct {
+	Data []float32
+
+	Embed  []float32 // model.embed_tokens (Vocab, Dim)
+	Layers []LayerParams
+	Norm   []float32 // model.norm (Dim)
+	LMHead []float32 // lm_head (Vocab, Dim); the same slice as Embed when embeddings are tied
+
+	tensors []NamedTensor
+}
+
+// LayerParams are the views of one decoder block.
+type LayerParams struct {
+	AttnNorm []float32 // input_layernorm (Dim)
+	QKV      []float32 // q_proj, k_proj, v_proj stacked ((Heads+2·KVHeads)·HeadDim, Dim)
+	Q        []float32 // self_attn.q_proj (Heads·HeadDim, Dim)
+	K        []float32 // self_attn.k_proj (KVHeads·HeadDim, Dim)
+	V        []float32 // self_attn.v_proj (KVHeads·HeadDim, Dim)
+	O        []float32 // self_attn.o_proj (Dim, Heads·HeadDim)
+	MLPNorm  []float32 // post_attention_layernorm (Dim)
+	GateUp   []float32 // gate_proj, up_proj stacked (2·Hidden, Dim)
+	Gate     []float32 // mlp.gate_proj (Hidden, Dim)
+	Up       []float32 // mlp.up_proj (Hidden, Dim)
+	Down     []float32 // mlp.down_proj (Dim, Hidden)
+}
+
+// NamedTensor is one weight under its Hugging Face Llama name. Data is a view into Params.Data
+// starting at Offset; writing through it changes the model.
+type NamedTensor struct {
+	Name   string
+	Shape  []int
+	Offset int
+	Data   []float32
+}
+
+// numParams counts the floats of a model with this config.
+func numParams(c Config) int {
+	hd := c.HeadDim()
+	layer := 2*c.Dim + c.qkvDim()*c.Dim + c.Dim*c.Heads*hd + 3*c.Hidden*c.Dim
+	n := c.Vocab*c.Dim + c.Layers*layer + c.Dim
+	if !c.TieEmbeddings {
+		n += c.Vocab * c.Dim
+	}
+	return n
+}
+
+// newParams lays out views over data, which must hold numParams(c) floats.
+func newParams(c Config, data []float32) Params {
+	p := Params{Data: data, Layers: make([]LayerParams, c.Layers)}
+	off := 0
+	take := func(name string, shape ...int) []float32 {
+		n := 1
+		for _, s := range shape {
+			n *= s
+		}
+		v := data[off : off+n : off+n]
+		if name != "" {
+			p.tensors = append(p.tensors, NamedTensor{Name: name, Shape: shape, Offset: off, Data: v})
+		}
+		off += n
+		return v
+	}
+	hd := c.HeadDim()
+	p.Embed = take("model.embed_tokens.weight", c.Vocab, c.Dim)
+	for l := range p.Layers {
+		L := &p.Layers[l]
+		pre := fmt.Sprintf("model.layers.%d.", l)
+		L.AttnNorm = take(pre+"input_layernorm.weight", c.Dim)
+		start := off
+		L.Q = take(pre+"self_attn.q_proj.weight", c.Heads*hd, c.Dim)
+		L.K = take(pre+"self_attn.k_proj.weight", c.KVHeads*hd, c.Dim)
+		L.V = take(pre+"self_attn.v_proj.weight", c.KVHeads*hd, c.Dim)
+		L.QKV = data[start:off:off]
+		L.O = take(pre+"self_attn.o_proj.weight", c.Dim, c.Heads*hd)
+		L.MLPNorm = take(pre+"post_attention_layernorm.weight", c.Dim)
+		start = off
+		L.Gate = take(pre+"mlp.gate_proj.weight", c.Hidden, c.Dim)
+		L.Up = take(pre+"mlp.up_proj.weight", c.Hidden, c.Dim)
+		L.GateUp = data[start:off:off]
+		L.Down = take(pre+"mlp.down_proj.weight", c.Dim, c.Hidden)
+	}
+	p.Norm = take("model.norm.weight", c.Dim)
+	if c.TieEmbeddings {
+		p.LMHead = p.Embed
+	} else {
+		p.LMHead = take("lm_head.weight", c.Vocab, c.Dim)
+	}
+	if off != len(data) {
+		panic(fmt.Sprintf("model: layout covers %d of %d floats", off, len(data)))
+	}
+	return p
+}
+
+// Tensors lists every weight under its Hugging Face Llama name, in storage order. With tied
+// embeddings there is no "lm_head.weight", as in HF checkpoints with tie_word_embeddings.
+// The tensors tile Data exactly: their Offsets and lengths cover it without gaps.
+func (p *Params) Tensors() []NamedTensor {
+	return append([]NamedTensor(nil), p.tensors...)
+}
+
+// DecaySegments tells AdamW which parts of Data get weight decay: the matrices do, the norm
+// gains do not (decaying a gain toward 0 fights the normalization it scales).
+func (p *Params) DecaySegments() []optim.Segment {
+	segs := make([]optim.Segment, 0, len(p.tensors))
+	for _, t := range p.tensors {
+		decay := len(t.Shape) == 2
+		if n := len(segs); n > 0 && segs[n-1].Decay == decay {
+			segs[n-1].Len += len(t.Data)
+			continue
+		}
+		segs = append(segs, optim.Segment{Off: t.Offset, Len: len(t.Data), Decay: decay})
+	}
+	return segs
+}
