@@ -1,0 +1,56 @@
+package algo
+
+// Aggregation modes: how per-token losses become one scalar (verl's agg_loss).
+const (
+	AggTokenMean         = "token-mean"              // Σ_i Σ_t m·ℓ / Σ_i Σ_t m (DAPO)
+	AggTokenSum          = "token-sum"               // Σ_i Σ_t m·ℓ
+	AggSeqMeanTokenSum   = "seq-mean-token-sum"      // (1/N) Σ_i Σ_t m·ℓ
+	AggSeqMeanTokenMean  = "seq-mean-token-mean"     // (1/N) Σ_i (Σ_t m·ℓ / Σ_t m) (GRPO as published)
+	AggSeqMeanTokenSumNm = "seq-mean-token-sum-norm" // (1/N) Σ_i Σ_t m·ℓ / L (Dr. GRPO; L a constant)
+)
+
+var aggModes = []string{AggTokenMean, AggTokenSum, AggSeqMeanTokenSum, AggSeqMeanTokenMean, AggSeqMeanTokenSumNm}
+
+// aggregate is the one place where the loss mask becomes a normalisation. It writes coef[i], the
+// weight of every masked token of sequence i in the scalar loss, so that loss = Σ_i coef[i]·Σ_t m·ℓ_t
+// for every term (policy gradient, KL, entropy, value) alike. Sequences not included (infra-failed,
+// rejected) get 0 and do not count in any denominator; N counts included sequences with at least
+// one masked token. It returns the number of masked tokens and of sequences that count.
+func aggregate(coef []float64, b *Batch, include []bool, mode string, norm float64) (tokens, seqs int) {
+	for i := range coef {
+		coef[i] = 0
+		if !include[i] {
+			continue
+		}
+		lo, hi := b.Seq(i)
+		n := 0
+		for t := lo; t < hi; t++ {
+			if b.Mask[t] {
+				n++
+			}
+		}
+		if n > 0 {
+			tokens += n
+			seqs++
+			coef[i] = float64(n) // the masked-token count, turned into a coefficient below
+		}
+	}
+	for i, n := range coef {
+		if n == 0 {
+			continue
+		}
+		switch mode {
+		case AggTokenMean:
+			coef[i] = 1 / float64(tokens)
+		case AggTokenSum:
+			coef[i] = 1
+		case AggSeqMeanTokenSum:
+			coef[i] = 1 / float64(seqs)
+		case AggSeqMeanTokenMean:
+			coef[i] = 1 / (float64(seqs) * n)
+		case AggSeqMeanTokenSumNm:
+			coef[i] = 1 / (float64(seqs) * norm)
+		}
+	}
+	return tokens, seqs
+}

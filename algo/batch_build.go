@@ -1,0 +1,162 @@
+package algo
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/agentrl/agentrl/traj"
+)
+
+// FromTrajectories lays trajectories out as a Batch. It copies roles, loss mask, behaviour
+// logprobs, versions, turns (with their per-turn rewards), outcome reward, group id and status,
+// and uses each trajectory's ID in error messages. Old, Ref, Values and TokenRewards stay nil: the
+// learner fills them, aligned with the batch tokens (Seq gives each sequence's range).
+//
+// Each turn's Anchor defaults to the observation the turn acted on: the tokens between the end of
+// the previous completion (or the start of the episode) and the start of this one. Identical
+// observations then form GiGPO step groups. Environments whose observations alias different
+// states should set Anchor to a real state key before estimating.
+func FromTrajectories(ts []*traj.Trajectory) (*Batch, error) {
+	n, nt := 0, 0
+	for i, t := range ts {
+		if t == nil {
+			return nil, fmt.Errorf("algo: trajectory %d is nil", i)
+		}
+		if err := t.Validate(); err != nil {
+			return nil, fmt.Errorf("algo: trajectory %d: %w", i, err)
+		}
+		n += t.Len()
+		nt += len(t.Turns)
+	}
+	b := &Batch{
+		Offsets:     make([]int, 1, len(ts)+1),
+		Mask:        make([]bool, 0, n),
+		Roles:       make([]traj.Role, 0, n),
+		Behaviour:   make([]float32, 0, n),
+		Versions:    make([]int32, 0, n),
+		IDs:         make([]string, len(ts)),
+		Groups:      make([]uint64, len(ts)),
+		Status:      make([]traj.Status, len(ts)),
+		Rewards:     make([]float64, len(ts)),
+		TurnOffsets: make([]int, 1, len(ts)+1),
+		Turns:       make([]Turn, 0, nt),
+	}
+	for i, t := range ts {
+		b.Mask = append(b.Mask, t.LossMask...)
+		b.Roles = append(b.Roles, t.Roles...)
+		b.Behaviour = append(b.Behaviour, t.Logprobs...)
+		b.Versions = append(b.Versions, t.Versions...)
+		b.Offsets = append(b.Offsets, len(b.Mask))
+		b.IDs[i], b.Groups[i], b.Status[i], b.Rewards[i] = t.ID, t.GroupID, t.Status, t.Reward
+		prevEnd := 0
+		for _, tu := range t.Turns {
+			b.Turns = append(b.Turns, Turn{Start: tu.Start, End: tu.End, Reward: tu.Reward, Anchor: tokenKey(t.Tokens[prevEnd:tu.Start])})
+			prevEnd = tu.End
+		}
+		b.TurnOffsets = append(b.TurnOffsets, len(b.Turns))
+	}
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// tokenKey encodes token ids as a string usable as a map key (exact, no hashing collisions).
+func tokenKey(ids []int32) string {
+	buf := make([]byte, 4*len(ids))
+	for i, id := range ids {
+		binary.LittleEndian.PutUint32(buf[4*i:], uint32(id))
+	}
+	return string(buf)
+}
+
+// Select copies sequences idx (in that order) into a new compact Batch, with their advantages and
+// returns, so a minibatch can be handed to Loss.Compute. Indexes out of range are an error.
+func (b *Batch) Select(idx []int) (*Batch, error) {
+	s := b.NumSeqs()
+	n, nt := 0, 0
+	for _, i := range idx {
+		if i < 0 || i >= s {
+			return nil, fmt.Errorf("algo: select: sequence index %d out of range [0, %d)", i, s)
+		}
+		n += b.Offsets[i+1] - b.Offsets[i]
+		if b.TurnOffsets != nil {
+			nt += b.TurnOffsets[i+1] - b.TurnOffsets[i]
+		}
+	}
+	m := &Batch{Offsets: make([]int, 1, len(idx)+1)}
+	m.Mask = make([]bool, 0, n)
+	m.Behaviour = make([]float32, 0, n)
+	m.Roles = selTok(m.Roles, b.Roles, n)
+	m.Old, m.Ref = selTok(m.Old, b.Old, n), selTok(m.Ref, b.Ref, n)
+	m.Versions = selTok(m.Versions, b.Versions, n)
+	m.TokenRewards, m.Values = selTok(m.TokenRewards, b.TokenRewards, n), selTok(m.Values, b.Values, n)
+	m.Advantages, m.Returns = selTok(m.Advantages, b.Advantages, n), selTok(m.Returns, b.Returns, n)
+	if b.TurnOffsets != nil {
+		m.TurnOffsets = make([]int, 1, len(idx)+1)
+		m.Turns = make([]Turn, 0, nt)
+	}
+	for _, i := range idx {
+		lo, hi := b.Seq(i)
+		m.Mask = append(m.Mask, b.Mask[lo:hi]...)
+		m.Behaviour = append(m.Behaviour, b.Behaviour[lo:hi]...)
+		m.Roles = appendRange(m.Roles, b.Roles, lo, hi)
+		m.Old, m.Ref = appendRange(m.Old, b.Old, lo, hi), appendRange(m.Ref, b.Ref, lo, hi)
+		m.Versions = appendRange(m.Versions, b.Versions, lo, hi)
+		m.TokenRewards, m.Values = appendRange(m.TokenRewards, b.TokenRewards, lo, hi), appendRange(m.Values, b.Values, lo, hi)
+		m.Advantages, m.Returns = appendRange(m.Advantages, b.Advantages, lo, hi), appendRange(m.Returns, b.Returns, lo, hi)
+		m.Offsets = append(m.Offsets, len(m.Mask))
+		if b.TurnOffsets != nil {
+			m.Turns = append(m.Turns, b.SeqTurns(i)...)
+			m.TurnOffsets = append(m.TurnOffsets, len(m.Turns))
+		}
+	}
+	m.IDs, m.Groups = selSeq(b.IDs, idx), selSeq(b.Groups, idx)
+	m.Status, m.Rewards = selSeq(b.Status, idx), selSeq(b.Rewards, idx)
+	return m, nil
+}
+
+func selTok[T any](_ []T, src []T, n int) []T {
+	if src == nil {
+		return nil
+	}
+	return make([]T, 0, n)
+}
+
+func appendRange[T any](dst, src []T, lo, hi int) []T {
+	if src == nil {
+		return dst
+	}
+	return append(dst, src[lo:hi]...)
+}
+
+func selSeq[T any](src []T, idx []int) []T {
+	if src == nil {
+		return nil
+	}
+	out := make([]T, len(idx))
+	for j, i := range idx {
+		out[j] = src[i]
+	}
+	return out
+}
+
+// Minibatches shuffles the sequence indexes with rng and splits them into n minibatches whose
+// sizes differ by at most one. Advantages are computed once per batch; the loss is computed per
+// minibatch, so group structure does not need to survive the split.
+func (b *Batch) Minibatches(n int, rng *rand.Rand) ([][]int, error) {
+	s := b.NumSeqs()
+	if n < 1 || n > s {
+		return nil, fmt.Errorf("algo: minibatches: want 1 ≤ n ≤ %d sequences, got n = %d", s, n)
+	}
+	if rng == nil {
+		return nil, fmt.Errorf("algo: minibatches: rng is nil (pass an explicitly seeded rand.Rand)")
+	}
+	perm := rng.Perm(s)
+	out := make([][]int, n)
+	for k := range n {
+		out[k] = perm[k*s/n : (k+1)*s/n]
+	}
+	return out, nil
+}

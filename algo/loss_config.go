@@ -1,0 +1,118 @@
+package algo
+
+import (
+	"fmt"
+	"math"
+)
+
+// LossConfig selects the policy loss and every other term of the scalar loss
+//
+//	L = L_pg + KL.Coef·L_kl − EntropyCoef·L_entropy + Critic.Coef·L_value
+//
+// all aggregated by the same Agg mode. Only the selected policy's sub-config may be set; a setting
+// that would do nothing is an error. DefaultLossConfig gives a working PPO configuration.
+type LossConfig struct {
+	Policy string      `json:"policy"` // "ppo", "gspo", "sapo", "cispo", "reinforce"
+	PPO    PPOConfig   `json:"ppo,omitzero"`
+	GSPO   GSPOConfig  `json:"gspo,omitzero"`
+	SAPO   SAPOConfig  `json:"sapo,omitzero"`
+	CISPO  CISPOConfig `json:"cispo,omitzero"`
+
+	Agg     string  `json:"agg"`      // one of the Agg* modes
+	AggNorm float64 `json:"agg_norm"` // the constant divisor L of seq-mean-token-sum-norm (e.g. the max response length)
+
+	KL          KLLossConfig     `json:"kl,omitzero"`
+	EntropyCoef float64          `json:"entropy_coef"` // ≥ 0; the bonus needs Current.Entropies
+	Critic      CriticConfig     `json:"critic,omitzero"`
+	Correction  CorrectionConfig `json:"correction,omitzero"`
+}
+
+// KLLossConfig adds β·KL(π_θ‖π_ref) to the loss (GRPO's in-loss KL, arXiv 2402.03300 eq. 3).
+// Both zero = off. For the KL as a reward penalty use ApplyKLPenalty instead.
+type KLLossConfig struct {
+	Estimator string  `json:"estimator"` // see KLEstimator; GRPO uses "k3"
+	Coef      float64 `json:"coef"`      // β > 0
+}
+
+// CriticConfig adds PPO's value loss ½·max((V−R)², (clip(V, V_old ± ε) − R)²) (arXiv 1707.06347
+// eq. 9; value clipping as in OpenAI baselines). Coef 0 = off.
+type CriticConfig struct {
+	Coef float64 `json:"coef"` // c_v > 0
+	Clip float64 `json:"clip"` // ε of value clipping around the rollout value; 0 = unclipped
+}
+
+// WithPolicy returns c with the paper defaults of the policy named name filled in and
+// the other policies' sub-configs cleared.
+func (c LossConfig) WithPolicy(name string) LossConfig {
+	c.Policy = name
+	c.PPO, c.GSPO, c.SAPO, c.CISPO = PPOConfig{}, GSPOConfig{}, SAPOConfig{}, CISPOConfig{}
+	switch name {
+	case "ppo":
+		c.PPO = PPOConfig{ClipLow: 0.2, ClipHigh: 0.2}
+	case "gspo":
+		c.GSPO = GSPOConfig{ClipLow: 3e-4, ClipHigh: 4e-4}
+	case "sapo":
+		c.SAPO = SAPOConfig{TauPos: 1.0, TauNeg: 1.05}
+	case "cispo":
+		c.CISPO = CISPOConfig{ClipLow: 1, ClipHigh: 0.28}
+	}
+	return c
+}
+
+// DefaultLossConfig is PPO-clip (ε = 0.2) aggregated by token mean, with no KL, entropy, critic or
+// correction term.
+func DefaultLossConfig() LossConfig {
+	return LossConfig{Agg: AggTokenMean}.WithPolicy("ppo")
+}
+
+// onlyUses rejects settings in sub-configs the selected policy loss does not read.
+func (c LossConfig) onlyUses(sub string) error {
+	set := map[string]bool{
+		"ppo": c.PPO != PPOConfig{}, "gspo": c.GSPO != GSPOConfig{},
+		"sapo": c.SAPO != SAPOConfig{}, "cispo": c.CISPO != CISPOConfig{},
+	}
+	for _, k := range []string{"ppo", "gspo", "sapo", "cispo"} {
+		if set[k] && k != sub {
+			return fmt.Errorf("setting %s.* does nothing for policy loss %q", k, c.Policy)
+		}
+	}
+	return nil
+}
+
+// Validate checks every term of the config against the built-in policy losses.
+func (c LossConfig) Validate() error {
+	_, err := NewLoss(c)
+	return err
+}
+
+// validateTerms checks everything but the policy loss itself.
+func (c LossConfig) validateTerms() error {
+	if err := oneOf("aggregation", c.Agg, aggModes); err != nil {
+		return err
+	}
+	if c.Agg == AggSeqMeanTokenSumNm {
+		if !(c.AggNorm > 0) || math.IsInf(c.AggNorm, 0) {
+			return fmt.Errorf("algo: %s needs a finite agg_norm > 0 (the constant divisor), have %v", c.Agg, c.AggNorm)
+		}
+	} else if c.AggNorm != 0 {
+		return fmt.Errorf("algo: agg_norm does nothing with aggregation %q", c.Agg)
+	}
+	if c.KL != (KLLossConfig{}) {
+		if _, err := ParseKL(c.KL.Estimator); err != nil {
+			return err
+		}
+		if !(c.KL.Coef > 0) || math.IsInf(c.KL.Coef, 0) {
+			return fmt.Errorf("algo: kl.coef = %v, want finite β > 0 (or leave kl empty)", c.KL.Coef)
+		}
+	}
+	if !(c.EntropyCoef >= 0) || math.IsInf(c.EntropyCoef, 0) {
+		return fmt.Errorf("algo: entropy_coef = %v, want finite ≥ 0", c.EntropyCoef)
+	}
+	if !(c.Critic.Coef >= 0) || math.IsInf(c.Critic.Coef, 0) || !(c.Critic.Clip >= 0) || math.IsInf(c.Critic.Clip, 0) {
+		return fmt.Errorf("algo: critic coef %v / clip %v, want finite ≥ 0", c.Critic.Coef, c.Critic.Clip)
+	}
+	if c.Critic.Coef == 0 && c.Critic.Clip != 0 {
+		return fmt.Errorf("algo: critic.clip does nothing with critic.coef = 0")
+	}
+	return c.Correction.validate()
+}
