@@ -88,7 +88,6 @@ func (c AdvantageConfig) Validate() error {
 // NewEstimator builds a built-in estimator.
 func NewEstimator(c AdvantageConfig) (Estimator, error) { return Estimators().New(c) }
 
-
 // Estimators returns a fresh registry holding the built-in advantage estimators.
 func Estimators() *EstimatorRegistry {
 	r := &EstimatorRegistry{newRegistry[EstimatorFactory]("advantage estimator")}
