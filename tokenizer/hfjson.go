@@ -1,0 +1,502 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// File names inside a tokenizer directory, as Hugging Face names them.
+const (
+	TokenizerFile = "tokenizer.json"
+	ConfigFile    = "tokenizer_config.json"
+)
+
+type hfAddedToken struct {
+	ID         int32  `json:"id"`
+	Content    string `json:"content"`
+	SingleWord bool   `json:"single_word"`
+	LStrip     bool   `json:"lstrip"`
+	RStrip     bool   `json:"rstrip"`
+	Normalized bool   `json:"normalized"`
+	Special    bool   `json:"special"`
+}
+
+func (a addedToken) hf() hfAddedToken {
+	return hfAddedToken{ID: a.id, Content: a.content, Normalized: a.normalized, Special: a.special}
+}
+
+// hfFile is tokenizer.json; field order is the order Hugging Face writes.
+type hfFile struct {
+	Version       string          `json:"version"`
+	Truncation    json.RawMessage `json:"truncation"`
+	Padding       json.RawMessage `json:"padding"`
+	AddedTokens   []hfAddedToken  `json:"added_tokens"`
+	Normalizer    json.RawMessage `json:"normalizer"`
+	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage `json:"post_processor"`
+	Decoder       json.RawMessage `json:"decoder"`
+	Model         hfModel         `json:"model"`
+}
+
+type hfModel struct {
+	Type                    string          `json:"type"`
+	Dropout                 *float64        `json:"dropout"`
+	UnkToken                *string         `json:"unk_token"`
+	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+	FuseUnk                 bool            `json:"fuse_unk"`
+	ByteFallback            bool            `json:"byte_fallback"`
+	IgnoreMerges            bool            `json:"ignore_merges"`
+	Vocab                   json.RawMessage `json:"vocab"`
+	Merges                  json.RawMessage `json:"merges"`
+}
+
+// byteLevelDecoder is the decoder every byte-level tokenizer.json carries; its flags do not
+// affect decoding.
+const byteLevelDecoder = `{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true}`
+
+// defaultPostProcessor only adjusts offsets, never ids (Qwen2 writes the same).
+const defaultPostProcessor = `{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":false}`
+
+// Save writes dir/tokenizer.json and dir/tokenizer_config.json, each atomically (a temporary file
+// renamed into place), creating dir if needed.
+func (t *Tokenizer) Save(dir string) error {
+	tok, err := t.tokenizerJSON()
+	if err != nil {
+		return err
+	}
+	cfg, err := t.configJSON()
+	if err != nil {
+		return err
+	}
+	cfgData, err := marshalIndent(cfg)
+	if err != nil {
+		return fmt.Errorf("tokenizer: encoding %s: %w", ConfigFile, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("tokenizer: save: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(dir, TokenizerFile), tok); err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, ConfigFile), cfgData)
+}
+
+func (t *Tokenizer) tokenizerJSON() ([]byte, error) {
+	f := hfFile{
+		Version:       "1.0",
+		PreTokenizer:  t.pre.json(),
+		PostProcessor: t.postProcessor,
+		Decoder:       json.RawMessage(byteLevelDecoder),
+		Model:         hfModel{Type: "BPE", FuseUnk: t.fuseUnk, IgnoreMerges: t.ignoreMerges},
+	}
+	if f.PostProcessor == nil {
+		f.PostProcessor = json.RawMessage(defaultPostProcessor)
+	}
+	if t.unkToken != "" {
+		f.Model.UnkToken = &t.unkToken
+	}
+	for _, a := range t.added {
+		f.AddedTokens = append(f.AddedTokens, a.hf())
+	}
+	// The vocabulary in id order, as Hugging Face writes it (a Go map would sort it by key).
+	var vb bytes.Buffer
+	vb.WriteByte('{')
+	first := true
+	for id, tok := range t.idToToken {
+		if _, inModel := t.vocab[tok]; !inModel || t.vocab[tok] != int32(id) {
+			continue
+		}
+		if !first {
+			vb.WriteByte(',')
+		}
+		first = false
+		k, err := marshalNoEscape(tok)
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer: encoding vocabulary: %w", err)
+		}
+		vb.Write(k)
+		vb.WriteByte(':')
+		vb.WriteString(strconv.Itoa(id))
+	}
+	vb.WriteByte('}')
+	f.Model.Vocab = vb.Bytes()
+	merges, err := marshalNoEscape(t.mergeList)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: encoding merges: %w", err)
+	}
+	f.Model.Merges = merges
+	if f.Model.Merges == nil || string(f.Model.Merges) == "null" {
+		f.Model.Merges = json.RawMessage("[]")
+	}
+	data, err := marshalIndent(f)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: encoding %s: %w", TokenizerFile, err)
+	}
+	return data, nil
+}
+
+// json renders the pre-tokenizer in Hugging Face's form.
+func (p preTokenizer) json() json.RawMessage {
+	bl := fmt.Sprintf(`{"type":"ByteLevel","add_prefix_space":%t,"trim_offsets":%t,"use_regex":%t}`,
+		p.addPrefixSpace, !p.keepOffsets, p.useRegex)
+	if p.digits == digitsNone {
+		return json.RawMessage(bl)
+	}
+	return json.RawMessage(fmt.Sprintf(`{"type":"Sequence","pretokenizers":[{"type":"Digits","individual_digits":%t},%s]}`,
+		p.digits == digitsIndividual, bl))
+}
+
+func marshalNoEscape(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+func marshalIndent(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// writeFileAtomic writes data to a temporary file in path's directory, syncs it and renames it
+// over path, so a reader sees the old file or the new one, never a torn one.
+func writeFileAtomic(path string, data []byte) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("tokenizer: save %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("tokenizer: save %s: %w", path, err)
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return fmt.Errorf("tokenizer: save %s: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("tokenizer: save %s: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("tokenizer: save %s: %w", path, err)
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("tokenizer: save %s: %w", path, err)
+	}
+	return nil
+}
+
+// Load reads dir/tokenizer.json and, if present, dir/tokenizer_config.json (without it the ChatML
+// template is assumed). It accepts byte-level BPE files, whether written by Save or by Hugging Face,
+// and rejects anything it would encode differently from Hugging Face, naming the field.
+func Load(dir string) (*Tokenizer, error) {
+	path := filepath.Join(dir, TokenizerFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: load: %w", err)
+	}
+	spec, err := parseTokenizerJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: load %s: %w", path, err)
+	}
+	spec.config = defaultChatConfig()
+	if _, ok := spec.vocab[EndOfText]; !ok && !hasAdded(spec.added, EndOfText) {
+		spec.config.pad = ""
+	}
+	cfgPath := filepath.Join(dir, ConfigFile)
+	switch cfgData, err := os.ReadFile(cfgPath); {
+	case err == nil:
+		if spec.config, err = parseConfig(cfgData); err != nil {
+			return nil, fmt.Errorf("tokenizer: load %s: %w", cfgPath, err)
+		}
+		if spec.config.template == "" {
+			spec.config.template = chatMLTemplate
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("tokenizer: load: %w", err)
+	}
+	t, err := build(spec)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", dir, err)
+	}
+	return t, nil
+}
+
+func hasAdded(added []addedToken, content string) bool {
+	for _, a := range added {
+		if a.content == content {
+			return true
+		}
+	}
+	return false
+}
+
+// parseTokenizerJSON checks every field that affects encoding and converts the file to a spec.
+func parseTokenizerJSON(data []byte) (modelSpec, error) {
+	var spec modelSpec
+	if err := checkKeys(data, "top level", "version", "truncation", "padding", "added_tokens",
+		"normalizer", "pre_tokenizer", "post_processor", "decoder", "model"); err != nil {
+		return spec, err
+	}
+	var f hfFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return spec, err
+	}
+	for _, nullField := range []struct {
+		name string
+		v    json.RawMessage
+	}{{"truncation", f.Truncation}, {"padding", f.Padding}, {"normalizer", f.Normalizer}} {
+		if !isNull(nullField.v) {
+			return spec, fmt.Errorf("%s is set; only null is supported", nullField.name)
+		}
+	}
+	var err error
+	if spec.pre, err = parsePreTokenizer(f.PreTokenizer); err != nil {
+		return spec, fmt.Errorf("pre_tokenizer: %w", err)
+	}
+	if err := parseDecoder(f.Decoder); err != nil {
+		return spec, fmt.Errorf("decoder: %w", err)
+	}
+	if !isNull(f.PostProcessor) {
+		spec.postProcessor = f.PostProcessor
+	}
+	if err := parseModel(data, f.Model, &spec); err != nil {
+		return spec, fmt.Errorf("model: %w", err)
+	}
+	spec.added, err = parseAdded(f.AddedTokens, spec.vocab)
+	return spec, err
+}
+
+func isNull(v json.RawMessage) bool { return len(v) == 0 || string(bytes.TrimSpace(v)) == "null" }
+
+// checkKeys rejects keys of a JSON object outside allowed, so that a feature this package does
+// not implement is reported rather than silently ignored.
+func checkKeys(obj json.RawMessage, where string, allowed ...string) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &m); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if m == nil {
+		return fmt.Errorf("%s: not an object", where)
+	}
+	for k := range m {
+		found := false
+		for _, a := range allowed {
+			found = found || a == k
+		}
+		if !found {
+			return fmt.Errorf("%s: unsupported key %q", where, k)
+		}
+	}
+	return nil
+}
+
+func typeOf(obj json.RawMessage) (string, error) {
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(obj, &head); err != nil {
+		return "", err
+	}
+	return head.Type, nil
+}
+
+func parsePreTokenizer(raw json.RawMessage) (preTokenizer, error) {
+	var p preTokenizer
+	if isNull(raw) {
+		return p, fmt.Errorf("missing; a byte-level BPE needs ByteLevel")
+	}
+	typ, err := typeOf(raw)
+	if err != nil {
+		return p, err
+	}
+	switch typ {
+	case "ByteLevel":
+		err = p.parseByteLevel(raw)
+		return p, err
+	case "Sequence":
+		if err := checkKeys(raw, "Sequence", "type", "pretokenizers"); err != nil {
+			return p, err
+		}
+		var seq struct {
+			Pre []json.RawMessage `json:"pretokenizers"`
+		}
+		if err := json.Unmarshal(raw, &seq); err != nil {
+			return p, err
+		}
+		if len(seq.Pre) == 1 {
+			return parsePreTokenizer(seq.Pre[0])
+		}
+		if len(seq.Pre) != 2 {
+			return p, fmt.Errorf("Sequence of %d pre-tokenizers; supported are [ByteLevel] and [Digits, ByteLevel]", len(seq.Pre))
+		}
+		if t0, _ := typeOf(seq.Pre[0]); t0 != "Digits" {
+			return p, fmt.Errorf("Sequence starts with %q; supported are [ByteLevel] and [Digits, ByteLevel]", t0)
+		}
+		if err := checkKeys(seq.Pre[0], "Digits", "type", "individual_digits"); err != nil {
+			return p, err
+		}
+		var d struct {
+			Individual bool `json:"individual_digits"`
+		}
+		if err := json.Unmarshal(seq.Pre[0], &d); err != nil {
+			return p, err
+		}
+		p.digits = digitsContiguous
+		if d.Individual {
+			p.digits = digitsIndividual
+		}
+		if t1, _ := typeOf(seq.Pre[1]); t1 != "ByteLevel" {
+			return p, fmt.Errorf("Sequence continues with %q; supported are [ByteLevel] and [Digits, ByteLevel]", t1)
+		}
+		err = p.parseByteLevel(seq.Pre[1])
+		return p, err
+	}
+	return p, fmt.Errorf("type %q is not supported (ByteLevel, or a Sequence of Digits and ByteLevel)", typ)
+}
+
+func (p *preTokenizer) parseByteLevel(raw json.RawMessage) error {
+	if err := checkKeys(raw, "ByteLevel", "type", "add_prefix_space", "trim_offsets", "use_regex"); err != nil {
+		return err
+	}
+	bl := struct {
+		AddPrefixSpace bool  `json:"add_prefix_space"`
+		TrimOffsets    *bool `json:"trim_offsets"`
+		UseRegex       *bool `json:"use_regex"`
+	}{}
+	if err := json.Unmarshal(raw, &bl); err != nil {
+		return err
+	}
+	p.addPrefixSpace = bl.AddPrefixSpace
+	p.useRegex = bl.UseRegex == nil || *bl.UseRegex // Hugging Face's default is true
+	p.keepOffsets = bl.TrimOffsets != nil && !*bl.TrimOffsets
+	return nil
+}
+
+func parseDecoder(raw json.RawMessage) error {
+	if isNull(raw) {
+		return fmt.Errorf("missing; a byte-level BPE needs the ByteLevel decoder")
+	}
+	typ, err := typeOf(raw)
+	if err != nil {
+		return err
+	}
+	if typ != "ByteLevel" {
+		return fmt.Errorf("type %q is not supported (ByteLevel)", typ)
+	}
+	return checkKeys(raw, "ByteLevel", "type", "add_prefix_space", "trim_offsets", "use_regex")
+}
+
+func parseModel(file []byte, m hfModel, spec *modelSpec) error {
+	var outer struct {
+		Model json.RawMessage `json:"model"`
+	}
+	if err := json.Unmarshal(file, &outer); err != nil {
+		return err
+	}
+	if err := checkKeys(outer.Model, "model", "type", "dropout", "unk_token", "continuing_subword_prefix",
+		"end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges", "vocab", "merges"); err != nil {
+		return err
+	}
+	switch {
+	case m.Type != "BPE":
+		return fmt.Errorf("type %q is not supported (BPE)", m.Type)
+	case m.Dropout != nil && *m.Dropout != 0:
+		return fmt.Errorf("dropout %g is not supported (it makes encoding random)", *m.Dropout)
+	case m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "":
+		return fmt.Errorf("continuing_subword_prefix %q is not supported", *m.ContinuingSubwordPrefix)
+	case m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "":
+		return fmt.Errorf("end_of_word_suffix %q is not supported", *m.EndOfWordSuffix)
+	case m.ByteFallback:
+		return fmt.Errorf("byte_fallback is not supported (byte-level BPE covers every byte)")
+	}
+	if err := json.Unmarshal(m.Vocab, &spec.vocab); err != nil {
+		return fmt.Errorf("vocab: %w", err)
+	}
+	merges, err := parseMerges(m.Merges)
+	if err != nil {
+		return fmt.Errorf("merges: %w", err)
+	}
+	spec.merges = merges
+	if m.UnkToken != nil {
+		spec.unkToken = *m.UnkToken
+	}
+	spec.fuseUnk = m.FuseUnk
+	spec.ignoreMerges = m.IgnoreMerges
+	return nil
+}
+
+// parseMerges accepts both forms Hugging Face writes: pairs (["a", "b"]) and, in older files,
+// strings "a b".
+func parseMerges(raw json.RawMessage) ([][2]string, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var pairs [][2]string
+	if err := json.Unmarshal(raw, &pairs); err == nil {
+		return pairs, nil
+	}
+	var lines []string
+	if err := json.Unmarshal(raw, &lines); err != nil {
+		return nil, fmt.Errorf("neither a list of pairs nor a list of strings")
+	}
+	pairs = make([][2]string, len(lines))
+	for i, l := range lines {
+		parts := strings.Split(l, " ")
+		if len(parts) != 2 {
+			return nil, fmt.Errorf("merge %d %q is not two tokens separated by one space", i, l)
+		}
+		pairs[i] = [2]string{parts[0], parts[1]}
+	}
+	return pairs, nil
+}
+
+// parseAdded converts added_tokens and checks each id is the one Hugging Face assigns when it
+// loads the file (it recomputes ids rather than reading them: a token in the model vocabulary
+// keeps its id, any other gets the next id after the vocabulary and earlier added tokens).
+func parseAdded(list []hfAddedToken, vocab map[string]int32) ([]addedToken, error) {
+	out := make([]addedToken, 0, len(list))
+	maxAdded := int32(-1)
+	for _, a := range list {
+		switch {
+		case a.SingleWord:
+			return nil, fmt.Errorf("added token %q: single_word is not supported", a.Content)
+		case a.LStrip || a.RStrip:
+			return nil, fmt.Errorf("added token %q: lstrip/rstrip are not supported", a.Content)
+		case a.Content == "":
+			return nil, fmt.Errorf("added token with id %d has empty content", a.ID)
+		}
+		want, inVocab := vocab[a.Content]
+		if !inVocab {
+			want = int32(len(vocab))
+			if maxAdded >= want {
+				want = maxAdded + 1
+			}
+		}
+		if a.ID != want {
+			return nil, fmt.Errorf("added token %q has id %d, but Hugging Face would give it id %d", a.Content, a.ID, want)
+		}
+		maxAdded = max(maxAdded, want)
+		out = append(out, addedToken{id: a.ID, content: a.Content, special: a.Special, normalized: a.Normalized})
+	}
+	return out, nil
+}
