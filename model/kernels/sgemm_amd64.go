@@ -50,3 +50,25 @@ func asmKernel(f func(kc int, a, b, c *float32, ldc int, alpha, beta float32), m
 		f(kc, &a[0], &b[0], &c[0], ldc, alpha, beta)
 	}
 }
+
+// transposeStrip is transposeStripGo with the bulk (four rows by four k steps at a time) done
+// by the SSE transpose4; the Go loop finishes the last k steps and the rows past a multiple
+// of four.
+func transposeStrip(dst, src []float32, ld, kb, w, width int) {
+	blocks := kb / 4
+	r := 0
+	if blocks > 0 {
+		for ; r+4 <= w; r += 4 {
+			_ = src[(r+3)*ld+4*blocks-1]
+			_ = dst[(4*blocks-1)*width+r+3]
+			transpose4(&dst[r], &src[r*ld], ld, width, blocks)
+			for p := 4 * blocks; p < kb; p++ {
+				dst[p*width+r] = src[r*ld+p]
+				dst[p*width+r+1] = src[(r+1)*ld+p]
+				dst[p*width+r+2] = src[(r+2)*ld+p]
+				dst[p*width+r+3] = src[(r+3)*ld+p]
+			}
+		}
+	}
+	transposeStripGo(dst, src, ld, kb, w, width, r)
+}

@@ -587,3 +587,49 @@ sgemmKernelavx2_6x16_overwrite:
 	ADDQ    CX, AX
 	VZEROUPPER
 	RET
+
+// func transpose4(dst *float32, src *float32, ld int, width int, blocks int)
+// Requires: AVX
+TEXT ·transpose4(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), AX
+	MOVQ src+8(FP), CX
+	MOVQ ld+16(FP), DX
+	MOVQ width+24(FP), BX
+	MOVQ blocks+32(FP), SI
+	SHLQ $0x02, DX
+	SHLQ $0x02, BX
+	LEAQ (CX)(DX*2), DI
+	ADDQ DX, DI
+	LEAQ (AX)(BX*2), R8
+	ADDQ BX, R8
+	MOVQ BX, R9
+	SHLQ $0x02, R9
+
+transpose4_loop:
+	TESTQ     SI, SI
+	JZ        transpose4_done
+	VMOVUPS   (CX), X0
+	VMOVUPS   (CX)(DX*1), X1
+	VMOVUPS   (CX)(DX*2), X2
+	VMOVUPS   (DI), X3
+	VUNPCKLPS X1, X0, X4
+	VUNPCKHPS X1, X0, X5
+	VUNPCKLPS X3, X2, X1
+	VUNPCKHPS X3, X2, X3
+	VUNPCKLPD X1, X4, X0
+	VUNPCKHPD X1, X4, X1
+	VUNPCKLPD X3, X5, X2
+	VUNPCKHPD X3, X5, X3
+	VMOVUPS   X0, (AX)
+	VMOVUPS   X1, (AX)(BX*1)
+	VMOVUPS   X2, (AX)(BX*2)
+	VMOVUPS   X3, (R8)
+	ADDQ      $0x10, CX
+	ADDQ      $0x10, DI
+	ADDQ      R9, AX
+	ADDQ      R9, R8
+	DECQ      SI
+	JMP       transpose4_loop
+
+transpose4_done:
+	RET

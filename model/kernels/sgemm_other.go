@@ -5,3 +5,7 @@ package kernels
 // availableKernels lists the microkernels this build can run, fastest first. Without the amd64
 // assembly only the portable Go kernel exists.
 func availableKernels() []*microKernel { return []*microKernel{&goKernel} }
+
+func transposeStrip(dst, src []float32, ld, kb, w, width int) {
+	transposeStripGo(dst, src, ld, kb, w, width, 0)
+}

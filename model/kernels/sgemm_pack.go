@@ -40,11 +40,12 @@ func copyStrip(dst, src []float32, ld, kb, w, width int) {
 	}
 }
 
-// transposeStrip: dst[p*width+r] = src[r*ld+p] for r < w, zero for w ≤ r < width. Rows are
-// taken four at a time so each pass writes four neighbouring values per k step.
-func transposeStrip(dst, src []float32, ld, kb, w, width int) {
+// transposeStripGo: dst[p*width+r] = src[r*ld+p] for r < w, zero for w ≤ r < width, starting
+// at row r0 (rows before it are already packed). Rows are taken four at a time so each pass
+// writes four neighbouring values per k step.
+func transposeStripGo(dst, src []float32, ld, kb, w, width, r0 int) {
 	dst = dst[:kb*width]
-	r := 0
+	r := r0
 	for ; r+4 <= w; r += 4 {
 		s0 := src[r*ld : r*ld+kb]
 		s1 := src[(r+1)*ld : (r+1)*ld+kb]

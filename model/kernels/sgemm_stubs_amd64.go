@@ -9,3 +9,6 @@ func sgemmKernelavx512_12x32(kc int, a *float32, b *float32, c *float32, ldc int
 
 // sgemmKernelavx2_6x16 computes a 6×16 tile C = alpha*A·B + beta*C from packed strips (avx2).
 func sgemmKernelavx2_6x16(kc int, a *float32, b *float32, c *float32, ldc int, alpha float32, beta float32)
+
+// transpose4 writes dst[(4q+j)*width+i] = src[i*ld+4q+j] for rows i < 4, columns j < 4, blocks q < blocks.
+func transpose4(dst *float32, src *float32, ld int, width int, blocks int)

@@ -48,6 +48,7 @@ func main() {
 	for _, s := range specs {
 		kernel(s)
 	}
+	transpose4()
 	Generate()
 }
 
@@ -160,4 +161,59 @@ func addr(name string) Mem {
 		panic(err)
 	}
 	return b.Addr
+}
+
+// transpose4 packs four rows of a row-major matrix into 4-float groups along k: for each block
+// of four columns it transposes a 4×4 tile in SSE registers, so the strided writes of packing
+// (the fused transpose of A, and of B when transB) become 16-byte stores.
+func transpose4() {
+	TEXT("transpose4", NOSPLIT, "func(dst, src *float32, ld, width, blocks int)")
+	Doc("transpose4 writes dst[(4q+j)*width+i] = src[i*ld+4q+j] for rows i < 4, columns j < 4, blocks q < blocks.")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	ld := Load(Param("ld"), GP64())
+	width := Load(Param("width"), GP64())
+	blocks := Load(Param("blocks"), GP64())
+	SHLQ(Imm(2), ld)
+	SHLQ(Imm(2), width)
+	src3 := GP64() // row 3 of src and column 3 of dst need a register each: scale 3 does not exist
+	dst3 := GP64()
+	LEAQ(Mem{Base: src, Index: ld, Scale: 2}, src3)
+	ADDQ(ld, src3)
+	LEAQ(Mem{Base: dst, Index: width, Scale: 2}, dst3)
+	ADDQ(width, dst3)
+	step := GP64()
+	MOVQ(width, step)
+	SHLQ(Imm(2), step)
+	x := []reg.VecVirtual{XMM(), XMM(), XMM(), XMM()}
+	t := []reg.VecVirtual{XMM(), XMM(), XMM(), XMM()}
+
+	Label("transpose4_loop")
+	TESTQ(blocks, blocks)
+	JZ(LabelRef("transpose4_done"))
+	VMOVUPS(Mem{Base: src}, x[0])
+	VMOVUPS(Mem{Base: src, Index: ld, Scale: 1}, x[1])
+	VMOVUPS(Mem{Base: src, Index: ld, Scale: 2}, x[2])
+	VMOVUPS(Mem{Base: src3}, x[3])
+	VUNPCKLPS(x[1], x[0], t[0]) // x0_0 x1_0 x0_1 x1_1
+	VUNPCKHPS(x[1], x[0], t[1]) // x0_2 x1_2 x0_3 x1_3
+	VUNPCKLPS(x[3], x[2], t[2])
+	VUNPCKHPS(x[3], x[2], t[3])
+	VUNPCKLPD(t[2], t[0], x[0]) // column 0
+	VUNPCKHPD(t[2], t[0], x[1])
+	VUNPCKLPD(t[3], t[1], x[2])
+	VUNPCKHPD(t[3], t[1], x[3])
+	VMOVUPS(x[0], Mem{Base: dst})
+	VMOVUPS(x[1], Mem{Base: dst, Index: width, Scale: 1})
+	VMOVUPS(x[2], Mem{Base: dst, Index: width, Scale: 2})
+	VMOVUPS(x[3], Mem{Base: dst3})
+	ADDQ(Imm(16), src)
+	ADDQ(Imm(16), src3)
+	ADDQ(step, dst)
+	ADDQ(step, dst3)
+	DECQ(blocks)
+	JMP(LabelRef("transpose4_loop"))
+
+	Label("transpose4_done")
+	RET()
 }
