@@ -1,0 +1,345 @@
+// Package rollout is the multi-turn agent loop: it renders the conversation with the chat
+// template, generates with an infer.Generator, stops at the end-of-turn token, steps the
+// environment and appends each observation by encoding only the new message. History is never
+// re-tokenized: a trajectory's tokens are exactly the prompt, then each completion and each
+// encoded observation, in order.
+//
+// It records roles, the loss mask (sampled assistant tokens only), behaviour logprobs and the
+// per-token policy version reported by the generator; it caps context length (status truncated)
+// and episode time (status timeout), and records infrastructure failures as env_error rather than
+// as rewards. It does not compute rewards beyond what the environment returns, nor advantages.
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/infer"
+	"github.com/agentrl/agentrl/tokenizer"
+	"github.com/agentrl/agentrl/traj"
+)
+
+// Config bounds one episode.
+type Config struct {
+	// MaxTurns is the number of assistant turns after which the episode is truncated.
+	MaxTurns int `yaml:"max_turns"`
+	// MaxContext caps the trajectory's total tokens (prompt + completions + observations).
+	MaxContext int `yaml:"max_context"`
+	// MaxTokensPerTurn caps one completion.
+	MaxTokensPerTurn int `yaml:"max_tokens_per_turn"`
+	// EpisodeTimeout bounds one episode's wall time (0 = none); past it the status is timeout.
+	EpisodeTimeout time.Duration `yaml:"episode_timeout"`
+	// Sampling is passed to the generator on every turn.
+	Sampling infer.Sampling `yaml:"sampling"`
+}
+
+// DefaultConfig suits the built-in environments and model.
+func DefaultConfig() Config {
+	return Config{
+		MaxTurns:         8,
+		MaxContext:       512,
+		MaxTokensPerTurn: 96,
+		EpisodeTimeout:   2 * time.Minute,
+		Sampling:         infer.Sampling{Temperature: 1},
+	}
+}
+
+// Validate reports settings that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxTurns < 1:
+		return fmt.Errorf("rollout: max_turns must be at least 1, got %d", c.MaxTurns)
+	case c.MaxContext < 2:
+		return fmt.Errorf("rollout: max_context must be at least 2, got %d", c.MaxContext)
+	case c.MaxTokensPerTurn < 1:
+		return fmt.Errorf("rollout: max_tokens_per_turn must be at least 1, got %d", c.MaxTokensPerTurn)
+	case c.EpisodeTimeout < 0:
+		return fmt.Errorf("rollout: episode_timeout must not be negative, got %s", c.EpisodeTimeout)
+	case c.Sampling.Temperature < 0 || math.IsNaN(float64(c.Sampling.Temperature)):
+		return fmt.Errorf("rollout: sampling temperature must be >= 0, got %v", c.Sampling.Temperature)
+	case c.Sampling.TopK < 0:
+		return fmt.Errorf("rollout: sampling top_k must be >= 0, got %d", c.Sampling.TopK)
+	case c.Sampling.TopP < 0 || c.Sampling.TopP > 1:
+		return fmt.Errorf("rollout: sampling top_p must be in [0, 1], got %v", c.Sampling.TopP)
+	}
+	return nil
+}
+
+// Task identifies one episode to run.
+type Task struct {
+	Env     string // registered environment name, recorded in the trajectory
+	Seed    int64  // task seed passed to Reset
+	GroupID uint64 // episodes of one group share a task seed
+	Index   int    // position within the group
+}
+
+// Runner runs episodes. It is safe for concurrent use: each episode owns its environment.
+type Runner struct {
+	// Gen serves every episode, unless NewGen is set, in which case each episode gets its own
+	// generator (e.g. an AgentGenerator playing an expert for that task).
+	Gen    infer.Generator
+	NewGen func(t Task) infer.Generator
+	Tok *tokenizer.Tokenizer
+	Cfg Config
+	// SampleSeed mixes into every request's seed so that a run's seed reproduces its samples.
+	SampleSeed uint64
+	// Now is the clock for timings (time.Now when nil).
+	Now func() time.Time
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// chatRole is the chat-template role that speaks an observation.
+func chatRole(r traj.Role) string {
+	if r == traj.RoleTool {
+		return "tool"
+	}
+	return "user"
+}
+
+// requestSeed derives a distinct, reproducible seed for each generation request (SplitMix64).
+func requestSeed(base uint64, t Task, turn int) uint64 {
+	x := base ^ uint64(t.Seed)*0x9E3779B97F4A7C15 ^ t.GroupID*0xBF58476D1CE4E5B9 ^
+		uint64(t.Index)<<32 ^ uint64(turn)
+	x ^= x >> 30
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	return x ^ x>>31
+}
+
+// episode accumulates one trajectory.
+type episode struct {
+	t *traj.Trajectory
+}
+
+func (e *episode) append(toks []int32, role traj.Role) {
+	e.t.Tokens = append(e.t.Tokens, toks...)
+	for range toks {
+		e.t.Roles = append(e.t.Roles, role)
+		e.t.LossMask = append(e.t.LossMask, false)
+		e.t.Logprobs = append(e.t.Logprobs, 0)
+		e.t.Versions = append(e.t.Versions, traj.NoVersion)
+	}
+}
+
+func (e *episode) appendCompletion(c infer.Completion) {
+	e.t.Tokens = append(e.t.Tokens, c.Tokens...)
+	for range c.Tokens {
+		e.t.Roles = append(e.t.Roles, traj.RoleAssistant)
+		e.t.LossMask = append(e.t.LossMask, true)
+	}
+	e.t.Logprobs = append(e.t.Logprobs, c.Logprobs...)
+	e.t.Versions = append(e.t.Versions, c.Versions...)
+}
+
+func (e *episode) end(status traj.Status, msg string) {
+	e.t.Status = status
+	e.t.Error = msg
+}
+
+// Episode runs one episode of task t in e (which the caller owns and closes). Environment,
+// generator and time-limit failures are recorded in the trajectory's status; the returned error
+// is non-nil only when ctx itself is cancelled, in which case the partial trajectory is returned
+// for inspection and must not be trained on.
+func (r *Runner) Episode(ctx context.Context, e env.Env, t Task) (*traj.Trajectory, error) {
+	start := r.now()
+	ep := &episode{t: &traj.Trajectory{
+		ID:       fmt.Sprintf("%s-%d-%d-%d", t.Env, t.Seed, t.GroupID, t.Index),
+		Env:      t.Env,
+		TaskSeed: t.Seed,
+		GroupID:  t.GroupID,
+	}}
+	tr := ep.t
+	defer func() { tr.Timings.Total = r.now().Sub(start) }()
+
+	ectx := ctx
+	if r.Cfg.EpisodeTimeout > 0 {
+		var cancel context.CancelFunc
+		ectx, cancel = context.WithTimeout(ctx, r.Cfg.EpisodeTimeout)
+		defer cancel()
+	}
+	// fail records an infrastructure failure; it reports whether the caller's ctx ended.
+	fail := func(stage string, err error) error {
+		if ctx.Err() != nil {
+			ep.end(traj.StatusEnvError, "cancelled")
+			return ctx.Err()
+		}
+		if ectx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+			ep.end(traj.StatusTimeout, fmt.Sprintf("%s: %v", stage, err))
+			return nil
+		}
+		ep.end(traj.StatusEnvError, fmt.Sprintf("%s: %v", stage, err))
+		return nil
+	}
+
+	t0 := r.now()
+	obs, err := e.Reset(ectx, t.Seed)
+	tr.Timings.Env += r.now().Sub(t0)
+	if err != nil {
+		return tr, fail("reset", err)
+	}
+	t0 = r.now()
+	prompt := r.Tok.EncodePrompt(obs.System, obs.Text)
+	sysLen := 0
+	if obs.System != "" {
+		sysLen = len(prompt) - len(r.Tok.EncodePrompt("", obs.Text))
+	}
+	tr.Timings.Tokenize += r.now().Sub(t0)
+	if len(prompt) >= r.Cfg.MaxContext {
+		// Nothing can be generated; the trajectory keeps no tokens so it never exceeds the cap.
+		ep.end(traj.StatusTruncated, fmt.Sprintf("prompt of %d tokens leaves no room under max_context %d", len(prompt), r.Cfg.MaxContext))
+		return tr, nil
+	}
+	capacity := r.Cfg.MaxContext
+	tr.Tokens = make([]int32, 0, capacity)
+	tr.Roles = make([]traj.Role, 0, capacity)
+	tr.LossMask = make([]bool, 0, capacity)
+	tr.Logprobs = make([]float32, 0, capacity)
+	tr.Versions = make([]int32, 0, capacity)
+	if sysLen > 0 && sysLen < len(prompt) {
+		ep.append(prompt[:sysLen], traj.RoleSystem)
+		ep.append(prompt[sysLen:], traj.RoleUser)
+	} else {
+		ep.append(prompt, traj.RoleUser)
+	}
+
+	gen := r.Gen
+	if r.NewGen != nil {
+		gen = r.NewGen(t)
+	}
+	if gen == nil {
+		ep.end(traj.StatusEnvError, "no generator configured")
+		return tr, nil
+	}
+	stop := []int32{r.Tok.EndOfTurn()}
+	for turn := 0; ; turn++ {
+		if turn >= r.Cfg.MaxTurns {
+			ep.end(traj.StatusTruncated, fmt.Sprintf("turn limit %d reached", r.Cfg.MaxTurns))
+			return tr, nil
+		}
+		room := r.Cfg.MaxContext - len(tr.Tokens)
+		if room <= 0 {
+			ep.end(traj.StatusTruncated, fmt.Sprintf("context limit %d reached", r.Cfg.MaxContext))
+			return tr, nil
+		}
+		req := infer.Request{
+			Prompt:    tr.Tokens,
+			MaxTokens: min(r.Cfg.MaxTokensPerTurn, room),
+			Sampling:  r.Cfg.Sampling,
+			Stop:      stop,
+			Seed:      requestSeed(r.SampleSeed, t, turn),
+		}
+		t0 = r.now()
+		comp, err := gen.Generate(ectx, req)
+		tr.Timings.Generate += r.now().Sub(t0)
+		if err != nil {
+			return tr, fail("generate", err)
+		}
+		if err := checkCompletion(comp, req.MaxTokens, r.Tok.VocabSize()); err != nil {
+			return tr, fail("generate", err)
+		}
+		turnStart := len(tr.Tokens)
+		ep.appendCompletion(comp)
+		tu := traj.Turn{Start: turnStart, End: len(tr.Tokens), ObsEnd: len(tr.Tokens)}
+		n := len(comp.Tokens)
+		if n == 0 || comp.Tokens[n-1] != stop[0] {
+			tr.Turns = append(tr.Turns, tu)
+			ep.end(traj.StatusTruncated, fmt.Sprintf("turn %d: completion reached its token limit (%d) without ending the turn", turn, req.MaxTokens))
+			return tr, nil
+		}
+
+		t0 = r.now()
+		action := r.Tok.Decode(comp.Tokens[:n-1])
+		tr.Timings.Tokenize += r.now().Sub(t0)
+		t0 = r.now()
+		step, err := e.Step(ectx, action)
+		tr.Timings.Env += r.now().Sub(t0)
+		if err != nil {
+			tr.Turns = append(tr.Turns, tu)
+			return tr, fail("step", err)
+		}
+		if math.IsNaN(step.Reward) || math.IsInf(step.Reward, 0) {
+			tr.Turns = append(tr.Turns, tu)
+			ep.end(traj.StatusEnvError, fmt.Sprintf("step: environment returned a non-finite reward %v", step.Reward))
+			return tr, nil
+		}
+		tu.Reward = step.Reward
+		tu.ToolCalls = step.ToolCalls
+
+		var obsToks []int32
+		if step.Observation != "" || !step.Done {
+			t0 = r.now()
+			if step.Done {
+				obsToks = r.Tok.EncodeFinal(chatRole(step.Role), step.Observation)
+			} else {
+				obsToks = r.Tok.EncodeObservation(chatRole(step.Role), step.Observation)
+			}
+			tr.Timings.Tokenize += r.now().Sub(t0)
+		}
+		if step.Done {
+			// The final observation is informative only; keep it when it fits.
+			if len(tr.Tokens)+len(obsToks) <= r.Cfg.MaxContext {
+				ep.append(obsToks, obsRole(step.Role))
+			}
+			tu.ObsEnd = len(tr.Tokens)
+			tr.Turns = append(tr.Turns, tu)
+			tr.Reward = step.Reward
+			if why := step.Info[env.InfoTruncated]; why != "" {
+				ep.end(traj.StatusTruncated, why)
+			} else {
+				ep.end(traj.StatusOK, "")
+			}
+			return tr, nil
+		}
+		if len(tr.Tokens)+len(obsToks) >= r.Cfg.MaxContext {
+			tr.Turns = append(tr.Turns, tu)
+			ep.end(traj.StatusTruncated, fmt.Sprintf("turn %d: observation of %d tokens does not fit in max_context %d", turn, len(obsToks), r.Cfg.MaxContext))
+			return tr, nil
+		}
+		ep.append(obsToks, obsRole(step.Role))
+		tu.ObsEnd = len(tr.Tokens)
+		tr.Turns = append(tr.Turns, tu)
+	}
+}
+
+// obsRole is the trajectory role of an observation; anything that is not a tool response is
+// the environment speaking.
+func obsRole(r traj.Role) traj.Role {
+	if r == traj.RoleTool {
+		return traj.RoleTool
+	}
+	return traj.RoleEnv
+}
+
+// checkCompletion rejects generator output that would corrupt a trajectory.
+func checkCompletion(c infer.Completion, maxTokens, vocab int) error {
+	n := len(c.Tokens)
+	if len(c.Logprobs) != n || len(c.Versions) != n {
+		return fmt.Errorf("completion has %d tokens but %d logprobs and %d versions", n, len(c.Logprobs), len(c.Versions))
+	}
+	if n > maxTokens {
+		return fmt.Errorf("completion has %d tokens, more than the %d requested", n, maxTokens)
+	}
+	for i, id := range c.Tokens {
+		if id < 0 || int(id) >= vocab {
+			return fmt.Errorf("completion token %d has id %d outside the vocabulary of %d", i, id, vocab)
+		}
+	}
+	// Logprobs are at most 0; allow rounding noise from a log-softmax.
+	for i, lp := range c.Logprobs {
+		if lp > 1e-4 || math.IsNaN(float64(lp)) || math.IsInf(float64(lp), 0) {
+			return fmt.Errorf("completion token %d has invalid logprob %v", i, lp)
+		}
+	}
+	return nil
+}
