@@ -83,8 +83,8 @@ type Runner struct {
 	// generator (e.g. an AgentGenerator playing an expert for that task).
 	Gen    infer.Generator
 	NewGen func(t Task) infer.Generator
-	Tok *tokenizer.Tokenizer
-	Cfg Config
+	Tok    *tokenizer.Tokenizer
+	Cfg    Config
 	// SampleSeed mixes into every request's seed so that a run's seed reproduces its samples.
 	SampleSeed uint64
 	// Now is the clock for timings (time.Now when nil).
