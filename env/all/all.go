@@ -2,3 +2,7 @@
 //
 //	import _ "github.com/agentrl/agentrl/env/all"
 package all
+
+import (
+	_ "github.com/agentrl/agentrl/env/code"
+)
