@@ -149,7 +149,9 @@ func TestGAE(t *testing.T) {
 // stepBatch: three trajectories of one group, two turns each (one assistant token per turn, one
 // env token after it). τ1 anchors s0,s1 outcome 1; τ2 s0,s1 outcome 0; τ3 s0,s2 outcome 1.
 func stepBatch() *Batch {
-	turns := func(a1 string) []Turn { return []Turn{{Start: 0, End: 1, Anchor: "s0"}, {Start: 2, End: 3, Anchor: a1}} }
+	turns := func(a1 string) []Turn {
+		return []Turn{{Start: 0, End: 1, Anchor: "s0"}, {Start: 2, End: 3, Anchor: a1}}
+	}
 	return build(
 		seqSpec{mask: "m.m.", reward: 1, turns: turns("s1")},
 		seqSpec{mask: "m.m.", reward: 0, turns: turns("s1")},

@@ -225,10 +225,9 @@ func firstNonFinite(x []float32, lo, hi int) (int, bool) {
 	if x == nil {
 		return 0, true
 	}
-	for t := lo; t < hi; t++ {
-		v := float64(x[t])
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return t, false
+	for t, v := range x[lo:hi] {
+		if v-v != 0 { // NaN − NaN and Inf − Inf are NaN; every finite v gives 0
+			return lo + t, false
 		}
 	}
 	return 0, true
