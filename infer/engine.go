@@ -1,0 +1,351 @@
+package infer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/agentrl/agentrl/model"
+)
+
+// ErrClosed is returned by Generate after the engine is closed.
+var ErrClosed = errors.New("infer: engine closed")
+
+// EngineConfig sizes the local engine.
+type EngineConfig struct {
+	// Slots is how many sequences decode together (the continuous batch); further requests wait.
+	Slots int
+	// MaxLen is the most tokens (prompt + completion) one sequence may hold; 0 means the model's
+	// MaxSeq. The KV cache is preallocated for Slots × MaxLen and reused for the engine's life.
+	MaxLen int
+}
+
+// Engine is the local batched inference engine over the built-in model: continuous batching
+// (requests join and leave between decode steps) over a preallocated KV cache, per-request seeds,
+// temperature / top-k / top-p, stop tokens, and weight reloads between decode steps that change
+// the reported policy version from the next token on. It is safe for concurrent use; one
+// goroutine owns the model and the cache.
+type Engine struct {
+	cfg    EngineConfig
+	mcfg   model.Config
+	vocab  int
+	submit chan *job
+	quit   chan struct{}
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex   // protects pending, version and closed
+	pending *model.Model // weights to load before the next decode step
+	pendVer int32
+	version int32
+	applied chan struct{} // closed when pending weights are in use
+	closed  bool
+}
+
+// job is one request in flight; its fields after req are owned by the engine goroutine.
+type job struct {
+	ctx  context.Context
+	req  Request
+	done chan result
+
+	rng    *rand.Rand
+	slot   int
+	out    Completion
+	next   int32 // last sampled token, fed at the next decode step
+	budget int   // completion tokens still allowed
+}
+
+type result struct {
+	c   Completion
+	err error
+}
+
+// NewEngine starts an engine over a private copy of m's weights at the given policy version.
+func NewEngine(m *model.Model, version int32, cfg EngineConfig) (*Engine, error) {
+	if m == nil {
+		return nil, errors.New("infer: NewEngine needs a model")
+	}
+	if cfg.Slots < 1 {
+		return nil, fmt.Errorf("infer: engine needs at least one slot, got %d", cfg.Slots)
+	}
+	if cfg.MaxLen <= 0 || cfg.MaxLen > m.Cfg.MaxSeq {
+		cfg.MaxLen = m.Cfg.MaxSeq
+	}
+	e := &Engine{
+		cfg:     cfg,
+		mcfg:    m.Cfg,
+		vocab:   m.Cfg.Vocab,
+		submit:  make(chan *job),
+		quit:    make(chan struct{}),
+		version: version,
+	}
+	own := m.Clone()
+	cache := own.NewKVCache(cfg.Slots, cfg.MaxLen)
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.loop(own, cache)
+	}()
+	return e, nil
+}
+
+// Version is the policy version of the weights in use.
+func (e *Engine) Version() int32 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.version
+}
+
+// LoadWeights copies src's weights and makes them current, as version, between two decode steps:
+// tokens sampled after that carry the new version (sequences in flight continue under the new
+// weights — partial rollouts). It returns once the copy is taken; the returned channel is closed
+// when the engine has switched to them.
+func (e *Engine) LoadWeights(src *model.Model, version int32) (<-chan struct{}, error) {
+	if src == nil || src.Cfg != e.mcfg {
+		return nil, errors.New("infer: LoadWeights needs a model of the engine's config")
+	}
+	snap := src.Clone()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	if e.pending == nil {
+		e.applied = make(chan struct{})
+	}
+	e.pending, e.pendVer = snap, version
+	applied := e.applied
+	// Wake an idle loop so the switch happens now rather than at the next request.
+	select {
+	case e.submit <- nil:
+	default:
+	}
+	return applied, nil
+}
+
+// Close stops the engine; requests in flight fail with ErrClosed.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.mu.Unlock()
+	close(e.quit)
+	e.wg.Wait()
+	return nil
+}
+
+// Generate implements Generator.
+func (e *Engine) Generate(ctx context.Context, req Request) (Completion, error) {
+	if err := e.check(req); err != nil {
+		return Completion{}, err
+	}
+	j := &job{ctx: ctx, req: req, done: make(chan result, 1)}
+	select {
+	case e.submit <- j:
+	case <-ctx.Done():
+		return Completion{}, ctx.Err()
+	case <-e.quit:
+		return Completion{}, ErrClosed
+	}
+	select {
+	case r := <-j.done:
+		return r.c, r.err
+	case <-e.quit:
+		return Completion{}, ErrClosed
+	}
+}
+
+func (e *Engine) check(req Request) error {
+	if len(req.Prompt) == 0 {
+		return errors.New("infer: empty prompt")
+	}
+	if req.MaxTokens < 1 {
+		return fmt.Errorf("infer: max_tokens must be at least 1, got %d", req.MaxTokens)
+	}
+	if len(req.Prompt) >= e.cfg.MaxLen {
+		return fmt.Errorf("infer: prompt of %d tokens leaves no room in a sequence of %d", len(req.Prompt), e.cfg.MaxLen)
+	}
+	if err := req.Sampling.Validate(); err != nil {
+		return err
+	}
+	for i, t := range req.Prompt {
+		if t < 0 || int(t) >= e.vocab {
+			return fmt.Errorf("infer: prompt token %d is %d, outside the vocabulary of %d", i, t, e.vocab)
+		}
+	}
+	for _, t := range req.Stop {
+		if t < 0 || int(t) >= e.vocab {
+			return fmt.Errorf("infer: stop token %d is outside the vocabulary of %d", t, e.vocab)
+		}
+	}
+	return nil
+}
+
+// loop owns the model and the cache: it admits waiting requests into free slots, runs one
+// batched decode step for every active sequence, and retires finished ones.
+func (e *Engine) loop(m *model.Model, cache *model.KVCache) {
+	slots := make([]*job, e.cfg.Slots)
+	var queue []*job
+	var sp sampler
+	logits := make([]float32, e.cfg.Slots*e.vocab)
+	stepSlots := make([]int, 0, e.cfg.Slots)
+	stepToks := make([]int32, 0, e.cfg.Slots)
+	stepJobs := make([]*job, 0, e.cfg.Slots)
+	active := 0
+
+	finish := func(j *job, err error) {
+		if j.slot >= 0 {
+			slots[j.slot] = nil
+			active--
+		}
+		if err != nil {
+			j.done <- result{err: err}
+			return
+		}
+		j.done <- result{c: j.out}
+	}
+	defer func() {
+		for _, j := range slots {
+			if j != nil {
+				j.done <- result{err: ErrClosed}
+			}
+		}
+		for _, j := range queue {
+			j.done <- result{err: ErrClosed}
+		}
+	}()
+	enqueue := func(j *job) {
+		if j != nil {
+			queue = append(queue, j)
+		}
+	}
+	for {
+		// Wait for work when idle; otherwise take whatever has arrived without blocking.
+		if active == 0 && len(queue) == 0 {
+			e.applyWeights(m)
+			select {
+			case j := <-e.submit:
+				enqueue(j)
+			case <-e.quit:
+				return
+			}
+		}
+	drain:
+		for {
+			select {
+			case j := <-e.submit:
+				enqueue(j)
+			case <-e.quit:
+				return
+			default:
+				break drain
+			}
+		}
+		e.applyWeights(m)
+		version := e.Version()
+
+		// Admit queued requests into free slots: prefill the prompt, sample the first token.
+		for len(queue) > 0 && active < len(slots) {
+			j := queue[0]
+			queue = queue[1:]
+			if err := j.ctx.Err(); err != nil {
+				j.slot = -1
+				finish(j, err)
+				continue
+			}
+			free := 0
+			for slots[free] != nil {
+				free++
+			}
+			j.slot = free
+			slots[free] = j
+			active++
+			j.rng = rand.New(rand.NewPCG(j.req.Seed, j.req.Seed^0x6A09E667F3BCC909))
+			j.budget = min(j.req.MaxTokens, e.cfg.MaxLen-len(j.req.Prompt))
+			cache.Reset(free)
+			row := logits[:e.vocab]
+			if err := m.Prefill(cache, free, j.req.Prompt, row); err != nil {
+				finish(j, fmt.Errorf("infer: prefill: %w", err))
+				continue
+			}
+			if done, err := e.emit(j, row, version, &sp); done {
+				finish(j, err)
+			}
+		}
+
+		// One decode step for every sequence that continues.
+		stepSlots, stepToks, stepJobs = stepSlots[:0], stepToks[:0], stepJobs[:0]
+		for s, j := range slots {
+			if j == nil {
+				continue
+			}
+			if err := j.ctx.Err(); err != nil {
+				finish(j, err)
+				continue
+			}
+			stepSlots = append(stepSlots, s)
+			stepToks = append(stepToks, j.next)
+			stepJobs = append(stepJobs, j)
+		}
+		if len(stepJobs) == 0 {
+			continue
+		}
+		out := logits[:len(stepJobs)*e.vocab]
+		if err := m.Step(cache, stepSlots, stepToks, out); err != nil {
+			for _, j := range stepJobs {
+				finish(j, fmt.Errorf("infer: decode step: %w", err))
+			}
+			continue
+		}
+		for i, j := range stepJobs {
+			if done, err := e.emit(j, out[i*e.vocab:(i+1)*e.vocab], version, &sp); done {
+				finish(j, err)
+			}
+		}
+	}
+}
+
+// emit samples the next token of j from row and reports whether j is finished.
+func (e *Engine) emit(j *job, row []float32, version int32, sp *sampler) (bool, error) {
+	for _, l := range row {
+		if math.IsNaN(float64(l)) || math.IsInf(float64(l), 0) {
+			return true, errors.New("infer: the model produced non-finite logits")
+		}
+	}
+	tok, lp := sp.sample(row, j.req.Sampling, j.rng)
+	j.out.Tokens = append(j.out.Tokens, tok)
+	j.out.Logprobs = append(j.out.Logprobs, lp)
+	j.out.Versions = append(j.out.Versions, version)
+	j.next = tok
+	j.budget--
+	for _, s := range j.req.Stop {
+		if tok == s {
+			j.out.Finish = FinishStop
+			return true, nil
+		}
+	}
+	if j.budget <= 0 {
+		j.out.Finish = FinishLength
+		return true, nil
+	}
+	return false, nil
+}
+
+// applyWeights switches to pending weights, if any. Called only between decode steps.
+func (e *Engine) applyWeights(m *model.Model) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pending == nil {
+		return
+	}
+	// LoadWeights checked the config, so the copy cannot fail.
+	_ = m.CopyWeightsFrom(e.pending)
+	e.version = e.pendVer
+	e.pending = nil
+	close(e.applied)
+}
