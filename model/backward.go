@@ -35,7 +35,7 @@ func (m *Model) Backward(b *Batch, dLogprobs, dEntropy []float32) error {
 			w.dlpT[i], w.dentT[i] = dLogprobs[idx], dEntropy[idx]
 		}
 		m.par.rows(nt, 4, func(lo, hi int) {
-			kernels.LogprobEntropyBackward(w.logits[lo*V:hi*V], w.logits[lo*V:hi*V], w.lse[lo:hi], w.entT[lo:hi],
+			kernels.LogprobEntropyBackward(w.logits[lo*V:hi*V], w.logits[lo*V:hi*V], w.headLSE[lo:hi], w.entT[lo:hi],
 				w.tgt[lo:hi], w.dlpT[lo:hi], w.dentT[lo:hi], hi-lo, V)
 		})
 		kernels.Sgemm(true, false, V, C, nt, 1, w.logits, V, w.lnfT, C, 1, g.LMHead, C)
@@ -88,7 +88,7 @@ func (m *Model) blockBackward(l int, b *Batch) {
 	kernels.Sgemm(false, false, n, C, C, 1, dres, C, p.O, C, 0, datty, C)
 	kernels.Sgemm(true, false, C, C, n, 1, dres, C, atty, C, 1, g.O, C)
 	clear(dqkv)
-	m.attentionBackward(l, b, qkv, datty, dqkv)
+	m.attentionBackward(l, b, qkv, atty, datty, dqkv)
 	m.ropeRows(dqkv, b.Pos, n, true)
 	kernels.Sgemm(false, false, n, C, Q, 1, dqkv, Q, p.QKV, C, 0, dln, C)
 	kernels.Sgemm(true, false, Q, C, n, 1, dqkv, Q, ln1, C, 1, g.QKV, C)
@@ -97,14 +97,14 @@ func (m *Model) blockBackward(l int, b *Batch) {
 
 // attentionBackward mirrors attentionForward. A task owns one key/value head of one span, so
 // its dk and dv (shared by the head's query group) are written by one goroutine only.
-func (m *Model) attentionBackward(l int, b *Batch, qkv, datty, dqkv []float32) {
+func (m *Model) attentionBackward(l int, b *Batch, qkv, atty, datty, dqkv []float32) {
 	c, w := m.Cfg, &m.train
-	T := b.T
-	att := w.att[l*b.Rows*c.Heads*T*T : (l+1)*b.Rows*c.Heads*T*T]
+	n := b.Rows * b.T
+	lse := w.lse[l*n*c.Heads : (l+1)*n*c.Heads]
 	Q, hd, nRep := c.qkvDim(), c.HeadDim(), c.Heads/c.KVHeads
 	m.par.run(len(w.spans)*c.KVHeads, func(worker, i int) {
-		t := m.attnTaskFor(w.spans[i/c.KVHeads], i%c.KVHeads, T)
+		t := m.attnTaskFor(w.spans[i/c.KVHeads], i%c.KVHeads, b.T)
 		kernels.AttentionBackward(dqkv[t.q:], dqkv[t.k:], dqkv[t.v:], w.scratch[worker], datty[t.out:], c.Dim,
-			att[t.att:], T, T*T, qkv[t.q:], Q, qkv[t.k:], qkv[t.v:], Q, t.L, 0, nRep, hd)
+			atty[t.out:], lse[t.lse:], c.Heads, qkv[t.q:], Q, qkv[t.k:], qkv[t.v:], Q, t.L, 0, nRep, hd)
 	})
 }

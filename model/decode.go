@@ -163,7 +163,7 @@ func (m *Model) cacheAttention(c *KVCache, l int, runs []run, d *decodeWorkspace
 	m.par.run(len(runs)*cfg.KVHeads, func(worker, i int) {
 		r, g := runs[i/cfg.KVHeads], i%cfg.KVHeads
 		ck, cv := c.layerSlot(l, r.slot)
-		kernels.AttentionInfer(d.atty[r.first*cfg.Dim+g*nRep*hd:], cfg.Dim, d.scratch[worker],
+		kernels.AttentionForward(d.atty[r.first*cfg.Dim+g*nRep*hd:], cfg.Dim, nil, 0, d.scratch[worker],
 			d.qkv[r.first*Q+g*nRep*hd:], Q, ck[g*hd:], cv[g*hd:], kv, r.L, r.past, nRep, hd)
 	})
 }

@@ -58,7 +58,7 @@ func (m *Model) Forward(b *Batch, logprobs, entropy []float32) error {
 	if nt > 0 {
 		kernels.Sgemm(false, true, nt, c.Vocab, C, 1, w.lnfT, C, m.Params.LMHead, C, 0, w.logits, c.Vocab)
 		m.par.rows(nt, 4, func(lo, hi int) {
-			kernels.LogprobEntropyForward(w.lpT[lo:hi], w.entT[lo:hi], w.lse[lo:hi],
+			kernels.LogprobEntropyForward(w.lpT[lo:hi], w.entT[lo:hi], w.headLSE[lo:hi],
 				w.logits[lo*c.Vocab:hi*c.Vocab], w.tgt[lo:hi], hi-lo, c.Vocab)
 		})
 	}
@@ -123,8 +123,8 @@ func (m *Model) ropeRows(qkv []float32, pos []int32, n int, backward bool) {
 
 // attnTask locates one (sequence span, key/value head) unit of attention work in the fused
 // buffers: q/k/v offsets into qkv, the output offset into atty (row stride Dim) and the offset of
-// the first head's probabilities in att (layout (Rows, Heads, T, T), row stride T).
-type attnTask struct{ q, k, v, out, att, L int }
+// the first head's log-sum-exp in lse (layout (n, Heads), row stride Heads).
+type attnTask struct{ q, k, v, out, lse, L int }
 
 func (m *Model) attnTaskFor(s span, g, T int) attnTask {
 	c := m.Cfg
@@ -136,21 +136,21 @@ func (m *Model) attnTaskFor(s span, g, T int) attnTask {
 		k:   i0*Q + c.Heads*hd + g*hd,
 		v:   i0*Q + (c.Heads+c.KVHeads)*hd + g*hd,
 		out: i0*c.Dim + g*nRep*hd,
-		att: ((s.row*c.Heads+g*nRep)*T+s.start)*T + s.start,
+		lse: i0*c.Heads + g*nRep,
 		L:   s.end - s.start,
 	}
 }
 
 // attentionForward runs attention for every sequence span and key/value head in parallel; the
-// tasks write disjoint parts of atty and att.
+// tasks write disjoint parts of atty and lse.
 func (m *Model) attentionForward(l int, b *Batch, qkv, atty []float32) {
 	c, w := m.Cfg, &m.train
-	T := b.T
-	att := w.att[l*b.Rows*c.Heads*T*T : (l+1)*b.Rows*c.Heads*T*T]
+	n := b.Rows * b.T
+	lse := w.lse[l*n*c.Heads : (l+1)*n*c.Heads]
 	Q, hd, nRep := c.qkvDim(), c.HeadDim(), c.Heads/c.KVHeads
-	m.par.run(len(w.spans)*c.KVHeads, func(_, i int) {
-		t := m.attnTaskFor(w.spans[i/c.KVHeads], i%c.KVHeads, T)
-		kernels.AttentionForward(atty[t.out:], c.Dim, att[t.att:], T, T*T,
+	m.par.run(len(w.spans)*c.KVHeads, func(worker, i int) {
+		t := m.attnTaskFor(w.spans[i/c.KVHeads], i%c.KVHeads, b.T)
+		kernels.AttentionForward(atty[t.out:], c.Dim, lse[t.lse:], c.Heads, w.scratch[worker],
 			qkv[t.q:], Q, qkv[t.k:], qkv[t.v:], Q, t.L, 0, nRep, hd)
 	})
 }

@@ -1,5 +1,7 @@
 package model
 
+import "github.com/agentrl/agentrl/model/kernels"
+
 // trainWorkspace holds the activations Forward keeps for Backward and the gradient scratch of
 // Backward. Buffers grow to the largest batch seen and are then reused, so steady-state training
 // allocates nothing. Per-layer buffers are indexed with the current batch's sizes.
@@ -11,7 +13,7 @@ type trainWorkspace struct {
 	ln1   []float32 // (Layers, n, C) input_layernorm output
 	rstd1 []float32 // (Layers, n)
 	qkv   []float32 // (Layers, n, qkvDim) projections, q and k after RoPE
-	att   []float32 // (Layers, Rows, Heads, T, T) attention probabilities (block diagonal per sequence)
+	lse   []float32 // (Layers, n, Heads) log-sum-exp of each attention row; probabilities are recomputed in Backward
 	atty  []float32 // (Layers, n, C) attention output before o_proj
 	mid   []float32 // (Layers, n, C) residual stream after attention
 	ln2   []float32 // (Layers, n, C) post_attention_layernorm output
@@ -26,7 +28,7 @@ type trainWorkspace struct {
 	tgt     []int32   // (nt) its target token
 	lnfT    []float32 // (nt, C) gathered final-norm rows
 	logits  []float32 // (nt, Vocab); Backward overwrites it with d(loss)/d(logits)
-	lse     []float32 // (nt)
+	headLSE []float32 // (nt) log-sum-exp of each target row's logits
 	lpT     []float32 // (nt) logprob of each target
 	entT    []float32 // (nt) entropy at each target position
 	dlpT    []float32 // (nt)
@@ -70,7 +72,7 @@ func (w *trainWorkspace) size(c Config, rows, t, workers int) {
 	w.ln1 = grow(w.ln1, L*n*C)
 	w.rstd1 = grow(w.rstd1, L*n)
 	w.qkv = grow(w.qkv, L*n*c.qkvDim())
-	w.att = grow(w.att, L*rows*c.Heads*t*t)
+	w.lse = grow(w.lse, L*n*c.Heads)
 	w.atty = grow(w.atty, L*n*C)
 	w.mid = grow(w.mid, L*n*C)
 	w.ln2 = grow(w.ln2, L*n*C)
@@ -89,7 +91,7 @@ func (w *trainWorkspace) size(c Config, rows, t, workers int) {
 		w.scratch = append(w.scratch, nil)
 	}
 	for i := range w.scratch {
-		w.scratch[i] = grow(w.scratch[i], min(t, 64)*t)
+		w.scratch[i] = grow(w.scratch[i], 2*kernels.AttentionScratch(t, 0))
 	}
 }
 
@@ -99,7 +101,7 @@ func (w *trainWorkspace) sizeHead(c Config, nt int) {
 	w.tgt = growInt(w.tgt, nt)
 	w.lnfT = grow(w.lnfT, nt*c.Dim)
 	w.logits = grow(w.logits, nt*c.Vocab)
-	w.lse = grow(w.lse, nt)
+	w.headLSE = grow(w.headLSE, nt)
 	w.lpT = grow(w.lpT, nt)
 	w.entT = grow(w.entT, nt)
 	w.dlpT = grow(w.dlpT, nt)

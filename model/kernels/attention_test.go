@@ -49,17 +49,18 @@ func TestAttentionForwardMatchesNaive(t *testing.T) {
 		v := randSlice(rng, nk*ldkv, 1)
 		ldo := tc.nRep * tc.hd
 		out := make([]float32, tc.L*ldo)
-		att := make([]float32, tc.nRep*tc.L*nk)
-		AttentionForward(out, ldo, att, nk, tc.L*nk, q, ldq, k, v, ldkv, tc.L, tc.past, tc.nRep, tc.hd)
+		lse := make([]float32, tc.L*tc.nRep)
+		scratch := make([]float32, AttentionScratch(tc.L, tc.past))
+		AttentionForward(out, ldo, lse, tc.nRep, scratch, q, ldq, k, v, ldkv, tc.L, tc.past, tc.nRep, tc.hd)
 		want := naiveAttention(q, ldq, k, v, ldkv, tc.L, tc.past, tc.nRep, tc.hd)
-		inf := make([]float32, len(out))
-		AttentionInfer(inf, ldo, make([]float32, min(tc.L, attnBlock)*nk), q, ldq, k, v, ldkv, tc.L, tc.past, tc.nRep, tc.hd)
+		noLSE := make([]float32, len(out))
+		AttentionForward(noLSE, ldo, nil, 0, scratch, q, ldq, k, v, ldkv, tc.L, tc.past, tc.nRep, tc.hd)
 		for i := range want {
 			if math.Abs(float64(out[i])-want[i]) > 1e-5 {
 				t.Fatalf("%+v: out[%d] = %v, want %v", tc, i, out[i], want[i])
 			}
-			if inf[i] != out[i] {
-				t.Fatalf("%+v: AttentionInfer differs at %d", tc, i)
+			if noLSE[i] != out[i] {
+				t.Fatalf("%+v: forward without lse differs at %d", tc, i)
 			}
 		}
 	}
@@ -76,17 +77,17 @@ func TestAttentionGrad(t *testing.T) {
 		v := randSlice(rng, nk*ldkv, 1)
 		dout := randSlice(rng, tc.L*ldq, 1)
 		out := make([]float32, tc.L*ldq)
-		att := make([]float32, tc.nRep*tc.L*nk)
+		lse := make([]float32, tc.L*tc.nRep)
+		scratch := make([]float32, 2*AttentionScratch(tc.L, tc.past))
 		loss := func() float64 {
-			AttentionForward(out, ldq, att, nk, tc.L*nk, q, ldq, k, v, ldkv, tc.L, tc.past, tc.nRep, tc.hd)
+			AttentionForward(out, ldq, lse, tc.nRep, scratch, q, ldq, k, v, ldkv, tc.L, tc.past, tc.nRep, tc.hd)
 			return dotLoss(dout, out)
 		}
 		loss()
 		dq := make([]float32, len(q))
 		dk := make([]float32, len(k))
 		dv := make([]float32, len(v))
-		scratch := make([]float32, min(tc.L, attnBlock)*nk)
-		AttentionBackward(dq, dk, dv, scratch, dout, ldq, att, nk, tc.L*nk, q, ldq, k, v, ldkv, tc.L, tc.past, tc.nRep, tc.hd)
+		AttentionBackward(dq, dk, dv, scratch, dout, ldq, out, lse, tc.nRep, q, ldq, k, v, ldkv, tc.L, tc.past, tc.nRep, tc.hd)
 		checkGrad(t, "attention dq", q, dq, loss)
 		checkGrad(t, "attention dk", k, dk, loss)
 		checkGrad(t, "attention dv", v, dv, loss)
