@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentrl/agentrl/model"
@@ -112,6 +113,7 @@ func (c *BenchModelCmd) trainBench(w io.Writer, cfg model.Config, detail bool) e
 		return err
 	}
 	var fb, ad time.Duration
+	cpu0 := cpuSeconds()
 	for range c.Steps {
 		f, a, err := step()
 		if err != nil {
@@ -119,14 +121,15 @@ func (c *BenchModelCmd) trainBench(w io.Writer, cfg model.Config, detail bool) e
 		}
 		fb, ad = fb+f, ad+a
 	}
+	cpuPer := (cpuSeconds() - cpu0) / float64(c.Steps)
 	tokens := float64(c.Rows * c.Seq)
 	per := (fb + ad).Seconds() / float64(c.Steps)
 	flops := trainFLOPs(cfg, c.Rows, c.Seq)
 	fmt.Fprintf(w, "config dim %d layers %d heads %d/%d hidden %d vocab %d: %.2f M params\n",
 		cfg.Dim, cfg.Layers, cfg.Heads, cfg.KVHeads, cfg.Hidden, cfg.Vocab, float64(m.NumParams())/1e6)
-	fmt.Fprintf(w, "  train step %d×%d tokens: %.1f ms/step (fwd+bwd %.1f, clip+AdamW %.1f), %.0f tokens/s, %.1f GFLOP/s model FLOPs\n",
+	fmt.Fprintf(w, "  train step %d×%d tokens: %.1f ms/step (fwd+bwd %.1f, clip+AdamW %.1f), %.0f tokens/s, %.1f GFLOP/s model FLOPs; %.2f CPU-s/step\n",
 		c.Rows, c.Seq, per*1e3, fb.Seconds()/float64(c.Steps)*1e3, ad.Seconds()/float64(c.Steps)*1e3,
-		tokens/per, flops/per/1e9)
+		tokens/per, flops/per/1e9, cpuPer)
 	if !detail {
 		return nil
 	}
@@ -301,6 +304,16 @@ func argmax(x []float32) int32 {
 		}
 	}
 	return int32(best)
+}
+
+// cpuSeconds is the process's user+system CPU time; on a shared machine CPU time per step is
+// steadier than wall time, which includes waiting for cores other processes hold.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 // peakRSS reads the process's peak resident set size (VmHWM) in bytes from /proc/self/status.
