@@ -42,7 +42,9 @@ func gemm(kern *microKernel, nw int, transA, transB bool, m, n, k int, alpha flo
 		nw = 1
 	}
 	mr, nr := kern.mr, kern.nr
-	kc, nc := min(kern.kc, k), min(kern.nc, roundUp(n, nr))
+	// Equal k slices: a short last slice would pay C's load and store for little work.
+	kc := (k + (k+kern.kc-1)/kern.kc - 1) / ((k + kern.kc - 1) / kern.kc)
+	nc := min(kern.nc, roundUp(n, nr))
 	mBlocks, mc := splitRows(m, kern.mc, mr, nw)
 	bbuf := getBuf(kc * nc)
 	defer putBuf(bbuf)

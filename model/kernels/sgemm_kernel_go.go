@@ -14,30 +14,27 @@ func microGo4x4(kc int, a, b, c []float32, ldc int, alpha, beta float32) {
 	a, b = a[:4*kc], b[:4*kc]
 	var c00, c01, c02, c03, c10, c11, c12, c13 float32
 	var c20, c21, c22, c23, c30, c31, c32, c33 float32
-	for p := 0; p < kc; p++ {
-		ap := a[4*p : 4*p+4 : 4*p+4]
-		bp := b[4*p : 4*p+4 : 4*p+4]
-		b0, b1, b2, b3 := bp[0], bp[1], bp[2], bp[3]
-		a0 := ap[0]
+	// Reslicing by four each step lets the compiler drop the bounds checks in the loop body.
+	for len(a) >= 4 && len(b) >= 4 {
+		a0, a1, a2, a3 := a[0], a[1], a[2], a[3]
+		b0, b1, b2, b3 := b[0], b[1], b[2], b[3]
 		c00 += a0 * b0
 		c01 += a0 * b1
 		c02 += a0 * b2
 		c03 += a0 * b3
-		a1 := ap[1]
 		c10 += a1 * b0
 		c11 += a1 * b1
 		c12 += a1 * b2
 		c13 += a1 * b3
-		a2 := ap[2]
 		c20 += a2 * b0
 		c21 += a2 * b1
 		c22 += a2 * b2
 		c23 += a2 * b3
-		a3 := ap[3]
 		c30 += a3 * b0
 		c31 += a3 * b1
 		c32 += a3 * b2
 		c33 += a3 * b3
+		a, b = a[4:], b[4:]
 	}
 	storeRow4(c[0:4], c00, c01, c02, c03, alpha, beta)
 	storeRow4(c[ldc:ldc+4], c10, c11, c12, c13, alpha, beta)

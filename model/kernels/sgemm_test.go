@@ -132,9 +132,9 @@ func withKernel(t *testing.T, kern *microKernel, workers int) {
 var shapeTable = [][3]int{
 	{1, 1, 1}, {7, 13, 5}, {33, 65, 17}, {0, 5, 3}, {5, 0, 3}, {4, 6, 0}, {0, 0, 0},
 	{6, 16, 1}, {12, 32, 8}, {13, 33, 9}, {2, 300, 7}, {300, 3, 7},
-	{97, 131, 300}, // k spans two kc slices, so beta applies only to the first
-	{257, 70, 40},  // m spans several row blocks
-	{20, 2100, 5},  // n spans two column blocks for every kernel
+	{45, 70, 800}, // k spans several kc slices, so beta applies only to the first
+	{257, 70, 40}, // m spans several row blocks
+	{20, 2100, 5}, // n spans two column blocks for every kernel
 }
 
 var scalarTable = [][2]float32{{1, 0}, {1, 1}, {-0.5, 2}, {0, 1.5}, {2, 0}}
