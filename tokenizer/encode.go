@@ -62,7 +62,7 @@ func (t *Tokenizer) appendWord(dst []int32, word string, sc **scratch) []int32 {
 			return append(dst, id)
 		}
 	}
-	cacheable := len(word) <= maxCachedWord
+	cacheable := len(word) <= maxCachedWord && t.cache != nil // nil only in benchmarks of the merge loop
 	if cacheable {
 		if ids, ok := t.cache.get(word); ok {
 			return append(dst, ids...)

@@ -92,6 +92,13 @@ func gpt2WordEnd(s string, i int) int {
 	}
 	if cls != clsSpace {
 		for j < len(s) {
+			if b := s[j]; b < utf8.RuneSelf { // inlined ASCII path; classAt is not inlinable
+				if asciiClass[b] != cls {
+					break
+				}
+				j++
+				continue
+			}
 			c, w := classAt(s, j)
 			if c != cls {
 				break
@@ -147,6 +154,13 @@ func (p *preTokenizer) pieceEnd(s string, i int) int {
 		return j
 	}
 	for j < len(s) {
+		if c := s[j]; c < utf8.RuneSelf { // ASCII fast path: most text between digits
+			if (c >= '0' && c <= '9') != num {
+				break
+			}
+			j++
+			continue
+		}
 		isNum, w := isNumberAt(s, j)
 		if isNum != num {
 			break
