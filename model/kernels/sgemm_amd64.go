@@ -72,3 +72,15 @@ func transposeStrip(dst, src []float32, ld, kb, w, width int) {
 	}
 	transposeStripGo(dst, src, ld, kb, w, width, r)
 }
+
+// copyStrip is copyStripGo, with full strips of a width divisible by four (every A strip of
+// the 12×32 kernel, every interior B strip) copied by copyStrided.
+func copyStrip(dst, src []float32, ld, kb, w, width int) {
+	if w != width || width%4 != 0 || kb == 0 {
+		copyStripGo(dst, src, ld, kb, w, width)
+		return
+	}
+	_ = src[(kb-1)*ld+w-1]
+	_ = dst[kb*width-1]
+	copyStrided(&dst[0], &src[0], ld, width, kb)
+}

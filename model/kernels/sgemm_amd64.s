@@ -633,3 +633,52 @@ transpose4_loop:
 
 transpose4_done:
 	RET
+
+// func copyStrided(dst *float32, src *float32, ld int, width int, rows int)
+// Requires: AVX
+TEXT ·copyStrided(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), AX
+	MOVQ src+8(FP), CX
+	MOVQ ld+16(FP), DX
+	MOVQ width+24(FP), BX
+	MOVQ rows+32(FP), SI
+	SHLQ $0x02, DX
+	MOVQ BX, DI
+	SHLQ $0x02, DI
+
+copyStrided_row:
+	TESTQ SI, SI
+	JZ    copyStrided_done
+	MOVQ  CX, R8
+	MOVQ  AX, R9
+	MOVQ  BX, R10
+
+copyStrided_8:
+	CMPQ    R10, $0x08
+	JL      copyStrided_4
+	VMOVUPS (R8), Y0
+	VMOVUPS Y0, (R9)
+	ADDQ    $0x20, R8
+	ADDQ    $0x20, R9
+	SUBQ    $0x08, R10
+	JMP     copyStrided_8
+
+copyStrided_4:
+	CMPQ    R10, $0x04
+	JL      copyStrided_next
+	VMOVUPS (R8), X0
+	VMOVUPS X0, (R9)
+	ADDQ    $0x10, R8
+	ADDQ    $0x10, R9
+	SUBQ    $0x04, R10
+	JMP     copyStrided_4
+
+copyStrided_next:
+	ADDQ DX, CX
+	ADDQ DI, AX
+	DECQ SI
+	JMP  copyStrided_row
+
+copyStrided_done:
+	VZEROUPPER
+	RET

@@ -9,3 +9,5 @@ func availableKernels() []*microKernel { return []*microKernel{&goKernel} }
 func transposeStrip(dst, src []float32, ld, kb, w, width int) {
 	transposeStripGo(dst, src, ld, kb, w, width, 0)
 }
+
+func copyStrip(dst, src []float32, ld, kb, w, width int) { copyStripGo(dst, src, ld, kb, w, width) }

@@ -31,8 +31,8 @@ func packB(dst []float32, transB bool, b []float32, ldb, pc, kb, j, w, nr int) {
 	}
 }
 
-// copyStrip: dst[p*width+c] = src[p*ld+c] for c < w, zero for w ≤ c < width.
-func copyStrip(dst, src []float32, ld, kb, w, width int) {
+// copyStripGo: dst[p*width+c] = src[p*ld+c] for c < w, zero for w ≤ c < width.
+func copyStripGo(dst, src []float32, ld, kb, w, width int) {
 	for p := 0; p < kb; p++ {
 		d := dst[p*width : p*width+width]
 		copy(d[:w], src[p*ld:p*ld+w])

@@ -12,3 +12,6 @@ func sgemmKernelavx2_6x16(kc int, a *float32, b *float32, c *float32, ldc int, a
 
 // transpose4 writes dst[(4q+j)*width+i] = src[i*ld+4q+j] for rows i < 4, columns j < 4, blocks q < blocks.
 func transpose4(dst *float32, src *float32, ld int, width int, blocks int)
+
+// copyStrided writes dst[r*width+j] = src[r*ld+j] for r < rows, j < width; width must be a multiple of 4.
+func copyStrided(dst *float32, src *float32, ld int, width int, rows int)

@@ -49,6 +49,7 @@ func main() {
 		kernel(s)
 	}
 	transpose4()
+	copyStrided()
 	Generate()
 }
 
@@ -215,5 +216,59 @@ func transpose4() {
 	JMP(LabelRef("transpose4_loop"))
 
 	Label("transpose4_done")
+	RET()
+}
+
+// copyStrided packs rows of width floats (a multiple of four) taken ld floats apart into one
+// contiguous run: the packing of A when transA and of B when not transB. Go's copy pays a
+// memmove call per 48- or 128-byte row, which cost a sixth of the time of a TN product.
+func copyStrided() {
+	TEXT("copyStrided", NOSPLIT, "func(dst, src *float32, ld, width, rows int)")
+	Doc("copyStrided writes dst[r*width+j] = src[r*ld+j] for r < rows, j < width; width must be a multiple of 4.")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	ld := Load(Param("ld"), GP64())
+	width := Load(Param("width"), GP64())
+	rows := Load(Param("rows"), GP64())
+	SHLQ(Imm(2), ld)
+	step := GP64()
+	MOVQ(width, step)
+	SHLQ(Imm(2), step)
+	s, d, n := GP64(), GP64(), GP64()
+	y := YMM()
+	x := XMM()
+
+	Label("copyStrided_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef("copyStrided_done"))
+	MOVQ(src, s)
+	MOVQ(dst, d)
+	MOVQ(width, n)
+	Label("copyStrided_8")
+	CMPQ(n, Imm(8))
+	JL(LabelRef("copyStrided_4"))
+	VMOVUPS(Mem{Base: s}, y)
+	VMOVUPS(y, Mem{Base: d})
+	ADDQ(Imm(32), s)
+	ADDQ(Imm(32), d)
+	SUBQ(Imm(8), n)
+	JMP(LabelRef("copyStrided_8"))
+	Label("copyStrided_4")
+	CMPQ(n, Imm(4))
+	JL(LabelRef("copyStrided_next"))
+	VMOVUPS(Mem{Base: s}, x)
+	VMOVUPS(x, Mem{Base: d})
+	ADDQ(Imm(16), s)
+	ADDQ(Imm(16), d)
+	SUBQ(Imm(4), n)
+	JMP(LabelRef("copyStrided_4"))
+	Label("copyStrided_next")
+	ADDQ(ld, src)
+	ADDQ(step, dst)
+	DECQ(rows)
+	JMP(LabelRef("copyStrided_row"))
+
+	Label("copyStrided_done")
+	VZEROUPPER()
 	RET()
 }
