@@ -1,0 +1,28 @@
+// Package remote serves any registered environment over HTTP and makes a served environment look
+// local again.
+//
+// The server (NewServer) speaks an OpenEnv-style protocol with one session per episode:
+//
+//	POST   /reset     {"seed": N, "session_id"?: "…"} → {"session_id", "observation": {"system", "text"}}
+//	POST   /step      {"session_id", "action"} → {"session_id", "observation", "role", "reward", "done", "tool_calls"?, "info"?}
+//	GET    /state     ?session_id=… → {"session_id", "seed", "step_count", "done", "failed", "idle_ms"}
+//	POST   /close     {"session_id"}  (or DELETE /close?session_id=…) → {"closed": true}
+//	GET    /health    → {"status": "ok", "env", "sessions"}
+//	GET    /metadata  → {"protocol", "name", "description", "train", "heldout", "max_body_bytes", …}
+//	GET    /schema    → JSON schemas of the action, observation, transition and state
+//
+// Every error is a JSON body {"error": {"code", "message"}} with a 4xx status for a bad request
+// (bad JSON, unknown fields, wrong method, unknown or expired session, body over the limit → 413,
+// step before reset or after done → 409) and a 5xx status when the environment itself failed
+// (500) or ran out of time (504). Strings that are not valid UTF-8 (model text can hold such
+// bytes) travel as {"b64": "…"} and non-finite rewards as "NaN", "+Inf", "-Inf", so nothing is
+// altered in transit; plain JSON strings are accepted everywhere.
+//
+// The client (Dial, Spec) implements env.Env and env.Closer: each Reset starts a new server
+// session, and every transport failure, non-2xx answer or timeout is an error — never a reward —
+// so a rollout records the episode as env_error or timeout. Requests are not retried: a step is
+// not idempotent.
+//
+// The package does not authenticate or encrypt: the server listens on loopback unless told
+// otherwise, and anything wider belongs behind a proxy that does both.
+package remote

@@ -1,0 +1,171 @@
+package remote
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/traj"
+)
+
+// ProtocolVersion is reported by /metadata; clients refuse servers that speak another one.
+const ProtocolVersion = 1
+
+// text is a string that survives JSON exactly: valid UTF-8 as a JSON string, anything else as
+// {"b64": "…"}.
+type text string
+
+func (s text) MarshalJSON() ([]byte, error) {
+	if utf8.ValidString(string(s)) {
+		return json.Marshal(string(s))
+	}
+	return json.Marshal(struct {
+		B64 []byte `json:"b64"`
+	}{[]byte(s)})
+}
+
+func (s *text) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '{' {
+		var obj struct {
+			B64 *string `json:"b64"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&obj); err != nil {
+			return fmt.Errorf("string object: %w", err)
+		}
+		if obj.B64 == nil {
+			return errors.New(`string object without "b64"`)
+		}
+		raw, err := base64.StdEncoding.DecodeString(*obj.B64)
+		if err != nil {
+			return fmt.Errorf("string object: %w", err)
+		}
+		*s = text(raw)
+		return nil
+	}
+	var plain string
+	if err := json.Unmarshal(b, &plain); err != nil {
+		return err
+	}
+	*s = text(plain)
+	return nil
+}
+
+// number is a float64 that survives JSON exactly, with traj's conventions for non-finite values.
+type number float64
+
+func (n number) MarshalJSON() ([]byte, error) { return traj.Float64JSON(float64(n)), nil }
+
+func (n *number) UnmarshalJSON(b []byte) error {
+	v, err := traj.ParseFloat64JSON(b)
+	if err != nil {
+		return err
+	}
+	*n = number(v)
+	return nil
+}
+
+type resetRequest struct {
+	Seed      *int64 `json:"seed"`
+	SessionID string `json:"session_id,omitempty"`
+}
+
+type wireObservation struct {
+	System text `json:"system"`
+	Text   text `json:"text"`
+}
+
+type resetResponse struct {
+	SessionID   string          `json:"session_id"`
+	Observation wireObservation `json:"observation"`
+}
+
+type stepRequest struct {
+	SessionID string `json:"session_id"`
+	Action    *text  `json:"action"`
+}
+
+type wireToolCall struct {
+	Name      text `json:"name"`
+	Arguments text `json:"arguments"`
+	Result    text `json:"result,omitempty"`
+	Error     text `json:"error,omitempty"`
+}
+
+type stepResponse struct {
+	SessionID   string          `json:"session_id"`
+	Observation text            `json:"observation"`
+	Role        string          `json:"role"`
+	Reward      number          `json:"reward"`
+	Done        bool            `json:"done"`
+	ToolCalls   []wireToolCall  `json:"tool_calls,omitempty"`
+	Info        map[string]text `json:"info,omitempty"`
+}
+
+type closeRequest struct {
+	SessionID string `json:"session_id"`
+}
+
+// State is a session as GET /state reports it.
+type State struct {
+	SessionID string `json:"session_id"`
+	Seed      int64  `json:"seed"`
+	StepCount int    `json:"step_count"`
+	Done      bool   `json:"done"`
+	// Failed is set once the environment returned an error other than misuse (step after done).
+	Failed bool  `json:"failed"`
+	IdleMS int64 `json:"idle_ms"`
+}
+
+// Range is a half-open seed range on the wire.
+type Range struct {
+	Lo int64 `json:"lo"`
+	Hi int64 `json:"hi"`
+}
+
+// Metadata is what GET /metadata reports.
+type Metadata struct {
+	Protocol      int    `json:"protocol"`
+	Name          string `json:"name"`
+	Description   string `json:"description"`
+	Train         Range  `json:"train"`
+	Heldout       Range  `json:"heldout"`
+	MaxBodyBytes  int64  `json:"max_body_bytes"`
+	MaxSessions   int    `json:"max_sessions"`
+	IdleTimeoutMS int64  `json:"idle_timeout_ms"`
+}
+
+type health struct {
+	Status   string `json:"status"`
+	Env      string `json:"env"`
+	Sessions int    `json:"sessions"`
+}
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func transitionToWire(id string, tr env.Transition) stepResponse {
+	out := stepResponse{SessionID: id, Observation: text(tr.Observation), Role: tr.Role.String(),
+		Reward: number(tr.Reward), Done: tr.Done}
+	for _, c := range tr.ToolCalls {
+		out.ToolCalls = append(out.ToolCalls, wireToolCall{Name: text(c.Name), Arguments: text(c.Arguments),
+			Result: text(c.Result), Error: text(c.Error)})
+	}
+	if len(tr.Info) > 0 {
+		out.Info = make(map[string]text, len(tr.Info))
+		for k, v := range tr.Info {
+			out.Info[k] = text(v)
+		}
+	}
+	return out
+}
