@@ -37,6 +37,16 @@ func (c *BenchModelCmd) Run(g *Globals) error {
 	}
 	cfg := model.DefaultConfig(c.Vocab)
 	cfg.MaxSeq = max(cfg.MaxSeq, c.Seq, c.Prompt+c.Decode)
+	var alts []model.Config
+	if c.Configs != "" {
+		for _, spec := range strings.Split(c.Configs, ",") {
+			alt, err := sizedConfig(cfg, spec)
+			if err != nil {
+				return err
+			}
+			alts = append(alts, alt)
+		}
+	}
 	w := g.Stdout
 	if err := c.trainBench(w, cfg, true); err != nil {
 		return err
@@ -52,15 +62,9 @@ func (c *BenchModelCmd) Run(g *Globals) error {
 			return err
 		}
 	}
-	if c.Configs != "" {
-		for _, spec := range strings.Split(c.Configs, ",") {
-			alt, err := sizedConfig(cfg, spec)
-			if err != nil {
-				return err
-			}
-			if err := c.trainBench(w, alt, false); err != nil {
-				return err
-			}
+	for _, alt := range alts {
+		if err := c.trainBench(w, alt, false); err != nil {
+			return err
 		}
 	}
 	return nil
