@@ -294,6 +294,9 @@ func (r *Runner) Episode(ctx context.Context, e env.Env, t Task) (*traj.Trajecto
 			tu.ObsEnd = len(tr.Tokens)
 			tr.Turns = append(tr.Turns, tu)
 			tr.Reward = step.Reward
+			if v, ok := step.Info[env.InfoSuccess]; ok {
+				tr.Meta = append(tr.Meta, traj.KV{Key: env.InfoSuccess, Value: v})
+			}
 			if why := step.Info[env.InfoTruncated]; why != "" {
 				ep.end(traj.StatusTruncated, why)
 			} else {
@@ -342,4 +345,15 @@ func checkCompletion(c infer.Completion, maxTokens, vocab int) error {
 		}
 	}
 	return nil
+}
+
+// Succeeded reports whether an episode solved its task: the environment's success flag when it
+// gave one, otherwise a positive outcome reward on an episode that ended normally.
+func Succeeded(t *traj.Trajectory) bool {
+	for _, kv := range t.Meta {
+		if kv.Key == env.InfoSuccess {
+			return kv.Value == "true"
+		}
+	}
+	return t.Status == traj.StatusOK && t.Reward > 0
 }

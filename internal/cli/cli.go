@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 
+	"github.com/agentrl/agentrl/pipeline"
 	"github.com/alecthomas/kong"
 )
 
@@ -36,6 +38,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exitCode = code }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Vars{"presets": strings.Join(pipeline.Presets(), ", ")},
 	)
 	if err != nil {
 		return err

@@ -1,9 +1,31 @@
 package cli
 
-import "errors"
+import (
+	"github.com/agentrl/agentrl/pipeline"
+)
 
-// ConfigCmd is filled in by its issue; until then it says so.
-type ConfigCmd struct{}
+// ConfigCmd inspects configurations.
+type ConfigCmd struct {
+	Show ConfigShowCmd `cmd:"" help:"Print the fully resolved configuration (a preset or a file, with overrides)."`
+}
 
-// Run reports that the command is not available yet.
-func (c *ConfigCmd) Run(g *Globals) error { return errors.New("not yet available in this build") }
+// ConfigShowCmd prints a resolved configuration as YAML.
+type ConfigShowCmd struct {
+	Preset string   `help:"Built-in configuration (${presets}); default calc." placeholder:"NAME"`
+	Config string   `help:"YAML configuration file." type:"existingfile" placeholder:"FILE"`
+	Set    []string `help:"Override a setting." placeholder:"KEY=VALUE"`
+}
+
+// Run prints the configuration.
+func (c *ConfigShowCmd) Run(g *Globals) error {
+	cfg, err := pipeline.Load(c.Preset, c.Config, c.Set)
+	if err != nil {
+		return err
+	}
+	data, err := pipeline.Encode(cfg)
+	if err != nil {
+		return err
+	}
+	_, err = g.Stdout.Write(data)
+	return err
+}

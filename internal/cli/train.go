@@ -1,9 +1,41 @@
 package cli
 
-import "errors"
+import (
+	"fmt"
+	"os"
 
-// TrainCmd is filled in by its issue; until then it says so.
-type TrainCmd struct{}
+	"golang.org/x/term"
 
-// Run reports that the command is not available yet.
-func (c *TrainCmd) Run(g *Globals) error { return errors.New("not yet available in this build") }
+	_ "github.com/agentrl/agentrl/env/all" // the built-in environments
+	"github.com/agentrl/agentrl/pipeline"
+)
+
+// TrainCmd runs a training run: by default the calc preset (cold-start SFT on the noisy expert's
+// demonstrations, then GRPO) with the built-in model.
+type TrainCmd struct {
+	Preset string   `help:"Built-in configuration (${presets}); default calc." placeholder:"NAME"`
+	Config string   `help:"YAML configuration file (instead of a preset)." type:"existingfile" placeholder:"FILE"`
+	Set    []string `help:"Override a setting, e.g. --set seed=2 --set phases.rl.steps=100." placeholder:"KEY=VALUE"`
+}
+
+// Run trains and prints held-out success before and after each phase.
+func (c *TrainCmd) Run(g *Globals) error {
+	cfg, err := pipeline.Load(c.Preset, c.Config, c.Set)
+	if err != nil {
+		return err
+	}
+	run, err := pipeline.NewRun(cfg, pipeline.Options{Out: g.Stdout, Terminal: isTerminal(g.Stdout)})
+	if err != nil {
+		return err
+	}
+	_, err = run.Train(g.Ctx)
+	if err != nil {
+		return fmt.Errorf("train %s: %w", run.Dir, err)
+	}
+	return nil
+}
+
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

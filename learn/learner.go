@@ -1,0 +1,297 @@
+// Package learn is the learner: it turns trajectories into weight updates of the built-in model.
+// Supervised steps minimise cross entropy on assistant tokens; RL steps recompute the proximal
+// ("old") and reference logprobs, then run epochs of minibatches through an algo.Loss, pass
+// d(loss)/d(logprob) and d(loss)/d(entropy) to the model's backward, clip the global gradient
+// norm and step AdamW. It does not sample, step environments or decide what to train on: the
+// pipeline hands it a batch.
+package learn
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/agentrl/agentrl/algo"
+	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/optim"
+	"github.com/agentrl/agentrl/traj"
+)
+
+// Learner owns the trainable model and its optimizer.
+type Learner struct {
+	Model *model.Model
+	Opt   *optim.AdamW
+	// Sched gives the learning rate of each update of the current phase.
+	Sched optim.Schedule
+	// GradClip is the global gradient-norm bound (0 = no clipping).
+	GradClip float32
+	// RowLen is the packed row length; every sequence must fit in one row.
+	RowLen int
+	// Step counts this phase's updates (it drives Sched).
+	Step int
+
+	lp, ent, dlp, dent []float32
+	out                algo.Output
+}
+
+// New makes a learner with a fresh AdamW over m's parameters.
+func New(m *model.Model, oc optim.Config, sched optim.Schedule, gradClip float32, rowLen int) (*Learner, error) {
+	if err := sched.Validate(); err != nil {
+		return nil, err
+	}
+	if rowLen < 2 || rowLen > m.Cfg.MaxSeq {
+		return nil, fmt.Errorf("learn: row length %d must be in [2, model max_seq %d]", rowLen, m.Cfg.MaxSeq)
+	}
+	if gradClip < 0 || math.IsNaN(float64(gradClip)) {
+		return nil, fmt.Errorf("learn: grad_clip must be >= 0, got %v", gradClip)
+	}
+	opt, err := optim.NewAdamW(oc, m.NumParams(), m.Params.DecaySegments())
+	if err != nil {
+		return nil, err
+	}
+	return &Learner{Model: m, Opt: opt, Sched: sched, GradClip: gradClip, RowLen: rowLen}, nil
+}
+
+// Update is what one optimizer step reports.
+type Update struct {
+	GradNorm float64 // before clipping
+	LR       float64
+}
+
+// ErrNonFinite is returned when the gradient is NaN or infinite; the update is skipped and the
+// weights are left untouched.
+var ErrNonFinite = errors.New("learn: non-finite gradient, update skipped")
+
+// apply clips the accumulated gradient, steps AdamW and clears the gradient.
+func (l *Learner) apply() (Update, error) {
+	g := l.Model.Grads.Data
+	var norm float32
+	if l.GradClip > 0 {
+		norm = optim.ClipGradNorm(g, l.GradClip)
+	} else {
+		norm = optim.GradNorm(g)
+	}
+	if math.IsNaN(float64(norm)) || math.IsInf(float64(norm), 0) {
+		l.Model.ZeroGrad()
+		return Update{GradNorm: float64(norm)}, ErrNonFinite
+	}
+	lr := l.Sched.LR(l.Step)
+	if err := l.Opt.Step(l.Model.Params.Data, g, lr); err != nil {
+		return Update{}, err
+	}
+	l.Model.ZeroGrad()
+	l.Step++
+	return Update{GradNorm: float64(norm), LR: float64(lr)}, nil
+}
+
+// forward packs trajs (logprobs wanted on masked tokens, or on every token when all is set) and
+// runs m forward, leaving per-position logprobs and entropies in l.lp and l.ent.
+func (l *Learner) forward(m *model.Model, trajs []*traj.Trajectory, all bool) (*Packed, error) {
+	seqs := make([][]int32, len(trajs))
+	want := make([][]bool, len(trajs))
+	for i, t := range trajs {
+		seqs[i] = t.Tokens
+		if !all {
+			want[i] = t.LossMask
+		}
+	}
+	p, err := Pack(seqs, want, l.RowLen)
+	if err != nil {
+		return nil, err
+	}
+	n := p.Batch.Rows * p.Batch.T
+	l.lp, l.ent = grow(l.lp, n), grow(l.ent, n)
+	if err := m.Forward(&p.Batch, l.lp, l.ent); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// SFTStats reports one supervised step.
+type SFTStats struct {
+	Loss    float64 // mean cross entropy over assistant tokens
+	Tokens  int     // assistant tokens trained on
+	Entropy float64 // mean predictive entropy at those tokens
+	Update
+}
+
+// SFTStep takes one supervised step on the assistant tokens of trajs (cross entropy, mean over
+// tokens). Trajectories without assistant tokens are skipped.
+func (l *Learner) SFTStep(trajs []*traj.Trajectory) (SFTStats, error) {
+	p, err := l.forward(l.Model, trajs, false)
+	if err != nil {
+		return SFTStats{}, err
+	}
+	n := p.Batch.Rows * p.Batch.T
+	var st SFTStats
+	for _, tg := range p.Batch.Targets {
+		if tg >= 0 {
+			st.Tokens++
+		}
+	}
+	if st.Tokens == 0 {
+		return st, errors.New("learn: SFT batch has no assistant tokens")
+	}
+	l.dlp, l.dent = grow(l.dlp, n), grow(l.dent, n)
+	clear(l.dlp)
+	clear(l.dent)
+	scale := -1 / float32(st.Tokens)
+	var sum, ent float64
+	for i, tg := range p.Batch.Targets {
+		if tg >= 0 {
+			sum -= float64(l.lp[i])
+			ent += float64(l.ent[i])
+			l.dlp[i] = scale
+		}
+	}
+	st.Loss = sum / float64(st.Tokens)
+	st.Entropy = ent / float64(st.Tokens)
+	if err := l.Model.Backward(&p.Batch, l.dlp, l.dent); err != nil {
+		return st, err
+	}
+	st.Update, err = l.apply()
+	return st, err
+}
+
+// Logprobs computes, under m, the logprob of every masked token of trajs, laid out like b (the
+// algo batch built from the same trajectories in the same order); other tokens get 0. It runs
+// in chunks of chunk sequences to bound memory. With ent non-nil it also fills entropies.
+func (l *Learner) Logprobs(m *model.Model, trajs []*traj.Trajectory, b *algo.Batch, chunk int, dst, ent []float32) error {
+	if len(trajs) != b.NumSeqs() {
+		return fmt.Errorf("learn: %d trajectories for a batch of %d sequences", len(trajs), b.NumSeqs())
+	}
+	chunk = max(chunk, 1)
+	for lo := 0; lo < len(trajs); lo += chunk {
+		hi := min(lo+chunk, len(trajs))
+		p, err := l.forward(m, trajs[lo:hi], false)
+		if err != nil {
+			return err
+		}
+		for k := range trajs[lo:hi] {
+			s0, s1 := b.Seq(lo + k)
+			p.Gather(dst[s0:s1], k, l.lp)
+			dst[s0] = 0
+			if ent != nil {
+				p.Gather(ent[s0:s1], k, l.ent)
+				ent[s0] = 0
+			}
+		}
+	}
+	return nil
+}
+
+// RLStats reports one RL update (all epochs and minibatches).
+type RLStats struct {
+	Updates  int
+	Loss     float64 // mean over minibatches
+	GradNorm float64 // mean pre-clip norm over minibatches
+	MaxGrad  float64
+	LR       float64 // of the last update
+	Skipped  int     // updates skipped for a non-finite gradient
+	Entropy  float64 // mean entropy of masked tokens in the first epoch
+	Metrics  algo.Metrics
+}
+
+// RLStep runs epochs × minibatches updates of loss over b (advantages already estimated, Old and
+// Ref filled when the loss uses them); trajs are b's sequences in order. rng shuffles the
+// minibatches. version is the policy version being trained, for the version-lag metrics.
+func (l *Learner) RLStep(trajs []*traj.Trajectory, b *algo.Batch, loss *algo.Loss, epochs, minibatches int, rng *rand.Rand, version int32) (RLStats, error) {
+	if len(trajs) != b.NumSeqs() {
+		return RLStats{}, fmt.Errorf("learn: %d trajectories for a batch of %d sequences", len(trajs), b.NumSeqs())
+	}
+	st := RLStats{Metrics: algo.Metrics{}}
+	var entSum float64
+	var entN int
+	for ep := 0; ep < epochs; ep++ {
+		mbs, err := b.Minibatches(minibatches, rng)
+		if err != nil {
+			return st, err
+		}
+		for _, idx := range mbs {
+			mb, err := b.Select(idx)
+			if err != nil {
+				return st, err
+			}
+			sub := make([]*traj.Trajectory, len(idx))
+			for k, i := range idx {
+				sub[k] = trajs[i]
+			}
+			p, err := l.forward(l.Model, sub, false)
+			if err != nil {
+				return st, err
+			}
+			nt := mb.NumTokens()
+			cur := algo.Current{
+				Logprobs:      make([]float32, nt),
+				Entropies:     make([]float32, nt),
+				PolicyVersion: version,
+			}
+			for k := range sub {
+				s0, s1 := mb.Seq(k)
+				p.Gather(cur.Logprobs[s0:s1], k, l.lp)
+				p.Gather(cur.Entropies[s0:s1], k, l.ent)
+				cur.Logprobs[s0], cur.Entropies[s0] = 0, 0
+				if ep == 0 {
+					for j := s0; j < s1; j++ {
+						if mb.Mask[j] {
+							entSum += float64(cur.Entropies[j])
+							entN++
+						}
+					}
+				}
+			}
+			if err := loss.Compute(&l.out, mb, cur); err != nil {
+				return st, err
+			}
+			n := p.Batch.Rows * p.Batch.T
+			l.dlp, l.dent = grow(l.dlp, n), grow(l.dent, n)
+			clear(l.dlp)
+			clear(l.dent)
+			for k := range sub {
+				s0, s1 := mb.Seq(k)
+				p.Scatter(l.dlp, k, l.out.DLogprobs[s0:s1])
+				if l.out.DEntropies != nil {
+					p.Scatter(l.dent, k, l.out.DEntropies[s0:s1])
+				}
+			}
+			if err := l.Model.Backward(&p.Batch, l.dlp, l.dent); err != nil {
+				return st, err
+			}
+			up, err := l.apply()
+			if errors.Is(err, ErrNonFinite) {
+				st.Skipped++
+				continue
+			}
+			if err != nil {
+				return st, err
+			}
+			st.Updates++
+			st.Loss += l.out.Loss
+			st.GradNorm += up.GradNorm
+			st.MaxGrad = max(st.MaxGrad, up.GradNorm)
+			st.LR = up.LR
+			for k, v := range l.out.Metrics {
+				st.Metrics[k] += v
+			}
+		}
+	}
+	if st.Updates > 0 {
+		st.Loss /= float64(st.Updates)
+		st.GradNorm /= float64(st.Updates)
+		for k := range st.Metrics {
+			st.Metrics[k] /= float64(st.Updates)
+		}
+	}
+	if entN > 0 {
+		st.Entropy = entSum / float64(entN)
+	}
+	return st, nil
+}
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}

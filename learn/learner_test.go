@@ -1,0 +1,210 @@
+package learn
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/agentrl/agentrl/algo"
+	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/optim"
+	"github.com/agentrl/agentrl/traj"
+)
+
+func tinyModel(t *testing.T, seed uint64) *model.Model {
+	t.Helper()
+	m, err := model.New(model.Config{Vocab: 32, Dim: 32, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 48, MaxSeq: 64,
+		RopeTheta: 10000, NormEps: 1e-5, TieEmbeddings: true}, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// episode builds a trajectory: prompt tokens (user), then an assistant answer.
+func episode(id string, group uint64, prompt, answer []int32, rew float64) *traj.Trajectory {
+	t := &traj.Trajectory{ID: id, GroupID: group, Reward: rew}
+	for _, x := range prompt {
+		t.Tokens = append(t.Tokens, x)
+		t.Roles = append(t.Roles, traj.RoleUser)
+		t.LossMask = append(t.LossMask, false)
+		t.Logprobs = append(t.Logprobs, 0)
+		t.Versions = append(t.Versions, traj.NoVersion)
+	}
+	start := len(t.Tokens)
+	for _, x := range answer {
+		t.Tokens = append(t.Tokens, x)
+		t.Roles = append(t.Roles, traj.RoleAssistant)
+		t.LossMask = append(t.LossMask, true)
+		t.Logprobs = append(t.Logprobs, -3.4)
+		t.Versions = append(t.Versions, 0)
+	}
+	t.Turns = []traj.Turn{{Start: start, End: len(t.Tokens), ObsEnd: len(t.Tokens)}}
+	return t
+}
+
+func newLearner(t *testing.T, m *model.Model, lr float32) *Learner {
+	t.Helper()
+	l, err := New(m, optim.Config{Beta1: 0.9, Beta2: 0.99, Eps: 1e-8}, optim.Schedule{PeakLR: lr, MinLR: lr, TotalSteps: 1000}, 1, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestPackRoundTrip(t *testing.T) {
+	seqs := [][]int32{{1, 2, 3}, {4, 5, 6, 7, 8}, {9, 10}, {11, 12, 13, 14}}
+	p, err := Pack(seqs, nil, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := p.Batch
+	for i, s := range seqs {
+		for j := 1; j < len(s); j++ {
+			pos := p.Where[i] + j - 1
+			if b.Tokens[pos] != s[j-1] || b.Targets[pos] != s[j] || b.Pos[pos] != int32(j-1) {
+				t.Fatalf("seq %d token %d: input %d target %d pos %d", i, j, b.Tokens[pos], b.Targets[pos], b.Pos[pos])
+			}
+		}
+	}
+	if b.Rows != 2 {
+		t.Fatalf("rows = %d, want 2 (4+2 and 3+1 positions fit in rows of 6)", b.Rows)
+	}
+	if _, err := Pack([][]int32{make([]int32, 9)}, nil, 6); err == nil {
+		t.Fatal("a sequence longer than a row was accepted")
+	}
+}
+
+// Logprobs of a sequence must not depend on what it is packed with.
+func TestLogprobsIndependentOfPacking(t *testing.T) {
+	m := tinyModel(t, 1)
+	l := newLearner(t, m, 1e-3)
+	a := episode("a", 1, []int32{1, 2, 3}, []int32{4, 5, 6}, 1)
+	b := episode("b", 1, []int32{7, 8}, []int32{9, 10, 11, 12}, 0)
+	both := []*traj.Trajectory{a, b}
+	batch, err := algo.FromTrajectories(both)
+	if err != nil {
+		t.Fatal(err)
+	}
+	together := make([]float32, batch.NumTokens())
+	if err := l.Logprobs(m, both, batch, 8, together, nil); err != nil {
+		t.Fatal(err)
+	}
+	apart := make([]float32, batch.NumTokens())
+	if err := l.Logprobs(m, both, batch, 1, apart, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range together {
+		if math.Abs(float64(together[i]-apart[i])) > 1e-5 {
+			t.Fatalf("token %d: %v packed together, %v apart", i, together[i], apart[i])
+		}
+		if !batch.Mask[i] && together[i] != 0 {
+			t.Fatalf("unmasked token %d got logprob %v", i, together[i])
+		}
+	}
+}
+
+// Supervised steps lower the loss on what they train on (counted in steps).
+func TestSFTLowersLoss(t *testing.T) {
+	m := tinyModel(t, 2)
+	l := newLearner(t, m, 3e-3)
+	data := []*traj.Trajectory{
+		episode("a", 1, []int32{1, 2}, []int32{3, 4, 5, 6}, 1),
+		episode("b", 2, []int32{7, 2}, []int32{8, 9, 10, 11}, 1),
+	}
+	first, err := l.SFTStep(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last SFTStats
+	for i := 0; i < 40; i++ {
+		if last, err = l.SFTStep(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !(last.Loss < first.Loss*0.5) || first.Tokens != 8 {
+		t.Fatalf("loss %v -> %v over 40 steps (%d tokens)", first.Loss, last.Loss, first.Tokens)
+	}
+	if l.Step != 41 {
+		t.Fatalf("learner counted %d steps, want 41", l.Step)
+	}
+}
+
+// An RL step raises the logprob of the rewarded answer and lowers the other's.
+func TestRLStepFollowsAdvantage(t *testing.T) {
+	m := tinyModel(t, 3)
+	l := newLearner(t, m, 2e-3)
+	prompt := []int32{1, 2, 3}
+	good := episode("good", 7, prompt, []int32{4, 5}, 1)
+	bad := episode("bad", 7, prompt, []int32{6, 7}, 0)
+	trajs := []*traj.Trajectory{good, bad}
+	mean := func() (float64, float64) {
+		b, _ := algo.FromTrajectories(trajs)
+		lp := make([]float32, b.NumTokens())
+		if err := l.Logprobs(m, trajs, b, 8, lp, nil); err != nil {
+			t.Fatal(err)
+		}
+		var g, w float64
+		for i, x := range lp {
+			if i < b.Offsets[1] {
+				g += float64(x)
+			} else {
+				w += float64(x)
+			}
+		}
+		return g, w
+	}
+	g0, b0 := mean()
+	est, _ := algo.NewEstimator(algo.AdvantageConfig{Name: "grpo"})
+	loss, _ := algo.NewLoss(algo.DefaultLossConfig())
+	rng := rand.New(rand.NewPCG(1, 1))
+	for step := 0; step < 5; step++ {
+		b, err := algo.FromTrajectories(trajs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Old = make([]float32, b.NumTokens())
+		if err := l.Logprobs(m, trajs, b, 8, b.Old, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := est.Estimate(b); err != nil {
+			t.Fatal(err)
+		}
+		st, err := l.RLStep(trajs, b, loss, 1, 1, rng, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Updates != 1 || !(st.GradNorm > 0) {
+			t.Fatalf("step %d: %d updates, grad norm %v", step, st.Updates, st.GradNorm)
+		}
+	}
+	g1, b1 := mean()
+	if !(g1 > g0 && b1 < b0) {
+		t.Fatalf("rewarded answer logprob %v -> %v, unrewarded %v -> %v", g0, g1, b0, b1)
+	}
+}
+
+// A batch with only infra-failed episodes changes nothing.
+func TestRLStepIgnoresFailedEpisodes(t *testing.T) {
+	m := tinyModel(t, 4)
+	before := slices.Clone(m.Params.Data)
+	l := newLearner(t, m, 1e-2)
+	a := episode("a", 1, []int32{1, 2}, []int32{3, 4}, 0)
+	b := episode("b", 1, []int32{1, 2}, []int32{5, 6}, 0)
+	a.Status, b.Status = traj.StatusEnvError, traj.StatusTimeout
+	trajs := []*traj.Trajectory{a, b}
+	batch, _ := algo.FromTrajectories(trajs)
+	batch.Old = slices.Clone(batch.Behaviour)
+	est, _ := algo.NewEstimator(algo.AdvantageConfig{Name: "grpo"})
+	if _, err := est.Estimate(batch); err != nil {
+		t.Fatal(err)
+	}
+	loss, _ := algo.NewLoss(algo.DefaultLossConfig())
+	if _, err := l.RLStep(trajs, batch, loss, 1, 1, rand.New(rand.NewPCG(1, 2)), 0); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(before, m.Params.Data) {
+		t.Fatal("infra-failed episodes moved the weights")
+	}
+}

@@ -1,0 +1,322 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"time"
+
+	"github.com/agentrl/agentrl/algo"
+	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/infer"
+	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/optim"
+	"github.com/agentrl/agentrl/rollout"
+)
+
+// Config is a whole training run: the model, the tokenizer, how episodes run, and a list of
+// phases (supervised cold start, then RL on one environment or a weighted mix). It is saved in
+// the run directory and in every checkpoint. Unknown keys, and settings that would do nothing
+// in the configuration they appear in, are errors.
+type Config struct {
+	Name       string           `yaml:"name"`
+	Seed       uint64           `yaml:"seed"`
+	RunsDir    string           `yaml:"runs_dir"`
+	Model      ModelConfig      `yaml:"model"`
+	Tokenizer  TokenizerConfig  `yaml:"tokenizer"`
+	Rollout    RolloutConfig    `yaml:"rollout"`
+	Phases     []Phase          `yaml:"phases"`
+	Eval       EvalConfig       `yaml:"eval"`
+	Checkpoint CheckpointConfig `yaml:"checkpoint"`
+	Monitor    MonitorConfig    `yaml:"monitor"`
+}
+
+// ModelConfig is the built-in model's architecture; the vocabulary comes from the tokenizer.
+type ModelConfig struct {
+	Dim           int     `yaml:"dim"`
+	Layers        int     `yaml:"layers"`
+	Heads         int     `yaml:"heads"`
+	KVHeads       int     `yaml:"kv_heads"`
+	Hidden        int     `yaml:"hidden"`
+	MaxSeq        int     `yaml:"max_seq"`
+	RopeTheta     float32 `yaml:"rope_theta"`
+	TieEmbeddings bool    `yaml:"tie_embeddings"`
+}
+
+// Build returns the model config for a vocabulary of vocab tokens.
+func (m ModelConfig) Build(vocab int) model.Config {
+	return model.Config{
+		Vocab: vocab, Dim: m.Dim, Layers: m.Layers, Heads: m.Heads, KVHeads: m.KVHeads, Hidden: m.Hidden,
+		MaxSeq: m.MaxSeq, RopeTheta: m.RopeTheta, NormEps: 1e-5, TieEmbeddings: m.TieEmbeddings,
+	}
+}
+
+// TokenizerConfig says how the run's tokenizer is trained from the environments' text.
+type TokenizerConfig struct {
+	VocabSize     int `yaml:"vocab_size"`
+	CorpusSamples int `yaml:"corpus_samples"` // samples of text per environment
+}
+
+// RolloutConfig bounds episodes and sizes the inference engine.
+type RolloutConfig struct {
+	MaxTurns         int           `yaml:"max_turns"`
+	MaxContext       int           `yaml:"max_context"`
+	MaxTokensPerTurn int           `yaml:"max_tokens_per_turn"`
+	EpisodeTimeout   time.Duration `yaml:"episode_timeout"`
+	Temperature      float32       `yaml:"temperature"`
+	TopK             int           `yaml:"top_k"`
+	TopP             float32       `yaml:"top_p"`
+	// EngineSlots is the continuous batch of the local engine; also the episode concurrency.
+	EngineSlots int `yaml:"engine_slots"`
+}
+
+// Runner returns the rollout settings.
+func (r RolloutConfig) Runner() rollout.Config {
+	return rollout.Config{
+		MaxTurns: r.MaxTurns, MaxContext: r.MaxContext, MaxTokensPerTurn: r.MaxTokensPerTurn,
+		EpisodeTimeout: r.EpisodeTimeout,
+		Sampling:       infer.Sampling{Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP},
+	}
+}
+
+// EnvWeight is one environment of a phase's mix.
+type EnvWeight struct {
+	Name   string  `yaml:"name"`
+	Weight float64 `yaml:"weight"`
+}
+
+// Phase is one stage of a run.
+type Phase struct {
+	Name  string      `yaml:"name"`
+	Kind  string      `yaml:"kind"` // "sft" or "rl"
+	Envs  []EnvWeight `yaml:"envs"`
+	Steps int         `yaml:"steps"`
+	Optim OptimConfig `yaml:"optim"`
+	SFT   *SFTConfig  `yaml:"sft,omitempty"`
+	RL    *RLConfig   `yaml:"rl,omitempty"`
+}
+
+// OptimConfig is AdamW with linear warmup and cosine decay.
+type OptimConfig struct {
+	LR          float64 `yaml:"lr"`
+	MinLRRatio  float64 `yaml:"min_lr_ratio"`
+	Warmup      int     `yaml:"warmup"`
+	WeightDecay float64 `yaml:"weight_decay"`
+	GradClip    float64 `yaml:"grad_clip"`
+	Beta1       float64 `yaml:"beta1"`
+	Beta2       float64 `yaml:"beta2"`
+}
+
+// SFTConfig is supervised training on demonstrations synthesized by each environment's noisy
+// expert; the loss covers assistant tokens only.
+type SFTConfig struct {
+	Demos     int     `yaml:"demos"`      // demonstrations synthesized for the phase
+	Noise     float64 `yaml:"noise"`      // how often the expert errs or skips a tool, in [0, 1]
+	BatchSize int     `yaml:"batch_size"` // demonstrations per update
+	// Keep is "all" (train on every demonstration, right or wrong) or "successful".
+	Keep string `yaml:"keep"`
+}
+
+// RLConfig is on-policy RL: groups of episodes per task, advantages, a policy loss.
+type RLConfig struct {
+	GroupsPerStep int                  `yaml:"groups_per_step"`
+	GroupSize     int                  `yaml:"group_size"`
+	Epochs        int                  `yaml:"epochs"`
+	Minibatches   int                  `yaml:"minibatches"`
+	Advantage     algo.AdvantageConfig `yaml:"advantage"`
+	Loss          algo.LossConfig      `yaml:"loss"`
+	// DynamicSampling drops zero-variance groups and samples more to fill the step (DAPO).
+	DynamicSampling *DynamicSamplingConfig `yaml:"dynamic_sampling,omitempty"`
+	// AllowSamplingMismatch must be set when rollout sampling (temperature ≠ 1, top-k, top-p)
+	// makes the behaviour distribution differ from what the learner recomputes.
+	AllowSamplingMismatch bool `yaml:"allow_sampling_mismatch"`
+}
+
+// DynamicSamplingConfig bounds the extra sampling.
+type DynamicSamplingConfig struct {
+	// MaxRounds is how many rounds of groups_per_step groups may be sampled for one step; when
+	// they do not fill it, the step trains on the partial batch and says so in its metrics.
+	MaxRounds int `yaml:"max_rounds"`
+}
+
+// EvalConfig is held-out evaluation.
+type EvalConfig struct {
+	Tasks int `yaml:"tasks"` // held-out tasks per environment
+	Every int `yaml:"every"` // RL steps between periodic evaluations; 0 = only before and after phases
+}
+
+// CheckpointConfig says how often to checkpoint and how many to keep.
+type CheckpointConfig struct {
+	Every int `yaml:"every"` // steps between checkpoints (and at every phase end)
+	Keep  int `yaml:"keep"`  // most recent checkpoints kept, besides the best
+}
+
+// MonitorConfig holds the thresholds at which an invariant of the loop is reported broken.
+type MonitorConfig struct {
+	MinEntropy      float64 `yaml:"min_entropy"`        // exploration: mean token entropy (nats)
+	MaxZeroVarShare float64 `yaml:"max_zero_var_share"` // signal: share of zero-variance groups
+	MaxKL           float64 `yaml:"max_kl"`             // shift: behaviour-vs-learner k3 KL per token
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// Validate reports the first problem, naming the setting.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if !nameRE.MatchString(c.Name) {
+		bad("name %q must be 1-64 letters, digits, '.', '_' or '-'", c.Name)
+	}
+	if c.RunsDir == "" {
+		bad("runs_dir must be set")
+	}
+	if c.Tokenizer.VocabSize < 300 || c.Tokenizer.VocabSize > 65536 {
+		bad("tokenizer.vocab_size %d must be in [300, 65536]", c.Tokenizer.VocabSize)
+	}
+	if c.Tokenizer.CorpusSamples < 1 {
+		bad("tokenizer.corpus_samples must be positive")
+	}
+	mc := c.Model.Build(c.Tokenizer.VocabSize)
+	if err := mc.Validate(); err != nil {
+		bad("model: %v", err)
+	}
+	r := c.Rollout
+	if err := r.Runner().Validate(); err != nil {
+		bad("rollout: %v", err)
+	}
+	if r.MaxContext > c.Model.MaxSeq {
+		bad("rollout.max_context %d exceeds model.max_seq %d", r.MaxContext, c.Model.MaxSeq)
+	}
+	if r.EngineSlots < 1 || r.EngineSlots > 4096 {
+		bad("rollout.engine_slots %d must be in [1, 4096]", r.EngineSlots)
+	}
+	if len(c.Phases) == 0 {
+		bad("phases: at least one phase is needed")
+	}
+	names := map[string]bool{}
+	hasRL := false
+	for i, p := range c.Phases {
+		where := fmt.Sprintf("phases[%d] (%s)", i, p.Name)
+		if !nameRE.MatchString(p.Name) || names[p.Name] {
+			bad("%s: name must be unique and made of letters, digits, '.', '_' or '-'", where)
+		}
+		names[p.Name] = true
+		if err := p.validate(c); err != nil {
+			bad("%s: %v", where, err)
+		}
+		hasRL = hasRL || p.Kind == "rl"
+	}
+	if c.Eval.Tasks < 1 {
+		bad("eval.tasks must be positive")
+	}
+	if c.Eval.Every < 0 {
+		bad("eval.every must be >= 0")
+	}
+	if c.Eval.Every > 0 && !hasRL {
+		bad("eval.every does nothing without an rl phase")
+	}
+	if c.Checkpoint.Every < 1 || c.Checkpoint.Keep < 1 {
+		bad("checkpoint.every and checkpoint.keep must be positive")
+	}
+	m := c.Monitor
+	if m.MinEntropy < 0 || m.MaxZeroVarShare <= 0 || m.MaxZeroVarShare > 1 || m.MaxKL <= 0 {
+		bad("monitor: min_entropy >= 0, max_zero_var_share in (0, 1] and max_kl > 0 are required")
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Phase) validate(c *Config) error {
+	if len(p.Envs) == 0 {
+		return errors.New("envs: at least one environment is needed")
+	}
+	for _, e := range p.Envs {
+		if _, err := env.Lookup(e.Name); err != nil {
+			return err
+		}
+		if !(e.Weight > 0) || math.IsInf(e.Weight, 0) {
+			return fmt.Errorf("envs: weight of %s must be a positive number, got %v", e.Name, e.Weight)
+		}
+	}
+	if p.Steps < 1 {
+		return fmt.Errorf("steps must be positive, got %d", p.Steps)
+	}
+	o := p.Optim
+	sched := optim.Schedule{PeakLR: float32(o.LR), MinLR: float32(o.LR * o.MinLRRatio), WarmupSteps: o.Warmup, TotalSteps: p.Steps}
+	if err := sched.Validate(); err != nil {
+		return fmt.Errorf("optim: %w", err)
+	}
+	if o.MinLRRatio < 0 || o.MinLRRatio > 1 {
+		return fmt.Errorf("optim.min_lr_ratio must be in [0, 1], got %v", o.MinLRRatio)
+	}
+	if err := p.adamw().Validate(); err != nil {
+		return fmt.Errorf("optim: %w", err)
+	}
+	if o.GradClip < 0 {
+		return fmt.Errorf("optim.grad_clip must be >= 0, got %v", o.GradClip)
+	}
+	switch p.Kind {
+	case "sft":
+		if p.RL != nil {
+			return errors.New("an rl block does nothing in an sft phase")
+		}
+		s := p.SFT
+		if s == nil {
+			return errors.New("an sft phase needs an sft block")
+		}
+		if s.Demos < 1 || s.BatchSize < 1 || s.BatchSize > s.Demos {
+			return fmt.Errorf("sft: demos (%d) and batch_size (%d) must be positive, batch_size <= demos", s.Demos, s.BatchSize)
+		}
+		if s.Noise < 0 || s.Noise > 1 {
+			return fmt.Errorf("sft.noise must be in [0, 1], got %v", s.Noise)
+		}
+		if s.Keep != "all" && s.Keep != "successful" {
+			return fmt.Errorf(`sft.keep must be "all" or "successful", got %q`, s.Keep)
+		}
+	case "rl":
+		if p.SFT != nil {
+			return errors.New("an sft block does nothing in an rl phase")
+		}
+		r := p.RL
+		if r == nil {
+			return errors.New("an rl phase needs an rl block")
+		}
+		if r.GroupsPerStep < 1 || r.GroupSize < 1 || r.Epochs < 1 || r.Minibatches < 1 {
+			return errors.New("rl: groups_per_step, group_size, epochs and minibatches must be positive")
+		}
+		if r.Minibatches > r.GroupsPerStep*r.GroupSize {
+			return fmt.Errorf("rl: %d minibatches for %d episodes per step", r.Minibatches, r.GroupsPerStep*r.GroupSize)
+		}
+		if err := r.Advantage.Validate(); err != nil {
+			return fmt.Errorf("rl.advantage: %w", err)
+		}
+		if err := r.Loss.Validate(); err != nil {
+			return fmt.Errorf("rl.loss: %w", err)
+		}
+		if r.Loss.Critic.Coef > 0 {
+			return errors.New("rl.loss.critic: the built-in model has no value head; use a critic-free estimator")
+		}
+		if r.DynamicSampling != nil && r.DynamicSampling.MaxRounds < 1 {
+			return errors.New("rl.dynamic_sampling.max_rounds must be positive")
+		}
+		exact := c.Rollout.Runner().Sampling.Exact()
+		if !exact && !r.AllowSamplingMismatch {
+			return errors.New("rollout sampling (temperature, top_k, top_p) differs from the distribution the learner recomputes; set rl.allow_sampling_mismatch: true to train on it anyway")
+		}
+		if exact && r.AllowSamplingMismatch {
+			return errors.New("rl.allow_sampling_mismatch does nothing: rollout sampling is exact")
+		}
+	default:
+		return fmt.Errorf(`kind must be "sft" or "rl", got %q`, p.Kind)
+	}
+	return nil
+}
+
+func (p *Phase) adamw() optim.Config {
+	return optim.Config{Beta1: float32(p.Optim.Beta1), Beta2: float32(p.Optim.Beta2), Eps: 1e-8, WeightDecay: float32(p.Optim.WeightDecay)}
+}
+
+func (p *Phase) schedule() optim.Schedule {
+	o := p.Optim
+	return optim.Schedule{PeakLR: float32(o.LR), MinLR: float32(o.LR * o.MinLRRatio), WarmupSteps: o.Warmup, TotalSteps: p.Steps}
+}

@@ -1,0 +1,65 @@
+package pipeline
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+)
+
+// progress shows a phase's advance: a bar with step, status and ETA on a terminal, and plain log
+// lines otherwise (a bar's carriage returns would garble a log file).
+type progress struct {
+	r     *Run
+	name  string
+	total int
+	bar   *progressbar.ProgressBar
+	start time.Time
+	last  time.Time
+}
+
+func (r *Run) newProgress(name string, total int) *progress {
+	p := &progress{r: r, name: name, total: total, start: r.now()}
+	if r.opts.Terminal && r.opts.Out != nil {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(r.opts.Out),
+			progressbar.OptionSetDescription(name),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetWidth(24),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	return p
+}
+
+func (p *progress) update(step int, status string) {
+	if p.bar != nil {
+		p.bar.Describe(fmt.Sprintf("%s %s", p.name, status))
+		p.bar.Set(step)
+		return
+	}
+	now := p.r.now()
+	// Plain lines: every step while steps are slow, at most one every 5 s otherwise.
+	if step == p.total || step == 1 || now.Sub(p.last) >= 5*time.Second {
+		p.last = now
+		el := now.Sub(p.start)
+		eta := time.Duration(float64(el) / float64(step) * float64(p.total-step))
+		p.r.printf("%s step %d/%d  %s  (%s, eta %s)\n", p.name, step, p.total, status, el.Round(time.Second), eta.Round(time.Second))
+	}
+}
+
+func (p *progress) warn(msg string) {
+	if p.bar != nil {
+		p.bar.Clear()
+	}
+	p.r.printf("warning: %s step: %s\n", p.name, msg)
+}
+
+func (p *progress) finish() {
+	if p.bar != nil {
+		p.bar.Finish()
+		p.r.printf("%s: %d steps in %s\n", p.name, p.total, p.r.now().Sub(p.start).Round(time.Second))
+	}
+}

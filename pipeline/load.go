@@ -1,0 +1,201 @@
+package pipeline
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentrl/agentrl/algo"
+	"github.com/goccy/go-yaml"
+)
+
+// Presets lists the built-in configurations, one per built-in environment.
+func Presets() []string { return []string{"calc", "code", "maze", "search"} }
+
+// Preset returns the built-in configuration for an environment. "calc" is the default of
+// `agentrl train`: a cold start on the noisy expert's demonstrations, then GRPO with groups of 8.
+func Preset(name string) (Config, error) {
+	c := Config{
+		Name:      name,
+		Seed:      1,
+		RunsDir:   "runs",
+		Model:     ModelConfig{Dim: 128, Layers: 4, Heads: 4, KVHeads: 2, Hidden: 352, MaxSeq: 384, RopeTheta: 10000, TieEmbeddings: true},
+		Tokenizer: TokenizerConfig{VocabSize: 512, CorpusSamples: 2000},
+		Rollout: RolloutConfig{
+			MaxTurns: 4, MaxContext: 384, MaxTokensPerTurn: 64, EpisodeTimeout: 2 * time.Minute,
+			Temperature: 1, EngineSlots: 64,
+		},
+		Eval:       EvalConfig{Tasks: 200, Every: 0},
+		Checkpoint: CheckpointConfig{Every: 10, Keep: 2},
+		Monitor:    MonitorConfig{MinEntropy: 0.02, MaxZeroVarShare: 0.9, MaxKL: 0.05},
+	}
+	sft := Phase{
+		Name: "sft", Kind: "sft", Steps: 300,
+		Optim: OptimConfig{LR: 2e-3, MinLRRatio: 0.1, Warmup: 20, WeightDecay: 0.01, GradClip: 1, Beta1: 0.9, Beta2: 0.99},
+		SFT:   &SFTConfig{Demos: 4000, Noise: 0.5, BatchSize: 32, Keep: "all"},
+	}
+	adv, _ := algo.DefaultAdvantageConfig("grpo")
+	rl := Phase{
+		Name: "rl", Kind: "rl", Steps: 60,
+		Optim: OptimConfig{LR: 3e-4, MinLRRatio: 1, Warmup: 0, WeightDecay: 0, GradClip: 1, Beta1: 0.9, Beta2: 0.99},
+		RL: &RLConfig{
+			GroupsPerStep: 8, GroupSize: 8, Epochs: 1, Minibatches: 2,
+			Advantage: adv, Loss: algo.DefaultLossConfig(),
+		},
+	}
+	switch name {
+	case "calc":
+	case "search":
+		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 6, 768, 768
+		c.Rollout.MaxTokensPerTurn = 48
+		sft.Steps, rl.Steps = 400, 80
+	case "maze":
+		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 24, 768, 768
+		c.Rollout.MaxTokensPerTurn = 8
+		rl.RL.Advantage, _ = algo.DefaultAdvantageConfig("gigpo")
+		sft.Steps, rl.Steps = 300, 80
+	case "code":
+		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 4, 768, 768
+		c.Rollout.MaxTokensPerTurn = 160
+		c.Rollout.EpisodeTimeout = 5 * time.Minute
+		sft.Steps, rl.Steps = 400, 60
+	default:
+		return Config{}, fmt.Errorf("pipeline: unknown preset %q (known: %s)", name, strings.Join(Presets(), ", "))
+	}
+	sft.Envs = []EnvWeight{{Name: name, Weight: 1}}
+	rl.Envs = []EnvWeight{{Name: name, Weight: 1}}
+	c.Phases = []Phase{sft, rl}
+	return c, nil
+}
+
+// Load builds a configuration: the preset (default "calc") or the YAML file at path, then each
+// key=value override in sets, then validation. Unknown keys anywhere are errors that say where.
+func Load(preset, path string, sets []string) (Config, error) {
+	var c Config
+	if path != "" {
+		if preset != "" {
+			return c, errors.New("pipeline: give a preset or a config file, not both")
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return c, fmt.Errorf("pipeline: read config: %w", err)
+		}
+		if c, err = Decode(data); err != nil {
+			return c, fmt.Errorf("pipeline: %s: %w", path, err)
+		}
+	} else {
+		if preset == "" {
+			preset = "calc"
+		}
+		var err error
+		if c, err = Preset(preset); err != nil {
+			return c, err
+		}
+	}
+	if len(sets) > 0 {
+		var err error
+		if c, err = Override(c, sets); err != nil {
+			return c, err
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("pipeline: invalid config:\n%w", err)
+	}
+	return c, nil
+}
+
+// Decode parses YAML strictly: unknown keys are errors with line, column and a snippet.
+func Decode(data []byte) (Config, error) {
+	var c Config
+	if err := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict()).Decode(&c); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// Encode renders c as YAML (what `agentrl config show` prints and run directories keep).
+func Encode(c Config) ([]byte, error) { return yaml.Marshal(c) }
+
+// Override applies key=value settings. A key is a dotted path: "seed", "phases.1.steps", or a
+// phase by name, "phases.rl.rl.group_size". The value is read as YAML ("16", "true", "1e-3",
+// "[a, b]"). A key that does not exist is an error, as in a file.
+func Override(c Config, sets []string) (Config, error) {
+	data, err := yaml.Marshal(c)
+	if err != nil {
+		return c, err
+	}
+	var tree any
+	if err := yaml.Unmarshal(data, &tree); err != nil {
+		return c, err
+	}
+	for _, s := range sets {
+		key, val, ok := strings.Cut(s, "=")
+		if !ok || key == "" {
+			return c, fmt.Errorf("pipeline: --set %q: want key=value", s)
+		}
+		var v any
+		if err := yaml.Unmarshal([]byte(val), &v); err != nil {
+			return c, fmt.Errorf("pipeline: --set %s: value %q: %w", key, val, err)
+		}
+		if tree, err = setPath(tree, strings.Split(key, "."), v, key); err != nil {
+			return c, err
+		}
+	}
+	if data, err = yaml.Marshal(tree); err != nil {
+		return c, err
+	}
+	out, err := Decode(data)
+	if err != nil {
+		return c, fmt.Errorf("pipeline: --set: %w", err)
+	}
+	return out, nil
+}
+
+func setPath(node any, path []string, v any, full string) (any, error) {
+	if len(path) == 0 {
+		return v, nil
+	}
+	k := path[0]
+	switch n := node.(type) {
+	case map[string]any:
+		// A key absent here may be an optional block left out of the rendering; the strict
+		// decode that follows rejects it if the configuration has no such setting.
+		nv, err := setPath(n[k], path[1:], v, full)
+		if err != nil {
+			return nil, err
+		}
+		n[k] = nv
+		return n, nil
+	case []any:
+		i, err := strconv.Atoi(k)
+		if err != nil {
+			i = -1
+			for j, el := range n {
+				if m, ok := el.(map[string]any); ok && m["name"] == k {
+					i = j
+				}
+			}
+			if i < 0 {
+				return nil, fmt.Errorf("pipeline: --set %s: no list entry named %q", full, k)
+			}
+		}
+		if i < 0 || i >= len(n) {
+			return nil, fmt.Errorf("pipeline: --set %s: index %d outside a list of %d", full, i, len(n))
+		}
+		nv, err := setPath(n[i], path[1:], v, full)
+		if err != nil {
+			return nil, err
+		}
+		n[i] = nv
+		return n, nil
+	case nil:
+		// An optional block that is absent: build it from the path.
+		return setPath(map[string]any{}, path, v, full)
+	default:
+		return nil, fmt.Errorf("pipeline: --set %s: %q is a value, not a block", full, k)
+	}
+}

@@ -1,0 +1,262 @@
+// Package pipeline runs training: it turns a Config into a run directory and drives its phases —
+// supervised cold start on expert demonstrations, then RL — through the rollout loop, the local
+// inference engine and the learner, measuring the loop's three invariants every step. This file
+// holds the run itself; sft.go, rl.go and eval.go hold the phases and evaluation.
+//
+// Every random choice of a step is derived from (seed, phase, step), so a run resumed from a
+// checkpoint makes exactly the choices the uninterrupted run made.
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/tokenizer"
+	"github.com/agentrl/agentrl/traj"
+)
+
+// Options are the run's non-config settings.
+type Options struct {
+	// Out receives progress and summaries.
+	Out io.Writer
+	// Terminal draws progress bars on Out instead of log lines.
+	Terminal bool
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Run is one training run and its directory.
+type Run struct {
+	Cfg  Config
+	Dir  string
+	opts Options
+
+	tok     *tokenizer.Tokenizer
+	model   *model.Model
+	version int32
+
+	metrics *metricsFile
+	trajs   *traj.Writer
+	evals   []EvalReport
+	start   time.Time
+}
+
+// Summary is what a finished run reports.
+type Summary struct {
+	Dir   string
+	Evals []EvalReport // in order: before training, then after each phase
+}
+
+func (r *Run) now() time.Time {
+	if r.opts.Now != nil {
+		return r.opts.Now()
+	}
+	return time.Now()
+}
+
+func (r *Run) printf(format string, a ...any) {
+	if r.opts.Out != nil {
+		fmt.Fprintf(r.opts.Out, format, a...)
+	}
+}
+
+// NewRun creates a fresh run directory under cfg.RunsDir named after cfg.Name (with a numeric
+// suffix when that name is taken) and writes the resolved config into it.
+func NewRun(cfg Config, opts Options) (*Run, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.RunsDir, 0o755); err != nil {
+		return nil, fmt.Errorf("pipeline: create runs dir: %w", err)
+	}
+	dir := filepath.Join(cfg.RunsDir, cfg.Name)
+	for i := 2; ; i++ {
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("pipeline: create run dir: %w", err)
+		}
+		dir = filepath.Join(cfg.RunsDir, fmt.Sprintf("%s-%d", cfg.Name, i))
+	}
+	data, err := Encode(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "config.yaml"), data); err != nil {
+		return nil, err
+	}
+	return &Run{Cfg: cfg, Dir: dir, opts: opts}, nil
+}
+
+// stepRNG is the random source of one step of one phase (or of phase setup with step -1).
+func (r *Run) stepRNG(phase, step int, salt uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(r.Cfg.Seed^0x9E3779B97F4A7C15*uint64(phase+1), uint64(step+1)<<20^salt))
+}
+
+// envNames lists every environment the run's phases use, sorted.
+func (c *Config) envNames() []string {
+	set := map[string]bool{}
+	for _, p := range c.Phases {
+		for _, e := range p.Envs {
+			set[e.Name] = true
+		}
+	}
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// buildTokenizer trains the run's tokenizer on text from every environment of the run.
+func (r *Run) buildTokenizer() error {
+	var corpus []string
+	for _, name := range r.Cfg.envNames() {
+		spec, err := env.Lookup(name)
+		if err != nil {
+			return err
+		}
+		corpus = append(corpus, spec.Corpus(r.Cfg.Tokenizer.CorpusSamples)...)
+	}
+	tok, err := tokenizer.Train(corpus, tokenizer.TrainOptions{VocabSize: r.Cfg.Tokenizer.VocabSize, IndividualDigits: true})
+	if err != nil {
+		return fmt.Errorf("pipeline: train tokenizer: %w", err)
+	}
+	r.tok = tok
+	return tok.Save(filepath.Join(r.Dir, "tokenizer"))
+}
+
+// Train runs every phase from the start, evaluating on held-out tasks before training and after
+// each phase.
+func (r *Run) Train(ctx context.Context) (*Summary, error) {
+	r.start = r.now()
+	if err := r.buildTokenizer(); err != nil {
+		return nil, err
+	}
+	m, err := model.New(r.Cfg.Model.Build(r.tok.VocabSize()), r.Cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	r.model = m
+	r.printf("run %s: model %.2fM parameters, vocabulary %d\n", r.Dir, float64(m.NumParams())/1e6, r.tok.VocabSize())
+	if err := r.openLogs(); err != nil {
+		return nil, err
+	}
+	defer r.closeLogs()
+
+	if err := r.evaluate(ctx, "before"); err != nil {
+		return nil, err
+	}
+	for i, p := range r.Cfg.Phases {
+		var err error
+		switch p.Kind {
+		case "sft":
+			err = r.runSFT(ctx, i, p)
+		case "rl":
+			err = r.runRL(ctx, i, p)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("phase %s: %w", p.Name, err)
+		}
+		if err := r.evaluate(ctx, "after-"+p.Name); err != nil {
+			return nil, err
+		}
+	}
+	r.printSummary()
+	return &Summary{Dir: r.Dir, Evals: r.evals}, nil
+}
+
+func (r *Run) openLogs() error {
+	mf, err := openMetrics(filepath.Join(r.Dir, "metrics.jsonl"))
+	if err != nil {
+		return err
+	}
+	r.metrics = mf
+	tw, _, err := traj.OpenFile(filepath.Join(r.Dir, "trajectories.atrs"), traj.WriterOptions{Compression: traj.CompressZstd})
+	if err != nil {
+		mf.Close()
+		return err
+	}
+	r.trajs = tw
+	return nil
+}
+
+func (r *Run) closeLogs() {
+	if r.trajs != nil {
+		r.trajs.Close()
+	}
+	if r.metrics != nil {
+		r.metrics.Close()
+	}
+}
+
+// record appends trajectories to the run's stream, tagged with where they came from.
+func (r *Run) record(phase string, step int, ts []*traj.Trajectory) error {
+	for _, t := range ts {
+		t.Meta = append(t.Meta, traj.KV{Key: "phase", Value: phase}, traj.KV{Key: "step", Value: fmt.Sprint(step)})
+		if err := r.trajs.Write(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// metricsFile appends one JSON object per line; each line is written whole.
+type metricsFile struct {
+	f *os.File
+}
+
+func openMetrics(path string) (*metricsFile, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: open metrics: %w", err)
+	}
+	return &metricsFile{f: f}, nil
+}
+
+func (m *metricsFile) Write(v map[string]any) error {
+	line, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("pipeline: encode metrics: %w", err)
+	}
+	_, err = m.f.Write(append(line, '\n'))
+	return err
+}
+
+func (m *metricsFile) Close() error { return m.f.Close() }
+
+// writeFileAtomic writes data to path through a temporary file and a rename.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
