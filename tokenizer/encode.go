@@ -88,7 +88,9 @@ const replacement = "\uFFFD"
 
 // Decode returns the text of ids: the exact bytes that were encoded, so a sequence cut inside a
 // multi-byte character yields invalid UTF-8 rather than a lossy substitute. An id outside the
-// vocabulary renders as U+FFFD; use DecodeStrict to have it reported instead.
+// vocabulary renders as U+FFFD; use DecodeStrict to have it reported instead. On valid UTF-8 it
+// equals Hugging Face's decode(ids, skip_special_tokens=False), which substitutes U+FFFD for
+// invalid sequences instead. An added token decodes to its own text.
 func (t *Tokenizer) Decode(ids []int32) string {
 	n := 0
 	for _, id := range ids {
