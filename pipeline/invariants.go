@@ -179,10 +179,10 @@ func (s advStats) into(m map[string]any) {
 // shiftStats compares the behaviour policy (what the sampler used) with the learner's
 // recomputation of the same tokens, and measures how stale the tokens are.
 type shiftStats struct {
-	kl                 float64 // k3 estimate of KL(behaviour ‖ learner) per token
+	kl                   float64 // k3 estimate of KL(behaviour ‖ learner) per token
 	isMean, isMax, isStd float64
-	ess                float64 // effective sample size of the importance weights / n
-	lagMean, lagMax    float64
+	ess                  float64 // effective sample size of the importance weights / n
+	lagMean, lagMax      float64
 }
 
 func measureShift(b *algo.Batch, version int32) shiftStats {
@@ -255,4 +255,3 @@ func std(x []float64) float64 {
 	}
 	return math.Sqrt(ss / float64(len(x)-1))
 }
-

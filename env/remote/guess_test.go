@@ -14,7 +14,7 @@ import (
 	"github.com/agentrl/agentrl/traj"
 )
 
-// guessEnv is the test task: guess a number in [0, 100) from "higher"/"lower" hints within 8
+// guessEnv is the test task: guess a number in [0, hi), hi in [64, 128), from "higher"/"lower" hints within 8
 // steps. Special actions exercise the server: "crash" fails like broken infrastructure, "hang"
 // blocks until the context ends or release is closed, "nan" answers with a NaN reward, and
 // anything starting with "echo " is echoed back byte for byte.
@@ -22,17 +22,25 @@ type guessEnv struct {
 	release chan struct{}
 	closed  *atomic.Int64
 
-	target      int
+	target, hi  int
 	steps       int
 	reset, done bool
 }
 
 const guessMaxSteps = 8
 
+// guessTask is the task of seed: the range [0, hi) and the number.
+func guessTask(seed int64) (hi, target int) {
+	rng := rand.New(rand.NewPCG(uint64(seed), 7))
+	hi = 64 + rng.IntN(64)
+	return hi, rng.IntN(hi)
+}
+
 func (e *guessEnv) Reset(_ context.Context, seed int64) (env.Observation, error) {
-	e.target = rand.New(rand.NewPCG(uint64(seed), 7)).IntN(100)
+	e.hi, e.target = guessTask(seed)
 	e.steps, e.reset, e.done = 0, true, false
-	return env.Observation{System: "Guess the number. Answer with one integer.", Text: "I think of a number in [0, 100)."}, nil
+	return env.Observation{System: "Guess the number. Answer with one integer.",
+		Text: fmt.Sprintf("I think of a number in [0, %d).", e.hi)}, nil
 }
 
 func (e *guessEnv) Step(ctx context.Context, action string) (env.Transition, error) {
@@ -118,12 +126,13 @@ func guessSpec(release chan struct{}, news, closes *atomic.Int64) env.Spec {
 			return &guessEnv{release: release, closed: closes}, nil
 		},
 		Expert: func(seed int64, noise float64, rng *rand.Rand) env.Agent {
-			return &guessExpert{hi: 100, noise: noise, rng: rng}
+			hi, _ := guessTask(seed)
+			return &guessExpert{hi: hi, noise: noise, rng: rng}
 		},
 		Corpus: func(n int) []string {
 			out := make([]string, n)
 			for i := range out {
-				out[i] = fmt.Sprintf("I think of a number in [0, 100). %d higher lower Correct.", i)
+				out[i] = fmt.Sprintf("I think of a number in [0, %d). higher lower Correct.", i)
 			}
 			return out
 		},

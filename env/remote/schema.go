@@ -8,7 +8,7 @@ var schemaJSON = func() []byte {
 	str := map[string]any{"oneOf": []any{
 		map[string]any{"type": "string"},
 		map[string]any{"type": "object", "required": []string{"b64"}, "additionalProperties": false,
-			"properties": map[string]any{"b64": map[string]any{"type": "string", "contentEncoding": "base64"}},
+			"properties":  map[string]any{"b64": map[string]any{"type": "string", "contentEncoding": "base64"}},
 			"description": "bytes that are not valid UTF-8"},
 	}}
 	num := map[string]any{"oneOf": []any{
@@ -22,7 +22,7 @@ var schemaJSON = func() []byte {
 	s := map[string]any{
 		"$schema":  "https://json-schema.org/draft/2020-12/schema",
 		"protocol": ProtocolVersion,
-		"action": map[string]any{"description": "the whole assistant turn, as text", "oneOf": str["oneOf"]},
+		"action":   map[string]any{"description": "the whole assistant turn, as text", "oneOf": str["oneOf"]},
 		"reset_request": obj([]string{"seed"}, map[string]any{
 			"seed":       map[string]any{"type": "integer"},
 			"session_id": map[string]any{"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,128}$"},

@@ -221,8 +221,8 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) handleMetadata(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, Metadata{
 		Protocol: ProtocolVersion, Name: s.spec.Name, Description: s.spec.Description,
-		Train:   Range{s.spec.Train.Lo, s.spec.Train.Hi},
-		Heldout: Range{s.spec.Heldout.Lo, s.spec.Heldout.Hi},
+		Train:        Range{s.spec.Train.Lo, s.spec.Train.Hi},
+		Heldout:      Range{s.spec.Heldout.Lo, s.spec.Heldout.Hi},
 		MaxBodyBytes: s.opts.MaxBodyBytes, MaxSessions: s.opts.MaxSessions,
 		IdleTimeoutMS: s.opts.IdleTimeout.Milliseconds(),
 	})

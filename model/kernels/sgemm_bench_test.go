@@ -106,3 +106,20 @@ func BenchmarkSgemmRef(b *testing.B) {
 	}
 	reportGflops(b, s)
 }
+
+// BenchmarkSgemmMicroKernel measures each microkernel alone on L1-resident packed strips
+// (kc = 256): the ceiling the blocked driver can approach.
+func BenchmarkSgemmMicroKernel(b *testing.B) {
+	for _, kern := range availableKernels() {
+		b.Run(kern.name, func(b *testing.B) {
+			const kc = 256
+			ap := make([]float32, kern.mr*kc)
+			bp := make([]float32, kern.nr*kc)
+			c := make([]float32, kern.mr*kern.nr)
+			for range b.N {
+				kern.fn(kc, ap, bp, c, kern.nr, 1, 0)
+			}
+			b.ReportMetric(2*float64(kern.mr*kern.nr*kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
