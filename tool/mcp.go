@@ -1,0 +1,201 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MCPOptions tunes an MCP connection. Zero fields take the defaults in parentheses.
+type MCPOptions struct {
+	// Prefix is prepended to every tool name, to keep the tools of several servers apart
+	// (none).
+	Prefix string
+	// Only, when not empty, keeps just the server tools with these names (all).
+	Only []string
+	// MaxArgBytes bounds a call's JSON arguments (DefaultMaxArgBytes).
+	MaxArgBytes int
+	// MaxResultBytes bounds the text a call returns; the rest is cut with a marker (16 KiB).
+	MaxResultBytes int
+	// ConnectTimeout bounds start-up and the tool listing when ctx has no earlier deadline
+	// (30 s).
+	ConnectTimeout time.Duration
+	// HTTPClient is used by the streamable HTTP transport (http.DefaultClient).
+	HTTPClient *http.Client
+}
+
+func (o MCPOptions) withDefaults() MCPOptions {
+	if o.MaxArgBytes <= 0 {
+		o.MaxArgBytes = DefaultMaxArgBytes
+	}
+	if o.MaxResultBytes <= 0 {
+		o.MaxResultBytes = 16 << 10
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 30 * time.Second
+	}
+	return o
+}
+
+// MCPClient is a session with one MCP server whose tools are exposed as Tools. It owns the
+// session (and the server process, for stdio): Close ends both. The tools do not implement
+// Close themselves, so env.WithTools may hold them without closing the shared session; whoever
+// connected closes the client.
+type MCPClient struct {
+	session *mcp.ClientSession
+	tools   []*MCPTool
+	stderr  *cappedBuffer // the stdio server's stderr, for error messages; nil over HTTP
+	cmd     *exec.Cmd     // the stdio server process; nil over HTTP
+
+	mu     sync.Mutex // protects closed
+	closed bool
+}
+
+// ConnectMCPCommand starts an MCP server as a child process speaking over stdin and stdout
+// (the stdio transport), and lists its tools. The child gets this process's environment and
+// is killed if this process dies.
+func ConnectMCPCommand(ctx context.Context, name string, args []string, opts MCPOptions) (*MCPClient, error) {
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stderr := newCappedBuffer(4<<10, nil)
+	cmd.Stderr = stderr
+	tr := &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	c, err := connectMCP(ctx, tr, opts)
+	if err != nil {
+		tail, _ := stderr.String()
+		if tail != "" {
+			err = fmt.Errorf("%w; server stderr: %s", err, tail)
+		}
+		return nil, Infra(fmt.Errorf("mcp: %s: %w", name, err))
+	}
+	c.stderr, c.cmd = stderr, cmd
+	return c, nil
+}
+
+// ConnectMCPHTTP connects to an MCP server over the streamable HTTP transport at url and lists
+// its tools.
+func ConnectMCPHTTP(ctx context.Context, url string, opts MCPOptions) (*MCPClient, error) {
+	tr := &mcp.StreamableClientTransport{
+		Endpoint:   url,
+		HTTPClient: opts.HTTPClient,
+		// Tools are request/response; the server-to-client stream would only carry
+		// notifications this adapter does not use.
+		DisableStandaloneSSE: true,
+	}
+	c, err := connectMCP(ctx, tr, opts)
+	if err != nil {
+		return nil, Infra(fmt.Errorf("mcp: %s: %w", url, err))
+	}
+	return c, nil
+}
+
+// mcpImplementation identifies this client to servers.
+var mcpImplementation = &mcp.Implementation{Name: "agentrl", Version: "1"}
+
+func connectMCP(ctx context.Context, tr mcp.Transport, opts MCPOptions) (*MCPClient, error) {
+	opts = opts.withDefaults()
+	ctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
+	defer cancel()
+	session, err := mcp.NewClient(mcpImplementation, nil).Connect(ctx, tr, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	c := &MCPClient{session: session}
+	tools, err := c.listTools(ctx, opts)
+	if err != nil {
+		_ = session.Close()
+		return nil, err
+	}
+	c.tools = tools
+	return c, nil
+}
+
+func (c *MCPClient) listTools(ctx context.Context, opts MCPOptions) ([]*MCPTool, error) {
+	keep := map[string]bool{}
+	for _, n := range opts.Only {
+		keep[n] = true
+	}
+	var out []*MCPTool
+	seen := map[string]bool{}
+	for t, err := range c.session.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("list tools: %w", err)
+		}
+		if t.Name == "" {
+			return nil, errors.New("list tools: the server lists a tool without a name")
+		}
+		if len(keep) > 0 && !keep[t.Name] {
+			continue
+		}
+		if seen[t.Name] {
+			return nil, fmt.Errorf("list tools: the server lists %q twice", t.Name)
+		}
+		seen[t.Name] = true
+		schema := json.RawMessage(`{"type":"object"}`)
+		if t.InputSchema != nil {
+			b, err := json.Marshal(t.InputSchema)
+			if err != nil {
+				return nil, fmt.Errorf("list tools: schema of %q: %w", t.Name, err)
+			}
+			schema = b
+		}
+		out = append(out, &MCPTool{
+			client: c, remote: t.Name, name: opts.Prefix + t.Name,
+			description: t.Description, schema: schema,
+			maxArg: opts.MaxArgBytes, maxResult: opts.MaxResultBytes,
+		})
+	}
+	for n := range keep {
+		if !seen[n] {
+			return nil, fmt.Errorf("list tools: the server has no tool %q", n)
+		}
+	}
+	return out, nil
+}
+
+// Tools returns the server's tools, in the order the server listed them.
+func (c *MCPClient) Tools() []Tool {
+	out := make([]Tool, len(c.tools))
+	for i, t := range c.tools {
+		out[i] = t
+	}
+	return out
+}
+
+// Close ends the session; for a stdio server it closes the server's stdin, waits for it to
+// exit (signalling it after a grace period) and reaps it. Later calls fail; Close is
+// idempotent.
+func (c *MCPClient) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	if err := c.session.Close(); err != nil && !isExitAfterClose(err) {
+		return fmt.Errorf("mcp: close: %w", err)
+	}
+	return nil
+}
+
+// isExitAfterClose reports the error a stdio server's exit status produces when it was
+// signalled or exited non-zero after its stdin closed: the session did end.
+func isExitAfterClose(err error) bool {
+	var exitErr *exec.ExitError
+	return errors.As(err, &exitErr)
+}
+
+func (c *MCPClient) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}

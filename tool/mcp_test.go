@@ -1,0 +1,260 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// everythingServer returns node and the entry point of @modelcontextprotocol/server-everything
+// installed by scripts/setup, skipping when either is absent.
+func everythingServer(t *testing.T) (node, script string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: MCP stdio test against server-everything skipped")
+	}
+	script, err = filepath.Abs("../scripts/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(script); err != nil {
+		t.Skip("server-everything is not installed (run scripts/setup): MCP stdio test skipped")
+	}
+	return node, script
+}
+
+func toolByName(t *testing.T, tools []Tool, name string) Tool {
+	t.Helper()
+	for _, tl := range tools {
+		if tl.Name() == name {
+			return tl
+		}
+	}
+	names := make([]string, len(tools))
+	for i, tl := range tools {
+		names[i] = tl.Name()
+	}
+	t.Fatalf("no tool %q among %v", name, names)
+	return nil
+}
+
+type mcpCall struct {
+	name, tool, args string
+	want             string // exact result, when no error is wanted
+	wantErr          string // substring of the error
+	infra            bool   // the error must wrap ErrInfra
+}
+
+func runMCPCalls(t *testing.T, tools []Tool, calls []mcpCall) {
+	t.Helper()
+	for _, tc := range calls {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := toolByName(t, tools, tc.tool).Call(context.Background(), json.RawMessage(tc.args))
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Call: %v", err)
+				}
+				if got != tc.want {
+					t.Fatalf("result %q, want %q", got, tc.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err %v (result %q), want one containing %q", err, got, tc.wantErr)
+			}
+			if errors.Is(err, ErrInfra) != tc.infra {
+				t.Fatalf("err %v: infra %v, want %v", err, errors.Is(err, ErrInfra), tc.infra)
+			}
+		})
+	}
+}
+
+func TestMCPStdioEverything(t *testing.T) {
+	node, script := everythingServer(t)
+	ctx := context.Background()
+	c, err := ConnectMCPCommand(ctx, node, []string{script, "stdio"}, MCPOptions{Prefix: "ev_"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tools := c.Tools()
+	if len(tools) < 3 {
+		t.Fatalf("server lists %d tools", len(tools))
+	}
+	echo := toolByName(t, tools, "ev_echo")
+	if echo.Description() == "" || !strings.Contains(string(echo.Schema()), `"message"`) {
+		t.Fatalf("echo metadata: %q %s", echo.Description(), echo.Schema())
+	}
+	runMCPCalls(t, tools, []mcpCall{
+		{name: "echo", tool: "ev_echo", args: `{"message":"hello, world"}`, want: "Echo: hello, world"},
+		{name: "add", tool: "ev_get-sum", args: `{"a":2,"b":3.5}`, want: "The sum of 2 and 3.5 is 5.5."},
+		{name: "echo with a number", tool: "ev_echo", args: `{"message":5}`, wantErr: "message"},
+		{name: "add without arguments", tool: "ev_get-sum", args: `{}`, wantErr: "ev_get-sum"},
+		{name: "arguments not an object", tool: "ev_echo", args: `["hi"]`, wantErr: "JSON object"},
+		{name: "arguments not JSON", tool: "ev_echo", args: `{message`, wantErr: "JSON object"},
+		{name: "arguments too large", tool: "ev_echo", args: `{"message":"` + strings.Repeat("x", DefaultMaxArgBytes) + `"}`, wantErr: "limit"},
+	})
+
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if c.cmd.ProcessState == nil {
+		t.Fatal("Close returned before the server process was reaped")
+	}
+	if _, err := echo.Call(ctx, json.RawMessage(`{"message":"x"}`)); !errors.Is(err, ErrInfra) {
+		t.Fatalf("Call after Close: %v, want an infrastructure error", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestMCPStdioServerDies(t *testing.T) {
+	node, script := everythingServer(t)
+	ctx := context.Background()
+	c, err := ConnectMCPCommand(ctx, node, []string{script, "stdio"}, MCPOptions{Only: []string{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if n := len(c.Tools()); n != 1 {
+		t.Fatalf("Only kept %d tools, want 1", n)
+	}
+	if err := c.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Tools()[0].Call(ctx, json.RawMessage(`{"message":"x"}`))
+	if !errors.Is(err, ErrInfra) {
+		t.Fatalf("Call to a dead server: %v, want an infrastructure error", err)
+	}
+}
+
+func TestMCPConnectFailures(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		connect func() (*MCPClient, error)
+	}{
+		{"missing command", func() (*MCPClient, error) {
+			return ConnectMCPCommand(ctx, "/nonexistent/mcp-server", nil, MCPOptions{})
+		}},
+		{"command that is not a server", func() (*MCPClient, error) {
+			return ConnectMCPCommand(ctx, "/usr/bin/true", nil, MCPOptions{})
+		}},
+		{"nothing listening", func() (*MCPClient, error) {
+			srv := httptest.NewServer(nil)
+			url := srv.URL
+			srv.Close()
+			return ConnectMCPHTTP(ctx, url, MCPOptions{})
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := tc.connect()
+			if err == nil {
+				c.Close()
+				t.Fatal("connected")
+			}
+			if !errors.Is(err, ErrInfra) {
+				t.Fatalf("error %v is not an infrastructure error", err)
+			}
+		})
+	}
+}
+
+type addArgs struct {
+	A int `json:"a" jsonschema:"the first addend"`
+	B int `json:"b" jsonschema:"the second addend"`
+}
+
+// newTestMCPServer is an in-process MCP server with an add tool, a tool that always fails and
+// a tool that returns two content blocks, served over streamable HTTP on 127.0.0.1.
+func newTestMCPServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "add", Description: "Add two integers."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in addArgs) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(in.A + in.B)}}}, nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "fail", Description: "Always fails."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return nil, nil, errors.New("disk on fire")
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "two", Description: "Two blocks."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{
+				&mcp.TextContent{Text: "first"},
+				&mcp.ImageContent{MIMEType: "image/png", Data: []byte{1, 2, 3}},
+				&mcp.TextContent{Text: "last"},
+			}}, nil, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+func TestMCPStreamableHTTP(t *testing.T) {
+	hs := newTestMCPServer(t)
+	ctx := context.Background()
+	c, err := ConnectMCPHTTP(ctx, hs.URL, MCPOptions{MaxResultBytes: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tools := c.Tools()
+	if len(tools) != 3 {
+		t.Fatalf("%d tools, want 3", len(tools))
+	}
+	add := toolByName(t, tools, "add")
+	if add.Description() != "Add two integers." || !strings.Contains(string(add.Schema()), `"a"`) {
+		t.Fatalf("add metadata: %q %s", add.Description(), add.Schema())
+	}
+	runMCPCalls(t, tools, []mcpCall{
+		{name: "add", tool: "add", args: `{"a":40,"b":2}`, want: "42"},
+		{name: "blocks joined", tool: "two", args: `{}`, want: "first\n[image image/png, 3 bytes]\nlast"},
+		{name: "null arguments", tool: "two", args: `null`, want: "first\n[image image/png, 3 bytes]\nlast"},
+		{name: "tool error", tool: "fail", args: `{}`, wantErr: "disk on fire"},
+		{name: "wrong argument type", tool: "add", args: `{"a":"forty","b":2}`, wantErr: "add"},
+		{name: "unknown argument", tool: "add", args: `{"a":1,"b":2,"c":3}`, wantErr: "add"},
+	})
+	hs.CloseClientConnections()
+	hs.Close()
+	if _, err := add.Call(ctx, json.RawMessage(`{"a":1,"b":2}`)); !errors.Is(err, ErrInfra) {
+		t.Fatalf("Call after the server went away: %v, want an infrastructure error", err)
+	}
+}
+
+func TestJoinContentAndTruncate(t *testing.T) {
+	tests := []struct {
+		name    string
+		content []mcp.Content
+		want    string
+	}{
+		{"empty", nil, ""},
+		{"text", []mcp.Content{&mcp.TextContent{Text: "a"}, &mcp.TextContent{Text: "b"}}, "a\nb"},
+		{"link", []mcp.Content{&mcp.ResourceLink{URI: "file:///x"}}, "[resource file:///x]"},
+		{"embedded text", []mcp.Content{&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "u", Text: "body"}}}, "body"},
+		{"audio", []mcp.Content{&mcp.AudioContent{MIMEType: "audio/wav", Data: make([]byte, 10)}}, "[audio audio/wav, 10 bytes]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := joinContent(tc.content); got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := truncateText(strings.Repeat("é", 10), 7); !strings.HasPrefix(got, "ééé") || !strings.Contains(got, "truncated") {
+		t.Fatalf("truncateText: %q", got)
+	}
+}

@@ -1,0 +1,119 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MCPTool is one tool of an MCP server. Call sends tools/call and returns the text content
+// joined by newlines. A result the server flags isError, and a JSON-RPC "invalid params"
+// rejection, come back as ordinary errors the model sees; a broken connection, a dead server
+// or any other protocol failure wraps ErrInfra.
+type MCPTool struct {
+	client      *MCPClient
+	remote      string // the server's name for the tool
+	name        string // Prefix + remote
+	description string
+	schema      json.RawMessage
+	maxArg      int
+	maxResult   int
+}
+
+// Name implements Tool.
+func (t *MCPTool) Name() string { return t.name }
+
+// Description implements Tool.
+func (t *MCPTool) Description() string { return t.description }
+
+// Schema implements Tool; it is the server's input schema as listed.
+func (t *MCPTool) Schema() json.RawMessage { return t.schema }
+
+// Call implements Tool.
+func (t *MCPTool) Call(ctx context.Context, args json.RawMessage) (string, error) {
+	if t.client.isClosed() {
+		return "", Infra(fmt.Errorf("mcp %s: client is closed", t.name))
+	}
+	if len(args) > t.maxArg {
+		return "", fmt.Errorf("mcp %s: arguments are %d bytes, limit %d", t.name, len(args), t.maxArg)
+	}
+	trimmed := strings.TrimSpace(string(args))
+	if trimmed == "" || trimmed == "null" {
+		args = json.RawMessage("{}")
+	} else if !json.Valid(args) || trimmed[0] != '{' {
+		return "", fmt.Errorf("mcp %s: arguments must be a JSON object", t.name)
+	}
+	res, err := t.client.session.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+	if err != nil {
+		return "", t.classify(ctx, err)
+	}
+	text := truncateText(joinContent(res.Content), t.maxResult)
+	if res.IsError {
+		if text == "" {
+			text = "the tool reported an error"
+		}
+		return "", fmt.Errorf("mcp %s: %s", t.name, text)
+	}
+	return text, nil
+}
+
+// classify separates what the model caused (arguments the server rejected as invalid) from
+// failures of the connection or the server, which are infrastructure errors.
+func (t *MCPTool) classify(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("mcp %s: %w", t.name, ctx.Err())
+	}
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		// -32768..-32000 is reserved for the protocol and its implementations (closing,
+		// parse errors, internal errors); codes outside it belong to the server's own tools.
+		if wire.Code == jsonrpc.CodeInvalidParams || wire.Code > -32000 || wire.Code < -32768 {
+			return fmt.Errorf("mcp %s: %s", t.name, wire.Message)
+		}
+	}
+	return Infra(fmt.Errorf("mcp %s: %w", t.name, err))
+}
+
+// joinContent renders a result's content blocks as text: text as is, other kinds as a short
+// placeholder the model can read.
+func joinContent(content []mcp.Content) string {
+	parts := make([]string, 0, len(content))
+	for _, c := range content {
+		switch x := c.(type) {
+		case *mcp.TextContent:
+			parts = append(parts, x.Text)
+		case *mcp.ImageContent:
+			parts = append(parts, fmt.Sprintf("[image %s, %d bytes]", x.MIMEType, len(x.Data)))
+		case *mcp.AudioContent:
+			parts = append(parts, fmt.Sprintf("[audio %s, %d bytes]", x.MIMEType, len(x.Data)))
+		case *mcp.ResourceLink:
+			parts = append(parts, fmt.Sprintf("[resource %s]", x.URI))
+		case *mcp.EmbeddedResource:
+			if x.Resource != nil && x.Resource.Text != "" {
+				parts = append(parts, x.Resource.Text)
+			} else if x.Resource != nil {
+				parts = append(parts, fmt.Sprintf("[resource %s]", x.Resource.URI))
+			}
+		default:
+			parts = append(parts, fmt.Sprintf("[%T]", c))
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// truncateText cuts s to at most max bytes on a rune boundary, with a marker.
+func truncateText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	b := newCappedBuffer(max, nil)
+	b.headCap, b.tailCap = max, 0
+	_, _ = b.Write([]byte(s))
+	out, _ := b.String()
+	return out
+}
