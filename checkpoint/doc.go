@@ -1,0 +1,26 @@
+// Package checkpoint saves and loads model checkpoints as Hugging Face-style folders that other
+// stacks (transformers' LlamaForCausalLM, vLLM) load as they are, plus what a training run needs
+// to resume.
+//
+// A checkpoint folder holds:
+//
+//	model.safetensors        weights under Hugging Face Llama names, float32
+//	config.json              LlamaConfig (architecture, special token ids)
+//	generation_config.json   eos/pad ids and plain sampling
+//	tokenizer.json           written by tokenizer.Save
+//	tokenizer_config.json    written by tokenizer.Save
+//	optimizer.safetensors    AdamW moments, "exp_avg.<name>" / "exp_avg_sq.<name>" (resume only)
+//	trainer_state.json       format version and the caller's opaque Extra (resume only)
+//
+// Save is atomic at the folder level: it writes a temporary sibling folder, fsyncs it, and
+// renames it onto the target, so a crash leaves either the old checkpoint or the new one.
+// Load and LoadModel also read Llama folders written by other tools (any tensor order, header
+// padding, F16/BF16 weights converted to float32, extra config keys), and refuse configs that
+// would make this model compute something different from transformers (rope_scaling, an
+// activation other than silu, biases, quantization), naming the key.
+//
+// It does not shard (one model.safetensors file; transformers' model.safetensors.index.json is
+// not read or written), write half precision, keep several checkpoints or choose which to keep
+// (the pipeline does), or make concurrent Saves to one folder safe: one writer per folder.
+// ReadSafetensors and WriteSafetensors are exported for other packages that need the format.
+package checkpoint

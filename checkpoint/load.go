@@ -1,0 +1,198 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/tokenizer"
+)
+
+// Checkpoint is a loaded checkpoint folder.
+type Checkpoint struct {
+	Model     *model.Model
+	Tokenizer *tokenizer.Tokenizer
+	State     *State // nil when none was saved
+}
+
+// Load reads a checkpoint folder: weights and config, the tokenizer, and the resume state when
+// trainer_state.json is present. The tokenizer may not have more ids than config.json's
+// vocab_size (a larger embedding table is fine: models pad it).
+func Load(dir string) (*Checkpoint, error) {
+	m, err := LoadModel(dir)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: load %s: %w", dir, err)
+	}
+	if tok.VocabSize() > m.Cfg.Vocab {
+		return nil, fmt.Errorf("checkpoint: load %s: tokenizer has %d ids but config.json vocab_size is %d", dir, tok.VocabSize(), m.Cfg.Vocab)
+	}
+	st, err := loadState(dir, m)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: load %s: %w", dir, err)
+	}
+	return &Checkpoint{Model: m, Tokenizer: tok, State: st}, nil
+}
+
+// LoadModel reads only config.json and model.safetensors. Every tensor the config implies must
+// be present with its shape (F32, or F16/BF16 converted to float32), and no other tensor may be:
+// an unknown tensor means the file describes a model this one is not.
+func LoadModel(dir string) (*model.Model, error) {
+	data, err := os.ReadFile(filepath.Join(dir, configFile))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: load %s: %w", dir, err)
+	}
+	cfg, err := parseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: load %s: %w", dir, err)
+	}
+	m, err := loadWeights(filepath.Join(dir, weightsFile), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: load %s: %s: %w", dir, weightsFile, err)
+	}
+	return m, nil
+}
+
+// loadWeights validates the header against cfg before allocating the model, so a file that
+// does not match costs no more than its header, then reads each tensor into its view.
+func loadWeights(path string, cfg model.Config) (*model.Model, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	h, err := parseHeader(f, fi.Size())
+	if err != nil {
+		return nil, err
+	}
+	// The header is checked against names and shapes derived from cfg before the model is
+	// allocated: once they match, the model's size is bounded by the file's. The tensor count
+	// comes first so that a corrupt layer count cannot make the expected list itself huge.
+	if n := llamaTensorCount(cfg); n > 2*len(h.entries)+16 {
+		return nil, fmt.Errorf("has %d tensors, config.json implies %d", len(h.entries), n)
+	}
+	if err := checkTensorSet(h, llamaTensors(cfg), false); err != nil {
+		return nil, tiedHint(err, h, cfg)
+	}
+	// model.New fills random weights that are overwritten below; the model package offers no
+	// constructor for an uninitialized model.
+	m, err := model.New(cfg, 0)
+	if err != nil {
+		return nil, err
+	}
+	params := m.Params.Tensors()
+	expected := make([]Tensor, len(params))
+	for i, t := range params {
+		expected[i] = Tensor{Name: t.Name, Shape: t.Shape, Data: t.Data}
+	}
+	if err := checkTensorSet(h, expected, false); err != nil {
+		return nil, fmt.Errorf("the model's own layout disagrees with the Llama layout: %w", err)
+	}
+	for _, t := range expected {
+		if err := h.readInto(f, h.entries[h.byName[t.Name]], t.Data); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// checkTensorSet requires h to hold exactly the tensors of want with their shapes; f32Only
+// refuses half-precision entries. Errors list every missing and unexpected name.
+func checkTensorSet(h *stHeader, want []Tensor, f32Only bool) error {
+	var missing, unexpected []string
+	wanted := make(map[string]bool, len(want))
+	for _, t := range want {
+		wanted[t.Name] = true
+		i, ok := h.byName[t.Name]
+		if !ok {
+			missing = append(missing, t.Name)
+			continue
+		}
+		e := h.entries[i]
+		if !slices.Equal(e.shape, t.Shape) {
+			return fmt.Errorf("tensor %q has shape %v, config.json implies %v", t.Name, e.shape, t.Shape)
+		}
+		if f32Only && e.dtype != "F32" {
+			return fmt.Errorf("tensor %q has dtype %s, want F32", t.Name, e.dtype)
+		}
+	}
+	for _, e := range h.entries {
+		if !wanted[e.name] {
+			unexpected = append(unexpected, e.name)
+		}
+	}
+	sort.Strings(unexpected)
+	var errs []error
+	if len(missing) > 0 {
+		errs = append(errs, fmt.Errorf("missing tensors: %s", nameList(missing)))
+	}
+	if len(unexpected) > 0 {
+		errs = append(errs, fmt.Errorf("unexpected tensors: %s", nameList(unexpected)))
+	}
+	return errors.Join(errs...)
+}
+
+// tiedHint explains the commonest mismatch: lm_head.weight present or absent against
+// tie_word_embeddings.
+func tiedHint(err error, h *stHeader, cfg model.Config) error {
+	_, hasHead := h.byName["lm_head.weight"]
+	switch {
+	case hasHead && cfg.TieEmbeddings:
+		return fmt.Errorf("%w (config.json says tie_word_embeddings true, so lm_head.weight must be absent)", err)
+	case !hasHead && !cfg.TieEmbeddings:
+		return fmt.Errorf("%w (config.json says tie_word_embeddings false, so lm_head.weight is required)", err)
+	}
+	return err
+}
+
+// nameList quotes up to ten names and counts the rest.
+func nameList(names []string) string {
+	const show = 10
+	q := make([]string, 0, min(len(names), show))
+	for _, n := range names[:min(len(names), show)] {
+		q = append(q, fmt.Sprintf("%q", n))
+	}
+	s := strings.Join(q, ", ")
+	if len(names) > show {
+		s += fmt.Sprintf(" and %d more", len(names)-show)
+	}
+	return s
+}
+
+// loadState reads trainer_state.json and, when it says there is one, optimizer.safetensors.
+// A folder without trainer_state.json has no state (a weights-only or foreign checkpoint).
+func loadState(dir string, m *model.Model) (*State, error) {
+	data, err := os.ReadFile(filepath.Join(dir, trainerStateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(dir, optimizerFile)); err == nil {
+			return nil, fmt.Errorf("%s is present without %s", optimizerFile, trainerStateFile)
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ts, err := parseTrainerState(data)
+	if err != nil {
+		return nil, err
+	}
+	st := &State{Extra: ts.Extra}
+	if ts.Optimizer {
+		if st.Optimizer, err = loadOptimizer(filepath.Join(dir, optimizerFile), m); err != nil {
+			return nil, fmt.Errorf("%s: %w", optimizerFile, err)
+		}
+	}
+	return st, nil
+}
