@@ -24,7 +24,7 @@ func DescribeTools(tools []tool.Tool) string {
 		b.WriteString(strings.TrimSpace(t.Description()))
 		b.WriteByte('\n')
 	}
-	b.WriteString(`Call a tool: ` + tool.OpenTag + `{"name": ..., "arguments": {...}}` + tool.CloseTag)
+	b.WriteString(`Call: ` + tool.OpenTag + `{"name": ..., "arguments": {...}}` + tool.CloseTag)
 	return b.String()
 }
 

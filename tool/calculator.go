@@ -30,7 +30,7 @@ func NewCalculator(lim CalcLimits) (*Calculator, error) {
 func (c *Calculator) Name() string { return "calculator" }
 
 // Description is one short line: the built-in policy pays for every prompt token.
-func (c *Calculator) Description() string { return "exact arithmetic: + - * / ^ ( )" }
+func (c *Calculator) Description() string { return "exact arithmetic, + - * / ^ ( )" }
 
 // Schema of the arguments.
 func (c *Calculator) Schema() json.RawMessage {
