@@ -4,5 +4,6 @@
 package all
 
 import (
+	_ "github.com/agentrl/agentrl/env/calc"
 	_ "github.com/agentrl/agentrl/env/code"
 )
