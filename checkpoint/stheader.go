@@ -98,6 +98,9 @@ func (h *stHeader) decode(raw []byte) error {
 			}
 			continue
 		}
+		if name == "" {
+			return errors.New("header has a tensor with an empty name")
+		}
 		if _, dup := h.byName[name]; dup {
 			return fmt.Errorf("tensor %q appears twice in the header", name)
 		}
