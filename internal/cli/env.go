@@ -1,9 +1,97 @@
 package cli
 
-import "errors"
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
 
-// EnvCmd is filled in by its issue; until then it says so.
-type EnvCmd struct{}
+	"github.com/agentrl/agentrl/env"
+	_ "github.com/agentrl/agentrl/env/all" // the built-in environments
+	"github.com/agentrl/agentrl/env/remote"
+)
 
-// Run reports that the command is not available yet.
-func (c *EnvCmd) Run(g *Globals) error { return errors.New("not yet available in this build") }
+// EnvCmd lists and serves environments.
+type EnvCmd struct {
+	List  EnvListCmd  `cmd:"" help:"List registered environments with their seed ranges."`
+	Serve EnvServeCmd `cmd:"" help:"Serve an environment over HTTP (OpenEnv-style /reset /step /state /health /metadata /schema)."`
+}
+
+// EnvListCmd prints every registered environment.
+type EnvListCmd struct {
+	JSON bool `help:"Print one JSON object per environment instead of a table."`
+}
+
+// Run prints the registry.
+func (c *EnvListCmd) Run(g *Globals) error {
+	names := env.Names()
+	if c.JSON {
+		enc := json.NewEncoder(g.Stdout)
+		for _, n := range names {
+			s, err := env.Lookup(n)
+			if err != nil {
+				return err
+			}
+			if err := enc.Encode(remote.Metadata{Protocol: remote.ProtocolVersion, Name: s.Name, Description: s.Description,
+				Train: remote.Range{Lo: s.Train.Lo, Hi: s.Train.Hi}, Heldout: remote.Range{Lo: s.Heldout.Lo, Hi: s.Heldout.Hi}}); err != nil {
+				return fmt.Errorf("env list: %w", err)
+			}
+		}
+		return nil
+	}
+	if len(names) == 0 {
+		_, err := fmt.Fprintln(g.Stdout, "no environments registered")
+		return err
+	}
+	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tTRAIN SEEDS\tHELD-OUT SEEDS\tDESCRIPTION")
+	for _, n := range names {
+		s, err := env.Lookup(n)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "%s\t[%d, %d)\t[%d, %d)\t%s\n", s.Name, s.Train.Lo, s.Train.Hi, s.Heldout.Lo, s.Heldout.Hi, s.Description)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("env list: %w", err)
+	}
+	return nil
+}
+
+// EnvServeCmd serves one environment until interrupted.
+type EnvServeCmd struct {
+	Env          string        `required:"" help:"Environment to serve (see 'env list')." placeholder:"NAME"`
+	Addr         string        `default:"127.0.0.1:8931" help:"Listen address; loopback unless --allow-remote."`
+	IdleTimeout  time.Duration `default:"10m" help:"End sessions idle for this long."`
+	MaxSessions  int           `default:"256" help:"Most sessions open at once; more get 503."`
+	MaxBodyBytes int64         `default:"8388608" help:"Largest request body; larger gets 413."`
+	StepTimeout  time.Duration `default:"0s" help:"Bound on one reset or step of the environment (0: none)."`
+	AllowRemote  bool          `help:"Allow a non-loopback listen address. The protocol has no authentication: put it behind a proxy that adds it."`
+}
+
+// Run serves until g.Ctx ends, then shuts down gracefully.
+func (c *EnvServeCmd) Run(g *Globals) error {
+	spec, err := env.Lookup(c.Env)
+	if err != nil {
+		return err
+	}
+	if c.IdleTimeout <= 0 || c.MaxSessions <= 0 || c.MaxBodyBytes <= 0 || c.StepTimeout < 0 {
+		return fmt.Errorf("env serve: --idle-timeout, --max-sessions and --max-body-bytes must be positive, --step-timeout not negative")
+	}
+	srv, err := remote.NewServer(spec, remote.ServerOptions{IdleTimeout: c.IdleTimeout, MaxSessions: c.MaxSessions,
+		MaxBodyBytes: c.MaxBodyBytes, StepTimeout: c.StepTimeout})
+	if err != nil {
+		return err
+	}
+	ln, err := remote.Listen(c.Addr, c.AllowRemote)
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	fmt.Fprintf(g.Stdout, "serving %s on http://%s (idle timeout %v, max sessions %d)\n", spec.Name, ln.Addr(), c.IdleTimeout, c.MaxSessions)
+	if err := srv.Serve(g.Ctx, ln); err != nil {
+		return err
+	}
+	fmt.Fprintf(g.Stdout, "stopped serving %s\n", spec.Name)
+	return nil
+}
