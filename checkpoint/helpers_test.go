@@ -106,6 +106,7 @@ func expectErr(t *testing.T, err error, fragments ...string) {
 	if err == nil {
 		t.Fatalf("no error, want one mentioning %q", fragments)
 	}
+	t.Log(err)
 	for _, f := range fragments {
 		if !strings.Contains(err.Error(), f) {
 			t.Fatalf("error %q does not mention %q", err, f)

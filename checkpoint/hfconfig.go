@@ -219,9 +219,12 @@ func (r *configReader) refuseUnsupported() error {
 	if act := r.str("hidden_act", "silu"); act != "silu" {
 		return fmt.Errorf("hidden_act %q is not supported: this model's MLP is SwiGLU (silu)", act)
 	}
-	for _, key := range []string{"rope_scaling", "quantization_config"} {
-		if v, ok := r.raw[key]; ok && !isNull(v) {
-			return fmt.Errorf("%s is %s: not supported, this model computes plain RoPE over float weights", key, compact(v))
+	for _, u := range []struct{ key, why string }{
+		{"rope_scaling", "this model computes plain RoPE"},
+		{"quantization_config", "this model reads float weights only"},
+	} {
+		if v, ok := r.raw[u.key]; ok && !isNull(v) {
+			return fmt.Errorf("%s is %s: not supported, %s", u.key, compact(v), u.why)
 		}
 	}
 	for _, key := range []string{"attention_bias", "mlp_bias"} {

@@ -190,7 +190,11 @@ func loadState(dir string, m *model.Model) (*State, error) {
 	}
 	st := &State{Extra: ts.Extra}
 	if ts.Optimizer {
-		if st.Optimizer, err = loadOptimizer(filepath.Join(dir, optimizerFile), m); err != nil {
+		path := filepath.Join(dir, optimizerFile)
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s records optimizer state but %s is missing", trainerStateFile, optimizerFile)
+		}
+		if st.Optimizer, err = loadOptimizer(path, m); err != nil {
 			return nil, fmt.Errorf("%s: %w", optimizerFile, err)
 		}
 	}
