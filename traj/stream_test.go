@@ -103,7 +103,15 @@ func TestStreamTornTail(t *testing.T) {
 			b, ends := writeStream(t, opts, ts)
 			last := ends[len(ends)-2]
 			// Every cut inside the last record keeps the others and reports a torn tail at its start.
+			// With -short, every cut in the frame header and the last bytes, and a stride between.
+			stride := int64(1)
+			if testing.Short() {
+				stride = 17
+			}
 			for cut := last + 1; cut < int64(len(b)); cut++ {
+				if inMiddle := cut > last+2*frameHeaderLen && cut < int64(len(b))-16; inMiddle && (cut-last)%stride != 0 {
+					continue
+				}
 				got, r, err := readAll(b[:cut])
 				if !isTorn(err) || len(got) != len(ts)-1 || r.Offset() != last {
 					t.Fatalf("cut at %d: %d records, offset %d (want %d), err %v", cut, len(got), r.Offset(), last, err)
