@@ -96,7 +96,12 @@ func TestParseAnswer(t *testing.T) {
 		{"", ""},
 		{"Answer: 5/0", ""},
 		{strings.Repeat("9", 1<<20), ""},
+		{"x" + strings.Repeat("9", 201), ""},
+		{"Answer: " + strings.Repeat("9", 150), strings.Repeat("9", 150)},
+		{strings.Repeat("1 ", 300) + "7", "7"},
+		{strings.Repeat("a", 1<<20) + " 5", "5"},
 		{"\xff\xfe 12 \x00", "12"},
+		{"7\f/\f3", "7/3"},
 	} {
 		got, ok := ParseAnswer(tc.text)
 		name := tc.text
@@ -259,4 +264,30 @@ func BenchmarkExpertEpisode(b *testing.B) {
 		steps += len(ep.Steps)
 	}
 	b.ReportMetric(float64(steps)/b.Elapsed().Seconds(), "steps/s")
+}
+
+// FuzzParseAnswer checks that ParseAnswer never panics and agrees with a plain regular-expression
+// scan of the whole text whenever that finds a short last number.
+func FuzzParseAnswer(f *testing.F) {
+	for _, s := range []string{"Answer: 42", "7 / 3", "-1,234.5", "1 2 3", "x9", "a-b-1-"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		got, ok := ParseAnswer(text)
+		locs := numberRE.FindAllStringIndex(text, -1)
+		if len(locs) == 0 {
+			if ok {
+				t.Fatalf("%q: parsed %v from text without a number", text, got)
+			}
+			return
+		}
+		last := locs[len(locs)-1]
+		if last[1]-last[0] > maxAnswerBytes/2 {
+			return
+		}
+		want, wok := new(big.Rat).SetString(strings.NewReplacer(",", "", " ", "", "\t", "", "\n", "", "\r", "", "\v", "", "\f", "").Replace(text[last[0]:last[1]]))
+		if ok != wok || (ok && got.Cmp(want) != 0) {
+			t.Fatalf("%q: got %v %v, full scan says %v %v", text, got, ok, want, wok)
+		}
+	})
 }
