@@ -1,0 +1,65 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkStep measures one remote step (POST /step, JSON both ways) on loopback TCP with 1 and
+// 64 concurrent sessions, each session its own client and connection. ns/op is the wall time per
+// step across all sessions; µs/step-rtt is the mean round trip one session sees.
+//
+//	go test -run '^$' -bench Step -benchtime 3s ./env/remote
+func BenchmarkStep(b *testing.B) {
+	srv, err := NewServer(guessSpec(nil, nil, nil), ServerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer srv.Close()
+	for _, sessions := range []int{1, 64} {
+		b.Run(fmt.Sprintf("sessions=%d", sessions), func(b *testing.B) {
+			ctx := context.Background()
+			clients := make([]*Client, sessions)
+			for i := range clients {
+				c, err := Dial(hs.URL, ClientOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := c.Reset(ctx, int64(i)); err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				clients[i] = c
+			}
+			var left atomic.Int64
+			var rtt atomic.Int64
+			b.ResetTimer()
+			left.Store(int64(b.N))
+			var wg sync.WaitGroup
+			for _, c := range clients {
+				wg.Go(func() {
+					for left.Add(-1) >= 0 {
+						start := time.Now()
+						if _, err := c.Step(ctx, "echo a short tool call"); err != nil {
+							b.Error(err)
+							return
+						}
+						rtt.Add(int64(time.Since(start)))
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			elapsed := b.Elapsed()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "steps/s")
+			b.ReportMetric(float64(rtt.Load())/float64(b.N)/1e3, "µs/step-rtt")
+		})
+	}
+}
