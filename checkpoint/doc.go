@@ -13,7 +13,10 @@
 //	trainer_state.json       format version and the caller's opaque Extra (resume only)
 //
 // Save is atomic at the folder level: it writes a temporary sibling folder, fsyncs it, and
-// renames it onto the target, so a crash leaves either the old checkpoint or the new one.
+// renames it onto the target, so a crash leaves either the old checkpoint or the new one (in
+// the instant between renaming the old one away and the new one in, the old one sits at a
+// hidden ".<name>.old-*" sibling, which the next Save of that folder moves back; Load does not
+// look for it).
 // Load and LoadModel also read Llama folders written by other tools (any tensor order, header
 // padding, F16/BF16 weights converted to float32, extra config keys), and refuse configs that
 // would make this model compute something different from transformers (rope_scaling, an

@@ -61,6 +61,8 @@ func WriteSafetensors(path string, tensors []Tensor, metadata map[string]string)
 			err = fmt.Errorf("checkpoint: write %s: %w", path, err)
 		}
 	}()
+	// bufio.Writer keeps the first write error and returns it from every later call, so the
+	// header writes need no checks of their own: Flush reports them.
 	w := bufio.NewWriterSize(f, 1<<20)
 	var n [8]byte
 	binary.LittleEndian.PutUint64(n[:], uint64(len(header)))
