@@ -155,6 +155,9 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 		}
 	}
 	r.evals = append(r.evals, rep)
+	if err := r.noteEval(rep); err != nil {
+		return err
+	}
 	data, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err

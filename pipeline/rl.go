@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/agentrl/agentrl/algo"
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
@@ -15,7 +16,7 @@ import (
 
 // runRL is an RL phase: each step samples groups of episodes with the current policy, filters
 // them, estimates advantages, updates the policy and publishes the new weights to the engine.
-func (r *Run) runRL(ctx context.Context, pi int, p Phase) error {
+func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 	c := p.RL
 	est, err := algo.NewEstimator(c.Advantage)
 	if err != nil {
@@ -27,9 +28,18 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase) error {
 	}
 	var ref *model.Model
 	if c.Loss.KL.Coef > 0 {
-		ref = r.model.Clone() // frozen reference: the policy as the phase starts
+		// The frozen reference is the policy as the phase starts; it is kept on disk so that a
+		// resumed phase compares against the same one.
+		if start == 0 {
+			ref = r.model.Clone()
+			if err := checkpoint.Save(r.checkpointDir(refName(p.Name)), ref, r.tok, nil); err != nil {
+				return err
+			}
+		} else if ref, err = r.loadRef(p.Name); err != nil {
+			return fmt.Errorf("reference policy: %w", err)
+		}
 	}
-	l, err := learn.New(r.model, p.adamw(), p.schedule(), float32(p.Optim.GradClip), r.Cfg.Rollout.MaxContext)
+	l, err := r.newLearner(p, start)
 	if err != nil {
 		return err
 	}
@@ -42,7 +52,7 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase) error {
 	bar := r.newProgress(p.Name, p.Steps)
 	defer bar.finish()
 
-	for step := 0; step < p.Steps; step++ {
+	for step := start; step < p.Steps; step++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -162,6 +172,9 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase) error {
 			if err := r.evaluate(ctx, fmt.Sprintf("%s-%d", p.Name, step+1)); err != nil {
 				return err
 			}
+		}
+		if err := r.afterStep(l, pi, step); err != nil {
+			return err
 		}
 	}
 	return nil

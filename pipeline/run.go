@@ -19,8 +19,11 @@ import (
 	"sort"
 	"time"
 
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/optim"
 	"github.com/agentrl/agentrl/tokenizer"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -49,6 +52,11 @@ type Run struct {
 	trajs   *traj.Writer
 	evals   []EvalReport
 	start   time.Time
+
+	state       progressState
+	resuming    bool         // opened by Resume
+	restored    bool         // a checkpoint was loaded
+	restoredOpt *optim.State // optimizer state of the phase in progress
 }
 
 // Summary is what a finished run reports.
@@ -131,7 +139,7 @@ func (r *Run) buildTokenizer() error {
 		}
 		corpus = append(corpus, spec.Corpus(r.Cfg.Tokenizer.CorpusSamples)...)
 	}
-	tok, err := tokenizer.Train(corpus, tokenizer.TrainOptions{VocabSize: r.Cfg.Tokenizer.VocabSize, IndividualDigits: true})
+	tok, err := tokenizer.Train(corpus, tokenizer.DefaultTrainOptions(r.Cfg.Tokenizer.VocabSize))
 	if err != nil {
 		return fmt.Errorf("pipeline: train tokenizer: %w", err)
 	}
@@ -139,34 +147,51 @@ func (r *Run) buildTokenizer() error {
 	return tok.Save(filepath.Join(r.Dir, "tokenizer"))
 }
 
-// Train runs every phase from the start, evaluating on held-out tasks before training and after
-// each phase.
+// Train runs the phases, evaluating on held-out tasks before training and after each phase.
+// A run opened by Resume continues where its latest checkpoint left off.
 func (r *Run) Train(ctx context.Context) (*Summary, error) {
 	r.start = r.now()
-	if err := r.buildTokenizer(); err != nil {
-		return nil, err
+	if r.resuming {
+		if err := r.cutFiles(); err != nil {
+			return nil, err
+		}
 	}
-	m, err := model.New(r.Cfg.Model.Build(r.tok.VocabSize()), r.Cfg.Seed)
-	if err != nil {
-		return nil, err
+	if !r.restored {
+		r.state = progressState{Best: -1}
+		if err := r.buildTokenizer(); err != nil {
+			return nil, err
+		}
+		m, err := model.New(r.Cfg.Model.Build(r.tok.VocabSize()), r.Cfg.Seed)
+		if err != nil {
+			return nil, err
+		}
+		r.model = m
 	}
-	r.model = m
-	r.printf("run %s: model %.2fM parameters, vocabulary %d\n", r.Dir, float64(m.NumParams())/1e6, r.tok.VocabSize())
+	r.printf("run %s: model %.2fM parameters, vocabulary %d\n", r.Dir, float64(r.model.NumParams())/1e6, r.tok.VocabSize())
 	if err := r.openLogs(); err != nil {
 		return nil, err
 	}
 	defer r.closeLogs()
 
-	if err := r.evaluate(ctx, "before"); err != nil {
-		return nil, err
+	if r.restored {
+		r.printf("resuming at phase %d step %d (policy version %d)\n", r.state.Phase, r.state.Step, r.version)
+	} else {
+		if err := r.evaluate(ctx, "before"); err != nil {
+			return nil, err
+		}
+		if err := r.saveCheckpoint(nil, r.stepName(0, 0)); err != nil {
+			return nil, err
+		}
 	}
-	for i, p := range r.Cfg.Phases {
+	for pi := r.state.Phase; pi < len(r.Cfg.Phases); pi++ {
+		p := r.Cfg.Phases[pi]
+		start := r.state.Step
 		var err error
 		switch p.Kind {
 		case "sft":
-			err = r.runSFT(ctx, i, p)
+			err = r.runSFT(ctx, pi, p, start)
 		case "rl":
-			err = r.runRL(ctx, i, p)
+			err = r.runRL(ctx, pi, p, start)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("phase %s: %w", p.Name, err)
@@ -174,9 +199,56 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		if err := r.evaluate(ctx, "after-"+p.Name); err != nil {
 			return nil, err
 		}
+		r.state.Phase, r.state.Step = pi+1, 0
+		r.restoredOpt = nil
+		if err := r.saveCheckpoint(nil, r.stepName(pi, p.Steps)); err != nil {
+			return nil, err
+		}
 	}
 	r.printSummary()
 	return &Summary{Dir: r.Dir, Evals: r.evals}, nil
+}
+
+// newLearner makes the phase's learner, restoring the optimizer when resuming mid-phase.
+func (r *Run) newLearner(p Phase, start int) (*learn.Learner, error) {
+	l, err := learn.New(r.model, p.adamw(), p.schedule(), float32(p.Optim.GradClip), r.Cfg.Rollout.MaxContext)
+	if err != nil {
+		return nil, err
+	}
+	if start > 0 {
+		if r.restoredOpt == nil {
+			return nil, fmt.Errorf("resuming at step %d without optimizer state", start)
+		}
+		if err := l.Opt.LoadState(*r.restoredOpt); err != nil {
+			return nil, err
+		}
+		l.Step = start
+	}
+	return l, nil
+}
+
+// afterStep checkpoints when one is due after step (0-based) of phase pi.
+func (r *Run) afterStep(l *learn.Learner, pi, step int) error {
+	done := step + 1
+	if done%r.Cfg.Checkpoint.Every != 0 || done == r.Cfg.Phases[pi].Steps {
+		return nil // the phase end is checkpointed after its evaluation
+	}
+	r.state.Phase, r.state.Step = pi, done
+	return r.saveCheckpoint(l, r.stepName(pi, done))
+}
+
+// noteEval keeps the best policy so far as checkpoints/best.
+func (r *Run) noteEval(rep EvalReport) error {
+	var sum float64
+	for _, e := range rep.Envs {
+		sum += e.Pass1Greedy
+	}
+	score := sum / float64(max(len(rep.Envs), 1))
+	if score <= r.state.Best {
+		return nil
+	}
+	r.state.Best = score
+	return checkpoint.Save(r.checkpointDir(bestName), r.model, r.tok, nil)
 }
 
 func (r *Run) openLogs() error {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/infer"
-	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -67,7 +66,7 @@ func (r *Run) synthesize(ctx context.Context, tasks []rollout.Task, noise float6
 }
 
 // runSFT is phase 1: supervised training on the noisy expert's demonstrations.
-func (r *Run) runSFT(ctx context.Context, pi int, p Phase) error {
+func (r *Run) runSFT(ctx context.Context, pi int, p Phase, start int) error {
 	s := p.SFT
 	t0 := r.now()
 	tasks, err := sampleTasks(r.stepRNG(pi, -1, 1), p.Envs, s.Demos, 0)
@@ -101,20 +100,22 @@ func (r *Run) runSFT(ctx context.Context, pi int, p Phase) error {
 	if len(demos) < s.BatchSize {
 		return fmt.Errorf("only %d usable demonstrations for a batch of %d", len(demos), s.BatchSize)
 	}
-	if err := r.record(p.Name, 0, all); err != nil {
-		return err
+	if start == 0 {
+		if err := r.record(p.Name, 0, all); err != nil {
+			return err
+		}
 	}
 	r.printf("%s: %d demonstrations (expert noise %.2f): %.0f%% successful, %.0f%% use a tool, %d assistant tokens (%.1fs)\n",
 		p.Name, len(demos), s.Noise, pct(ok, len(all)), pct(tools, len(all)), tokens, r.now().Sub(t0).Seconds())
 
-	l, err := learn.New(r.model, p.adamw(), p.schedule(), float32(p.Optim.GradClip), r.Cfg.Rollout.MaxContext)
+	l, err := r.newLearner(p, start)
 	if err != nil {
 		return err
 	}
 	bar := r.newProgress(p.Name, p.Steps)
 	defer bar.finish()
 	batch := make([]*traj.Trajectory, s.BatchSize)
-	for step := 0; step < p.Steps; step++ {
+	for step := start; step < p.Steps; step++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -138,6 +139,9 @@ func (r *Run) runSFT(ctx context.Context, pi int, p Phase) error {
 			return err
 		}
 		bar.update(step+1, fmt.Sprintf("loss %.3f", st.Loss))
+		if err := r.afterStep(l, pi, step); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -16,19 +17,31 @@ type TrainCmd struct {
 	Preset string   `help:"Built-in configuration (${presets}); default calc." placeholder:"NAME"`
 	Config string   `help:"YAML configuration file (instead of a preset)." type:"existingfile" placeholder:"FILE"`
 	Set    []string `help:"Override a setting, e.g. --set seed=2 --set phases.rl.steps=100." placeholder:"KEY=VALUE"`
+	Resume string   `help:"Continue the run in this directory from its latest checkpoint (its own config is used)." type:"existingdir" placeholder:"DIR"`
 }
 
 // Run trains and prints held-out success before and after each phase.
 func (c *TrainCmd) Run(g *Globals) error {
-	cfg, err := pipeline.Load(c.Preset, c.Config, c.Set)
-	if err != nil {
-		return err
+	opts := pipeline.Options{Out: g.Stdout, Terminal: isTerminal(g.Stdout)}
+	var run *pipeline.Run
+	if c.Resume != "" {
+		if c.Preset != "" || c.Config != "" || len(c.Set) > 0 {
+			return errors.New("train --resume continues a run with its own config: --preset, --config and --set do nothing with it")
+		}
+		var err error
+		if run, err = pipeline.Resume(c.Resume, opts); err != nil {
+			return err
+		}
+	} else {
+		cfg, err := pipeline.Load(c.Preset, c.Config, c.Set)
+		if err != nil {
+			return err
+		}
+		if run, err = pipeline.NewRun(cfg, opts); err != nil {
+			return err
+		}
 	}
-	run, err := pipeline.NewRun(cfg, pipeline.Options{Out: g.Stdout, Terminal: isTerminal(g.Stdout)})
-	if err != nil {
-		return err
-	}
-	_, err = run.Train(g.Ctx)
+	_, err := run.Train(g.Ctx)
 	if err != nil {
 		return fmt.Errorf("train %s: %w", run.Dir, err)
 	}

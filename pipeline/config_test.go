@@ -1,0 +1,96 @@
+package pipeline
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	_ "github.com/agentrl/agentrl/env/all"
+)
+
+func TestPresetsValidate(t *testing.T) {
+	for _, name := range Presets() {
+		c, err := Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("preset %s: %v", name, err)
+		}
+	}
+	if _, err := Preset("nope"); err == nil || !strings.Contains(err.Error(), "calc") {
+		t.Fatalf("unknown preset: %v", err)
+	}
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	c, _ := Preset("calc")
+	data, err := Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := Encode(back)
+	if string(again) != string(data) {
+		t.Fatalf("config changed in a round trip:\n%s\n---\n%s", data, again)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	base, _ := Preset("calc")
+	good, _ := Encode(base)
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cases := []struct {
+		name string
+		path string
+		sets []string
+		want string
+	}{
+		{name: "unknown key in file", path: write("a.yaml", strings.Replace(string(good), "seed:", "sede:", 1)), want: "unknown field"},
+		{name: "unknown key in set", sets: []string{"phases.rl.rl.grup_size=4"}, want: "grup_size"},
+		{name: "no equals", sets: []string{"seed"}, want: "key=value"},
+		{name: "bad phase name", sets: []string{"phases.nope.steps=3"}, want: `no list entry named "nope"`},
+		{name: "rl block in sft", sets: []string{"phases.sft.rl.groups_per_step=2"}, want: "does nothing in an sft phase"},
+		{name: "sampling mismatch", sets: []string{"rollout.temperature=0.7"}, want: "allow_sampling_mismatch"},
+		{name: "mismatch flag without mismatch", sets: []string{"phases.rl.rl.allow_sampling_mismatch=true"}, want: "does nothing"},
+		{name: "unknown env", sets: []string{"phases.rl.envs.0.name=nope"}, want: "unknown environment"},
+		{name: "unknown loss", sets: []string{"phases.rl.rl.loss.policy=nope"}, want: "nope"},
+		{name: "context over max_seq", sets: []string{"rollout.max_context=100000"}, want: "max_seq"},
+		{name: "eval.every without rl", sets: []string{"eval.every=5", "phases.1.kind=sft"}, want: "rl"},
+		{name: "wrong type", sets: []string{"seed=abc"}, want: "seed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load("", c.path, c.sets)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+	if _, err := Load("calc", write("b.yaml", string(good)), nil); err == nil {
+		t.Fatal("a preset and a file together were accepted")
+	}
+}
+
+func TestOverride(t *testing.T) {
+	c, err := Load("", "", []string{"seed=7", "phases.rl.rl.group_size=4", "phases.1.steps=3",
+		"phases.rl.rl.dynamic_sampling.max_rounds=2", "phases.0.envs=[{name: calc, weight: 2}]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := c.Phases[1]
+	if c.Seed != 7 || rl.RL.GroupSize != 4 || rl.Steps != 3 || rl.RL.DynamicSampling == nil || rl.RL.DynamicSampling.MaxRounds != 2 || c.Phases[0].Envs[0].Weight != 2 {
+		t.Fatalf("overrides not applied: %+v %+v", c, rl.RL)
+	}
+}
