@@ -252,14 +252,25 @@ func (r *Runner) Episode(ctx context.Context, e env.Env, t Task) (*traj.Trajecto
 		ep.appendCompletion(comp)
 		tu := traj.Turn{Start: turnStart, End: len(tr.Tokens), ObsEnd: len(tr.Tokens)}
 		n := len(comp.Tokens)
-		if n == 0 || comp.Tokens[n-1] != stop[0] {
-			tr.Turns = append(tr.Turns, tu)
-			ep.end(traj.StatusTruncated, fmt.Sprintf("turn %d: completion reached its token limit (%d) without ending the turn", turn, req.MaxTokens))
-			return tr, nil
+		actionToks := comp.Tokens
+		if n > 0 && comp.Tokens[n-1] == stop[0] {
+			actionToks = comp.Tokens[:n-1]
+		} else {
+			// The completion hit a token limit without ending its turn. With room left in the
+			// context the turn is closed for it — an end-of-turn token that was not sampled, so
+			// it is not trained on — and the environment judges the cut action; otherwise the
+			// episode is truncated.
+			if len(tr.Tokens)+1 > r.Cfg.MaxContext || n < r.Cfg.MaxTokensPerTurn {
+				tr.Turns = append(tr.Turns, tu)
+				ep.end(traj.StatusTruncated, fmt.Sprintf("turn %d: context limit %d reached inside a completion", turn, r.Cfg.MaxContext))
+				return tr, nil
+			}
+			ep.append(stop, traj.RoleAssistant)
+			tu.End, tu.ObsEnd = len(tr.Tokens), len(tr.Tokens)
 		}
 
 		t0 = r.now()
-		action := r.Tok.Decode(comp.Tokens[:n-1])
+		action := r.Tok.Decode(actionToks)
 		tr.Timings.Tokenize += r.now().Sub(t0)
 		t0 = r.now()
 		step, err := e.Step(ectx, action)

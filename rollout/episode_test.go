@@ -174,7 +174,7 @@ func TestEpisodeStatuses(t *testing.T) {
 		{name: "turn limit", cfg: func(c *Config) { c.MaxTurns = 2 }, env: &stepEnv{turns: 3}, status: traj.StatusTruncated, errSub: "turn limit"},
 		{name: "context limit", cfg: func(c *Config) { c.MaxContext = 70 }, env: &stepEnv{turns: 3}, status: traj.StatusTruncated},
 		{name: "prompt too long", cfg: func(c *Config) { c.MaxContext = 10 }, env: &stepEnv{turns: 3}, status: traj.StatusTruncated, errSub: "no room"},
-		{name: "completion cut", cfg: func(c *Config) { c.MaxTokensPerTurn = 3 }, env: &stepEnv{turns: 3}, status: traj.StatusTruncated, errSub: "token limit"},
+		{name: "completion cut", cfg: func(c *Config) { c.MaxTokensPerTurn = 3 }, env: &stepEnv{turns: 3}, status: traj.StatusOK},
 		{name: "env error", env: &stepEnv{turns: 3, failAt: 2}, status: traj.StatusEnvError, errSub: "sandbox lost"},
 		{name: "env hangs", cfg: func(c *Config) { c.EpisodeTimeout = 20 * time.Millisecond }, env: &stepEnv{turns: 3, hang: true}, status: traj.StatusTimeout},
 		{name: "generator fails", env: &stepEnv{turns: 3}, gen: failGen{}, status: traj.StatusEnvError, errSub: "generate"},
@@ -340,5 +340,30 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A completion cut by the per-turn limit is closed with an end-of-turn token that is not
+// trained on, and the environment judges the cut action.
+func TestCutCompletionIsClosedNotTrained(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxTokensPerTurn = 3
+	r := newRunner(t, cfg)
+	tr, err := r.Episode(context.Background(), &stepEnv{turns: 3}, Task{Env: "step", Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	eot := tok(t).EndOfTurn()
+	for i, tu := range tr.Turns {
+		last := tu.End - 1
+		if tr.Tokens[last] != eot || tr.LossMask[last] || tr.Versions[last] != traj.NoVersion {
+			t.Fatalf("turn %d: last token %d mask %v version %d, want an untrained end-of-turn", i, tr.Tokens[last], tr.LossMask[last], tr.Versions[last])
+		}
+		if n := tu.End - tu.Start; n != 4 {
+			t.Fatalf("turn %d has %d tokens, want 3 sampled + 1 closing", i, n)
+		}
 	}
 }

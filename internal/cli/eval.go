@@ -1,9 +1,61 @@
 package cli
 
-import "errors"
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
 
-// EvalCmd is filled in by its issue; until then it says so.
-type EvalCmd struct{}
+	"github.com/agentrl/agentrl/checkpoint"
+	_ "github.com/agentrl/agentrl/env/all" // the built-in environments
+	"github.com/agentrl/agentrl/pipeline"
+	"github.com/agentrl/agentrl/rollout"
+)
 
-// Run reports that the command is not available yet.
-func (c *EvalCmd) Run(g *Globals) error { return errors.New("not yet available in this build") }
+// EvalCmd evaluates a checkpoint on held-out tasks.
+type EvalCmd struct {
+	Checkpoint string `help:"Checkpoint folder (model.safetensors, config.json, tokenizer.json)." required:"" type:"existingdir" placeholder:"DIR"`
+	Env        string `help:"Environment to evaluate on." default:"calc"`
+	Tasks      int    `help:"Held-out tasks (from the start of the held-out seed range)." default:"200"`
+	K          int    `help:"Samples per task at temperature 1 for pass@k (0 = greedy only)." default:"8"`
+	Seed       uint64 `help:"Sampling seed." default:"1"`
+	MaxTurns   int    `help:"Turn limit per episode." default:"8"`
+	MaxContext int    `help:"Token limit per episode (at most the model's max_position_embeddings)." default:"0"`
+	Slots      int    `help:"Sequences decoded together." default:"64"`
+	JSON       bool   `help:"Print the result as JSON."`
+}
+
+// Run prints pass@1 (greedy and sampled), pass@k, tool-use rate and mean turns.
+func (c *EvalCmd) Run(g *Globals) error {
+	if c.Tasks < 1 || c.K < 0 || c.Slots < 1 || c.MaxTurns < 1 {
+		return fmt.Errorf("eval: --tasks, --slots and --max-turns must be positive and --k non-negative")
+	}
+	ck, err := checkpoint.Load(c.Checkpoint)
+	if err != nil {
+		return err
+	}
+	rc := rollout.DefaultConfig()
+	rc.MaxTurns = c.MaxTurns
+	rc.MaxContext = ck.Model.Cfg.MaxSeq
+	if c.MaxContext > 0 {
+		if c.MaxContext > ck.Model.Cfg.MaxSeq {
+			return fmt.Errorf("eval: --max-context %d exceeds the model's %d positions", c.MaxContext, ck.Model.Cfg.MaxSeq)
+		}
+		rc.MaxContext = c.MaxContext
+	}
+	res, err := pipeline.Evaluate(g.Ctx, ck.Model, ck.Tokenizer, 0, pipeline.EvalOptions{
+		Env: c.Env, Tasks: c.Tasks, K: c.K, Seed: c.Seed, Rollout: rc, Slots: c.Slots,
+	})
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		enc := json.NewEncoder(g.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	w := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "env\ttasks\tpass@1 greedy\tpass@1 sampled\tpass@%d\ttool use\tmean turns\tmean tokens\n", c.K)
+	fmt.Fprintf(w, "%s\t%d\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%.2f\t%.0f\n", res.Env, res.Tasks, 100*res.Pass1Greedy,
+		100*res.Pass1Sampled, 100*res.PassK, 100*res.ToolUseRate, res.MeanTurns, res.MeanTokens)
+	return w.Flush()
+}
