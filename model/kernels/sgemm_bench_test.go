@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -58,6 +59,23 @@ func reportGflops(b *testing.B, s benchShape) {
 	b.ReportMetric(2*float64(s.m)*float64(s.n)*float64(s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
 
+// cpuClock measures one locked OS thread's CPU time across a single-threaded benchmark loop.
+type cpuClock struct{ start float64 }
+
+func startCPUClock() cpuClock {
+	runtime.LockOSThread()
+	return cpuClock{threadCPUSeconds()}
+}
+
+// report adds GFLOP/s per CPU-second of the benchmark thread (omitted where unavailable).
+func (c cpuClock) report(b *testing.B, flopPerOp float64) {
+	end := threadCPUSeconds()
+	runtime.UnlockOSThread()
+	if c.start > 0 && end > c.start {
+		b.ReportMetric(flopPerOp*float64(b.N)/(end-c.start)/1e9, "GFLOP/cpu-s")
+	}
+}
+
 // BenchmarkSgemm measures Sgemm as callers get it (best kernel, all cores) at every shape.
 func BenchmarkSgemm(b *testing.B) {
 	for _, s := range modelShapes() {
@@ -87,8 +105,14 @@ func BenchmarkSgemmPaths(b *testing.B) {
 					defer func() { kernelOverride, workerOverride = prevK, prevW }()
 					a, bm, c, lda, ldb := s.operands()
 					b.ResetTimer()
+					clock := startCPUClock()
 					for range b.N {
 						Sgemm(s.transA, s.transB, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, s.n)
+					}
+					if w == 1 {
+						clock.report(b, 2*float64(s.m)*float64(s.n)*float64(s.k))
+					} else {
+						runtime.UnlockOSThread()
 					}
 					reportGflops(b, s)
 				})
@@ -101,9 +125,12 @@ func BenchmarkSgemmPaths(b *testing.B) {
 func BenchmarkSgemmRef(b *testing.B) {
 	s := benchShape{"NT_512x512x512", false, true, 512, 512, 512}
 	a, bm, c, lda, ldb := s.operands()
+	b.ResetTimer()
+	clock := startCPUClock()
 	for range b.N {
 		sgemmRef(s.transA, s.transB, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, s.n)
 	}
+	clock.report(b, 2*float64(s.m)*float64(s.n)*float64(s.k))
 	reportGflops(b, s)
 }
 
@@ -116,9 +143,11 @@ func BenchmarkSgemmMicroKernel(b *testing.B) {
 			ap := make([]float32, kern.mr*kc)
 			bp := make([]float32, kern.nr*kc)
 			c := make([]float32, kern.mr*kern.nr)
+			clock := startCPUClock()
 			for range b.N {
 				kern.fn(kc, ap, bp, c, kern.nr, 1, 0)
 			}
+			clock.report(b, 2*float64(kern.mr*kern.nr*kc))
 			b.ReportMetric(2*float64(kern.mr*kern.nr*kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
 	}
