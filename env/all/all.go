@@ -6,4 +6,5 @@ package all
 import (
 	_ "github.com/agentrl/agentrl/env/calc"
 	_ "github.com/agentrl/agentrl/env/code"
+	_ "github.com/agentrl/agentrl/env/maze"
 )
