@@ -32,9 +32,9 @@ type EnvEval struct {
 	Pass1Greedy float64 `json:"pass1_greedy"`
 	// Sampled at temperature 1, K samples per task (absent when K = 0): unbiased pass@1 and
 	// pass@k (Chen et al., arXiv 2107.03374).
-	K            int     `json:"k,omitempty"`
-	Pass1Sampled float64 `json:"pass1_sampled,omitempty"`
-	PassK        float64 `json:"passk,omitempty"`
+	K            int      `json:"k,omitempty"`
+	Pass1Sampled *float64 `json:"pass1_sampled,omitempty"`
+	PassK        *float64 `json:"passk,omitempty"`
 	// Behaviour over the greedy episodes.
 	ToolUseRate float64        `json:"tool_use_rate"`
 	MeanTurns   float64        `json:"mean_turns"`
@@ -113,8 +113,8 @@ func Evaluate(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, ver
 			pk += PassAtK(o.K, c, o.K)
 		}
 		res.K = o.K
-		res.Pass1Sampled = p1 / float64(n)
-		res.PassK = pk / float64(n)
+		p1, pk = p1/float64(n), pk/float64(n)
+		res.Pass1Sampled, res.PassK = &p1, &pk
 	}
 	return res, nil
 }

@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := Main(context.Background(), args, &out, &out)
+	return out.String(), err
+}
+
+// tinyTrain is a whole run small enough for a test.
+func tinyTrain(runs string) []string {
+	sets := []string{
+		"runs_dir=" + runs, "name=cli",
+		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=320",
+		"rollout.max_context=320", "rollout.engine_slots=16", "tokenizer.vocab_size=320", "tokenizer.corpus_samples=100",
+		"phases.sft.steps=3", "phases.sft.optim.warmup=1", "phases.sft.sft.demos=32", "phases.sft.sft.batch_size=8",
+		"phases.rl.steps=2", "phases.rl.rl.groups_per_step=2", "phases.rl.rl.group_size=4",
+		"eval.tasks=4", "checkpoint.every=1",
+	}
+	args := []string{"train"}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	return args
+}
+
+func TestTrainEvalAndResume(t *testing.T) {
+	runs := t.TempDir()
+	out, err := runCLI(t, tinyTrain(runs)...)
+	if err != nil {
+		t.Fatalf("train: %v\n%s", err, out)
+	}
+	for _, want := range []string{"eval before", "after-sft", "after-rl", "held-out pass@1", "sft step 3/3", "rl step 2/2"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("train output lacks %q:\n%s", want, out)
+		}
+	}
+	dir := filepath.Join(runs, "cli")
+	for _, f := range []string{"config.yaml", "metrics.jsonl", "trajectories.atrs", "eval-after-rl.json", "checkpoints/LATEST", "checkpoints/best/model.safetensors", "tokenizer/tokenizer.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatalf("run directory lacks %s: %v", f, err)
+		}
+	}
+	out, err = runCLI(t, "eval", "--checkpoint", filepath.Join(dir, "checkpoints", "best"), "--env", "calc", "--tasks", "3", "--k", "2", "--json")
+	if err != nil || !strings.Contains(out, `"pass1_greedy"`) || !strings.Contains(out, `"passk"`) {
+		t.Fatalf("eval: %v\n%s", err, out)
+	}
+	// A finished run resumes to nothing left to do.
+	out, err = runCLI(t, "train", "--resume", dir)
+	if err != nil || !strings.Contains(out, "resuming at phase 2") {
+		t.Fatalf("resume: %v\n%s", err, out)
+	}
+	if _, err := runCLI(t, "train", "--resume", dir, "--set", "seed=3"); err == nil {
+		t.Fatal("--resume with --set was accepted")
+	}
+}
+
+func TestTrainAndConfigRejectBadSettings(t *testing.T) {
+	cases := [][]string{
+		{"train", "--set", "phases.rl.rl.grup_size=3"},
+		{"train", "--preset", "nope"},
+		{"train", "--set", "rollout.top_k=5"},
+		{"config", "show", "--set", "model.dim=-1"},
+	}
+	for _, args := range cases {
+		if out, err := runCLI(t, args...); err == nil {
+			t.Errorf("%v accepted:\n%s", args, out)
+		}
+	}
+	out, err := runCLI(t, "config", "show", "--preset", "calc", "--set", "seed=9")
+	if err != nil || !strings.Contains(out, "seed: 9") || !strings.Contains(out, "group_size: 8") {
+		t.Fatalf("config show: %v\n%s", err, out)
+	}
+}
