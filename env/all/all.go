@@ -7,4 +7,5 @@ import (
 	_ "github.com/agentrl/agentrl/env/calc"
 	_ "github.com/agentrl/agentrl/env/code"
 	_ "github.com/agentrl/agentrl/env/maze"
+	_ "github.com/agentrl/agentrl/env/search"
 )
