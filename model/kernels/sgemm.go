@@ -22,7 +22,12 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		scaleC(m, n, beta, c, ldc)
 		return
 	}
-	gemm(activeKernel(), maxWorkers(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	kern := activeKernel()
+	if useSmall(transB, m) {
+		gemmSmall(kern, maxWorkers(), transA, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	gemm(kern, maxWorkers(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // sgemmRef is the plain reference implementation.

@@ -14,14 +14,30 @@ var (
 		name: "avx512_12x32",
 		mr:   12, nr: 32,
 		mc: 96, kc: 384, nc: 1024,
-		fn: asmKernel(sgemmKernelavx512_12x32, 12, 32),
+		fn:    asmKernel(sgemmKernelavx512_12x32, 12, 32),
+		small: &smallAVX512,
 	}
 	avx2Kernel = microKernel{
 		name: "avx2_6x16",
 		mr:   6, nr: 16,
 		mc: 96, kc: 384, nc: 1024,
-		fn: asmKernel(sgemmKernelavx2_6x16, 6, 16),
+		fn:    asmKernel(sgemmKernelavx2_6x16, 6, 16),
+		small: &smallAVX2,
 	}
+)
+
+// The small-m kernels, indexed by row count less one (up to 12 rows in the 32 zmm registers,
+// 6 in the 16 ymm registers, beside the eight of the in-register transpose).
+var (
+	smallAVX512 = smallKernel{width: 16, fns: []func(int, *float32, int, *float32, int, *float32, int, *float32, int, float32, float32){
+		sgemmSmallNTavx512_1, sgemmSmallNTavx512_2, sgemmSmallNTavx512_3, sgemmSmallNTavx512_4,
+		sgemmSmallNTavx512_5, sgemmSmallNTavx512_6, sgemmSmallNTavx512_7, sgemmSmallNTavx512_8,
+		sgemmSmallNTavx512_9, sgemmSmallNTavx512_10, sgemmSmallNTavx512_11, sgemmSmallNTavx512_12,
+	}}
+	smallAVX2 = smallKernel{width: 8, fns: []func(int, *float32, int, *float32, int, *float32, int, *float32, int, float32, float32){
+		sgemmSmallNTavx2_1, sgemmSmallNTavx2_2, sgemmSmallNTavx2_3,
+		sgemmSmallNTavx2_4, sgemmSmallNTavx2_5, sgemmSmallNTavx2_6,
+	}}
 )
 
 // availableKernels lists the microkernels this CPU runs, fastest first.

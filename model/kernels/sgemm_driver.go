@@ -15,6 +15,7 @@ type microKernel struct {
 	mr, nr     int
 	mc, kc, nc int // cache blocks: A block mc×kc stays in L2, B block kc×nc in L2/L3
 	fn         func(kc int, a, b, c []float32, ldc int, alpha, beta float32)
+	small      *smallKernel // the small-m kernels of the same instruction set; nil: smallGo
 }
 
 // parallelMinFlops is the work below which goroutine fan-out and the B-packing barrier cost
@@ -42,8 +43,7 @@ func gemm(kern *microKernel, nw int, transA, transB bool, m, n, k int, alpha flo
 		nw = 1
 	}
 	mr, nr := kern.mr, kern.nr
-	// Equal k slices: a short last slice would pay C's load and store for little work.
-	kc := (k + (k+kern.kc-1)/kern.kc - 1) / ((k + kern.kc - 1) / kern.kc)
+	kc := sliceDepth(k, kern.kc)
 	nc := min(kern.nc, roundUp(n, nr))
 	mBlocks, mc := splitRows(m, kern.mc, mr, nw)
 	bbuf := getBuf(kc * nc)
@@ -98,9 +98,19 @@ func gemm(kern *microKernel, nw int, transA, transB bool, m, n, k int, alpha flo
 	}
 }
 
+// sliceDepth is the depth of the k slices: k cut into ceil(k/maxKC) equal slices (the last one
+// shorter by the remainder), since a short last slice would pay C's load and store for little
+// work. Every path slices k this way, so each element of C sums the same slices in the same order.
+func sliceDepth(k, maxKC int) int {
+	slices := (k + maxKC - 1) / maxKC
+	return (k + slices - 1) / slices
+}
+
 // macroKernel multiplies one packed A block (rows i0..i0+mb) by B strips s0..s1 of the packed
 // block starting at column jc. Full tiles go straight to C; edge tiles go through a scratch
-// tile so the microkernel never touches memory outside C.
+// tile so the microkernel never touches memory outside C. The edge tile is loaded with C and
+// stored by the microkernel with the caller's alpha and beta, so every element of C gets the
+// same store arithmetic whether its tile is full or not, whatever m and n are.
 func macroKernel(kern *microKernel, apack, bpack []float32, i0, mb, jc, s0, s1, n, kb int, alpha, beta float32, c []float32, ldc int) {
 	mr, nr := kern.mr, kern.nr
 	var edge [maxTile]float32
@@ -117,8 +127,9 @@ func macroKernel(kern *microKernel, apack, bpack []float32, i0, mb, jc, s0, s1, 
 				continue
 			}
 			tile := edge[:mr*nr]
-			kern.fn(kb, ap, bp, tile, nr, 1, 0)
-			mergeEdge(tile, nr, mre, nre, alpha, beta, c[off:], ldc)
+			copyTile(tile, nr, c[off:], ldc, mre, nre)
+			kern.fn(kb, ap, bp, tile, nr, alpha, beta)
+			copyTile(c[off:], ldc, tile, nr, mre, nre)
 		}
 	}
 }
@@ -126,20 +137,10 @@ func macroKernel(kern *microKernel, apack, bpack []float32, i0, mb, jc, s0, s1, 
 // maxTile bounds mr*nr over all microkernels (the scratch edge tile lives on the stack).
 const maxTile = 16 * 32
 
-// mergeEdge writes C = alpha*tile + beta*C for the valid mre×nre corner of a scratch tile.
-func mergeEdge(tile []float32, nr, mre, nre int, alpha, beta float32, c []float32, ldc int) {
-	for r := 0; r < mre; r++ {
-		src := tile[r*nr : r*nr+nre]
-		dst := c[r*ldc : r*ldc+nre]
-		if beta == 0 {
-			for j, v := range src {
-				dst[j] = alpha * v
-			}
-			continue
-		}
-		for j, v := range src {
-			dst[j] = alpha*v + beta*dst[j]
-		}
+// copyTile copies a rows×cols block between row-major matrices with strides ldd and lds.
+func copyTile(dst []float32, ldd int, src []float32, lds, rows, cols int) {
+	for r := 0; r < rows; r++ {
+		copy(dst[r*ldd:r*ldd+cols], src[r*lds:r*lds+cols])
 	}
 }
 

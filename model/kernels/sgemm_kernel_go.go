@@ -44,12 +44,18 @@ func microGo4x4(kc int, a, b, c []float32, ldc int, alpha, beta float32) {
 
 func storeRow4(c []float32, v0, v1, v2, v3, alpha, beta float32) {
 	c = c[:4]
+	c[0] = storeGo(v0, alpha, beta, c[0])
+	c[1] = storeGo(v1, alpha, beta, c[1])
+	c[2] = storeGo(v2, alpha, beta, c[2])
+	c[3] = storeGo(v3, alpha, beta, c[3])
+}
+
+// storeGo is the new value of one element of C from its accumulated sum v. The conversions
+// forbid fusing either product into the sum, so the result is the same on every architecture
+// and in every caller (the Go microkernel and the Go small-m path must agree bit for bit).
+func storeGo(v, alpha, beta, c float32) float32 {
 	if beta == 0 {
-		c[0], c[1], c[2], c[3] = alpha*v0, alpha*v1, alpha*v2, alpha*v3
-		return
+		return float32(alpha * v)
 	}
-	c[0] = alpha*v0 + beta*c[0]
-	c[1] = alpha*v1 + beta*c[1]
-	c[2] = alpha*v2 + beta*c[2]
-	c[3] = alpha*v3 + beta*c[3]
+	return float32(alpha*v) + float32(beta*c)
 }

@@ -5,6 +5,11 @@
 // Each kernel multiplies a packed mr×kc strip of A by a packed kc×nr strip of B, keeping the
 // whole mr×nr tile of C in vector registers (mr*nr/width accumulators), then writes
 // C = alpha*acc + beta*C row by row; beta == 0 (either sign) stores without reading C.
+//
+// The small-m kernels (smallNT) serve decoding, where op(A) has a handful of rows and B is
+// stored transposed (n×k): they read B in place, transposing 4×4 blocks in registers, and give
+// every element of C exactly the operations of the blocked kernels (one FMA chain from zero
+// over the k slice in order, then the same alpha/beta store).
 package main
 
 import (
@@ -47,6 +52,11 @@ func main() {
 	ConstraintExpr("amd64,!purego")
 	for _, s := range specs {
 		kernel(s)
+	}
+	for _, s := range smallSpecs {
+		for rows := 1; rows <= s.maxRows; rows++ {
+			smallNT(s, rows)
+		}
 	}
 	transpose4()
 	copyStrided()
@@ -269,6 +279,182 @@ func copyStrided() {
 	JMP(LabelRef("copyStrided_row"))
 
 	Label("copyStrided_done")
+	VZEROUPPER()
+	RET()
+}
+
+// smallSpec is a family of small-m kernels: one function per row count 1..maxRows, each
+// computing a rows×width block of C (width = lanes of one vector) from rows of A and width
+// rows of B (B stored n×k, read in place).
+type smallSpec struct {
+	isa     string
+	width   int
+	maxRows int
+}
+
+// smallSpecs lists the small-m kernel families; kernels.smallKernels indexes them by row count.
+var smallSpecs = []smallSpec{
+	{"avx512", 16, 12},
+	{"avx2", 8, 6},
+}
+
+func (s smallSpec) vec() reg.VecVirtual {
+	if s.isa == "avx512" {
+		return ZMM()
+	}
+	return YMM()
+}
+
+// smallNT writes sgemmSmallNT<isa>_<rows>. Per block of four k steps it loads four floats from
+// each of the width rows of B (row 4q+r of the block into 128-bit lane q of register r), so a
+// 4×4 transpose inside every lane leaves register e holding B[j0..j0+width][p+e]: the columns
+// of op(B) in lane order, as a packed strip would hold them. The last kb%4 steps come from tail,
+// a width-wide packed strip the caller fills.
+func smallNT(s smallSpec, rows int) {
+	name := fmt.Sprintf("sgemmSmallNT%s_%d", s.isa, rows)
+	TEXT(name, NOSPLIT, "func(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha, beta float32)")
+	Doc(fmt.Sprintf("%s computes a %d×%d block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (%s).", name, rows, s.width, s.isa))
+	blocks := Load(Param("blocks"), GP64())
+	lda := Load(Param("lda"), GP64())
+	SHLQ(Imm(2), lda)
+	lda3 := GP64()
+	LEAQ(Mem{Base: lda, Index: lda, Scale: 2}, lda3)
+	// Row i of A is at pa[i/4] + (i%4)*lda.
+	pa := make([]reg.GPVirtual, (rows+3)/4)
+	pa[0] = GP64()
+	Load(Param("a"), pa[0])
+	for g := 1; g < len(pa); g++ {
+		pa[g] = GP64()
+		LEAQ(Mem{Base: pa[g-1], Index: lda, Scale: 4}, pa[g])
+	}
+	arow := func(i, disp int) Mem {
+		base := pa[i/4]
+		switch i % 4 {
+		case 0:
+			return Mem{Base: base, Disp: disp}
+		case 1:
+			return Mem{Base: base, Index: lda, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: base, Index: lda, Scale: 2, Disp: disp}
+		}
+		return Mem{Base: base, Index: lda3, Scale: 1, Disp: disp}
+	}
+	// Row 4q+r of B is at pb[q] + r*ldb.
+	ldb := Load(Param("ldb"), GP64())
+	SHLQ(Imm(2), ldb)
+	ldb3 := GP64()
+	LEAQ(Mem{Base: ldb, Index: ldb, Scale: 2}, ldb3)
+	lanes := s.width / 4
+	pb := make([]reg.GPVirtual, lanes)
+	pb[0] = GP64()
+	Load(Param("b"), pb[0])
+	for q := 1; q < lanes; q++ {
+		pb[q] = GP64()
+		LEAQ(Mem{Base: pb[q-1], Index: ldb, Scale: 4}, pb[q])
+	}
+	brow := func(q, r int) Mem {
+		switch r {
+		case 0:
+			return Mem{Base: pb[q]}
+		case 1:
+			return Mem{Base: pb[q], Index: ldb, Scale: 1}
+		case 2:
+			return Mem{Base: pb[q], Index: ldb, Scale: 2}
+		}
+		return Mem{Base: pb[q], Index: ldb3, Scale: 1}
+	}
+
+	acc := make([]reg.VecVirtual, rows)
+	for i := range acc {
+		acc[i] = s.vec()
+		zero(kernelSpec{isa: s.isa}, acc[i])
+	}
+	x := []reg.VecVirtual{s.vec(), s.vec(), s.vec(), s.vec()}
+	t := []reg.VecVirtual{s.vec(), s.vec(), s.vec(), s.vec()}
+	av := s.vec()
+	fmaRows := func(col reg.VecVirtual, disp int) {
+		for i := range acc {
+			VBROADCASTSS(arow(i, disp), av)
+			VFMADD231PS(col, av, acc[i])
+		}
+	}
+
+	Label(name + "_loop")
+	TESTQ(blocks, blocks)
+	JZ(LabelRef(name + "_tail"))
+	for r := 0; r < 4; r++ {
+		VMOVUPS(brow(0, r), x[r].AsX())
+		for q := 1; q < lanes; q++ {
+			if s.isa == "avx512" {
+				VINSERTF32X4(Imm(uint64(q)), brow(q, r), x[r], x[r])
+			} else {
+				VINSERTF128(Imm(uint64(q)), brow(q, r), x[r], x[r])
+			}
+		}
+	}
+	VUNPCKLPS(x[1], x[0], t[0]) // b0_0 b1_0 b0_1 b1_1 in every lane
+	VUNPCKHPS(x[1], x[0], t[1]) // b0_2 b1_2 b0_3 b1_3
+	VUNPCKLPS(x[3], x[2], t[2])
+	VUNPCKHPS(x[3], x[2], t[3])
+	VUNPCKLPD(t[2], t[0], x[0]) // k step 0
+	VUNPCKHPD(t[2], t[0], x[1])
+	VUNPCKLPD(t[3], t[1], x[2])
+	VUNPCKHPD(t[3], t[1], x[3])
+	for e := 0; e < 4; e++ {
+		fmaRows(x[e], 4*e)
+	}
+	for _, p := range pa {
+		ADDQ(Imm(16), p)
+	}
+	for _, p := range pb {
+		ADDQ(Imm(16), p)
+	}
+	DECQ(blocks)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_tail")
+	ptail := Load(Param("tail"), GP64())
+	ntail := Load(Param("ntail"), GP64())
+	Label(name + "_tailloop")
+	TESTQ(ntail, ntail)
+	JZ(LabelRef(name + "_store"))
+	VMOVUPS(Mem{Base: ptail}, x[0])
+	fmaRows(x[0], 0)
+	for _, p := range pa {
+		ADDQ(Imm(4), p)
+	}
+	ADDQ(U32(4*s.width), ptail)
+	DECQ(ntail)
+	JMP(LabelRef(name + "_tailloop"))
+
+	Label(name + "_store")
+	pc := Load(Param("c"), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(Imm(2), ldc)
+	alpha := s.vec()
+	VBROADCASTSS(addr("alpha"), alpha)
+	for i := range acc {
+		VMULPS(alpha, acc[i], acc[i])
+	}
+	betaBits := GP32()
+	MOVL(addr("beta"), betaBits)
+	ANDL(U32(0x7fffffff), betaBits)
+	JZ(LabelRef(name + "_overwrite"))
+	beta := s.vec()
+	VBROADCASTSS(addr("beta"), beta)
+	for i := range acc {
+		VFMADD231PS(Mem{Base: pc}, beta, acc[i])
+		VMOVUPS(acc[i], Mem{Base: pc})
+		ADDQ(ldc, pc)
+	}
+	VZEROUPPER()
+	RET()
+
+	Label(name + "_overwrite")
+	for i := range acc {
+		VMOVUPS(acc[i], Mem{Base: pc})
+		ADDQ(ldc, pc)
+	}
 	VZEROUPPER()
 	RET()
 }

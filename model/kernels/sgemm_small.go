@@ -1,0 +1,162 @@
+package kernels
+
+// The small-m path serves decoding: op(A) has a few rows (the sequences decoding together) and
+// B is a weight matrix stored n×k (transB), used once per call. The blocked path would pack all
+// of B on every call and fill a 12-row tile with one or two rows; the small-m path instead reads
+// B in place, a width-row block of it at a time, and multiplies every row of A by that block.
+//
+// Each element of C gets exactly the operations of the blocked path with the same microkernel's
+// kc: the same k slices (sliceDepth), within a slice one FMA chain from zero over p in
+// increasing order (a vector lane per column, as in the packed microkernels), then the same
+// alpha/beta store, with beta replaced by 1 after the first slice. A row of C therefore does not
+// depend on m, on the path taken, or on which other rows share the call (TestSgemmSmallBitwise).
+
+// smallKernel is a family of small-m kernels for one instruction set: fns[r-1] computes an
+// r×width block C = alpha*A·Bᵀ + beta*C for r ≤ len(fns), reading 4*blocks k steps of width rows
+// of B in place and then ntail (< 4) steps from tail, a packed strip of width floats per step.
+type smallKernel struct {
+	width int
+	fns   []func(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha, beta float32)
+}
+
+// smallMaxM is the largest m the small-m path takes. Measured with BenchmarkSgemmSmall on Zen 4
+// (AVX-512): see BENCHMARKS.md, "Small m (decoding)".
+const smallMaxM = 16
+
+// smallOverride, when non-zero, replaces smallMaxM; negative disables the small-m path (tests
+// and benchmarks force either path with it).
+var smallOverride int
+
+// useSmall reports whether Sgemm takes the small-m path for this product.
+func useSmall(transB bool, m int) bool {
+	limit := smallMaxM
+	if smallOverride != 0 {
+		limit = smallOverride
+	}
+	return transB && m <= limit
+}
+
+// gemmSmall computes C = alpha*op(A)*Bᵀ + beta*C for small m with kern's k slicing, splitting
+// the column blocks among up to nw goroutines above parallelMinFlops.
+func gemmSmall(kern *microKernel, nw int, transA bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if transA {
+		// A is stored k×m: copy op(A) to rows, m*k floats, small next to B's n*k.
+		buf := getBuf(m * k)
+		defer putBuf(buf)
+		at := *buf
+		for p := 0; p < k; p++ {
+			for i, v := range a[p*lda : p*lda+m] {
+				at[i*k+p] = v
+			}
+		}
+		a, lda = at, k
+	}
+	kc := sliceDepth(k, kern.kc)
+	if 2*float64(m)*float64(n)*float64(k) < parallelMinFlops {
+		nw = 1
+	}
+	sk := kern.small
+	width := 4
+	if sk != nil {
+		width = sk.width
+	}
+	blocks := (n + width - 1) / width
+	parts := min(nw, blocks)
+	fanOut(parts, func(w int) {
+		j0, j1 := w*blocks/parts*width, min(n, (w+1)*blocks/parts*width)
+		if sk == nil {
+			smallGo(j0, j1, m, k, kc, alpha, a, lda, b, ldb, beta, c, ldc)
+			return
+		}
+		smallAsm(sk, j0, j1, m, k, kc, alpha, a, lda, b, ldb, beta, c, ldc)
+	})
+}
+
+// smallAsm runs the assembly kernels over columns j0..j1 of C. A last block narrower than the
+// kernel goes through scratch copies of its rows of B (zero-padded) and of its columns of C,
+// so the kernel never touches memory outside the operands.
+func smallAsm(sk *smallKernel, j0, j1, m, k, kc int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	width := sk.width
+	j := j0
+	for ; j+width <= j1; j += width {
+		smallBlock(sk, m, k, kc, alpha, a, lda, b[j*ldb:], ldb, beta, c[j:], ldc)
+	}
+	if w := j1 - j; w > 0 {
+		bbuf, cbuf := getBuf(width*k), getBuf(m*width)
+		defer putBuf(bbuf)
+		defer putBuf(cbuf)
+		bj, cj := *bbuf, *cbuf
+		copyTile(bj, k, b[j*ldb:], ldb, w, k)
+		clear(bj[w*k:])
+		copyTile(cj, width, c[j:], ldc, m, w)
+		smallBlock(sk, m, k, kc, alpha, a, lda, bj, k, beta, cj, width)
+		copyTile(c[j:], ldc, cj, width, m, w)
+	}
+}
+
+// smallBlock computes the m×width block of C whose columns are the first width rows of b, slice
+// by slice along k, the rows of A taken len(sk.fns) at a time.
+func smallBlock(sk *smallKernel, m, k, kc int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	width, maxRows := sk.width, len(sk.fns)
+	var tail [3 * 16]float32
+	for pc := 0; pc < k; pc += kc {
+		kb := min(kc, k-pc)
+		betaEff := beta
+		if pc > 0 {
+			betaEff = 1
+		}
+		blocks, ntail := kb/4, kb%4
+		for t := 0; t < ntail; t++ {
+			for l := 0; l < width; l++ {
+				tail[t*width+l] = b[l*ldb+pc+4*blocks+t]
+			}
+		}
+		// The kernels read width rows of B and rows×width of C: check the far corners.
+		_ = b[(width-1)*ldb+pc+kb-1]
+		for i0 := 0; i0 < m; i0 += maxRows {
+			rows := min(maxRows, m-i0)
+			_ = a[(i0+rows-1)*lda+pc+kb-1]
+			_ = c[(i0+rows-1)*ldc+width-1]
+			sk.fns[rows-1](blocks, &a[i0*lda+pc], lda, &b[pc], ldb, &tail[0], ntail, &c[i0*ldc], ldc, alpha, betaEff)
+		}
+	}
+}
+
+// smallGo is the small-m path for the Go microkernel: the same sums (acc += a*b from zero per
+// slice) and the same store (storeGo), four columns at a time for four independent chains.
+func smallGo(j0, j1, m, k, kc int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	for pc := 0; pc < k; pc += kc {
+		kb := min(kc, k-pc)
+		betaEff := beta
+		if pc > 0 {
+			betaEff = 1
+		}
+		for i := 0; i < m; i++ {
+			ar := a[i*lda+pc : i*lda+pc+kb]
+			crow := c[i*ldc : i*ldc+j1]
+			j := j0
+			for ; j+4 <= j1; j += 4 {
+				b0 := b[j*ldb+pc : j*ldb+pc+kb]
+				b1 := b[(j+1)*ldb+pc : (j+1)*ldb+pc+kb]
+				b2 := b[(j+2)*ldb+pc : (j+2)*ldb+pc+kb]
+				b3 := b[(j+3)*ldb+pc : (j+3)*ldb+pc+kb]
+				var s0, s1, s2, s3 float32
+				for p, av := range ar {
+					s0 += av * b0[p]
+					s1 += av * b1[p]
+					s2 += av * b2[p]
+					s3 += av * b3[p]
+				}
+				storeRow4(crow[j:j+4], s0, s1, s2, s3, alpha, betaEff)
+			}
+			for ; j < j1; j++ {
+				bj := b[j*ldb+pc : j*ldb+pc+kb]
+				var s float32
+				for p, av := range ar {
+					s += av * bj[p]
+				}
+				crow[j] = storeGo(s, alpha, betaEff, crow[j])
+			}
+		}
+	}
+}
