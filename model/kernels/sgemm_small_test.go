@@ -122,3 +122,29 @@ func TestSgemmSmallMatchesReference(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSgemmSmall compares the small-m path with the blocked path at decoding shapes:
+// C = X·Wᵀ with m sequences decoding together and W of shape n×k (the model's fused QKV,
+// gate+up, down, LM head and output projections at Dim 128 and 256).
+func BenchmarkSgemmSmall(b *testing.B) {
+	nks := [][2]int{{128, 128}, {384, 128}, {704, 128}, {128, 352}, {512, 128}, {256, 256}, {768, 256}, {2048, 256}}
+	for _, nk := range nks {
+		for _, m := range []int{1, 4, 8, 12, 16, 24, 32} {
+			s := benchShape{fmt.Sprintf("NT_%dx%dx%d", m, nk[0], nk[1]), false, true, m, nk[0], nk[1]}
+			for _, path := range []struct {
+				name  string
+				limit int
+			}{{"blocked", -1}, {"small", 1 << 20}} {
+				b.Run(s.name+"/"+path.name, func(b *testing.B) {
+					withSmall(b, path.limit)
+					a, w, c, lda, ldb := s.operands()
+					b.ResetTimer()
+					for range b.N {
+						Sgemm(false, true, s.m, s.n, s.k, 1, a, lda, w, ldb, 0, c, s.n)
+					}
+					reportGflops(b, s)
+				})
+			}
+		}
+	}
+}
