@@ -10,7 +10,10 @@ package kernels
 // beta == 0 overwrites C without reading it (NaN in C does not survive); alpha == 0 or k == 0
 // only scales C by beta. Large products run on a blocked SIMD path (AVX-512 or AVX2+FMA on
 // amd64, chosen at start-up from the CPU's features) split across GOMAXPROCS goroutines; the
-// result does not depend on the number of goroutines (bitwise). The fast path sums in a
+// result does not depend on the number of goroutines (bitwise). Products with B transposed and
+// at most smallMaxM rows (decoding) take a small-m path that reads B in place; it computes every
+// element with exactly the blocked path's operations, so a row of C is bitwise the same
+// whatever m is and whichever rows share the call. The fast paths sum in a
 // different order than sgemmRef, so results agree with it to rounding, and a zero in A times an
 // Inf or NaN in B yields NaN there (IEEE) where the reference skips the zero.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
