@@ -62,5 +62,18 @@ func TestDecodeIsBitwiseIndependentOfBatching(t *testing.T) {
 		if !slices.Equal(one, row) {
 			t.Fatalf("sequence %d: logits after prefill differ from logits after a decode step", i)
 		}
+		// A prompt prefilled in two chunks (a warm slot extended by the next turn) gives the
+		// same logits as one prefill.
+		chunked := m.NewKVCache(1, 64)
+		whole2 := append(slices.Clone(p), toks[i])
+		if err := m.Prefill(chunked, 0, whole2[:3], row); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Prefill(chunked, 0, whole2[3:], row); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(one, row) {
+			t.Fatalf("sequence %d: logits after a chunked prefill differ", i)
+		}
 	}
 }

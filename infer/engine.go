@@ -198,10 +198,18 @@ func (e *Engine) loop(m *model.Model, cache *model.KVCache) {
 	stepJobs := make([]*job, 0, e.cfg.Slots)
 	active := 0
 
+	warm := newWarmSlots(len(slots))
 	finish := func(j *job, err error) {
 		if j.slot >= 0 {
 			slots[j.slot] = nil
 			active--
+			if err != nil {
+				warm.forget(j.slot)
+			} else {
+				// Every completion token but the last went through the model; the next turn of
+				// the episode will start with exactly these tokens.
+				warm.extend(j.slot, j.out.Tokens[:len(j.out.Tokens)-1])
+			}
 		}
 		if err != nil {
 			j.done <- result{err: err}
@@ -258,21 +266,22 @@ func (e *Engine) loop(m *model.Model, cache *model.KVCache) {
 				finish(j, err)
 				continue
 			}
-			free := 0
-			for slots[free] != nil {
-				free++
-			}
+			free, reuse := warm.pick(slots, j.req.Prompt, version)
 			j.slot = free
 			slots[free] = j
 			active++
 			j.rng = rand.New(rand.NewPCG(j.req.Seed, j.req.Seed^0x6A09E667F3BCC909))
 			j.budget = min(j.req.MaxTokens, e.cfg.MaxLen-len(j.req.Prompt))
-			cache.Reset(free)
+			if reuse == 0 {
+				cache.Reset(free)
+			}
 			row := logits[:e.vocab]
-			if err := m.Prefill(cache, free, j.req.Prompt, row); err != nil {
+			if err := m.Prefill(cache, free, j.req.Prompt[reuse:], row); err != nil {
+				warm.forget(free)
 				finish(j, fmt.Errorf("infer: prefill: %w", err))
 				continue
 			}
+			warm.start(free, j.req.Prompt, version)
 			if done, err := e.emit(j, row, version, &sp); done {
 				finish(j, err)
 			}

@@ -319,3 +319,44 @@ func ExampleSampling_Exact() {
 	// false
 	// false
 }
+
+// The next turn of an episode reuses the keys its slot already holds; what it generates is
+// bit-for-bit what a cold engine generates for the same prompt.
+func TestEngineReusesPrefixExactly(t *testing.T) {
+	m := tinyModel(t, 9)
+	warm := newEngine(t, m, 2)
+	ctx := context.Background()
+	p := prompt(3, 9)
+	first, err := warm.Generate(ctx, Request{Prompt: p, MaxTokens: 7, Sampling: Sampling{Temperature: 1}, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := append(append(slices.Clone(p), first.Tokens...), 5, 6, 7)
+	req := Request{Prompt: next, MaxTokens: 12, Sampling: Sampling{Temperature: 1}, Seed: 2}
+	got, err := warm.Generate(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cold := newEngine(t, m, 2)
+	want, err := cold.Generate(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Tokens, want.Tokens) || !slices.Equal(got.Logprobs, want.Logprobs) {
+		t.Fatalf("warm slot gave %v %v, cold %v %v", got.Tokens, got.Logprobs, want.Tokens, want.Logprobs)
+	}
+	// A prompt that only shares a prefix with the cached tokens must not reuse the rest.
+	other := append(slices.Clone(p[:4]), 1, 2, 3)
+	req2 := Request{Prompt: other, MaxTokens: 6, Sampling: Sampling{Temperature: 1}, Seed: 3}
+	a, err := warm.Generate(ctx, req2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cold.Generate(ctx, req2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(a.Tokens, b.Tokens) || !slices.Equal(a.Logprobs, b.Logprobs) {
+		t.Fatalf("diverging prompt: warm %v, cold %v", a.Tokens, b.Tokens)
+	}
+}
