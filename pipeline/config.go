@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"regexp"
 	"time"
 
@@ -20,9 +21,13 @@ import (
 // the run directory and in every checkpoint. Unknown keys, and settings that would do nothing
 // in the configuration they appear in, are errors.
 type Config struct {
-	Name       string           `yaml:"name"`
-	Seed       uint64           `yaml:"seed"`
-	RunsDir    string           `yaml:"runs_dir"`
+	Name    string `yaml:"name"`
+	Seed    uint64 `yaml:"seed"`
+	RunsDir string `yaml:"runs_dir"`
+	// Init starts the run from a checkpoint's weights and tokenizer instead of a fresh model
+	// (e.g. RL from an earlier run's supervised checkpoint); model must describe the same
+	// architecture.
+	Init       string           `yaml:"init,omitempty"`
 	Model      ModelConfig      `yaml:"model"`
 	Tokenizer  TokenizerConfig  `yaml:"tokenizer"`
 	Rollout    RolloutConfig    `yaml:"rollout"`
@@ -143,7 +148,10 @@ type DynamicSamplingConfig struct {
 // EvalConfig is held-out evaluation.
 type EvalConfig struct {
 	Tasks int `yaml:"tasks"` // held-out tasks per environment
-	Every int `yaml:"every"` // RL steps between periodic evaluations; 0 = only before and after phases
+	// Samples per task at temperature 1 for the sampled pass@1 (the policy RL trains); greedy
+	// pass@1 is always reported too.
+	Samples int `yaml:"samples"`
+	Every   int `yaml:"every"` // RL steps between periodic evaluations; 0 = only before and after phases
 }
 
 // CheckpointConfig says how often to checkpoint and how many to keep.
@@ -207,8 +215,13 @@ func (c *Config) Validate() error {
 		}
 		hasRL = hasRL || p.Kind == "rl"
 	}
-	if c.Eval.Tasks < 1 {
-		bad("eval.tasks must be positive")
+	if c.Eval.Tasks < 1 || c.Eval.Samples < 1 {
+		bad("eval.tasks and eval.samples must be positive")
+	}
+	if c.Init != "" {
+		if _, err := os.Stat(c.Init); err != nil {
+			bad("init: %v", err)
+		}
 	}
 	if c.Eval.Every < 0 {
 		bad("eval.every must be >= 0")

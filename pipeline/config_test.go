@@ -84,7 +84,7 @@ func TestLoadErrors(t *testing.T) {
 }
 
 func TestOverride(t *testing.T) {
-	c, err := Load("", "", []string{"seed=7", "phases.rl.rl.group_size=4", "phases.1.steps=3",
+	c, err := Load("", "", []string{"seed=7", "phases.rl.rl.group_size=4", "phases.1.steps=3", "phases.1.optim.warmup=1",
 		"phases.rl.rl.dynamic_sampling.max_rounds=2", "phases.0.envs=[{name: calc, weight: 2}]"})
 	if err != nil {
 		t.Fatal(err)

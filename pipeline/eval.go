@@ -35,6 +35,8 @@ type EnvEval struct {
 	K            int      `json:"k,omitempty"`
 	Pass1Sampled *float64 `json:"pass1_sampled,omitempty"`
 	PassK        *float64 `json:"passk,omitempty"`
+	// ToolUseSampled is the share of sampled episodes that called a tool.
+	ToolUseSampled *float64 `json:"tool_use_rate_sampled,omitempty"`
 	// Behaviour over the greedy episodes.
 	ToolUseRate float64        `json:"tool_use_rate"`
 	MeanTurns   float64        `json:"mean_turns"`
@@ -101,20 +103,23 @@ func Evaluate(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, ver
 		if err != nil {
 			return EnvEval{}, err
 		}
-		var p1, pk float64
+		var p1, pk, tu float64
 		for _, g := range groups {
 			c := 0
 			for _, t := range g.Trajs {
 				if rollout.Succeeded(t) {
 					c++
 				}
+				if usedTool(t) {
+					tu++
+				}
 			}
 			p1 += PassAtK(o.K, c, 1)
 			pk += PassAtK(o.K, c, o.K)
 		}
 		res.K = o.K
-		p1, pk = p1/float64(n), pk/float64(n)
-		res.Pass1Sampled, res.PassK = &p1, &pk
+		p1, pk, tu = p1/float64(n), pk/float64(n), tu/float64(n*int64(o.K))
+		res.Pass1Sampled, res.PassK, res.ToolUseSampled = &p1, &pk, &tu
 	}
 	return res, nil
 }
@@ -138,16 +143,17 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 	rep := EvalReport{When: when, Version: r.version}
 	for _, name := range r.Cfg.envNames() {
 		e, err := Evaluate(ctx, r.model, r.tok, r.version, EvalOptions{
-			Env: name, Tasks: r.Cfg.Eval.Tasks, Seed: r.Cfg.Seed, Rollout: r.Cfg.Rollout.Runner(), Slots: r.Cfg.Rollout.EngineSlots,
+			Env: name, Tasks: r.Cfg.Eval.Tasks, K: r.Cfg.Eval.Samples, Seed: r.Cfg.Seed, Rollout: r.Cfg.Rollout.Runner(), Slots: r.Cfg.Rollout.EngineSlots,
 		})
 		if err != nil {
 			return fmt.Errorf("evaluate %s: %w", name, err)
 		}
 		rep.Envs = append(rep.Envs, e)
-		r.printf("eval %-14s %-8s pass@1 %5.1f%%  tool use %5.1f%%  turns %.2f  (%d tasks, %.1fs)\n",
-			when, name, 100*e.Pass1Greedy, 100*e.ToolUseRate, e.MeanTurns, e.Tasks, r.now().Sub(t0).Seconds())
+		r.printf("eval %-14s %-6s pass@1 %5.1f%% (greedy %5.1f%%)  pass@%d %5.1f%%  tool use %5.1f%% (greedy %5.1f%%)  turns %.2f  (%d tasks, %.1fs)\n",
+			when, name, 100**e.Pass1Sampled, 100*e.Pass1Greedy, e.K, 100**e.PassK, 100**e.ToolUseSampled, 100*e.ToolUseRate, e.MeanTurns, e.Tasks, r.now().Sub(t0).Seconds())
 		if err := r.metrics.Write(map[string]any{
-			"eval": when, "env": name, "version": r.version, "eval/pass1": e.Pass1Greedy,
+			"eval": when, "env": name, "version": r.version, "eval/pass1": *e.Pass1Sampled, "eval/pass1_greedy": e.Pass1Greedy,
+			"eval/passk": *e.PassK, "eval/tool_use_rate_sampled": *e.ToolUseSampled,
 			"eval/tool_use_rate": e.ToolUseRate, "eval/mean_turns": e.MeanTurns,
 			"time/elapsed_s": r.now().Sub(r.start).Seconds(),
 		}); err != nil {
@@ -167,13 +173,13 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 
 // printSummary prints held-out pass@1 before training and after each phase.
 func (r *Run) printSummary() {
-	r.printf("\nheld-out pass@1 (greedy), %d tasks per environment:\n", r.Cfg.Eval.Tasks)
+	r.printf("\nheld-out pass@1, %d tasks per environment (sampled at temperature 1 with %d samples per task / greedy):\n", r.Cfg.Eval.Tasks, r.Cfg.Eval.Samples)
 	for _, name := range r.Cfg.envNames() {
 		r.printf("  %-8s", name)
 		for _, rep := range r.evals {
 			for _, e := range rep.Envs {
 				if e.Env == name {
-					r.printf("  %s %5.1f%%", rep.When, 100*e.Pass1Greedy)
+					r.printf("  %s %.1f%% / %.1f%%", rep.When, 100**e.Pass1Sampled, 100*e.Pass1Greedy)
 				}
 			}
 		}

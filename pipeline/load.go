@@ -23,28 +23,29 @@ func Preset(name string) (Config, error) {
 		Name:      name,
 		Seed:      1,
 		RunsDir:   "runs",
-		Model:     ModelConfig{Dim: 128, Layers: 4, Heads: 4, KVHeads: 2, Hidden: 352, MaxSeq: 384, RopeTheta: 10000, TieEmbeddings: true},
+		Model:     ModelConfig{Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 192, MaxSeq: 384, RopeTheta: 10000, TieEmbeddings: true},
 		Tokenizer: TokenizerConfig{VocabSize: 512, CorpusSamples: 2000},
 		Rollout: RolloutConfig{
 			MaxTurns: 4, MaxContext: 384, MaxTokensPerTurn: 64, EpisodeTimeout: 2 * time.Minute,
 			Temperature: 1, EngineSlots: 64,
 		},
-		Eval:       EvalConfig{Tasks: 200, Every: 0},
+		Eval:       EvalConfig{Tasks: 200, Samples: 4, Every: 0},
 		Checkpoint: CheckpointConfig{Every: 10, Keep: 2},
 		Monitor:    MonitorConfig{MinEntropy: 0.02, MaxZeroVarShare: 0.9, MaxKL: 0.05},
 	}
 	sft := Phase{
-		Name: "sft", Kind: "sft", Steps: 300,
-		Optim: OptimConfig{LR: 2e-3, MinLRRatio: 0.1, Warmup: 20, WeightDecay: 0.01, GradClip: 1, Beta1: 0.9, Beta2: 0.99},
+		Name: "sft", Kind: "sft", Steps: 2000,
+		Optim: OptimConfig{LR: 3e-3, MinLRRatio: 0.1, Warmup: 20, WeightDecay: 0.01, GradClip: 1, Beta1: 0.9, Beta2: 0.99},
 		SFT:   &SFTConfig{Demos: 4000, Noise: 0.5, BatchSize: 32, Keep: "all"},
 	}
 	adv, _ := algo.DefaultAdvantageConfig("grpo")
 	rl := Phase{
-		Name: "rl", Kind: "rl", Steps: 60,
-		Optim: OptimConfig{LR: 3e-4, MinLRRatio: 1, Warmup: 0, WeightDecay: 0, GradClip: 1, Beta1: 0.9, Beta2: 0.99},
+		Name: "rl", Kind: "rl", Steps: 80,
+		Optim: OptimConfig{LR: 1e-4, MinLRRatio: 1, Warmup: 5, WeightDecay: 0, GradClip: 1, Beta1: 0.9, Beta2: 0.99},
 		RL: &RLConfig{
-			GroupsPerStep: 8, GroupSize: 8, Epochs: 1, Minibatches: 2,
+			GroupsPerStep: 16, GroupSize: 8, Epochs: 1, Minibatches: 4,
 			Advantage: adv, Loss: algo.DefaultLossConfig(),
+			DynamicSampling: &DynamicSamplingConfig{MaxRounds: 3},
 		},
 	}
 	switch name {

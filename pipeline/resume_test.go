@@ -24,7 +24,7 @@ func tinyConfig(t testing.TB, runs string) Config {
 		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=320",
 		"rollout.max_context=320", "rollout.engine_slots=16", "tokenizer.vocab_size=320", "tokenizer.corpus_samples=200",
 		"phases.sft.steps=6", "phases.sft.optim.warmup=2", "phases.sft.sft.demos=64", "phases.sft.sft.batch_size=8",
-		"phases.rl.steps=4", "phases.rl.rl.groups_per_step=2", "phases.rl.rl.group_size=4",
+		"phases.rl.steps=4", "phases.rl.optim.warmup=1", "phases.rl.rl.groups_per_step=2", "phases.rl.rl.group_size=4",
 		"eval.tasks=8", "checkpoint.every=2",
 	})
 	if err != nil {

@@ -158,14 +158,9 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 	}
 	if !r.restored {
 		r.state = progressState{Best: -1}
-		if err := r.buildTokenizer(); err != nil {
+		if err := r.initModel(); err != nil {
 			return nil, err
 		}
-		m, err := model.New(r.Cfg.Model.Build(r.tok.VocabSize()), r.Cfg.Seed)
-		if err != nil {
-			return nil, err
-		}
-		r.model = m
 	}
 	r.printf("run %s: model %.2fM parameters, vocabulary %d\n", r.Dir, float64(r.model.NumParams())/1e6, r.tok.VocabSize())
 	if err := r.openLogs(); err != nil {
@@ -209,6 +204,28 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 	return &Summary{Dir: r.Dir, Evals: r.evals}, nil
 }
 
+// initModel makes the run's tokenizer and model: trained and initialized afresh, or loaded
+// from the checkpoint named by Init.
+func (r *Run) initModel() error {
+	if r.Cfg.Init == "" {
+		if err := r.buildTokenizer(); err != nil {
+			return err
+		}
+		m, err := model.New(r.Cfg.Model.Build(r.tok.VocabSize()), r.Cfg.Seed)
+		r.model = m
+		return err
+	}
+	ck, err := checkpoint.Load(r.Cfg.Init)
+	if err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	if want := r.Cfg.Model.Build(ck.Tokenizer.VocabSize()); ck.Model.Cfg != want {
+		return fmt.Errorf("init: checkpoint %s has model %+v; the config describes %+v", r.Cfg.Init, ck.Model.Cfg, want)
+	}
+	r.model, r.tok = ck.Model, ck.Tokenizer
+	return r.tok.Save(filepath.Join(r.Dir, "tokenizer"))
+}
+
 // newLearner makes the phase's learner, restoring the optimizer when resuming mid-phase.
 func (r *Run) newLearner(p Phase, start int) (*learn.Learner, error) {
 	l, err := learn.New(r.model, p.adamw(), p.schedule(), float32(p.Optim.GradClip), r.Cfg.Rollout.MaxContext)
@@ -241,7 +258,7 @@ func (r *Run) afterStep(l *learn.Learner, pi, step int) error {
 func (r *Run) noteEval(rep EvalReport) error {
 	var sum float64
 	for _, e := range rep.Envs {
-		sum += e.Pass1Greedy
+		sum += *e.Pass1Sampled
 	}
 	score := sum / float64(max(len(rep.Envs), 1))
 	if score <= r.state.Best {

@@ -284,7 +284,11 @@ func (r *Runner) Episode(ctx context.Context, e env.Env, t Task) (*traj.Trajecto
 			ep.end(traj.StatusEnvError, fmt.Sprintf("step: environment returned a non-finite reward %v", step.Reward))
 			return tr, nil
 		}
-		tu.Reward = step.Reward
+		// The reward of the step that ends the episode is the outcome reward; earlier steps'
+		// rewards are per-turn (process) rewards. Each is recorded once.
+		if !step.Done {
+			tu.Reward = step.Reward
+		}
 		tu.ToolCalls = step.ToolCalls
 
 		var obsToks []int32

@@ -19,7 +19,6 @@ const (
 	guessRound         // skip the tool, answer a rounded estimate
 	guessSlip          // skip the tool, answer the right number with one digit wrong
 	exprSlip           // call the tool with one operand digit wrong, then trust its result
-	numMistakes
 )
 
 // expert solves calc tasks the way the policy should: one calculator call with the whole
@@ -33,8 +32,9 @@ type expert struct {
 }
 
 // Expert returns the expert for the task of seed. With probability noise it makes one mistake,
-// chosen by rng among: answering a rounded estimate without the tool, answering with a digit
-// slip without the tool, or slipping a digit of an operand in the calculator call. Every mistake
+// chosen by rng among: answering a rounded estimate without the tool (45%), answering with a
+// digit slip without the tool (45%), or slipping a digit of an operand in the calculator call
+// (10%). Every mistake
 // yields a wrong answer, so its success rate is 1 - noise. All choices come from rng alone.
 func Expert(seed int64, noise float64, rng *rand.Rand) env.Agent {
 	x := &expert{task: NewTask(seed)}
@@ -42,7 +42,16 @@ func Expert(seed int64, noise float64, rng *rand.Rand) env.Agent {
 	if rng.Float64() >= noise {
 		return x
 	}
-	x.mistake = mistake(1 + rng.IntN(int(numMistakes)-1))
+	// Skipping the tool is the mistake the policy should unlearn; a slip inside the calculator
+	// call is rarer, because demonstrations that copy imprecisely teach imprecise copying.
+	switch u := rng.Float64(); {
+	case u < 0.45:
+		x.mistake = guessRound
+	case u < 0.9:
+		x.mistake = guessSlip
+	default:
+		x.mistake = exprSlip
+	}
 	switch x.mistake {
 	case guessRound:
 		x.wrong = roundGuess(x.task.Answer)

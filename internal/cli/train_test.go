@@ -23,7 +23,7 @@ func tinyTrain(runs string) []string {
 		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=320",
 		"rollout.max_context=320", "rollout.engine_slots=16", "tokenizer.vocab_size=320", "tokenizer.corpus_samples=100",
 		"phases.sft.steps=3", "phases.sft.optim.warmup=1", "phases.sft.sft.demos=32", "phases.sft.sft.batch_size=8",
-		"phases.rl.steps=2", "phases.rl.rl.groups_per_step=2", "phases.rl.rl.group_size=4",
+		"phases.rl.steps=2", "phases.rl.optim.warmup=1", "phases.rl.rl.groups_per_step=2", "phases.rl.rl.group_size=4",
 		"eval.tasks=4", "checkpoint.every=1",
 	}
 	args := []string{"train"}
