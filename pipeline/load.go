@@ -51,19 +51,29 @@ func Preset(name string) (Config, error) {
 	switch name {
 	case "calc":
 	case "search":
+		// Multi-hop retrieval: longer episodes (up to 6 turns of queries and snippets).
 		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 6, 768, 768
 		c.Rollout.MaxTokensPerTurn = 48
-		sft.Steps, rl.Steps = 400, 80
+		c.Rollout.EngineSlots = 128
+		sft.Steps, sft.SFT.BatchSize = 2500, 24
+		rl.Steps = 60
 	case "maze":
+		// Up to 24 one-word moves, each answered by a 3×3 view: long episodes, short actions,
+		// repeated observations — GiGPO's step-level groups apply.
 		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 24, 768, 768
 		c.Rollout.MaxTokensPerTurn = 8
+		c.Rollout.EngineSlots = 128
 		rl.RL.Advantage, _ = algo.DefaultAdvantageConfig("gigpo")
-		sft.Steps, rl.Steps = 300, 80
+		rl.RL.GroupsPerStep = 8
+		sft.Steps, sft.SFT.BatchSize = 1000, 16
+		rl.Steps = 60
 	case "code":
 		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 4, 768, 768
 		c.Rollout.MaxTokensPerTurn = 160
 		c.Rollout.EpisodeTimeout = 5 * time.Minute
-		sft.Steps, rl.Steps = 400, 60
+		sft.Steps, sft.SFT.BatchSize = 2000, 16
+		rl.Steps = 40
+		rl.RL.GroupsPerStep = 8
 	default:
 		return Config{}, fmt.Errorf("pipeline: unknown preset %q (known: %s)", name, strings.Join(Presets(), ", "))
 	}

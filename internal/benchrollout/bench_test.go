@@ -1,0 +1,29 @@
+package benchrollout
+
+import (
+	"context"
+	"testing"
+
+	_ "github.com/agentrl/agentrl/env/calc"
+)
+
+func TestMeasureAndMemory(t *testing.T) {
+	tok, err := Tokenizer([]string{"calc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Measure(context.Background(), "calc", tok, 2, 8, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Episodes != 40 || r.Steps != 80 || r.Wall <= 0 {
+		t.Fatalf("measured %d episodes, %d steps in %s; want 40 expert episodes of 2 steps", r.Episodes, r.Steps, r.Wall)
+	}
+	m, err := Memory(context.Background(), tok, 64, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Episodes != 64 || m.TokensEach < 300 || m.TotalInFlight == 0 {
+		t.Fatalf("memory measurement: %+v", m)
+	}
+}
