@@ -49,6 +49,11 @@ func (s *Sandbox) Run(ctx context.Context, code string) (RunResult, error) {
 	if err := ctx.Err(); err != nil {
 		return RunResult{}, fmt.Errorf("python sandbox: %w", err)
 	}
+	release, err := acquireSandbox(ctx)
+	if err != nil {
+		return RunResult{}, err
+	}
+	defer release()
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		return RunResult{}, &SandboxError{Op: "start", Err: fmt.Errorf("readiness pipe: %w", err)}
