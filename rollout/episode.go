@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/agentrl/agentrl/env"
@@ -122,24 +123,46 @@ type episode struct {
 	t *traj.Trajectory
 }
 
+// extend lengthens every per-token slice by n and returns the old length.
+func (e *episode) extend(n int) int {
+	t := e.t
+	at := len(t.Tokens)
+	t.Tokens = slices.Grow(t.Tokens, n)[:at+n]
+	t.Roles = slices.Grow(t.Roles, n)[:at+n]
+	t.LossMask = slices.Grow(t.LossMask, n)[:at+n]
+	t.Logprobs = slices.Grow(t.Logprobs, n)[:at+n]
+	t.Versions = slices.Grow(t.Versions, n)[:at+n]
+	return at
+}
+
 func (e *episode) append(toks []int32, role traj.Role) {
-	e.t.Tokens = append(e.t.Tokens, toks...)
-	for range toks {
-		e.t.Roles = append(e.t.Roles, role)
-		e.t.LossMask = append(e.t.LossMask, false)
-		e.t.Logprobs = append(e.t.Logprobs, 0)
-		e.t.Versions = append(e.t.Versions, traj.NoVersion)
+	at := e.extend(len(toks))
+	t := e.t
+	copy(t.Tokens[at:], toks)
+	clear(t.LossMask[at:])
+	clear(t.Logprobs[at:])
+	roles, versions := t.Roles[at:], t.Versions[at:]
+	for i := range roles {
+		roles[i] = role
+	}
+	for i := range versions {
+		versions[i] = traj.NoVersion
 	}
 }
 
 func (e *episode) appendCompletion(c infer.Completion) {
-	e.t.Tokens = append(e.t.Tokens, c.Tokens...)
-	for range c.Tokens {
-		e.t.Roles = append(e.t.Roles, traj.RoleAssistant)
-		e.t.LossMask = append(e.t.LossMask, true)
+	at := e.extend(len(c.Tokens))
+	t := e.t
+	copy(t.Tokens[at:], c.Tokens)
+	copy(t.Logprobs[at:], c.Logprobs)
+	copy(t.Versions[at:], c.Versions)
+	roles, mask := t.Roles[at:], t.LossMask[at:]
+	for i := range roles {
+		roles[i] = traj.RoleAssistant
 	}
-	e.t.Logprobs = append(e.t.Logprobs, c.Logprobs...)
-	e.t.Versions = append(e.t.Versions, c.Versions...)
+	for i := range mask {
+		mask[i] = true
+	}
 }
 
 func (e *episode) end(status traj.Status, msg string) {
@@ -190,9 +213,15 @@ func (r *Runner) Episode(ctx context.Context, e env.Env, t Task) (*traj.Trajecto
 	}
 	t0 = r.now()
 	prompt := r.Tok.EncodePrompt(obs.System, obs.Text)
+	// The user message starts at the second message-start token (special tokens bound
+	// pre-tokenization, so the system message encodes on its own).
 	sysLen := 0
 	if obs.System != "" {
-		sysLen = len(prompt) - len(r.Tok.EncodePrompt("", obs.Text))
+		if start, ok := r.Tok.SpecialID(tokenizer.ImStart); ok {
+			if i := slices.Index(prompt[1:], start); i >= 0 {
+				sysLen = i + 1
+			}
+		}
 	}
 	tr.Timings.Tokenize += r.now().Sub(t0)
 	if len(prompt) >= r.Cfg.MaxContext {
@@ -200,7 +229,9 @@ func (r *Runner) Episode(ctx context.Context, e env.Env, t Task) (*traj.Trajecto
 		ep.end(traj.StatusTruncated, fmt.Sprintf("prompt of %d tokens leaves no room under max_context %d", len(prompt), r.Cfg.MaxContext))
 		return tr, nil
 	}
-	capacity := r.Cfg.MaxContext
+	// Room for the prompt and a few turns; longer episodes grow as they go, so short ones do not
+	// pay for (and zero) a whole context's worth of memory.
+	capacity := min(r.Cfg.MaxContext, len(prompt)+4*r.Cfg.MaxTokensPerTurn)
 	tr.Tokens = make([]int32, 0, capacity)
 	tr.Roles = make([]traj.Role, 0, capacity)
 	tr.LossMask = make([]bool, 0, capacity)

@@ -39,10 +39,13 @@ func ParseAnswer(text string) (v *big.Rat, ok bool) {
 	if last[0] == 0 && start > 0 && end-start > maxAnswerBytes {
 		return nil, false // the number runs on past the window: too long to be an answer
 	}
-	s := strings.NewReplacer(",", "", " ", "", "\t", "", "\n", "", "\r", "", "\f", "").Replace(window[last[0]:last[1]])
+	s := separators.Replace(window[last[0]:last[1]])
 	v, ok = new(big.Rat).SetString(s)
 	if !ok {
 		return nil, false
 	}
 	return v, true
 }
+
+// separators are the thousands separators and spaces an answer's number may contain.
+var separators = strings.NewReplacer(",", "", " ", "", "\t", "", "\n", "", "\r", "", "\f", "")
