@@ -189,7 +189,8 @@ func newMonitor(c MonitorConfig) *monitor { return &monitor{cfg: c} }
 
 func (mo *monitor) check(m map[string]any) []string {
 	var w []string
-	if e, ok := m["explore/entropy"].(float64); ok && e < mo.cfg.MinEntropy && m["signal/effective_batch"] != 0 {
+	// Entropy is measured only on steps that trained (a step with no informative group has none).
+	if e, ok := m["explore/entropy"].(float64); ok && e < mo.cfg.MinEntropy && m["signal/effective_batch"] != nil {
 		w = append(w, fmt.Sprintf("exploration collapsing: mean token entropy %.4f below %.4f", e, mo.cfg.MinEntropy))
 	}
 	if z, ok := m["signal/zero_var_share"].(float64); ok && z > mo.cfg.MaxZeroVarShare {
