@@ -34,13 +34,13 @@ func Preset(name string) (Config, error) {
 		Monitor:    MonitorConfig{MinEntropy: 0.02, MaxZeroVarShare: 0.9, MaxKL: 0.05},
 	}
 	sft := Phase{
-		Name: "sft", Kind: "sft", Steps: 2000,
+		Name: "sft", Kind: "sft", Steps: 3000,
 		Optim: OptimConfig{LR: 3e-3, MinLRRatio: 0.1, Warmup: 20, WeightDecay: 0.01, GradClip: 1, Beta1: 0.9, Beta2: 0.99},
 		SFT:   &SFTConfig{Demos: 4000, Noise: 0.5, BatchSize: 32, Keep: "all"},
 	}
 	adv, _ := algo.DefaultAdvantageConfig("grpo")
 	rl := Phase{
-		Name: "rl", Kind: "rl", Steps: 80,
+		Name: "rl", Kind: "rl", Steps: 100,
 		Optim: OptimConfig{LR: 1e-4, MinLRRatio: 1, Warmup: 5, WeightDecay: 0, GradClip: 1, Beta1: 0.9, Beta2: 0.99},
 		RL: &RLConfig{
 			GroupsPerStep: 16, GroupSize: 8, Epochs: 1, Minibatches: 4,
