@@ -23,10 +23,9 @@ type BenchTrainCmd struct {
 // and wall time.
 func (c *BenchTrainCmd) Run(g *Globals) error {
 	type row struct {
-		seed             uint64
-		evals            []pipeline.EvalReport
-		wall             time.Duration
-		toolSFT, toolEnd float64
+		seed  uint64
+		evals []pipeline.EvalReport
+		wall  time.Duration
 	}
 	var rows []row
 	for _, s := range splitList(c.Seeds) {
@@ -55,36 +54,53 @@ func (c *BenchTrainCmd) Run(g *Globals) error {
 		rows = append(rows, row{seed: seed, evals: sum.Evals, wall: time.Since(t0)})
 	}
 	w := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "seed\tenv\tbefore\tafter first phase\tafter last phase\tlift (last - first)\ttool use (first -> last)\twall\n")
-	var lifts []float64
+	fmt.Fprintf(w, "seed\tenv\tpass@1 sampled: before -> first phase -> last phase\tlift\tgreedy: first -> last\tgreedy lift\ttool use (sampled)\twall\n")
+	var lifts, greedyLifts []float64
 	for _, r := range rows {
 		if len(r.evals) < 3 {
 			continue
 		}
-		first, last := r.evals[1], r.evals[len(r.evals)-1]
+		before, first, last := r.evals[0], r.evals[1], r.evals[len(r.evals)-1]
 		for i, e := range last.Envs {
-			lift := e.Pass1Greedy - first.Envs[i].Pass1Greedy
-			lifts = append(lifts, lift)
-			fmt.Fprintf(w, "%d\t%s\t%.1f%%\t%.1f%%\t%.1f%%\t%+.1f\t%.0f%% -> %.0f%%\t%s\n", r.seed, e.Env,
-				100*r.evals[0].Envs[i].Pass1Greedy, 100*first.Envs[i].Pass1Greedy, 100*e.Pass1Greedy, 100*lift,
-				100*first.Envs[i].ToolUseRate, 100*e.ToolUseRate, r.wall.Round(time.Second))
+			f := first.Envs[i]
+			if e.Pass1Sampled == nil || f.Pass1Sampled == nil {
+				continue
+			}
+			lift, glift := *e.Pass1Sampled-*f.Pass1Sampled, e.Pass1Greedy-f.Pass1Greedy
+			lifts, greedyLifts = append(lifts, lift), append(greedyLifts, glift)
+			fmt.Fprintf(w, "%d\t%s\t%.1f%% -> %.1f%% -> %.1f%%\t%+.1f\t%.1f%% -> %.1f%%\t%+.1f\t%.0f%% -> %.0f%%\t%s\n", r.seed, e.Env,
+				100**before.Envs[i].Pass1Sampled, 100**f.Pass1Sampled, 100**e.Pass1Sampled, 100*lift,
+				100*f.Pass1Greedy, 100*e.Pass1Greedy, 100*glift,
+				100**f.ToolUseSampled, 100**e.ToolUseSampled, r.wall.Round(time.Second))
 		}
 	}
 	w.Flush()
-	if len(lifts) > 0 {
-		var mean, ss float64
-		for _, l := range lifts {
-			mean += l
+	for _, l := range []struct {
+		name string
+		v    []float64
+	}{{"sampled", lifts}, {"greedy", greedyLifts}} {
+		if mean, sd, ok := meanStd(l.v); ok {
+			fmt.Fprintf(g.Stdout, "held-out pass@1 (%s) lift of the last phase over the first: mean %+.1f points, std %.1f, over %d runs\n", l.name, 100*mean, 100*sd, len(l.v))
 		}
-		mean /= float64(len(lifts))
-		for _, l := range lifts {
-			ss += (l - mean) * (l - mean)
-		}
-		sd := 0.0
-		if len(lifts) > 1 {
-			sd = math.Sqrt(ss / float64(len(lifts)-1))
-		}
-		fmt.Fprintf(g.Stdout, "held-out pass@1 lift of the last phase over the first: mean %+.1f points, std %.1f, over %d runs\n", 100*mean, 100*sd, len(lifts))
 	}
 	return nil
+}
+
+// meanStd is the mean and the sample standard deviation of v.
+func meanStd(v []float64) (mean, sd float64, ok bool) {
+	if len(v) == 0 {
+		return 0, 0, false
+	}
+	for _, x := range v {
+		mean += x
+	}
+	mean /= float64(len(v))
+	if len(v) > 1 {
+		var ss float64
+		for _, x := range v {
+			ss += (x - mean) * (x - mean)
+		}
+		sd = math.Sqrt(ss / float64(len(v)-1))
+	}
+	return mean, sd, true
 }

@@ -81,3 +81,30 @@ func TestTrainAndConfigRejectBadSettings(t *testing.T) {
 		t.Fatalf("config show: %v\n%s", err, out)
 	}
 }
+
+func TestBenchTrainReportsLift(t *testing.T) {
+	args := []string{"bench", "train", "--seeds", "1,2", "--quiet"}
+	for _, a := range tinyTrain(t.TempDir())[1:] {
+		if strings.HasPrefix(a, "name=") {
+			continue // bench train names each run after its seed
+		}
+		args = append(args, a)
+	}
+	// "--set" "name=cli" pairs: drop the dangling flag left by skipping the value.
+	var clean []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--set" && (i+1 == len(args) || args[i+1] == "--set") {
+			continue
+		}
+		clean = append(clean, args[i])
+	}
+	out, err := runCLI(t, clean...)
+	if err != nil {
+		t.Fatalf("bench train: %v\n%s", err, out)
+	}
+	for _, want := range []string{"pass@1 sampled", "held-out pass@1 (sampled) lift", "over 2 runs"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("bench train output lacks %q:\n%s", want, out)
+		}
+	}
+}
