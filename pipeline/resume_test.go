@@ -77,9 +77,6 @@ func TestHelperTrainProcess(t *testing.T) {
 // A run killed with SIGKILL in the middle of a step and resumed writes the same metrics as a run
 // that was never interrupted.
 func TestResumeAfterKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("trains three tiny runs")
-	}
 	ref := t.TempDir()
 	whole, err := NewRun(tinyConfig(t, ref), Options{})
 	if err != nil {
