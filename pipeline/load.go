@@ -58,14 +58,16 @@ func Preset(name string) (Config, error) {
 		sft.Steps, sft.SFT.BatchSize = 2500, 24
 		rl.Steps = 60
 	case "maze":
-		// Up to 24 one-word moves, each answered by a 3×3 view: long episodes, short actions,
-		// repeated observations — GiGPO's step-level groups apply.
-		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 24, 768, 768
+		// One-word moves answered by a 3×3 view. Twelve turns cover every shortest path (4–10
+		// moves) and keep episodes under 384 tokens: the supervised loss leaves the uniform-move
+		// plateau after ~900 steps at this length, and not within 300 at 24 turns and 768 tokens.
+		// Observations repeat, so GiGPO's step-level groups apply.
+		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 12, 384, 384
 		c.Rollout.MaxTokensPerTurn = 8
 		c.Rollout.EngineSlots = 128
 		rl.RL.Advantage, _ = algo.DefaultAdvantageConfig("gigpo")
 		rl.RL.GroupsPerStep = 8
-		sft.Steps, sft.SFT.BatchSize = 1000, 16
+		sft.Steps, sft.SFT.BatchSize = 2000, 32
 		rl.Steps = 60
 	case "code":
 		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 4, 768, 768
