@@ -199,3 +199,17 @@ func skipSpace(b []byte, i int) int {
 	}
 	return i
 }
+
+// StringJSON returns s as a JSON value with the same conventions as the trajectory codec (valid
+// UTF-8 as a string, anything else as {"b64":…}), so other wire formats (env/remote) carry model
+// text exactly, the same way.
+func StringJSON(s string) []byte { return appendStringJSON(nil, s) }
+
+// ParseStringJSON is the inverse of StringJSON.
+func ParseStringJSON(b []byte) (string, error) {
+	var s stringJSON
+	if err := s.UnmarshalJSON(b); err != nil {
+		return "", fmt.Errorf("traj: %w", err)
+	}
+	return string(s), nil
+}

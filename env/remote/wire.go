@@ -1,13 +1,6 @@
 package remote
 
 import (
-	"bytes"
-	"encoding/base64"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"unicode/utf8"
-
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -15,45 +8,18 @@ import (
 // ProtocolVersion is reported by /metadata; clients refuse servers that speak another one.
 const ProtocolVersion = 1
 
-// text is a string that survives JSON exactly: valid UTF-8 as a JSON string, anything else as
-// {"b64": "…"}.
+// text is a string that survives JSON exactly, with traj's conventions: valid UTF-8 as a JSON
+// string, anything else as {"b64": "…"}.
 type text string
 
-func (s text) MarshalJSON() ([]byte, error) {
-	if utf8.ValidString(string(s)) {
-		return json.Marshal(string(s))
-	}
-	return json.Marshal(struct {
-		B64 []byte `json:"b64"`
-	}{[]byte(s)})
-}
+func (s text) MarshalJSON() ([]byte, error) { return traj.StringJSON(string(s)), nil }
 
 func (s *text) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '{' {
-		var obj struct {
-			B64 *string `json:"b64"`
-		}
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&obj); err != nil {
-			return fmt.Errorf("string object: %w", err)
-		}
-		if obj.B64 == nil {
-			return errors.New(`string object without "b64"`)
-		}
-		raw, err := base64.StdEncoding.DecodeString(*obj.B64)
-		if err != nil {
-			return fmt.Errorf("string object: %w", err)
-		}
-		*s = text(raw)
-		return nil
-	}
-	var plain string
-	if err := json.Unmarshal(b, &plain); err != nil {
+	v, err := traj.ParseStringJSON(b)
+	if err != nil {
 		return err
 	}
-	*s = text(plain)
+	*s = text(v)
 	return nil
 }
 
