@@ -78,6 +78,9 @@ type Task struct {
 	Index   int    // position within the group
 }
 
+// id names the trajectory of the task.
+func (t Task) id() string { return fmt.Sprintf("%s-%d-%d-%d", t.Env, t.Seed, t.GroupID, t.Index) }
+
 // Runner runs episodes. It is safe for concurrent use: each episode owns its environment.
 type Runner struct {
 	// Gen serves every episode, unless NewGen is set, in which case each episode gets its own
@@ -177,7 +180,7 @@ func (e *episode) end(status traj.Status, msg string) {
 func (r *Runner) Episode(ctx context.Context, e env.Env, t Task) (*traj.Trajectory, error) {
 	start := r.now()
 	ep := &episode{t: &traj.Trajectory{
-		ID:       fmt.Sprintf("%s-%d-%d-%d", t.Env, t.Seed, t.GroupID, t.Index),
+		ID:       t.id(),
 		Env:      t.Env,
 		TaskSeed: t.Seed,
 		GroupID:  t.GroupID,

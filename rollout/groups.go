@@ -100,7 +100,7 @@ func (r *Runner) runOne(ctx context.Context, newEnv EnvFactory, t Task) (*traj.T
 			return nil, ctx.Err()
 		}
 		return &traj.Trajectory{
-			ID: fmt.Sprintf("%s-%d-%d-%d", t.Env, t.Seed, t.GroupID, t.Index), Env: t.Env,
+			ID: t.id(), Env: t.Env,
 			TaskSeed: t.Seed, GroupID: t.GroupID, Status: traj.StatusEnvError,
 			Error: fmt.Sprintf("create environment: %v", err),
 		}, nil
