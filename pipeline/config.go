@@ -255,8 +255,7 @@ func (p *Phase) validate(c *Config) error {
 		return fmt.Errorf("steps must be positive, got %d", p.Steps)
 	}
 	o := p.Optim
-	sched := optim.Schedule{PeakLR: float32(o.LR), MinLR: float32(o.LR * o.MinLRRatio), WarmupSteps: o.Warmup, TotalSteps: p.Steps}
-	if err := sched.Validate(); err != nil {
+	if err := p.schedule().Validate(); err != nil {
 		return fmt.Errorf("optim: %w", err)
 	}
 	if o.MinLRRatio < 0 || o.MinLRRatio > 1 {
