@@ -121,6 +121,10 @@ type SFTConfig struct {
 	BatchSize int     `yaml:"batch_size"` // demonstrations per update
 	// Keep is "all" (train on every demonstration, right or wrong) or "successful".
 	Keep string `yaml:"keep"`
+	// Curriculum, when positive, is a short-to-long schedule over that many steps: step s draws
+	// its batch from the shortest 1/4 + 3/4·s/Curriculum of the demonstrations (by tokens), so
+	// the lookups a long episode needs are first learned where fewer tokens dilute attention.
+	Curriculum int `yaml:"curriculum,omitempty"`
 }
 
 // RLConfig is on-policy RL: groups of episodes per task, advantages, a policy loss.
@@ -284,6 +288,9 @@ func (p *Phase) validate(c *Config) error {
 		}
 		if s.Keep != "all" && s.Keep != "successful" {
 			return fmt.Errorf(`sft.keep must be "all" or "successful", got %q`, s.Keep)
+		}
+		if s.Curriculum < 0 || s.Curriculum > p.Steps {
+			return fmt.Errorf("sft.curriculum must be in [0, steps = %d], got %d", p.Steps, s.Curriculum)
 		}
 	case "rl":
 		if p.SFT != nil {

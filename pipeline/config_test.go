@@ -69,6 +69,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "context over max_seq", sets: []string{"rollout.max_context=100000"}, want: "max_seq"},
 		{name: "eval.every without rl", sets: []string{"eval.every=5", "phases.1.kind=sft"}, want: "rl"},
 		{name: "wrong type", sets: []string{"seed=abc"}, want: "seed"},
+		{name: "curriculum past the phase", sets: []string{"phases.sft.sft.curriculum=4000"}, want: "sft.curriculum"},
+		{name: "negative curriculum", sets: []string{"phases.sft.sft.curriculum=-1"}, want: "sft.curriculum"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -92,5 +94,31 @@ func TestOverride(t *testing.T) {
 	rl := c.Phases[1]
 	if c.Seed != 7 || rl.RL.GroupSize != 4 || rl.Steps != 3 || rl.RL.DynamicSampling == nil || rl.RL.DynamicSampling.MaxRounds != 2 || c.Phases[0].Envs[0].Weight != 2 {
 		t.Fatalf("overrides not applied: %+v %+v", c, rl.RL)
+	}
+}
+
+func TestCurriculumPool(t *testing.T) {
+	cases := []struct{ n, batch, step, steps, want int }{
+		{100, 8, 0, 0, 100},   // no curriculum
+		{100, 8, 0, 10, 25},   // the shortest quarter first
+		{100, 8, 5, 10, 62},   // a quarter plus half of the rest
+		{100, 8, 9, 10, 92},   // nearly all
+		{100, 8, 10, 10, 100}, // all from the last curriculum step on
+		{100, 8, 50, 10, 100},
+		{20, 8, 0, 10, 8}, // never less than a batch
+		{3, 8, 0, 10, 3},  // nor more than there are
+	}
+	for _, c := range cases {
+		if got := curriculumPool(c.n, c.batch, c.step, c.steps); got != c.want {
+			t.Errorf("curriculumPool(%d, %d, %d, %d) = %d, want %d", c.n, c.batch, c.step, c.steps, got, c.want)
+		}
+	}
+	prev := 0
+	for step := range 40 {
+		got := curriculumPool(1000, 16, step, 30)
+		if got < prev {
+			t.Fatalf("pool shrank at step %d: %d < %d", step, got, prev)
+		}
+		prev = got
 	}
 }

@@ -1,9 +1,11 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/infer"
@@ -114,14 +116,19 @@ func (r *Run) runSFT(ctx context.Context, pi int, p Phase, start int) error {
 	}
 	bar := r.newProgress(p.Name, p.Steps)
 	defer bar.finish()
+	if s.Curriculum > 0 {
+		// Shortest first; equal lengths keep synthesis order, so the order is a function of the seed.
+		slices.SortStableFunc(demos, func(a, b *traj.Trajectory) int { return cmp.Compare(a.Len(), b.Len()) })
+	}
 	batch := make([]*traj.Trajectory, s.BatchSize)
 	for step := start; step < p.Steps; step++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		rng := r.stepRNG(pi, step, 2)
+		pool := curriculumPool(len(demos), s.BatchSize, step, s.Curriculum)
 		for i := range batch {
-			batch[i] = demos[rng.IntN(len(demos))]
+			batch[i] = demos[rng.IntN(pool)]
 		}
 		st0 := r.now()
 		st, err := l.SFTStep(batch)
@@ -144,6 +151,17 @@ func (r *Run) runSFT(ctx context.Context, pi int, p Phase, start int) error {
 		}
 	}
 	return nil
+}
+
+// curriculumPool is how many of the n length-sorted demonstrations step may draw from: the
+// shortest quarter at step 0, growing linearly to all of them at step steps (0 = no curriculum),
+// never fewer than one batch.
+func curriculumPool(n, batch, step, steps int) int {
+	if steps <= 0 || step >= steps {
+		return n
+	}
+	k := n/4 + int(int64(n-n/4)*int64(step)/int64(steps))
+	return min(n, max(k, batch, 1))
 }
 
 func usedTool(t *traj.Trajectory) bool {
