@@ -30,12 +30,14 @@ type Config struct {
 	MaxTurns int
 }
 
-// DefaultConfig: 2 results by default (the entity's own document ranks first, and short
-// observations suit a tiny policy) and at most 5, 200-character snippets (every document fits),
-// one call per turn, 6 turns (the longest question needs 3 lookups and an answer).
+// DefaultConfig: 1 result by default and at most 5 (a named entity's own document ranks first
+// for every chain hop, and a tiny policy learns fastest from short observations; the top result
+// alone answers 96.5% of intersections, so the expert asks for 2 there), 200-character
+// snippets (every document fits), one call per turn, 6 turns (the longest question needs 3
+// lookups and an answer).
 func DefaultConfig() Config {
 	return Config{
-		Search:   tool.SearchOptions{DefaultK: 2, MaxK: 5, SnippetChars: 200, MaxQueryChars: 200},
+		Search:   tool.SearchOptions{DefaultK: 1, MaxK: 5, SnippetChars: 200, MaxQueryChars: 200},
 		Tools:    env.ToolLimits{MaxCallsPerTurn: 1},
 		MaxTurns: 6,
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/agentrl/agentrl/tool"
@@ -88,7 +89,7 @@ func (x *Expert) Act(ctx context.Context, obs string) (string, error) {
 			return answer(x.randomName(k.ents[x.q.answer].kind)), nil
 		}
 		if x.q.form == formIntersect {
-			return searchCall(k.intersectQuery(&x.q)), nil
+			return searchCallK(k.intersectQuery(&x.q), 2), nil
 		}
 		return searchCall(x.cur), nil
 	}
@@ -161,6 +162,13 @@ func readFact(lines [][2]string, subject string, re *regexp.Regexp) (string, boo
 func searchCall(query string) string {
 	q, _ := json.Marshal(query) // a string always marshals
 	return tool.OpenTag + `{"name": "search", "arguments": {"query": ` + string(q) + `}}` + tool.CloseTag
+}
+
+// searchCallK asks for k results: an intersection query matches several people's documents,
+// and the one that states both facts need not rank first.
+func searchCallK(query string, k int) string {
+	q, _ := json.Marshal(query)
+	return tool.OpenTag + `{"name": "search", "arguments": {"query": ` + string(q) + `, "k": ` + strconv.Itoa(k) + `}}` + tool.CloseTag
 }
 
 func answer(name string) string { return "Answer: " + name }
