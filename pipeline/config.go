@@ -121,9 +121,9 @@ type SFTConfig struct {
 	BatchSize int     `yaml:"batch_size"` // demonstrations per update
 	// Keep is "all" (train on every demonstration, right or wrong) or "successful".
 	Keep string `yaml:"keep"`
-	// Curriculum, when positive, is a short-to-long schedule over that many steps: step s draws
-	// its batch from the shortest 1/4 + 3/4·s/Curriculum of the demonstrations (by tokens), so
-	// the lookups a long episode needs are first learned where fewer tokens dilute attention.
+	// Curriculum, when positive, is sequence-length warmup over that many steps: step s trains on
+	// each demonstration's prefix (whole turns) of at most max_context·(1/4 + 3/4·s/Curriculum)
+	// tokens, so the lookups a long episode needs first form where fewer tokens dilute attention.
 	Curriculum int `yaml:"curriculum,omitempty"`
 }
 

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -116,19 +115,15 @@ func (r *Run) runSFT(ctx context.Context, pi int, p Phase, start int) error {
 	}
 	bar := r.newProgress(p.Name, p.Steps)
 	defer bar.finish()
-	if s.Curriculum > 0 {
-		// Shortest first; equal lengths keep synthesis order, so the order is a function of the seed.
-		slices.SortStableFunc(demos, func(a, b *traj.Trajectory) int { return cmp.Compare(a.Len(), b.Len()) })
-	}
 	batch := make([]*traj.Trajectory, s.BatchSize)
 	for step := start; step < p.Steps; step++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		rng := r.stepRNG(pi, step, 2)
-		pool := curriculumPool(len(demos), s.BatchSize, step, s.Curriculum)
+		limit := curriculumLen(r.Cfg.Rollout.MaxContext, step, s.Curriculum)
 		for i := range batch {
-			batch[i] = demos[rng.IntN(pool)]
+			batch[i] = turnPrefix(demos[rng.IntN(len(demos))], limit)
 		}
 		st0 := r.now()
 		st, err := l.SFTStep(batch)
@@ -153,15 +148,49 @@ func (r *Run) runSFT(ctx context.Context, pi int, p Phase, start int) error {
 	return nil
 }
 
-// curriculumPool is how many of the n length-sorted demonstrations step may draw from: the
-// shortest quarter at step 0, growing linearly to all of them at step steps (0 = no curriculum),
-// never fewer than one batch.
-func curriculumPool(n, batch, step, steps int) int {
+// curriculumLen is the longest demonstration prefix step trains on: a quarter of the context
+// at step 0, growing linearly to the whole context at step steps (0 = no curriculum). This is
+// sequence-length warmup: at initialization attention is spread evenly over the context, so the
+// gradient that teaches a head to find one earlier token shrinks with the context's length;
+// short prefixes let the lookups a long episode needs form first.
+func curriculumLen(maxContext, step, steps int) int {
 	if steps <= 0 || step >= steps {
-		return n
+		return maxContext
 	}
-	k := n/4 + int(int64(n-n/4)*int64(step)/int64(steps))
-	return min(n, max(k, batch, 1))
+	return maxContext/4 + (maxContext-maxContext/4)*step/steps
+}
+
+// turnPrefix returns t cut after its last assistant completion that ends within limit tokens
+// (never before the first one), as a view that shares t's slices; t itself when it fits.
+func turnPrefix(t *traj.Trajectory, limit int) *traj.Trajectory {
+	if t.Len() <= limit || len(t.Turns) == 0 {
+		return t
+	}
+	cut := t.Turns[0].End
+	for _, tu := range t.Turns[1:] {
+		if tu.End > limit {
+			break
+		}
+		cut = tu.End
+	}
+	p := *t
+	p.Tokens, p.Roles, p.LossMask = t.Tokens[:cut], t.Roles[:cut], t.LossMask[:cut]
+	if len(t.Logprobs) > 0 {
+		p.Logprobs = t.Logprobs[:cut]
+	}
+	if len(t.Versions) > 0 {
+		p.Versions = t.Versions[:cut]
+	}
+	n := 0
+	for n < len(t.Turns) && t.Turns[n].End <= cut {
+		n++
+	}
+	p.Turns = t.Turns[:n:n]
+	if n > 0 && p.Turns[n-1].ObsEnd > cut {
+		p.Turns = slices.Clone(p.Turns)
+		p.Turns[n-1].ObsEnd = cut
+	}
+	return &p
 }
 
 func usedTool(t *traj.Trajectory) bool {
