@@ -10,8 +10,8 @@ package kernels
 // beta == 0 overwrites C without reading it (NaN in C does not survive); alpha == 0 or k == 0
 // only scales C by beta. Large products run on a blocked SIMD path (AVX-512 or AVX2+FMA on
 // amd64, chosen at start-up from the CPU's features) split across GOMAXPROCS goroutines; the
-// result does not depend on the number of goroutines (bitwise). Products with B transposed and
-// at most smallMaxM rows (decoding) take a small-m path that reads B in place; it computes every
+// result does not depend on the number of goroutines (bitwise). Products with at most smallMaxM
+// rows (decoding) take a small-m path that reads B in place; it computes every
 // element with exactly the blocked path's operations, so a row of C is bitwise the same
 // whatever m is and whichever rows share the call. The fast paths sum in a
 // different order than sgemmRef, so results agree with it to rounding, and a zero in A times an
@@ -26,8 +26,8 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		return
 	}
 	kern := activeKernel()
-	if useSmall(transB, m) {
-		gemmSmall(kern, maxWorkers(), transA, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	if useSmall(m) {
+		gemmSmall(kern, maxWorkers(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
 	gemm(kern, maxWorkers(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)

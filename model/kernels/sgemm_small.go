@@ -1,9 +1,14 @@
 package kernels
 
-// The small-m path serves decoding: op(A) has a few rows (the sequences decoding together) and
-// B is a weight matrix stored n×k (transB), used once per call. The blocked path would pack all
-// of B on every call and fill a 12-row tile with one or two rows; the small-m path instead reads
-// B in place, a width-row block of it at a time, and multiplies every row of A by that block.
+// The small-m path serves decoding, where op(A) has a few rows (the sequences decoding
+// together) and B is used once per call. The blocked path would pack all of B on every call and
+// fill a 12-row tile with one or two rows; the small-m path instead reads B in place and
+// multiplies every row of A by each block of it:
+//
+//   - B transposed (a weight matrix stored n×k): a width-row block of B at a time, 4×4 blocks
+//     transposed in registers (the sgemmSmallNT kernels);
+//   - B not transposed (attention's P·V, or a weight packed once by PackedWeights): B's rows
+//     read with their stride exactly as the blocked kernels read a packed strip (sgemmSmallNN).
 //
 // Each element of C gets exactly the operations of the blocked path with the same microkernel's
 // kc: the same k slices (sliceDepth), within a slice one FMA chain from zero over p in
@@ -19,6 +24,14 @@ type smallKernel struct {
 	fns   []func(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha, beta float32)
 }
 
+// smallNNKernel is the family of small-m NN kernels for one instruction set: fns[r-1] computes
+// an r×width block C = alpha*A·B + beta*C from kb rows of B read ldb floats apart, for
+// r ≤ len(fns). width is the blocked kernel's nr and the rows go up to its mr.
+type smallNNKernel struct {
+	width int
+	fns   []func(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
+}
+
 // smallMaxM is the largest m the small-m path takes. Measured with BenchmarkSgemmSmall on Zen 4
 // (AVX-512): see BENCHMARKS.md, "Small m (decoding)".
 const smallMaxM = 16
@@ -28,17 +41,17 @@ const smallMaxM = 16
 var smallOverride int
 
 // useSmall reports whether Sgemm takes the small-m path for this product.
-func useSmall(transB bool, m int) bool {
+func useSmall(m int) bool {
 	limit := smallMaxM
 	if smallOverride != 0 {
 		limit = smallOverride
 	}
-	return transB && m <= limit
+	return m <= limit
 }
 
-// gemmSmall computes C = alpha*op(A)*Bᵀ + beta*C for small m with kern's k slicing, splitting
+// gemmSmall computes C = alpha*op(A)*op(B) + beta*C for small m with kern's k slicing, splitting
 // the column blocks among up to nw goroutines above parallelMinFlops.
-func gemmSmall(kern *microKernel, nw int, transA bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+func gemmSmall(kern *microKernel, nw int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if transA {
 		// A is stored k×m: copy op(A) to rows, m*k floats, small next to B's n*k.
 		buf := getBuf(m * k)
@@ -50,6 +63,10 @@ func gemmSmall(kern *microKernel, nw int, transA bool, m, n, k int, alpha float3
 			}
 		}
 		a, lda = at, k
+	}
+	if !transB {
+		gemmSmallNN(kern, nw, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
 	}
 	kc := sliceDepth(k, kern.kc)
 	if 2*float64(m)*float64(n)*float64(k) < parallelMinFlops {
@@ -154,6 +171,107 @@ func smallGo(j0, j1, m, k, kc int, alpha float32, a []float32, lda int, b []floa
 				var s float32
 				for p, av := range ar {
 					s += av * bj[p]
+				}
+				crow[j] = storeGo(s, alpha, betaEff, crow[j])
+			}
+		}
+	}
+}
+
+// gemmSmallNN computes C = alpha*A·B + beta*C for small m, B (k×n) read in place, splitting the
+// column panels among up to nw goroutines above parallelMinFlops.
+func gemmSmallNN(kern *microKernel, nw int, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	kc := sliceDepth(k, kern.kc)
+	if 2*float64(m)*float64(n)*float64(k) < parallelMinFlops {
+		nw = 1
+	}
+	nn := smallNNFor(kern)
+	width := 4
+	if nn != nil {
+		width = nn.width
+	}
+	panels := (n + width - 1) / width
+	parts := min(nw, panels)
+	fanOut(parts, func(w int) {
+		j0, j1 := w*panels/parts*width, min(n, (w+1)*panels/parts*width)
+		if nn == nil {
+			smallGoNN(j0, j1, m, k, kc, alpha, a, lda, b, ldb, beta, c, ldc)
+			return
+		}
+		smallNNAsm(nn, j0, j1, m, k, kc, alpha, a, lda, b, ldb, beta, c, ldc)
+	})
+}
+
+// smallNNAsm runs the NN kernels over columns j0..j1 of C. A last panel narrower than the
+// kernel goes through a zero-padded copy of its columns of B and a scratch copy of its columns
+// of C, so the kernel never touches memory outside the operands.
+func smallNNAsm(nn *smallNNKernel, j0, j1, m, k, kc int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	width := nn.width
+	j := j0
+	for ; j+width <= j1; j += width {
+		smallNNPanel(nn, m, k, kc, alpha, a, lda, b[j:], ldb, beta, c[j:], ldc)
+	}
+	if w := j1 - j; w > 0 {
+		bbuf, cbuf := getBuf(k*width), getBuf(m*width)
+		defer putBuf(bbuf)
+		defer putBuf(cbuf)
+		bj, cj := *bbuf, *cbuf
+		copyStripGo(bj, b[j:], ldb, k, w, width)
+		copyTile(cj, width, c[j:], ldc, m, w)
+		smallNNPanel(nn, m, k, kc, alpha, a, lda, bj, width, beta, cj, width)
+		copyTile(c[j:], ldc, cj, width, m, w)
+	}
+}
+
+// smallNNPanel computes the m×width block of C from the first width columns of b (k rows, ldb
+// apart), slice by slice along k, the rows of A taken len(nn.fns) at a time.
+func smallNNPanel(nn *smallNNKernel, m, k, kc int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	width, maxRows := nn.width, len(nn.fns)
+	for pc := 0; pc < k; pc += kc {
+		kb := min(kc, k-pc)
+		betaEff := beta
+		if pc > 0 {
+			betaEff = 1
+		}
+		// The kernels read kb rows of width floats of B and rows×width of C: check the far corners.
+		_ = b[(pc+kb-1)*ldb+width-1]
+		for i0 := 0; i0 < m; i0 += maxRows {
+			rows := min(maxRows, m-i0)
+			_ = a[(i0+rows-1)*lda+pc+kb-1]
+			_ = c[(i0+rows-1)*ldc+width-1]
+			nn.fns[rows-1](kb, &a[i0*lda+pc], lda, &b[pc*ldb], ldb, &c[i0*ldc], ldc, alpha, betaEff)
+		}
+	}
+}
+
+// smallGoNN is the NN small-m path for the Go microkernel: the same sums as microGo4x4 (acc +=
+// a*b from zero per slice) and the same store (storeGo), four columns at a time.
+func smallGoNN(j0, j1, m, k, kc int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	for pc := 0; pc < k; pc += kc {
+		kb := min(kc, k-pc)
+		betaEff := beta
+		if pc > 0 {
+			betaEff = 1
+		}
+		for i := 0; i < m; i++ {
+			ar := a[i*lda+pc : i*lda+pc+kb]
+			crow := c[i*ldc : i*ldc+j1]
+			j := j0
+			for ; j+4 <= j1; j += 4 {
+				var s0, s1, s2, s3 float32
+				for p, av := range ar {
+					br := b[(pc+p)*ldb+j : (pc+p)*ldb+j+4]
+					s0 += av * br[0]
+					s1 += av * br[1]
+					s2 += av * br[2]
+					s3 += av * br[3]
+				}
+				storeRow4(crow[j:j+4], s0, s1, s2, s3, alpha, betaEff)
+			}
+			for ; j < j1; j++ {
+				var s float32
+				for p, av := range ar {
+					s += av * b[(pc+p)*ldb+j]
 				}
 				crow[j] = storeGo(s, alpha, betaEff, crow[j])
 			}

@@ -54,9 +54,9 @@ func TestSgemmSmallBitwise(t *testing.T) {
 			for _, m := range ms {
 				for _, nk := range nks {
 					for _, ab := range scalars {
-						for _, transA := range []bool{false, true} {
+						for _, tr := range [][2]bool{{false, true}, {true, true}, {false, false}, {true, false}} {
 							seed++
-							tc := gemmCase{m, nk[0], nk[1], transA, true, ab[0], ab[1], int(seed % 3)}
+							tc := gemmCase{m, nk[0], nk[1], tr[0], tr[1], ab[0], ab[1], int(seed % 3)}
 							checkSmallBitwise(t, kern, tc, seed)
 						}
 					}
@@ -103,15 +103,15 @@ func checkSmallBitwise(t *testing.T, kern *microKernel, tc gemmCase, seed uint64
 }
 
 // TestSgemmSmallMatchesReference checks the small-m path against sgemmRef for every kernel,
-// both transposes of A and odd strides (padding holds NaN, so a stray read shows).
+// every combination of transposes and odd strides (padding holds NaN, so a stray read shows).
 func TestSgemmSmallMatchesReference(t *testing.T) {
 	seed := uint64(100)
 	for _, kern := range availableKernels() {
 		for _, s := range [][3]int{{1, 1, 1}, {3, 17, 5}, {12, 33, 387}, {13, 100, 64}, {16, 1, 800}, {1, 2100, 40}} {
 			for _, ab := range scalarTable {
-				for _, transA := range []bool{false, true} {
+				for _, tr := range [][2]bool{{false, true}, {true, true}, {false, false}, {true, false}} {
 					seed++
-					tc := gemmCase{s[0], s[1], s[2], transA, true, ab[0], ab[1], 3}
+					tc := gemmCase{s[0], s[1], s[2], tr[0], tr[1], ab[0], ab[1], 3}
 					t.Run(fmt.Sprintf("%s/%v", kern.name, tc), func(t *testing.T) {
 						withKernel(t, kern, 2)
 						withSmall(t, 1<<20)

@@ -10,6 +10,10 @@
 // stored transposed (n×k): they read B in place, transposing 4×4 blocks in registers, and give
 // every element of C exactly the operations of the blocked kernels (one FMA chain from zero
 // over the k slice in order, then the same alpha/beta store).
+//
+// The small-m NN kernels (smallNN) read B row by row with a stride, as the blocked kernels read
+// a packed strip: they serve NN products with few rows (attention's P·V while decoding) with B
+// in place, and products with weights that were packed once into strips (kernels.PackedWeights).
 package main
 
 import (
@@ -56,6 +60,11 @@ func main() {
 	for _, s := range smallSpecs {
 		for rows := 1; rows <= s.maxRows; rows++ {
 			smallNT(s, rows)
+		}
+	}
+	for _, s := range specs {
+		for rows := 1; rows <= s.mr; rows++ {
+			smallNN(s, rows)
 		}
 	}
 	transpose4()
@@ -453,6 +462,145 @@ func smallNT(s smallSpec, rows int) {
 	Label(name + "_overwrite")
 	for i := range acc {
 		VMOVUPS(acc[i], Mem{Base: pc})
+		ADDQ(ldc, pc)
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// smallNN writes sgemmSmallNN<isa>_<rows>: a rows×nr block C = alpha*A·B + beta*C with the tile
+// width of the blocked kernel s, A read in place (rows lda floats apart) and B read in place
+// (kb rows of nr floats, ldb floats apart). Per k step it loads one row of B and broadcasts one
+// element of every row of A, exactly as the blocked kernel does from its packed strips, so
+// every element of C gets the same FMA chain and the same store.
+func smallNN(s kernelSpec, rows int) {
+	name := fmt.Sprintf("sgemmSmallNN%s_%d", s.isa, rows)
+	TEXT(name, NOSPLIT, "func(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)")
+	Doc(fmt.Sprintf("%s computes a %d×%d block C = alpha*A·B + beta*C over kb k steps, A and B read in place (%s).", name, rows, s.nr(), s.isa))
+	kb := Load(Param("kb"), GP64())
+	lda := Load(Param("lda"), GP64())
+	SHLQ(Imm(2), lda)
+	lda3 := GP64()
+	LEAQ(Mem{Base: lda, Index: lda, Scale: 2}, lda3)
+	pa := make([]reg.GPVirtual, (rows+3)/4)
+	pa[0] = GP64()
+	Load(Param("a"), pa[0])
+	for g := 1; g < len(pa); g++ {
+		pa[g] = GP64()
+		LEAQ(Mem{Base: pa[g-1], Index: lda, Scale: 4}, pa[g])
+	}
+	arow := func(i, disp int) Mem {
+		base := pa[i/4]
+		switch i % 4 {
+		case 0:
+			return Mem{Base: base, Disp: disp}
+		case 1:
+			return Mem{Base: base, Index: lda, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: base, Index: lda, Scale: 2, Disp: disp}
+		}
+		return Mem{Base: base, Index: lda3, Scale: 1, Disp: disp}
+	}
+	pb := Load(Param("b"), GP64())
+	ldb := Load(Param("ldb"), GP64())
+	SHLQ(Imm(2), ldb)
+	ldb3 := GP64()
+	LEAQ(Mem{Base: ldb, Index: ldb, Scale: 2}, ldb3)
+	brow := func(u, v int) Mem {
+		disp := 4 * v * s.width
+		switch u {
+		case 0:
+			return Mem{Base: pb, Disp: disp}
+		case 1:
+			return Mem{Base: pb, Index: ldb, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: pb, Index: ldb, Scale: 2, Disp: disp}
+		}
+		return Mem{Base: pb, Index: ldb3, Scale: 1, Disp: disp}
+	}
+
+	acc := make([][]reg.VecVirtual, rows)
+	for i := range acc {
+		acc[i] = make([]reg.VecVirtual, s.nvec)
+		for v := range acc[i] {
+			acc[i][v] = s.vec()
+			zero(s, acc[i][v])
+		}
+	}
+	bv := make([]reg.VecVirtual, s.nvec)
+	for v := range bv {
+		bv[v] = s.vec()
+	}
+	av := s.vec()
+	step := func(u int) {
+		for v := range bv {
+			VMOVUPS(brow(u, v), bv[v])
+		}
+		for i := range acc {
+			VBROADCASTSS(arow(i, 4*u), av)
+			for v := range bv {
+				VFMADD231PS(bv[v], av, acc[i][v])
+			}
+		}
+	}
+
+	Label(name + "_loop")
+	CMPQ(kb, Imm(unroll))
+	JL(LabelRef(name + "_tail"))
+	for u := 0; u < unroll; u++ {
+		step(u)
+	}
+	for _, p := range pa {
+		ADDQ(Imm(4*unroll), p)
+	}
+	LEAQ(Mem{Base: pb, Index: ldb, Scale: 4}, pb)
+	SUBQ(Imm(unroll), kb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_tail")
+	TESTQ(kb, kb)
+	JZ(LabelRef(name + "_store"))
+	step(0)
+	for _, p := range pa {
+		ADDQ(Imm(4), p)
+	}
+	ADDQ(ldb, pb)
+	DECQ(kb)
+	JMP(LabelRef(name + "_tail"))
+
+	Label(name + "_store")
+	pc := Load(Param("c"), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(Imm(2), ldc)
+	alpha := s.vec()
+	VBROADCASTSS(addr("alpha"), alpha)
+	for i := range acc {
+		for v := range acc[i] {
+			VMULPS(alpha, acc[i][v], acc[i][v])
+		}
+	}
+	betaBits := GP32()
+	MOVL(addr("beta"), betaBits)
+	ANDL(U32(0x7fffffff), betaBits)
+	JZ(LabelRef(name + "_overwrite"))
+	beta := s.vec()
+	VBROADCASTSS(addr("beta"), beta)
+	for i := range acc {
+		for v := range acc[i] {
+			m := Mem{Base: pc, Disp: 4 * v * s.width}
+			VFMADD231PS(m, beta, acc[i][v])
+			VMOVUPS(acc[i][v], m)
+		}
+		ADDQ(ldc, pc)
+	}
+	VZEROUPPER()
+	RET()
+
+	Label(name + "_overwrite")
+	for i := range acc {
+		for v := range acc[i] {
+			VMOVUPS(acc[i][v], Mem{Base: pc, Disp: 4 * v * s.width})
+		}
 		ADDQ(ldc, pc)
 	}
 	VZEROUPPER()

@@ -1,0 +1,53 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestAttentionCachedSplitInvariant: a row's output must be bit for bit the same whether the
+// sequence's queries arrive all at once, one at a time, or in uneven chunks, for every kernel,
+// across several attention blocks and key chunks; and it must match the textbook definition.
+func TestAttentionCachedSplitInvariant(t *testing.T) {
+	for _, kern := range availableKernels() {
+		for _, tc := range []struct{ T, nRep, hd int }{{40, 2, 8}, {300, 1, 16}, {600, 2, 32}} {
+			withKernel(t, kern, 2)
+			rng := rand.New(rand.NewPCG(11, uint64(tc.T)))
+			ldq, ldo, ldkv := tc.nRep*tc.hd+3, tc.nRep*tc.hd+2, tc.hd+1
+			q := randSlice(rng, tc.T*ldq, 1)
+			k := randSlice(rng, tc.T*ldkv, 1)
+			v := randSlice(rng, tc.T*ldkv, 1)
+			// run computes every row's output with the sequence cut at the given lengths.
+			run := func(cuts []int) []float32 {
+				out := make([]float32, tc.T*ldo)
+				for past, c := 0, 0; past < tc.T; c++ {
+					L := min(cuts[c%len(cuts)], tc.T-past)
+					scratch := make([]float32, AttentionCachedScratch(L, past, tc.nRep))
+					AttentionCached(out[past*ldo:], ldo, scratch, q[past*ldq:], ldq, k, v, ldkv, L, past, tc.nRep, tc.hd)
+					past += L
+				}
+				return out
+			}
+			whole := run([]int{tc.T})
+			want := naiveAttention(q, ldq, k, v, ldkv, tc.T, 0, tc.nRep, tc.hd)
+			for i := 0; i < tc.T; i++ {
+				for x := 0; x < tc.nRep*tc.hd; x++ {
+					if g, w := whole[i*ldo+x], want[i*tc.nRep*tc.hd+x]; math.Abs(float64(g)-w) > 1e-5 {
+						t.Fatalf("%s %+v: out[%d][%d] = %v, want %v", kern.name, tc, i, x, g, w)
+					}
+				}
+			}
+			for _, cuts := range [][]int{{1}, {3, 70, 1, 200}, {17}} {
+				got := run(cuts)
+				for i := 0; i < tc.T; i++ {
+					for x := 0; x < tc.nRep*tc.hd; x++ {
+						if g, w := got[i*ldo+x], whole[i*ldo+x]; math.Float32bits(g) != math.Float32bits(w) {
+							t.Fatalf("%s %+v cut %v: out[%d][%d] = %v, one call gives %v", kern.name, tc, cuts, i, x, g, w)
+						}
+					}
+				}
+			}
+		}
+	}
+}

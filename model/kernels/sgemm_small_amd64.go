@@ -1,0 +1,28 @@
+//go:build amd64 && !purego
+
+package kernels
+
+// The small-m NN kernels, indexed by row count less one: the blocked kernels' tiles (12×32 on
+// AVX-512, 6×16 on AVX2) with A and B read in place.
+var (
+	smallNNAVX512 = smallNNKernel{width: 32, fns: []func(int, *float32, int, *float32, int, *float32, int, float32, float32){
+		sgemmSmallNNavx512_1, sgemmSmallNNavx512_2, sgemmSmallNNavx512_3, sgemmSmallNNavx512_4,
+		sgemmSmallNNavx512_5, sgemmSmallNNavx512_6, sgemmSmallNNavx512_7, sgemmSmallNNavx512_8,
+		sgemmSmallNNavx512_9, sgemmSmallNNavx512_10, sgemmSmallNNavx512_11, sgemmSmallNNavx512_12,
+	}}
+	smallNNAVX2 = smallNNKernel{width: 16, fns: []func(int, *float32, int, *float32, int, *float32, int, float32, float32){
+		sgemmSmallNNavx2_1, sgemmSmallNNavx2_2, sgemmSmallNNavx2_3,
+		sgemmSmallNNavx2_4, sgemmSmallNNavx2_5, sgemmSmallNNavx2_6,
+	}}
+)
+
+// smallNNFor is the NN small-m family of kern's instruction set; nil means smallGoNN.
+func smallNNFor(kern *microKernel) *smallNNKernel {
+	switch kern {
+	case &avx512Kernel:
+		return &smallNNAVX512
+	case &avx2Kernel:
+		return &smallNNAVX2
+	}
+	return nil
+}
