@@ -11,13 +11,25 @@ import (
 // Determinism of a whole training run rests on this: a sequence's logits must not depend on
 // which other sequences share its decode step, nor on whether its tokens were prefilled or
 // decoded one by one, bit for bit. Otherwise the scheduling of concurrent episodes would change
-// sampled tokens.
+// sampled tokens. The engine decodes with packed weights (model.PackDecodeWeights); both forms
+// are checked.
 func TestDecodeIsBitwiseIndependentOfBatching(t *testing.T) {
+	for _, packed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unpacked", true: "packed"}[packed], func(t *testing.T) {
+			testDecodeBatching(t, packed)
+		})
+	}
+}
+
+func testDecodeBatching(t *testing.T, packed bool) {
 	cfg := model.Config{Vocab: 256, Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 336, MaxSeq: 128,
 		RopeTheta: 10000, NormEps: 1e-5, TieEmbeddings: true}
 	m, err := model.New(cfg, 1)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if packed {
+		m.PackDecodeWeights()
 	}
 	const n = 19
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -62,7 +62,8 @@ type result struct {
 	err error
 }
 
-// NewEngine starts an engine over a private copy of m's weights at the given policy version.
+// NewEngine starts an engine over a private copy of m's weights at the given policy version,
+// packed for decoding (model.PackDecodeWeights) and repacked at every weight load.
 func NewEngine(m *model.Model, version int32, cfg EngineConfig) (*Engine, error) {
 	if m == nil {
 		return nil, errors.New("infer: NewEngine needs a model")
@@ -82,6 +83,7 @@ func NewEngine(m *model.Model, version int32, cfg EngineConfig) (*Engine, error)
 		version: version,
 	}
 	own := m.Clone()
+	own.PackDecodeWeights()
 	cache := own.NewKVCache(cfg.Slots, cfg.MaxLen)
 	e.wg.Add(1)
 	go func() {
@@ -354,6 +356,7 @@ func (e *Engine) applyWeights(m *model.Model) {
 	}
 	// LoadWeights checked the config, so the copy cannot fail.
 	_ = m.CopyWeightsFrom(e.pending)
+	m.PackDecodeWeights()
 	e.version = e.pendVer
 	e.pending = nil
 	close(e.applied)

@@ -17,6 +17,39 @@ type decodeWorkspace struct {
 	gu      []float32 // (n, 2·Hidden)
 	sw      []float32 // (n, Hidden)
 	scratch [][]float32
+	packed  *decodeWeights // nil until PackDecodeWeights
+}
+
+// decodeWeights is a snapshot of the weight matrices in the decode kernels' layout.
+type decodeWeights struct {
+	layers []packedLayer
+	head   kernels.PackedWeights
+}
+
+type packedLayer struct{ qkv, o, gateUp, down kernels.PackedWeights }
+
+// PackDecodeWeights copies the weight matrices into the layout of the decode kernels
+// (kernels.PackedWeights), and Step and Prefill read them from that copy from then on; call it
+// again after every change of the weights. The results are bit for bit those of the unpacked
+// weights; a batch-1 step streams each matrix once instead of transposing it in registers, and a
+// batched step skips packing every matrix on every call. The copy takes as much memory as the
+// matrices (13.6 MB for DefaultConfig(2048)).
+func (m *Model) PackDecodeWeights() {
+	cfg := m.Cfg
+	C, H := cfg.Dim, cfg.Hidden
+	w := m.dec.packed
+	if w == nil {
+		w = &decodeWeights{layers: make([]packedLayer, cfg.Layers)}
+	}
+	for l := range cfg.Layers {
+		p, pl := &m.Params.Layers[l], &w.layers[l]
+		pl.qkv.Pack(p.QKV, cfg.qkvDim(), C)
+		pl.o.Pack(p.O, C, C)
+		pl.gateUp.Pack(p.GateUp, 2*H, C)
+		pl.down.Pack(p.Down, C, H)
+	}
+	w.head.Pack(m.Params.LMHead, cfg.Vocab, C)
+	m.dec.packed = w
 }
 
 // run is a stretch of consecutive tokens of one call that extend one slot.
@@ -25,7 +58,9 @@ type run struct{ slot, first, L, past int }
 // Step appends tokens[i] to slot slots[i] for every i — one token per slot, slots distinct — in
 // one batched pass, and writes the logits of the next token of each into
 // logits[i·Vocab:(i+1)·Vocab]. Batching across slots turns every projection into one GEMM, which
-// is what makes continuous batching pay.
+// is what makes continuous batching pay. A slot's logits are bit for bit the same whichever
+// other slots share the step, and the same as after prefilling its tokens (kernels.Sgemm's
+// small-m path, kernels.AttentionCached).
 func (m *Model) Step(c *KVCache, slots []int, tokens []int32, logits []float32) error {
 	if err := m.checkCache(c); err != nil {
 		return err
@@ -109,33 +144,52 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 		}
 	}
 	x := d.x[:n*C]
+	pw := d.packed
 	kernels.EmbeddingForward(x, tokens, m.Params.Embed, n, C)
 	for l := range cfg.Layers {
 		p := &m.Params.Layers[l]
+		var qkv, o, gateUp, down *kernels.PackedWeights
+		if pw != nil {
+			pl := &pw.layers[l]
+			qkv, o, gateUp, down = &pl.qkv, &pl.o, &pl.gateUp, &pl.down
+		}
 		m.norm(d.ln, d.rstd, x, p.AttnNorm, n)
-		kernels.Sgemm(false, true, n, Q, C, 1, d.ln, C, p.QKV, C, 0, d.qkv, Q)
+		project(n, Q, C, d.ln, p.QKV, qkv, 0, d.qkv)
 		m.ropeRows(d.qkv, d.pos, n, false)
 		m.cacheAttention(c, l, runs, d)
-		kernels.Sgemm(false, true, n, C, C, 1, d.atty, C, p.O, C, 1, x, C)
+		project(n, C, C, d.atty, p.O, o, 1, x)
 		m.norm(d.ln, d.rstd, x, p.MLPNorm, n)
-		kernels.Sgemm(false, true, n, 2*H, C, 1, d.ln, C, p.GateUp, C, 0, d.gu, 2*H)
+		project(n, 2*H, C, d.ln, p.GateUp, gateUp, 0, d.gu)
 		m.par.rows(n, minRows, func(lo, hi int) {
 			kernels.SwiGLUForward(d.sw[lo*H:hi*H], d.gu[lo*2*H:hi*2*H], hi-lo, H)
 		})
-		kernels.Sgemm(false, true, n, C, H, 1, d.sw, H, p.Down, H, 1, x, C)
+		project(n, C, H, d.sw, p.Down, down, 1, x)
+	}
+	var head *kernels.PackedWeights
+	if pw != nil {
+		head = &pw.head
 	}
 	if allRows {
 		m.norm(d.ln, d.rstd, x, m.Params.Norm, n)
-		kernels.Sgemm(false, true, n, cfg.Vocab, C, 1, d.ln, C, m.Params.LMHead, C, 0, logits, cfg.Vocab)
+		project(n, cfg.Vocab, C, d.ln, m.Params.LMHead, head, 0, logits)
 	} else {
 		last := x[(n-1)*C : n*C]
 		m.norm(d.ln, d.rstd, last, m.Params.Norm, 1)
-		kernels.Sgemm(false, true, 1, cfg.Vocab, C, 1, d.ln, C, m.Params.LMHead, C, 0, logits, cfg.Vocab)
+		project(1, cfg.Vocab, C, d.ln, m.Params.LMHead, head, 0, logits)
 	}
 	for _, r := range runs {
 		c.lens[r.slot] += r.L
 	}
 	return nil
+}
+
+// project computes y = x·Wᵀ + beta·y for n rows, W out×in, from packed when it is not nil.
+func project(n, out, in int, x, w []float32, packed *kernels.PackedWeights, beta float32, y []float32) {
+	if packed != nil {
+		kernels.SgemmPacked(n, 1, x, in, packed, beta, y, out)
+		return
+	}
+	kernels.Sgemm(false, true, n, out, in, 1, x, in, w, in, beta, y, out)
 }
 
 // norm applies RMSNorm to n rows of x, in parallel when there are enough of them.
@@ -148,23 +202,26 @@ func (m *Model) norm(out, rstd, x, weight []float32, n int) {
 
 // cacheAttention stores the new keys and values of layer l in the cache and attends every new
 // token over its slot; tasks are (run, key/value head) pairs and write disjoint outputs.
+// kernels.AttentionCached gives a token the same result in a prefill as in a decode step.
 func (m *Model) cacheAttention(c *KVCache, l int, runs []run, d *decodeWorkspace) {
 	cfg := m.Cfg
-	Q, hd, kv, nRep := cfg.qkvDim(), cfg.HeadDim(), cfg.kvDim(), cfg.Heads/cfg.KVHeads
+	Q, hd, nRep := cfg.qkvDim(), cfg.HeadDim(), cfg.Heads/cfg.KVHeads
 	kOff, vOff := cfg.Heads*hd, (cfg.Heads+cfg.KVHeads)*hd
 	for _, r := range runs {
-		ck, cv := c.layerSlot(l, r.slot)
-		for j := 0; j < r.L; j++ {
-			row := d.qkv[(r.first+j)*Q:]
-			copy(ck[(r.past+j)*kv:(r.past+j+1)*kv], row[kOff:kOff+kv])
-			copy(cv[(r.past+j)*kv:(r.past+j+1)*kv], row[vOff:vOff+kv])
+		for g := range cfg.KVHeads {
+			ck, cv := c.headSlot(l, r.slot, g)
+			for j := 0; j < r.L; j++ {
+				row := d.qkv[(r.first+j)*Q:]
+				copy(ck[(r.past+j)*hd:(r.past+j+1)*hd], row[kOff+g*hd:kOff+(g+1)*hd])
+				copy(cv[(r.past+j)*hd:(r.past+j+1)*hd], row[vOff+g*hd:vOff+(g+1)*hd])
+			}
 		}
 	}
 	m.par.run(len(runs)*cfg.KVHeads, func(worker, i int) {
 		r, g := runs[i/cfg.KVHeads], i%cfg.KVHeads
-		ck, cv := c.layerSlot(l, r.slot)
-		kernels.AttentionForward(d.atty[r.first*cfg.Dim+g*nRep*hd:], cfg.Dim, nil, 0, d.scratch[worker],
-			d.qkv[r.first*Q+g*nRep*hd:], Q, ck[g*hd:], cv[g*hd:], kv, r.L, r.past, nRep, hd)
+		ck, cv := c.headSlot(l, r.slot, g)
+		kernels.AttentionCached(d.atty[r.first*cfg.Dim+g*nRep*hd:], cfg.Dim, d.scratch[worker],
+			d.qkv[r.first*Q+g*nRep*hd:], Q, ck, cv, hd, r.L, r.past, nRep, hd)
 	})
 }
 
@@ -184,7 +241,8 @@ func (m *Model) sizeDecode(n, maxLen int) *decodeWorkspace {
 		d.scratch = append(d.scratch, nil)
 	}
 	for i := range d.scratch {
-		d.scratch[i] = grow(d.scratch[i], min(n, 64)*maxLen)
+		// kernels.AttentionCachedScratch of any run of these n tokens in a slot of maxLen.
+		d.scratch[i] = grow(d.scratch[i], max(min(n, 64), cfg.Heads/cfg.KVHeads)*maxLen)
 	}
 	return d
 }

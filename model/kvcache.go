@@ -8,7 +8,7 @@ import "fmt"
 type KVCache struct {
 	cfg           Config
 	slots, maxLen int
-	k, v          []float32 // (Layers, slots, maxLen, KVHeads·HeadDim)
+	k, v          []float32 // (Layers, slots, KVHeads, maxLen, HeadDim)
 	lens          []int
 	err           error // a size error from NewKVCache, reported by every use
 }
@@ -51,10 +51,10 @@ func (c *KVCache) Reset(slot int) {
 	}
 }
 
-// layerSlot returns the keys and values of slot in layer l: (maxLen, kvDim) each.
-func (c *KVCache) layerSlot(l, slot int) (k, v []float32) {
-	kv := c.cfg.kvDim()
-	size := c.maxLen * kv
-	off := (l*c.slots + slot) * size
+// headSlot returns the keys and values of key/value head g of slot in layer l: (maxLen,
+// HeadDim) each. Each head's keys are contiguous, so attention over a slot streams them.
+func (c *KVCache) headSlot(l, slot, g int) (k, v []float32) {
+	size := c.maxLen * c.cfg.HeadDim()
+	off := ((l*c.slots+slot)*c.cfg.KVHeads + g) * size
 	return c.k[off : off+size], c.v[off : off+size]
 }

@@ -26,6 +26,8 @@ type BenchModelCmd struct {
 	Steps   int    `default:"5" help:"Timed training steps (after one warm-up step)."`
 	Prompt  int    `default:"128" help:"Prompt tokens prefilled per decode slot."`
 	Decode  int    `default:"64" help:"Tokens decoded per slot."`
+	Engine  int    `default:"0" help:"Rounds of 32 concurrent requests that fill whole sequences, served through infer.Engine before the other figures, with heap and resident memory printed after each round (0: none)."`
+	EngLen  int    `name:"engine-len" default:"0" help:"Tokens per engine sequence, prompt and completion (0: the model's MaxSeq)."`
 	Configs string `default:"" help:"Extra model sizes to time a training step for, as DIMxLAYERS[,...], e.g. 192x4,320x6 (heads = DIM/32, KV heads half, hidden ≈ 8/3·DIM)."`
 	Seed    uint64 `default:"1" help:"Seed for weights and data."`
 }
@@ -34,6 +36,9 @@ type BenchModelCmd struct {
 func (c *BenchModelCmd) Run(g *Globals) error {
 	if c.Rows <= 0 || c.Seq <= 1 || c.Steps <= 0 || c.Prompt <= 0 || c.Decode <= 0 || c.Vocab <= 1 {
 		return fmt.Errorf("bench model: rows, seq (>1), steps, prompt, decode and vocab (>1) must be positive")
+	}
+	if c.Engine < 0 || c.EngLen < 0 {
+		return fmt.Errorf("bench model: engine rounds and engine-len must not be negative")
 	}
 	cfg := model.DefaultConfig(c.Vocab)
 	cfg.MaxSeq = max(cfg.MaxSeq, c.Seq, c.Prompt+c.Decode)
@@ -48,6 +53,11 @@ func (c *BenchModelCmd) Run(g *Globals) error {
 		}
 	}
 	w := g.Stdout
+	if c.Engine > 0 {
+		if err := c.engineBench(g.Ctx, w, cfg); err != nil {
+			return err
+		}
+	}
 	if err := c.trainBench(w, cfg, true); err != nil {
 		return err
 	}
@@ -265,6 +275,7 @@ func (c *BenchModelCmd) decodeBench(w io.Writer, cfg model.Config, slots int) er
 	if err != nil {
 		return err
 	}
+	m.PackDecodeWeights() // as infer.Engine decodes
 	cache := m.NewKVCache(slots, c.Prompt+c.Decode+1)
 	rng := rand.New(rand.NewPCG(c.Seed, 9))
 	logits := make([]float32, slots*cfg.Vocab)
@@ -321,21 +332,24 @@ func cpuSeconds() float64 {
 }
 
 // peakRSS reads the process's peak resident set size (VmHWM) in bytes from /proc/self/status.
-func peakRSS() (int64, error) {
+func peakRSS() (int64, error) { return procStatus("VmHWM:") }
+
+// procStatus reads a size field of /proc/self/status, such as "VmRSS:", in bytes.
+func procStatus(field string) (int64, error) {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
-		return 0, fmt.Errorf("peak memory: %w", err)
+		return 0, fmt.Errorf("process memory: %w", err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("peak memory: parse %q: %w", v, err)
+				return 0, fmt.Errorf("process memory: parse %s %q: %w", field, v, err)
 			}
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("peak memory: no VmHWM in /proc/self/status")
+	return 0, fmt.Errorf("process memory: no %s in /proc/self/status", field)
 }

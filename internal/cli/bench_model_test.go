@@ -9,12 +9,12 @@ import (
 
 func TestBenchModelPrintsEveryFigure(t *testing.T) {
 	var out bytes.Buffer
-	cmd := &BenchModelCmd{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Configs: "64x1", Seed: 1}
+	cmd := &BenchModelCmd{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Configs: "64x1", Seed: 1, Engine: 2, EngLen: 12}
 	if err := cmd.Run(&Globals{Ctx: context.Background(), Stdout: &out, Stderr: &out}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"train step 1×40", "GFLOP/s model FLOPs", "sgemm at the step's shapes", "VmHWM",
-		"decode batch 1 ", "decode batch 32 ", "config dim 64 layers 1"} {
+		"decode batch 1 ", "decode batch 32 ", "config dim 64 layers 1", "engine: 32 slots × 12 tokens", "round 2: 256 tokens", "live heap"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -26,6 +26,8 @@ func TestBenchModelRejectsBadFlags(t *testing.T) {
 		{Vocab: 64, Rows: 0, Seq: 40, Steps: 1, Prompt: 4, Decode: 2},
 		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Configs: "64by1"},
 		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Configs: "65x1"},
+		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Engine: 1, EngLen: 4},
+		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Engine: -1},
 	} {
 		var out bytes.Buffer
 		if err := cmd.Run(&Globals{Ctx: context.Background(), Stdout: &out, Stderr: &out}); err == nil {
