@@ -57,13 +57,21 @@ type Index struct {
 	postDoc []int32
 	postW   []float32 // idf(t) · tf·(k1+1) / (tf + k1·(1 − b + b·|d|/avgdl))
 
-	scratch sync.Pool // *accumulator, so concurrent queries do not share score arrays
+	scratch sync.Pool // *queryScratch, so concurrent queries do not share working memory
 }
 
-// accumulator holds one query's per-document scores; touched lists the documents to reset.
-type accumulator struct {
+// queryScratch is one query's working memory, reused from query to query so that a search
+// allocates nothing but its result: a dense score per document with the list of documents touched
+// (only those are reset), the query's term ids, a buffer for lowering a word, the top-k heap, and
+// a buffer the search tool renders its answer in.
+type queryScratch struct {
 	score   []float32
 	touched []int32
+	terms   []int32
+	word    []byte
+	top     topK
+	out     []byte
+	line    []byte
 }
 
 // NewIndex builds an index over docs. The index keeps docs (for Doc and snippets) but never
@@ -169,7 +177,7 @@ func NewIndex(docs []Doc, opt IndexOptions) (*Index, error) {
 			next[e.term]++
 		}
 	}
-	ix.scratch.New = func() any { return &accumulator{score: make([]float32, len(docs))} }
+	ix.scratch.New = func() any { return &queryScratch{score: make([]float32, len(docs))} }
 	return ix, nil
 }
 
@@ -192,41 +200,67 @@ func (ix *Index) Search(query string, k int) []Hit {
 	if k <= 0 || len(ix.docs) == 0 {
 		return nil
 	}
-	qterms := ix.queryTerms(query)
+	sc := ix.scratch.Get().(*queryScratch)
+	defer ix.scratch.Put(sc)
+	hits := ix.search(sc, query, k)
+	if len(hits) == 0 {
+		return nil
+	}
+	return slices.Clone(hits)
+}
+
+// search scores query into sc and returns the k best hits, best first, in sc's heap: they are
+// valid until sc is used again. k must be positive.
+func (ix *Index) search(sc *queryScratch, query string, k int) []Hit {
+	top := &sc.top
+	top.reset(k)
+	qterms := ix.queryTerms(sc, query)
 	if len(qterms) == 0 {
 		return nil
 	}
-	acc := ix.scratch.Get().(*accumulator)
-	defer ix.scratch.Put(acc)
+	score := sc.score
 	for _, t := range qterms {
 		lo, hi := ix.offsets[t], ix.offsets[t+1]
 		docs, ws := ix.postDoc[lo:hi], ix.postW[lo:hi]
 		for p, d := range docs {
-			if acc.score[d] == 0 {
-				acc.touched = append(acc.touched, d)
+			if score[d] == 0 {
+				sc.touched = append(sc.touched, d)
 			}
-			acc.score[d] += ws[p]
+			score[d] += ws[p]
 		}
 	}
-	top := topK{k: k}
-	for _, d := range acc.touched {
-		top.offer(Hit{Doc: int(d), Score: float64(acc.score[d])})
-		acc.score[d] = 0
+	for _, d := range sc.touched {
+		s := float64(score[d])
+		score[d] = 0
+		// Most documents lose to the worst of a full heap; skip building a hit for them.
+		if len(top.h) == k && s < top.h[0].Score {
+			continue
+		}
+		top.offer(Hit{Doc: int(d), Score: s})
 	}
-	acc.touched = acc.touched[:0]
+	sc.touched = sc.touched[:0]
 	return top.sorted()
 }
 
 // queryTerms maps query text to distinct known term ids, in first-occurrence order so that
-// floating-point accumulation order, and so every score, is reproducible.
-func (ix *Index) queryTerms(query string) []int32 {
-	words := ix.an.Terms(nil, query)
-	out := make([]int32, 0, len(words))
-	for _, w := range words {
-		id, ok := ix.terms[w]
-		if ok && !slices.Contains(out, id) {
-			out = append(out, id)
+// floating-point accumulation order, and so every score, is reproducible. It analyzes the query
+// as Analyzer.Terms does, in sc's buffers.
+func (ix *Index) queryTerms(sc *queryScratch, query string) []int32 {
+	ids := sc.terms[:0]
+	for i := 0; ; {
+		start, end, ok := nextWord(query, i)
+		if !ok {
+			break
+		}
+		i = end
+		sc.word = appendLower(sc.word[:0], query[start:end])
+		if ix.an.Stopwords[string(sc.word)] {
+			continue
+		}
+		if id, ok := ix.terms[string(sc.word)]; ok && !slices.Contains(ids, id) {
+			ids = append(ids, id)
 		}
 	}
-	return out
+	sc.terms = ids
+	return ids
 }

@@ -17,6 +17,12 @@ type topK struct {
 	h []Hit
 }
 
+// reset empties t to keep the k best of new hits, keeping its storage.
+func (t *topK) reset(k int) {
+	t.k = k
+	t.h = t.h[:0]
+}
+
 func (t *topK) offer(x Hit) {
 	if len(t.h) < t.k {
 		t.h = append(t.h, x)

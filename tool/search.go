@@ -84,65 +84,115 @@ type searchArgs struct {
 	K     *int   `json:"k"`
 }
 
+// decodeArgs reads the arguments with encoding/json: any form the model may write, and the
+// wording of the error when they are malformed.
+func decodeArgs(raw json.RawMessage) (query string, k int, hasK bool, err error) {
+	var a searchArgs
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return "", 0, false, fmt.Errorf(`search: arguments must be {"query": text, "k": integer}: %w`, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return "", 0, false, errors.New("search: unexpected data after the arguments object")
+	}
+	if a.K != nil {
+		return a.Query, *a.K, true, nil
+	}
+	return a.Query, 0, false, nil
+}
+
 // Call implements Tool.
 func (s *Search) Call(ctx context.Context, args json.RawMessage) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("search: %w", err)
 	}
-	a, err := s.parse(args)
+	query, k, err := s.parse(args)
 	if err != nil {
 		return "", err
 	}
-	hits := s.ix.Search(a.Query, *a.K)
+	sc := s.ix.scratch.Get().(*queryScratch)
+	defer s.ix.scratch.Put(sc)
+	hits := s.ix.search(sc, query, k)
 	if len(hits) == 0 {
 		return "no results", nil
 	}
-	var b strings.Builder
+	// Rendered in the query's scratch: the answer string is the call's one allocation.
+	out := sc.out[:0]
 	for i, h := range hits {
 		if i > 0 {
-			b.WriteByte('\n')
+			out = append(out, '\n')
 		}
 		d := s.ix.Doc(h.Doc)
-		b.WriteString(oneLine(d.Title))
-		b.WriteString(": ")
-		b.WriteString(Trim(oneLine(d.Text), s.opt.SnippetChars))
+		out = appendOneLine(out, d.Title)
+		out = append(out, ": "...)
+		sc.line = appendOneLine(sc.line[:0], d.Text)
+		out = appendTrimmed(out, sc.line, s.opt.SnippetChars)
 	}
-	return b.String(), nil
+	sc.out = out
+	return string(out), nil
 }
 
 // parse validates the arguments strictly: unknown fields, a missing or empty query, a k out of
-// range and trailing data are all errors the model can read and correct.
-func (s *Search) parse(raw json.RawMessage) (searchArgs, error) {
-	var a searchArgs
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
-		return a, fmt.Errorf(`search: arguments must be {"query": text, "k": integer}: %w`, err)
+// range and trailing data are all errors the model can read and correct. It returns the trimmed
+// query and k.
+func (s *Search) parse(raw json.RawMessage) (query string, k int, err error) {
+	query, k, hasK, ok := parseSimpleArgs(raw)
+	if !ok {
+		if query, k, hasK, err = decodeArgs(raw); err != nil {
+			return "", 0, err
+		}
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return a, errors.New("search: unexpected data after the arguments object")
-	}
-	q := strings.TrimSpace(a.Query)
+	q := strings.TrimSpace(query)
 	switch {
 	case q == "":
-		return a, errors.New("search: query is empty")
+		return "", 0, errors.New("search: query is empty")
 	case utf8.RuneCountInString(q) > s.opt.MaxQueryChars:
-		return a, fmt.Errorf("search: query longer than %d characters", s.opt.MaxQueryChars)
+		return "", 0, fmt.Errorf("search: query longer than %d characters", s.opt.MaxQueryChars)
 	}
-	a.Query = q
-	if a.K == nil {
-		k := s.opt.DefaultK
-		a.K = &k
+	if !hasK {
+		k = s.opt.DefaultK
 	}
-	if *a.K < 1 || *a.K > s.opt.MaxK {
-		return a, fmt.Errorf("search: k must be between 1 and %d, got %d", s.opt.MaxK, *a.K)
+	if k < 1 || k > s.opt.MaxK {
+		return "", 0, fmt.Errorf("search: k must be between 1 and %d, got %d", s.opt.MaxK, k)
 	}
-	return a, nil
+	return q, k, nil
 }
 
-// oneLine folds line breaks and runs of spaces so each result stays on its own line.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+// appendOneLine appends s to dst with line breaks and runs of spaces folded into single spaces
+// (strings.Join(strings.Fields(s), " ")), so each result stays on its own line.
+func appendOneLine(dst []byte, s string) []byte {
+	first := true
+	for f := range strings.FieldsSeq(s) {
+		if !first {
+			dst = append(dst, ' ')
+		}
+		dst = append(dst, f...)
+		first = false
+	}
+	return dst
+}
+
+// appendTrimmed appends Trim(string(s), n) to dst.
+func appendTrimmed(dst, s []byte, n int) []byte {
+	if utf8.RuneCount(s) <= n {
+		return append(dst, s...)
+	}
+	cut := 0
+	for i := 0; i < len(s); {
+		if cut == n {
+			s = s[:i]
+			break
+		}
+		_, size := utf8.DecodeRune(s[i:])
+		i += size
+		cut++
+	}
+	if sp := bytes.LastIndexByte(s, ' '); sp > 0 {
+		s = s[:sp]
+	}
+	dst = append(dst, s...)
+	return append(dst, "..."...)
 }
 
 // Trim shortens s to at most n runes, cutting at the last space when there is one and marking the

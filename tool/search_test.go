@@ -109,3 +109,46 @@ func TestTrim(t *testing.T) {
 		}
 	}
 }
+
+// The plain-form fast path of the argument parser must agree with encoding/json wherever it
+// accepts an input.
+func FuzzSearchArgs(f *testing.F) {
+	for _, s := range []string{
+		`{"query":"a"}`, ` {"query" : "a b" , "k" : 3 } `, `{"k":-0,"query":"x"}`, `{"query":"a","k":01}`,
+		`{"query":"a","k":1e1}`, `{"query":"a","k":2.0}`, `{"QUERY":"a"}`, `{"query":"a","query":"b"}`,
+		`{"query":"\u00e9"}`, "{\"query\":\"\xff\"}", `{"query":null}`, `{"query":"a"} x`, `{"query":"a",}`,
+		`{"query":"a","k":1234567890}`, `{}`, `{"query":"tab	in"}`, "{\"query\":\"é ✓\"}\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		q, k, hasK, ok := parseSimpleArgs(raw)
+		if !ok {
+			return
+		}
+		jq, jk, jHasK, err := decodeArgs(raw)
+		if err != nil || q != jq || k != jk || hasK != jHasK {
+			t.Fatalf("%q: fast path gives %q %d %v, encoding/json %q %d %v %v", raw, q, k, hasK, jq, jk, jHasK, err)
+		}
+	})
+}
+
+// oneLine is the plain form of appendOneLine.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// Rendering a snippet into a reused buffer gives exactly Trim(oneLine(text), n).
+func FuzzSnippet(f *testing.F) {
+	for _, s := range []string{"", "a  b\n c", "Miravo is a city in Tarnesia.\nIt is famous", "  ünï\u00a0code\u2028x  ", "\xffa b\xfe", "abc def ghi"} {
+		f.Add(s, 5)
+	}
+	f.Fuzz(func(t *testing.T, s string, n int) {
+		if n < 1 || n > 1000 {
+			return
+		}
+		want := Trim(oneLine(s), n)
+		got := appendTrimmed([]byte("x"), appendOneLine(nil, s), n)
+		if string(got[1:]) != want || string(got[:1]) != "x" {
+			t.Fatalf("Trim(oneLine(%q), %d) = %q, rendered %q", s, n, want, got[1:])
+		}
+	})
+}
