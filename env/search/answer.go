@@ -22,9 +22,24 @@ func answerText(action string) string {
 // normalize makes answers comparable: lower case, punctuation and repeated spaces folded into
 // single spaces, a leading article dropped ("The Miravo." matches "Miravo").
 func normalize(s string) string {
-	f := strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
-	if len(f) > 1 && (f[0] == "the" || f[0] == "a" || f[0] == "an") {
-		f = f[1:]
+	s = strings.ToLower(s)
+	sep := func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }
+	n := 0
+	for range strings.FieldsFuncSeq(s, sep) {
+		n++
 	}
-	return strings.Join(f, " ")
+	var b strings.Builder
+	b.Grow(len(s))
+	i := 0
+	for f := range strings.FieldsFuncSeq(s, sep) {
+		i++
+		if i == 1 && n > 1 && (f == "the" || f == "a" || f == "an") {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(f)
+	}
+	return b.String()
 }

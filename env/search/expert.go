@@ -133,11 +133,13 @@ func (x *Expert) pickIntersection(lines [][2]string) string {
 	return "unknown"
 }
 
+// tagBreaks turns the tool-response tags of an observation into line breaks.
+var tagBreaks = strings.NewReplacer("<tool_response>", "\n", "</tool_response>", "\n")
+
 // resultLines splits a tool observation into (title, text) pairs, one per result.
 func resultLines(obs string) [][2]string {
-	obs = strings.NewReplacer("<tool_response>", "\n", "</tool_response>", "\n").Replace(obs)
 	var out [][2]string
-	for _, l := range strings.Split(obs, "\n") {
+	for l := range strings.SplitSeq(tagBreaks.Replace(obs), "\n") {
 		if title, text, ok := strings.Cut(l, ": "); ok {
 			out = append(out, [2]string{strings.TrimSpace(title), text})
 		}
@@ -160,15 +162,25 @@ func readFact(lines [][2]string, subject string, re *regexp.Regexp) (string, boo
 
 // searchCall is the tool call for query, in the syntax WithTools parses.
 func searchCall(query string) string {
-	q, _ := json.Marshal(query) // a string always marshals
-	return tool.OpenTag + `{"name": "search", "arguments": {"query": ` + string(q) + `}}` + tool.CloseTag
+	return tool.OpenTag + `{"name": "search", "arguments": {"query": ` + quoteJSON(query) + `}}` + tool.CloseTag
 }
 
 // searchCallK asks for k results: an intersection query matches several people's documents,
 // and the one that states both facts need not rank first.
 func searchCallK(query string, k int) string {
-	q, _ := json.Marshal(query)
-	return tool.OpenTag + `{"name": "search", "arguments": {"query": ` + string(q) + `, "k": ` + strconv.Itoa(k) + `}}` + tool.CloseTag
+	return tool.OpenTag + `{"name": "search", "arguments": {"query": ` + quoteJSON(query) + `, "k": ` + strconv.Itoa(k) + `}}` + tool.CloseTag
+}
+
+// quoteJSON is json.Marshal of s as a string. Entity names are plain ASCII, which it quotes
+// without the encoder.
+func quoteJSON(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return string(q)
+		}
+	}
+	return `"` + s + `"`
 }
 
 func answer(name string) string { return "Answer: " + name }

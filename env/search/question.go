@@ -3,6 +3,7 @@ package search
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 )
 
@@ -82,11 +83,13 @@ func (k *kb) chainQuestion(rng *rand.Rand, hops int, heldout bool) question {
 	for {
 		start := k.pickShare(rng, kind(rng.IntN(int(numKinds))), heldout)
 		q := question{form: formChain, start: start}
-		seen := map[int32]bool{start: true}
+		var seenBuf [4]int32 // the start and up to 3 hops
+		seen := append(seenBuf[:0], start)
 		cur := start
 		ok := true
 		for h := 0; h < hops && ok; h++ {
-			var out []rel
+			var outBuf [numRels]rel
+			out := outBuf[:0]
 			for r, ri := range rels {
 				if ri.from == k.ents[cur].kind {
 					out = append(out, rel(r))
@@ -94,11 +97,11 @@ func (k *kb) chainQuestion(rng *rand.Rand, hops int, heldout bool) question {
 			}
 			r := out[rng.IntN(len(out))]
 			next := k.ents[cur].rel[r]
-			if seen[next] {
+			if slices.Contains(seen, next) {
 				ok = false
 				break
 			}
-			seen[next] = true
+			seen = append(seen, next)
 			q.chain = append(q.chain, r)
 			cur = next
 		}

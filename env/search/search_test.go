@@ -2,11 +2,13 @@ package search
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/envtest"
@@ -258,4 +260,25 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: New error %v, want ok=%v", c.name, err, c.ok)
 		}
 	}
+}
+
+// normalize and quoteJSON avoid the allocations of their plain forms; they must give the same
+// strings.
+func FuzzNormalizeAndQuote(f *testing.F) {
+	for _, s := range []string{"The Miravo.", "a", "An  Velora-Corp!", "ÜBER straße İstanbul", "\xff the x", "", "the", "Tom & <Jerry> \"q\" \\ \u2028"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fields := strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+		if len(fields) > 1 && (fields[0] == "the" || fields[0] == "a" || fields[0] == "an") {
+			fields = fields[1:]
+		}
+		if want, got := strings.Join(fields, " "), normalize(s); got != want {
+			t.Fatalf("normalize(%q) = %q, want %q", s, got, want)
+		}
+		q, _ := json.Marshal(s)
+		if got := quoteJSON(s); got != string(q) {
+			t.Fatalf("quoteJSON(%q) = %s, want %s", s, got, q)
+		}
+	})
 }
