@@ -12,10 +12,10 @@ package rollout
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/agentrl/agentrl/env"
@@ -78,8 +78,18 @@ type Task struct {
 	Index   int    // position within the group
 }
 
-// id names the trajectory of the task.
-func (t Task) id() string { return fmt.Sprintf("%s-%d-%d-%d", t.Env, t.Seed, t.GroupID, t.Index) }
+// id names the trajectory of the task: env-seed-group-index.
+func (t Task) id() string {
+	var a [96]byte
+	b := append(a[:0], t.Env...)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, t.Seed, 10)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, t.GroupID, 10)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, int64(t.Index), 10)
+	return string(b)
+}
 
 // Runner runs episodes. It is safe for concurrent use: each episode owns its environment.
 type Runner struct {
@@ -121,100 +131,48 @@ func requestSeed(base uint64, t Task, turn int) uint64 {
 	return x ^ x>>31
 }
 
-// episode accumulates one trajectory.
-type episode struct {
-	t *traj.Trajectory
-}
-
-// extend lengthens every per-token slice by n and returns the old length.
-func (e *episode) extend(n int) int {
-	t := e.t
-	at := len(t.Tokens)
-	t.Tokens = slices.Grow(t.Tokens, n)[:at+n]
-	t.Roles = slices.Grow(t.Roles, n)[:at+n]
-	t.LossMask = slices.Grow(t.LossMask, n)[:at+n]
-	t.Logprobs = slices.Grow(t.Logprobs, n)[:at+n]
-	t.Versions = slices.Grow(t.Versions, n)[:at+n]
-	return at
-}
-
-func (e *episode) append(toks []int32, role traj.Role) {
-	at := e.extend(len(toks))
-	t := e.t
-	copy(t.Tokens[at:], toks)
-	clear(t.LossMask[at:])
-	clear(t.Logprobs[at:])
-	roles, versions := t.Roles[at:], t.Versions[at:]
-	for i := range roles {
-		roles[i] = role
-	}
-	for i := range versions {
-		versions[i] = traj.NoVersion
-	}
-}
-
-func (e *episode) appendCompletion(c infer.Completion) {
-	at := e.extend(len(c.Tokens))
-	t := e.t
-	copy(t.Tokens[at:], c.Tokens)
-	copy(t.Logprobs[at:], c.Logprobs)
-	copy(t.Versions[at:], c.Versions)
-	roles, mask := t.Roles[at:], t.LossMask[at:]
-	for i := range roles {
-		roles[i] = traj.RoleAssistant
-	}
-	for i := range mask {
-		mask[i] = true
-	}
-}
-
-func (e *episode) end(status traj.Status, msg string) {
-	e.t.Status = status
-	e.t.Error = msg
-}
-
 // Episode runs one episode of task t in e (which the caller owns and closes). Environment,
 // generator and time-limit failures are recorded in the trajectory's status; the returned error
 // is non-nil only when ctx itself is cancelled, in which case the partial trajectory is returned
 // for inspection and must not be trained on.
 func (r *Runner) Episode(ctx context.Context, e env.Env, t Task) (*traj.Trajectory, error) {
-	start := r.now()
-	ep := &episode{t: &traj.Trajectory{
-		ID:       t.id(),
-		Env:      t.Env,
-		TaskSeed: t.Seed,
-		GroupID:  t.GroupID,
-	}}
-	tr := ep.t
-	defer func() { tr.Timings.Total = r.now().Sub(start) }()
-
-	ectx := ctx
+	ep := episode{r: r, ctx: ctx, ectx: ctx, start: r.now(), b: bufPool.Get().(*buffers)}
+	ep.mark = ep.start
+	ep.t = &traj.Trajectory{ID: t.id(), Env: t.Env, TaskSeed: t.Seed, GroupID: t.GroupID}
+	defer ep.finish()
 	if r.Cfg.EpisodeTimeout > 0 {
 		var cancel context.CancelFunc
-		ectx, cancel = context.WithTimeout(ctx, r.Cfg.EpisodeTimeout)
+		ep.ectx, cancel = context.WithTimeout(ctx, r.Cfg.EpisodeTimeout)
 		defer cancel()
 	}
-	// fail records an infrastructure failure; it reports whether the caller's ctx ended.
-	fail := func(stage string, err error) error {
-		if ctx.Err() != nil {
-			ep.end(traj.StatusEnvError, "cancelled")
-			return ctx.Err()
-		}
-		if ectx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
-			ep.end(traj.StatusTimeout, fmt.Sprintf("%s: %v", stage, err))
-			return nil
-		}
-		ep.end(traj.StatusEnvError, fmt.Sprintf("%s: %v", stage, err))
-		return nil
+	if done, err := ep.begin(e, t); done {
+		return ep.t, err
 	}
+	gen := r.Gen
+	if r.NewGen != nil {
+		gen = r.NewGen(t)
+	}
+	if gen == nil {
+		ep.end(traj.StatusEnvError, "no generator configured")
+		return ep.t, nil
+	}
+	ep.b.stop[0] = r.Tok.EndOfTurn()
+	for turn := 0; ; turn++ {
+		if done, err := ep.turn(e, gen, t, turn); done {
+			return ep.t, err
+		}
+	}
+}
 
-	t0 := r.now()
-	obs, err := e.Reset(ectx, t.Seed)
-	tr.Timings.Env += r.now().Sub(t0)
+// begin resets the environment and records the prompt; done reports that the episode already
+// ended (err as for Episode).
+func (ep *episode) begin(e env.Env, t Task) (done bool, err error) {
+	r, tr := ep.r, ep.t
+	obs, err := e.Reset(ep.ectx, t.Seed)
+	ep.lap(&tr.Timings.Env)
 	if err != nil {
-		return tr, fail("reset", err)
+		return true, ep.fail("reset", err)
 	}
-	t0 = r.now()
 	prompt := r.Tok.EncodePrompt(obs.System, obs.Text)
 	// The user message starts at the second message-start token (special tokens bound
 	// pre-tokenization, so the system message encodes on its own).
@@ -226,142 +184,129 @@ func (r *Runner) Episode(ctx context.Context, e env.Env, t Task) (*traj.Trajecto
 			}
 		}
 	}
-	tr.Timings.Tokenize += r.now().Sub(t0)
+	ep.lap(&tr.Timings.Tokenize)
 	if len(prompt) >= r.Cfg.MaxContext {
 		// Nothing can be generated; the trajectory keeps no tokens so it never exceeds the cap.
 		ep.end(traj.StatusTruncated, fmt.Sprintf("prompt of %d tokens leaves no room under max_context %d", len(prompt), r.Cfg.MaxContext))
-		return tr, nil
+		return true, nil
 	}
-	// Room for the prompt and a few turns; longer episodes grow as they go, so short ones do not
-	// pay for (and zero) a whole context's worth of memory.
-	capacity := min(r.Cfg.MaxContext, len(prompt)+4*r.Cfg.MaxTokensPerTurn)
-	tr.Tokens = make([]int32, 0, capacity)
-	tr.Roles = make([]traj.Role, 0, capacity)
-	tr.LossMask = make([]bool, 0, capacity)
-	tr.Logprobs = make([]float32, 0, capacity)
-	tr.Versions = make([]int32, 0, capacity)
 	if sysLen > 0 && sysLen < len(prompt) {
 		ep.append(prompt[:sysLen], traj.RoleSystem)
 		ep.append(prompt[sysLen:], traj.RoleUser)
 	} else {
 		ep.append(prompt, traj.RoleUser)
 	}
+	return false, nil
+}
 
-	gen := r.Gen
-	if r.NewGen != nil {
-		gen = r.NewGen(t)
+// turn runs one assistant turn: generate, step the environment, record the observation. done
+// reports that the episode ended (err as for Episode).
+func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done bool, err error) {
+	r, tr, cfg := ep.r, ep.t, &ep.r.Cfg
+	if turn >= cfg.MaxTurns {
+		ep.end(traj.StatusTruncated, fmt.Sprintf("turn limit %d reached", cfg.MaxTurns))
+		return true, nil
 	}
-	if gen == nil {
-		ep.end(traj.StatusEnvError, "no generator configured")
-		return tr, nil
+	room := cfg.MaxContext - ep.len()
+	if room <= 0 {
+		ep.end(traj.StatusTruncated, fmt.Sprintf("context limit %d reached", cfg.MaxContext))
+		return true, nil
 	}
-	stop := []int32{r.Tok.EndOfTurn()}
-	for turn := 0; ; turn++ {
-		if turn >= r.Cfg.MaxTurns {
-			ep.end(traj.StatusTruncated, fmt.Sprintf("turn limit %d reached", r.Cfg.MaxTurns))
-			return tr, nil
+	stop := ep.b.stop[:]
+	req := infer.Request{
+		Prompt:    ep.b.tokens,
+		MaxTokens: min(cfg.MaxTokensPerTurn, room),
+		Sampling:  cfg.Sampling,
+		Stop:      stop,
+		Seed:      requestSeed(r.SampleSeed, t, turn),
+	}
+	ep.lent = true
+	comp, err := gen.Generate(ep.ectx, req)
+	ep.lap(&tr.Timings.Generate)
+	if err != nil {
+		return true, ep.fail("generate", err)
+	}
+	ep.lent = false
+	if err := checkCompletion(comp, req.MaxTokens, r.Tok.VocabSize()); err != nil {
+		return true, ep.fail("generate", err)
+	}
+	turnStart := ep.len()
+	ep.appendCompletion(comp)
+	tu := traj.Turn{Start: turnStart, End: ep.len(), ObsEnd: ep.len()}
+	n := len(comp.Tokens)
+	actionToks := comp.Tokens
+	if n > 0 && comp.Tokens[n-1] == stop[0] {
+		actionToks = comp.Tokens[:n-1]
+	} else {
+		// The completion hit a token limit without ending its turn. With room left in the
+		// context the turn is closed for it — an end-of-turn token that was not sampled, so it
+		// is not trained on — and the environment judges the cut action; otherwise the episode
+		// is truncated.
+		if ep.len()+1 > cfg.MaxContext || n < cfg.MaxTokensPerTurn {
+			ep.addTurn(tu)
+			ep.end(traj.StatusTruncated, fmt.Sprintf("turn %d: context limit %d reached inside a completion", turn, cfg.MaxContext))
+			return true, nil
 		}
-		room := r.Cfg.MaxContext - len(tr.Tokens)
-		if room <= 0 {
-			ep.end(traj.StatusTruncated, fmt.Sprintf("context limit %d reached", r.Cfg.MaxContext))
-			return tr, nil
-		}
-		req := infer.Request{
-			Prompt:    tr.Tokens,
-			MaxTokens: min(r.Cfg.MaxTokensPerTurn, room),
-			Sampling:  r.Cfg.Sampling,
-			Stop:      stop,
-			Seed:      requestSeed(r.SampleSeed, t, turn),
-		}
-		t0 = r.now()
-		comp, err := gen.Generate(ectx, req)
-		tr.Timings.Generate += r.now().Sub(t0)
-		if err != nil {
-			return tr, fail("generate", err)
-		}
-		if err := checkCompletion(comp, req.MaxTokens, r.Tok.VocabSize()); err != nil {
-			return tr, fail("generate", err)
-		}
-		turnStart := len(tr.Tokens)
-		ep.appendCompletion(comp)
-		tu := traj.Turn{Start: turnStart, End: len(tr.Tokens), ObsEnd: len(tr.Tokens)}
-		n := len(comp.Tokens)
-		actionToks := comp.Tokens
-		if n > 0 && comp.Tokens[n-1] == stop[0] {
-			actionToks = comp.Tokens[:n-1]
-		} else {
-			// The completion hit a token limit without ending its turn. With room left in the
-			// context the turn is closed for it — an end-of-turn token that was not sampled, so
-			// it is not trained on — and the environment judges the cut action; otherwise the
-			// episode is truncated.
-			if len(tr.Tokens)+1 > r.Cfg.MaxContext || n < r.Cfg.MaxTokensPerTurn {
-				tr.Turns = append(tr.Turns, tu)
-				ep.end(traj.StatusTruncated, fmt.Sprintf("turn %d: context limit %d reached inside a completion", turn, r.Cfg.MaxContext))
-				return tr, nil
-			}
-			ep.append(stop, traj.RoleAssistant)
-			tu.End, tu.ObsEnd = len(tr.Tokens), len(tr.Tokens)
-		}
+		ep.append(stop, traj.RoleAssistant)
+		tu.End, tu.ObsEnd = ep.len(), ep.len()
+	}
 
-		t0 = r.now()
-		action := r.Tok.Decode(actionToks)
-		tr.Timings.Tokenize += r.now().Sub(t0)
-		t0 = r.now()
-		step, err := e.Step(ectx, action)
-		tr.Timings.Env += r.now().Sub(t0)
-		if err != nil {
-			tr.Turns = append(tr.Turns, tu)
-			return tr, fail("step", err)
-		}
-		if math.IsNaN(step.Reward) || math.IsInf(step.Reward, 0) {
-			tr.Turns = append(tr.Turns, tu)
-			ep.end(traj.StatusEnvError, fmt.Sprintf("step: environment returned a non-finite reward %v", step.Reward))
-			return tr, nil
-		}
-		// The reward of the step that ends the episode is the outcome reward; earlier steps'
-		// rewards are per-turn (process) rewards. Each is recorded once.
-		if !step.Done {
-			tu.Reward = step.Reward
-		}
-		tu.ToolCalls = step.ToolCalls
+	action := r.Tok.Decode(actionToks)
+	ep.lap(&tr.Timings.Tokenize)
+	step, err := e.Step(ep.ectx, action)
+	ep.lap(&tr.Timings.Env)
+	if err != nil {
+		ep.addTurn(tu)
+		return true, ep.fail("step", err)
+	}
+	if math.IsNaN(step.Reward) || math.IsInf(step.Reward, 0) {
+		ep.addTurn(tu)
+		ep.end(traj.StatusEnvError, fmt.Sprintf("step: environment returned a non-finite reward %v", step.Reward))
+		return true, nil
+	}
+	// The reward of the step that ends the episode is the outcome reward; earlier steps'
+	// rewards are per-turn (process) rewards. Each is recorded once.
+	if !step.Done {
+		tu.Reward = step.Reward
+	}
+	tu.ToolCalls = step.ToolCalls
 
-		var obsToks []int32
-		if step.Observation != "" || !step.Done {
-			t0 = r.now()
-			if step.Done {
-				obsToks = r.Tok.EncodeFinal(chatRole(step.Role), step.Observation)
-			} else {
-				obsToks = r.Tok.EncodeObservation(chatRole(step.Role), step.Observation)
-			}
-			tr.Timings.Tokenize += r.now().Sub(t0)
-		}
+	var obsToks []int32
+	if step.Observation != "" || !step.Done {
 		if step.Done {
-			// The final observation is informative only; keep it when it fits.
-			if len(tr.Tokens)+len(obsToks) <= r.Cfg.MaxContext {
-				ep.append(obsToks, obsRole(step.Role))
-			}
-			tu.ObsEnd = len(tr.Tokens)
-			tr.Turns = append(tr.Turns, tu)
-			tr.Reward = step.Reward
-			if v, ok := step.Info[env.InfoSuccess]; ok {
-				tr.Meta = append(tr.Meta, traj.KV{Key: env.InfoSuccess, Value: v})
-			}
-			if why := step.Info[env.InfoTruncated]; why != "" {
-				ep.end(traj.StatusTruncated, why)
-			} else {
-				ep.end(traj.StatusOK, "")
-			}
-			return tr, nil
+			obsToks = r.Tok.EncodeFinal(chatRole(step.Role), step.Observation)
+		} else {
+			obsToks = r.Tok.EncodeObservation(chatRole(step.Role), step.Observation)
 		}
-		if len(tr.Tokens)+len(obsToks) >= r.Cfg.MaxContext {
-			tr.Turns = append(tr.Turns, tu)
-			ep.end(traj.StatusTruncated, fmt.Sprintf("turn %d: observation of %d tokens does not fit in max_context %d", turn, len(obsToks), r.Cfg.MaxContext))
-			return tr, nil
-		}
-		ep.append(obsToks, obsRole(step.Role))
-		tu.ObsEnd = len(tr.Tokens)
-		tr.Turns = append(tr.Turns, tu)
+		ep.lap(&tr.Timings.Tokenize)
 	}
+	if step.Done {
+		// The final observation is informative only; keep it when it fits.
+		if ep.len()+len(obsToks) <= cfg.MaxContext {
+			ep.append(obsToks, obsRole(step.Role))
+		}
+		tu.ObsEnd = ep.len()
+		ep.addTurn(tu)
+		tr.Reward = step.Reward
+		if v, ok := step.Info[env.InfoSuccess]; ok {
+			tr.Meta = append(tr.Meta, traj.KV{Key: env.InfoSuccess, Value: v})
+		}
+		if why := step.Info[env.InfoTruncated]; why != "" {
+			ep.end(traj.StatusTruncated, why)
+		} else {
+			ep.end(traj.StatusOK, "")
+		}
+		return true, nil
+	}
+	if ep.len()+len(obsToks) >= cfg.MaxContext {
+		ep.addTurn(tu)
+		ep.end(traj.StatusTruncated, fmt.Sprintf("turn %d: observation of %d tokens does not fit in max_context %d", turn, len(obsToks), cfg.MaxContext))
+		return true, nil
+	}
+	ep.append(obsToks, obsRole(step.Role))
+	tu.ObsEnd = ep.len()
+	ep.addTurn(tu)
+	return false, nil
 }
 
 // obsRole is the trajectory role of an observation; anything that is not a tool response is

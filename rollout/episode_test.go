@@ -367,3 +367,70 @@ func TestCutCompletionIsClosedNotTrained(t *testing.T) {
 		}
 	}
 }
+
+// The loop reuses its working buffers from episode to episode; a finished trajectory must own
+// its slices, so later episodes cannot change it.
+func TestTrajectoriesOwnTheirSlices(t *testing.T) {
+	r := newRunner(t, DefaultConfig())
+	newEnv := func(string) (env.Env, error) { return &stepEnv{turns: 3}, nil }
+	tasks := make([]Task, 20)
+	for i := range tasks {
+		tasks[i] = Task{Env: "step", Seed: int64(i), GroupID: uint64(i)}
+	}
+	first, err := r.RunGroups(context.Background(), newEnv, tasks, 2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved [][]int32
+	for _, g := range first {
+		for _, tr := range g.Trajs {
+			saved = append(saved, slices.Clone(tr.Tokens))
+		}
+	}
+	for i := range tasks {
+		tasks[i].Seed += 1000
+	}
+	if _, err := r.RunGroups(context.Background(), newEnv, tasks, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	for _, g := range first {
+		for _, tr := range g.Trajs {
+			if !slices.Equal(tr.Tokens, saved[i]) {
+				t.Fatalf("%s changed after later episodes ran", tr.ID)
+			}
+			i++
+		}
+	}
+}
+
+// A generator whose call failed may still hold the prompt it was lent (an engine shutting
+// down); the loop must not hand that buffer to another episode.
+type holdGen struct {
+	held *[]int32
+}
+
+func (g holdGen) Generate(ctx context.Context, req infer.Request) (infer.Completion, error) {
+	*g.held = req.Prompt
+	return infer.Completion{}, errors.New("engine closed")
+}
+
+func TestFailedGeneratorKeepsItsPrompt(t *testing.T) {
+	var held []int32
+	r := newRunner(t, DefaultConfig())
+	r.NewGen, r.Gen = nil, holdGen{held: &held}
+	tr, err := r.Episode(context.Background(), &stepEnv{turns: 3}, Task{Env: "step", Seed: 1})
+	if err != nil || tr.Status != traj.StatusEnvError {
+		t.Fatalf("status %s, err %v", tr.Status, err)
+	}
+	want := slices.Clone(held)
+	r2 := newRunner(t, DefaultConfig())
+	for i := 0; i < 20; i++ {
+		if _, err := r2.Episode(context.Background(), &stepEnv{turns: 3}, Task{Env: "step", Seed: int64(100 + i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(held, want) {
+		t.Fatal("the prompt lent to a failed generator was reused by later episodes")
+	}
+}

@@ -6,10 +6,13 @@
 package benchrollout
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"runtime/metrics"
+	"slices"
 	"syscall"
 	"time"
 
@@ -29,9 +32,6 @@ type Result struct {
 	Steps       int // environment steps (assistant turns answered by the environment)
 	Wall        time.Duration
 	CPU         time.Duration // process user+system time
-	// BaselineCPU is the CPU time of the same environment, tokenizer and generator calls made
-	// directly in a plain loop, without the agent loop around them.
-	BaselineCPU time.Duration
 }
 
 // EpisodesPerSec is episode throughput.
@@ -40,13 +40,16 @@ func (r Result) EpisodesPerSec() float64 { return float64(r.Episodes) / r.Wall.S
 // StepsPerSec is environment-step throughput.
 func (r Result) StepsPerSec() float64 { return float64(r.Steps) / r.Wall.Seconds() }
 
-// OverheadPerStep is the orchestration CPU cost per step: the loop's CPU time minus the CPU time
-// of the same work done directly, divided by steps.
-func (r Result) OverheadPerStep() time.Duration {
+// Cores is the CPU the process actually got while measured: at most Procs, less on a machine
+// shared with other work.
+func (r Result) Cores() float64 { return r.CPU.Seconds() / r.Wall.Seconds() }
+
+// CPUPerStep is the process CPU time per environment step.
+func (r Result) CPUPerStep() time.Duration {
 	if r.Steps == 0 {
 		return 0
 	}
-	return (r.CPU - r.BaselineCPU) / time.Duration(r.Steps)
+	return r.CPU / time.Duration(r.Steps)
 }
 
 func cpuTime() time.Duration {
@@ -85,7 +88,17 @@ func expertGen(spec env.Spec, tok *tokenizer.Tokenizer) func(t rollout.Task) inf
 	}
 }
 
-// Measure runs episodes of the named environment at the given concurrency with GOMAXPROCS procs.
+// benchConfig leaves room for every expert episode: none is truncated.
+func benchConfig() rollout.Config {
+	cfg := rollout.DefaultConfig()
+	cfg.MaxContext, cfg.MaxTurns, cfg.MaxTokensPerTurn = 2048, 32, 512
+	return cfg
+}
+
+// Measure runs episodes of the named environment through the agent loop (RunGroups) at the given
+// concurrency with GOMAXPROCS procs. The same tasks are first played once untimed, so that
+// one-time set-up (the search index, a sandbox image) and the tokenizer's word cache are not
+// counted; environments are still created and closed per episode inside the timed run.
 func Measure(ctx context.Context, name string, tok *tokenizer.Tokenizer, procs, concurrency, episodes int) (Result, error) {
 	spec, err := env.Lookup(name)
 	if err != nil {
@@ -93,34 +106,101 @@ func Measure(ctx context.Context, name string, tok *tokenizer.Tokenizer, procs, 
 	}
 	prev := runtime.GOMAXPROCS(procs)
 	defer runtime.GOMAXPROCS(prev)
-	cfg := rollout.DefaultConfig()
-	cfg.MaxContext, cfg.MaxTurns, cfg.MaxTokensPerTurn = 2048, 32, 512
-	runner := &rollout.Runner{Tok: tok, Cfg: cfg, NewGen: expertGen(spec, tok)}
+	cfg := benchConfig()
 	ts := tasks(spec, episodes)
-	// Environments are made before the clock starts so that set-up (a sandbox, an index) is not
-	// counted as per-step cost; the loop still creates and closes one per episode.
+	if err := baseline(ctx, spec, tok, ts, cfg); err != nil {
+		return Result{}, err
+	}
 	runtime.GC()
+	return measureLoop(ctx, spec, tok, cfg, ts, procs, concurrency)
+}
+
+// measureLoop times one RunGroups call over ts.
+func measureLoop(ctx context.Context, spec env.Spec, tok *tokenizer.Tokenizer, cfg rollout.Config, ts []rollout.Task, procs, concurrency int) (Result, error) {
+	runner := &rollout.Runner{Tok: tok, Cfg: cfg, NewGen: expertGen(spec, tok)}
 	c0, w0 := cpuTime(), time.Now()
 	groups, err := runner.RunGroups(ctx, nil, ts, 1, concurrency)
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Env: name, Procs: procs, Concurrency: concurrency, Wall: time.Since(w0), CPU: cpuTime() - c0}
+	res := Result{Env: spec.Name, Procs: procs, Concurrency: concurrency, Wall: time.Since(w0), CPU: cpuTime() - c0}
 	for _, g := range groups {
 		t := g.Trajs[0]
 		if t.Status != traj.StatusOK {
-			return res, fmt.Errorf("bench %s: episode %s ended %s: %s", name, t.ID, t.Status, t.Error)
+			return res, fmt.Errorf("bench %s: episode %s ended %s: %s", spec.Name, t.ID, t.Status, t.Error)
 		}
 		res.Episodes++
 		res.Steps += len(t.Turns)
 	}
-	runtime.GC()
-	b0 := cpuTime()
-	if err := baseline(ctx, spec, tok, ts, cfg); err != nil {
-		return res, err
-	}
-	res.BaselineCPU = cpuTime() - b0
 	return res, nil
+}
+
+// Overhead is the orchestration overhead per step measured in one round: the agent loop's CPU
+// time minus the baseline's (the same environment, tokenizer and generator calls in a plain
+// loop over the same tasks), per step, and the part of it that is the garbage collector's.
+type Overhead struct {
+	PerStep time.Duration
+	GC      time.Duration // the loop's GC CPU time minus the baseline's, per step
+}
+
+// MeasureOverhead measures the overhead on one core, rounds times, sorted by PerStep. Each round
+// times the loop and then the baseline over the same tasks, or the other way round in odd
+// rounds, so that neither always runs on the caches or the heap the other left; each starts
+// from a collected heap, and the garbage collection its allocations trigger counts in its time.
+// One untimed pass of each first warms one-time set-up, the tokenizer's word cache and the
+// heap the loop's trajectories need. One core, because process CPU time on several also counts
+// the collector's idle workers and spinning threads.
+func MeasureOverhead(ctx context.Context, name string, tok *tokenizer.Tokenizer, concurrency, episodes, rounds int) ([]Overhead, error) {
+	spec, err := env.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	prev := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(prev)
+	cfg := benchConfig()
+	ts := tasks(spec, episodes)
+	if err := baseline(ctx, spec, tok, ts, cfg); err != nil {
+		return nil, err
+	}
+	if _, err := measureLoop(ctx, spec, tok, cfg, ts, 1, concurrency); err != nil {
+		return nil, err
+	}
+	var out []Overhead
+	for r := 0; r < rounds; r++ {
+		var loopCPU, loopGC, baseCPU, baseGC time.Duration
+		steps := 0
+		for j := 0; j < 2; j++ {
+			runtime.GC()
+			c0, g0 := cpuTime(), gcCPU()
+			if (j+r)%2 == 0 {
+				res, err := measureLoop(ctx, spec, tok, cfg, ts, 1, concurrency)
+				if err != nil {
+					return nil, err
+				}
+				loopCPU, loopGC, steps = cpuTime()-c0, gcCPU()-g0, res.Steps
+			} else {
+				if err := baseline(ctx, spec, tok, ts, cfg); err != nil {
+					return nil, err
+				}
+				baseCPU, baseGC = cpuTime()-c0, gcCPU()-g0
+			}
+		}
+		n := time.Duration(max(steps, 1))
+		out = append(out, Overhead{PerStep: (loopCPU - baseCPU) / n, GC: (loopGC - baseGC) / n})
+	}
+	slices.SortFunc(out, func(a, b Overhead) int { return cmp.Compare(a.PerStep, b.PerStep) })
+	return out, nil
+}
+
+// gcCPU is the CPU time the garbage collector has used in this process, by the runtime's own
+// estimate.
+func gcCPU() time.Duration {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return time.Duration(s[0].Value.Float64() * 1e9)
 }
 
 // baseline makes the same environment, tokenizer and generator calls as the agent loop, one
@@ -149,12 +229,16 @@ func baseline(ctx context.Context, spec env.Spec, tok *tokenizer.Tokenizer, ts [
 			if err != nil {
 				return err
 			}
-			if tr.Done {
-				break
-			}
 			role := "user"
 			if tr.Role == traj.RoleTool {
 				role = "tool"
+			}
+			if tr.Done {
+				// The loop keeps an episode's final observation too.
+				if tr.Observation != "" {
+					toks = append(toks, tok.EncodeFinal(role, tr.Observation)...)
+				}
+				break
 			}
 			toks = append(toks, tok.EncodeObservation(role, tr.Observation)...)
 		}
