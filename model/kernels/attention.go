@@ -51,22 +51,13 @@ func AttentionForward(out []float32, ldo int, lse []float32, ldlse int, scratch 
 }
 
 // softmaxInPlace replaces x with softmax(x), subtracting the maximum first for stability, and
-// returns log Σ exp(x).
+// returns log Σ exp(x). The sum is expSum's, in an order fixed by the row's length alone, so
+// AttentionCached's rows in a prefill and in decoding sum alike.
 func softmaxInPlace(x []float32) float32 {
-	m := x[0]
-	for _, v := range x[1:] {
-		m = max(m, v)
-	}
-	var sum float32
-	for i, v := range x {
-		e := expf(v - m)
-		x[i] = e
-		sum += e
-	}
-	inv := 1 / sum
-	for i := range x {
-		x[i] *= inv
-	}
+	k := activeElem()
+	m := k.max(x)
+	sum := k.expSum(x, x, m)
+	k.scale(x, 1/sum)
 	return m + float32(math.Log(float64(sum)))
 }
 
@@ -92,9 +83,7 @@ func AttentionBackward(dq, dk, dv, scratch, dout []float32, ldo int, out, lse []
 				visible := past + i0 + i + 1
 				row := p[i*nk : i*nk+nk]
 				l := lse[(i0+i)*ldlse+r]
-				for j, s := range row[:visible] {
-					row[j] = expf(s - l)
-				}
+				expSum(row[:visible], row[:visible], l)
 				clear(row[visible:])
 			}
 			// dV += Pᵀ·dO

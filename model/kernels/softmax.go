@@ -2,6 +2,10 @@ package kernels
 
 import "math"
 
+// expChunk is how many exponentials of a vocabulary row the LM-head kernels compute at a time
+// into a stack buffer, before the scalar loop that consumes them.
+const expChunk = 256
+
 // LogprobEntropyForward reads n rows of logits (n, vocab) and writes, per row, the log
 // probability of targets[i] under softmax(logits), the entropy of that distribution, and the
 // log-sum-exp lse[i] that the backward pass reuses. Sums run in float64: the entropy is a
@@ -15,10 +19,16 @@ func LogprobEntropyForward(logprob, entropy, lse, logits []float32, targets []in
 			m = max(m, v)
 		}
 		var s, sz float64
-		for _, v := range z {
-			e := float64(expf(v - m))
-			s += e
-			sz += e * float64(v-m)
+		var buf [expChunk]float32
+		for j0 := 0; j0 < len(z); j0 += expChunk {
+			zc := z[j0:min(j0+expChunk, len(z))]
+			ec := buf[:len(zc)]
+			expSum(ec, zc, m)
+			for j, v := range zc {
+				e := float64(ec[j])
+				s += e
+				sz += e * float64(v-m)
+			}
 		}
 		l := float64(m) + math.Log(s)
 		lse[i] = float32(l)
@@ -41,10 +51,15 @@ func LogprobEntropyBackward(dlogits, logits, lse, entropy []float32, targets []i
 		dz := dlogits[i*vocab : (i+1)*vocab]
 		dl, dh := dlogprob[i], dentropy[i]
 		l, h := lse[i], entropy[i]
-		for j, v := range z {
-			lp := v - l
-			p := expf(lp)
-			dz[j] = -dl*p - dh*p*(lp+h)
+		var buf [expChunk]float32
+		for j0 := 0; j0 < len(z); j0 += expChunk {
+			zc := z[j0:min(j0+expChunk, len(z))]
+			pc := buf[:len(zc)]
+			expSum(pc, zc, l)
+			for j, v := range zc {
+				lp, p := v-l, pc[j]
+				dz[j0+j] = -dl*p - dh*p*(lp+h)
+			}
 		}
 		dz[targets[i]] += dl
 	}

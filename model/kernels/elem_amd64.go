@@ -1,0 +1,92 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import "golang.org/x/sys/cpu"
+
+//go:generate go run ./internal/elemgen -out elem_amd64.s -stubs elem_stubs_amd64.go -pkg kernels
+
+var (
+	avx512Elem = elemKernel{
+		name:      "avx512",
+		expSum:    asmExpSum(expSumavx512),
+		swigluFwd: asmSwigluForward(swigluForwardavx512),
+		swigluBwd: asmSwigluBackward(swigluBackwardavx512),
+		max:       asmMax(maxFiniteavx512),
+		scale:     asmScale(scaleavx512),
+	}
+	avx2Elem = elemKernel{
+		name:      "avx2",
+		expSum:    asmExpSum(expSumavx2),
+		swigluFwd: asmSwigluForward(swigluForwardavx2),
+		swigluBwd: asmSwigluBackward(swigluBackwardavx2),
+		max:       asmMax(maxFiniteavx2),
+		scale:     asmScale(scaleavx2),
+	}
+)
+
+// availableElemKernels lists the elementwise implementations this CPU runs, fastest first.
+func availableElemKernels() []*elemKernel {
+	var ks []*elemKernel
+	if cpu.X86.HasAVX512F {
+		ks = append(ks, &avx512Elem)
+	}
+	if cpu.X86.HasAVX2 {
+		ks = append(ks, &avx2Elem)
+	}
+	return append(ks, &goElem)
+}
+
+// The adapters below check the slice lengths that keep the assembly inside its operands.
+
+func asmExpSum(f func(dst, src *float32, n int, shift float32) float32) func(dst, src []float32, shift float32) float32 {
+	return func(dst, src []float32, shift float32) float32 {
+		if len(src) == 0 {
+			return 0
+		}
+		_ = dst[len(src)-1]
+		return f(&dst[0], &src[0], len(src), shift)
+	}
+}
+
+func asmSwigluForward(f func(out, g, u *float32, n int)) func(out, g, u []float32) {
+	return func(out, g, u []float32) {
+		n := len(g)
+		if n == 0 {
+			return
+		}
+		_, _ = out[n-1], u[n-1]
+		f(&out[0], &g[0], &u[0], n)
+	}
+}
+
+func asmSwigluBackward(f func(dg, du, dy, g, u *float32, n int)) func(dg, du, dy, g, u []float32) {
+	return func(dg, du, dy, g, u []float32) {
+		n := len(g)
+		if n == 0 {
+			return
+		}
+		_, _, _, _ = dg[n-1], du[n-1], dy[n-1], u[n-1]
+		f(&dg[0], &du[0], &dy[0], &g[0], &u[0], n)
+	}
+}
+
+// asmMax falls back to the Go loop where a row holds a NaN or an infinity, whose handling
+// VMAXPS does not share with Go's max.
+func asmMax(f func(x *float32, n int) (m, chk float32)) func(x []float32) float32 {
+	return func(x []float32) float32 {
+		m, chk := f(&x[0], len(x))
+		if chk != 0 {
+			return maxGo(x)
+		}
+		return m
+	}
+}
+
+func asmScale(f func(x *float32, n int, a float32)) func(x []float32, a float32) {
+	return func(x []float32, a float32) {
+		if len(x) > 0 {
+			f(&x[0], len(x), a)
+		}
+	}
+}

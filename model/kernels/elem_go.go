@@ -1,0 +1,82 @@
+package kernels
+
+// Elementwise kernels around expf: the exponentials of softmax and the SiLU of SwiGLU. Each has
+// a portable Go body here, which defines the result bit for bit, and vector versions in
+// elem_amd64.s that give the same bits (elem_test.go checks every element of a sweep), so the
+// model computes the same numbers whichever path runs and however a row lines up in memory.
+
+// expSumLanes is how many partial sums expSum keeps. Element i of a row adds into partial sum
+// i mod expSumLanes; the partial sums are then added pairwise (l += l+8, l += l+4, l += l+2,
+// l += l+1). The order depends only on the row's length and indexes, never on its address, so
+// a softmax row summed while decoding equals the same row summed in a prefill.
+const expSumLanes = 16
+
+// expSumGo writes dst[i] = expf(src[i] − shift) and returns their sum in expSum's order.
+// dst may be src.
+func expSumGo(dst, src []float32, shift float32) float32 {
+	dst = dst[:len(src)]
+	var acc [expSumLanes]float32
+	for i, x := range src {
+		e := expf(x - shift)
+		dst[i] = e
+		acc[i%expSumLanes] += e
+	}
+	for w := expSumLanes / 2; w >= 1; w /= 2 {
+		for l := 0; l < w; l++ {
+			acc[l] += acc[l+w]
+		}
+	}
+	return acc[0]
+}
+
+// swigluForwardGo writes out[j] = silu(g[j])·u[j] with silu(x) = x/(1 + e^−x).
+func swigluForwardGo(out, g, u []float32) {
+	out, u = out[:len(g)], u[:len(g)]
+	for j, gv := range g {
+		out[j] = gv / (1 + expf(-gv)) * u[j]
+	}
+}
+
+// swigluBackwardGo adds to dg and du the gradient of swigluForwardGo given dy. With s = σ(g):
+// d/dg silu(g) = s·(1 + g·(1−s)). The conversions keep products apart from the sums they feed,
+// as in expf, so that the vector kernels can match them.
+func swigluBackwardGo(dg, du, dy, g, u []float32) {
+	dg, du, dy, u = dg[:len(g)], du[:len(g)], dy[:len(g)], u[:len(g)]
+	for j, gv := range g {
+		s := 1 / (1 + expf(-gv))
+		silu := gv * s
+		dg[j] += float32(dy[j] * u[j] * s * (1 + float32(gv*(1-s))))
+		du[j] += float32(dy[j] * silu)
+	}
+}
+
+// maxGo returns the largest element of a non-empty x with Go's max: NaN if any is NaN.
+func maxGo(x []float32) float32 {
+	m := x[0]
+	for _, v := range x[1:] {
+		m = max(m, v)
+	}
+	return m
+}
+
+// scaleGo multiplies x by a.
+func scaleGo(x []float32, a float32) {
+	for i := range x {
+		x[i] *= a
+	}
+}
+
+// elemKernel is one implementation of the elementwise kernels; all of them give the same bits.
+type elemKernel struct {
+	name      string
+	expSum    func(dst, src []float32, shift float32) float32
+	swigluFwd func(out, g, u []float32)
+	swigluBwd func(dg, du, dy, g, u []float32)
+	// max is maxGo, except that where the largest element is zero its sign may differ (no
+	// caller can tell: x − (+0) and x − (−0) have the same exponential).
+	max   func(x []float32) float32
+	scale func(x []float32, a float32)
+}
+
+var goElem = elemKernel{name: "go", expSum: expSumGo, swigluFwd: swigluForwardGo, swigluBwd: swigluBackwardGo,
+	max: maxGo, scale: scaleGo}

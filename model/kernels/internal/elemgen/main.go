@@ -1,0 +1,511 @@
+// Command elemgen writes the amd64 assembly of the elementwise kernels (elem_amd64.s) with avo:
+// the exponential of softmax and the SiLU of SwiGLU. Run it through `go generate` in
+// model/kernels; the generated file and its Go declarations are committed.
+//
+// Every kernel reproduces the Go code of elem_go.go bit for bit: the exponential is expf's
+// range reduction and polynomial with each product rounded before the add that follows it
+// (VMULPS then VADDPS, no FMA, as expf's explicit float32 conversions demand), the scaling by
+// 2^n an integer add to the exponent bits, and the special cases blended in at the end. Rows
+// are processed sixteen floats at a time, one zmm or two ymm, so that the sixteen partial sums
+// of expSum are the same lanes on both; the last partial block is loaded and stored under a
+// mask (a k register, or VMASKMOVPS) and adds nothing to the lanes it does not cover.
+package main
+
+import (
+	"fmt"
+	"math"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// The constants of kernels.expf, spelled the same way so that they round to the same float32.
+const (
+	expLn2Hi = 0.693359375
+	expLn2Lo = -2.12194440e-4
+	expLog2e = 1.44269504088896341
+	expHi    = 88.3762626647949
+	expLo    = -87.3365447505531
+	expC0    = 1.9875691500e-4
+	expC1    = 1.3981999507e-3
+	expC2    = 8.3334519073e-3
+	expC3    = 4.1665795894e-2
+	expC4    = 1.6666665459e-1
+	expC5    = 5.0000001201e-1
+)
+
+// block is the number of floats one loop step handles on either ISA.
+const block = 16
+
+type isa struct {
+	name   string // "avx512" or "avx2"
+	width  int    // floats per vector register
+	consts map[string]reg.VecVirtual
+	masks  []reg.Register // the tail's masks: one k register, or one ymm per half block
+}
+
+func (s *isa) vec() reg.VecVirtual {
+	if s.name == "avx512" {
+		return ZMM()
+	}
+	return YMM()
+}
+
+// constant names, in their order in the elemconsts table (32 bytes each).
+var constNames = []string{"log2e", "half", "ln2hi", "ln2lo", "c0", "c1", "c2", "c3", "c4", "c5", "one", "hi", "lo", "inf", "sign", "neginf"}
+
+func constBits(name string) uint32 {
+	f := map[string]float32{
+		"log2e": expLog2e, "half": 0.5, "ln2hi": expLn2Hi, "ln2lo": expLn2Lo,
+		"c0": expC0, "c1": expC1, "c2": expC2, "c3": expC3, "c4": expC4, "c5": expC5,
+		"one": 1, "hi": expHi, "lo": expLo,
+	}
+	switch name {
+	case "inf":
+		return math.Float32bits(float32(math.Inf(1)))
+	case "sign":
+		return 0x80000000
+	case "neginf":
+		return math.Float32bits(float32(math.Inf(-1)))
+	}
+	v, ok := f[name]
+	if !ok {
+		panic(name)
+	}
+	return math.Float32bits(v)
+}
+
+var consts, tailMask512, tailMask256 Mem
+
+func main() {
+	ConstraintExpr("amd64,!purego")
+	consts = GLOBL("elemconsts", RODATA|NOPTR)
+	for i, name := range constNames {
+		for l := 0; l < 8; l++ {
+			DATA(32*i+4*l, U32(constBits(name)))
+		}
+	}
+	// tailMask512[t] has the low t bits set; tailMask256[t] is 16 int32 lanes, the first t all ones.
+	tailMask512 = GLOBL("elemtailmask512", RODATA|NOPTR)
+	for t := 0; t < block; t++ {
+		DATA(2*t, U16(uint16(1)<<t-1))
+	}
+	tailMask256 = GLOBL("elemtailmask256", RODATA|NOPTR)
+	for t := 0; t < block; t++ {
+		for l := 0; l < block; l++ {
+			v := uint32(0)
+			if l < t {
+				v = 0xffffffff
+			}
+			DATA(4*(block*t+l), U32(v))
+		}
+	}
+	for _, name := range []string{"avx512", "avx2"} {
+		width := 16
+		if name == "avx2" {
+			width = 8
+		}
+		expSum(&isa{name: name, width: width})
+		swigluForward(&isa{name: name, width: width})
+		swigluBackward(&isa{name: name, width: width})
+		maxFinite(&isa{name: name, width: width})
+		scale(&isa{name: name, width: width})
+	}
+	Generate()
+}
+
+// c is a constant as an operand: a register holding it broadcast (AVX-512, 32 registers), or
+// its 32-byte row of elemconsts (AVX2, where registers are scarce).
+func (s *isa) c(name string) Op {
+	if s.name == "avx512" {
+		r, ok := s.consts[name]
+		if !ok {
+			r = ZMM()
+			VBROADCASTSS(s.constMem(name), r)
+			s.consts[name] = r
+		}
+		return r
+	}
+	return s.constMem(name)
+}
+
+func (s *isa) constMem(name string) Mem {
+	for i, n := range constNames {
+		if n == name {
+			return consts.Offset(32 * i)
+		}
+	}
+	panic(name)
+}
+
+// loadConsts broadcasts every constant a kernel uses before its loop (AVX-512 only).
+func (s *isa) loadConsts(names ...string) {
+	s.consts = map[string]reg.VecVirtual{}
+	if s.name == "avx512" {
+		for _, n := range names {
+			s.c(n)
+		}
+	}
+}
+
+// setTailMasks loads the masks for the last t < 16 floats.
+func (s *isa) setTailMasks(t reg.GPVirtual) {
+	tbl := GP64()
+	if s.name == "avx512" {
+		LEAQ(tailMask512, tbl)
+		k := K()
+		KMOVW(Mem{Base: tbl, Index: t, Scale: 2}, k)
+		s.masks = []reg.Register{k}
+		return
+	}
+	LEAQ(tailMask256, tbl)
+	SHLQ(Imm(6), t)
+	s.masks = nil
+	for h := 0; h < block/s.width; h++ {
+		m := YMM()
+		VMOVDQU(Mem{Base: tbl, Index: t, Disp: 32 * h, Scale: 1}, m)
+		s.masks = append(s.masks, m)
+	}
+}
+
+// load reads vector h of the block at p, under the tail mask when masked.
+func (s *isa) load(p reg.Register, h int, masked bool) reg.VecVirtual {
+	x := s.vec()
+	m := Mem{Base: p, Disp: 4 * h * s.width}
+	switch {
+	case !masked:
+		VMOVUPS(m, x)
+	case s.name == "avx512":
+		VMOVUPS_Z(m, s.masks[0], x)
+	default:
+		VMASKMOVPS(m, s.masks[h], x)
+	}
+	return x
+}
+
+func (s *isa) store(x reg.Register, p reg.Register, h int, masked bool) {
+	m := Mem{Base: p, Disp: 4 * h * s.width}
+	switch {
+	case !masked:
+		VMOVUPS(x, m)
+	case s.name == "avx512":
+		VMOVUPS(x, s.masks[0], m)
+	default:
+		VMASKMOVPS(x, s.masks[h], m)
+	}
+}
+
+// exp returns a new register with expf of every lane of x (x is left as it was).
+func (s *isa) exp(x reg.VecVirtual) reg.VecVirtual {
+	t, n, r, a, p := s.vec(), s.vec(), s.vec(), s.vec(), s.vec()
+	// n = floor(x·log2e + 0.5)
+	VMULPS(s.c("log2e"), x, t)
+	VADDPS(s.c("half"), t, t)
+	if s.name == "avx512" {
+		VRNDSCALEPS(Imm(1), t, n)
+	} else {
+		VROUNDPS(Imm(1), t, n)
+	}
+	// r = x − n·ln2hi − n·ln2lo
+	VMULPS(s.c("ln2hi"), n, a)
+	VSUBPS(a, x, r)
+	VMULPS(s.c("ln2lo"), n, a)
+	VSUBPS(a, r, r)
+	// p = ((((c0·r + c1)·r + c2)·r + c3)·r + c4)·r + c5
+	VMULPS(s.c("c0"), r, p)
+	for _, c := range []string{"c1", "c2", "c3", "c4"} {
+		VADDPS(s.c(c), p, p)
+		VMULPS(r, p, p)
+	}
+	VADDPS(s.c("c5"), p, p)
+	// y = p·r·r + r + 1, then 2^n into the exponent
+	VMULPS(r, p, p)
+	VMULPS(r, p, p)
+	VADDPS(r, p, p)
+	VADDPS(s.c("one"), p, p)
+	VCVTTPS2DQ(n, n)
+	VPSLLD(Imm(23), n, n)
+	VPADDD(n, p, p)
+	// x > hi → +Inf; x < lo → 0; NaN → x. (VCMPPS predicates: 0x1e GT_OQ, 0x11 LT_OQ, 3 UNORD_Q.)
+	if s.name == "avx512" {
+		k := K()
+		VCMPPS(Imm(0x1e), s.c("hi"), x, k)
+		VMOVAPS(s.c("inf"), k, p)
+		VCMPPS(Imm(0x11), s.c("lo"), x, k)
+		zero := s.vec()
+		VPXORD(zero, zero, zero)
+		VMOVAPS(zero, k, p)
+		VCMPPS(Imm(3), x, x, k)
+		VMOVAPS(x, k, p)
+		return p
+	}
+	m := s.vec()
+	VCMPPS(Imm(0x1e), s.c("hi"), x, m)
+	VBLENDVPS(m, s.c("inf"), p, p)
+	VCMPPS(Imm(0x11), s.c("lo"), x, m)
+	VANDNPS(p, m, p)
+	VCMPPS(Imm(3), x, x, m)
+	VBLENDVPS(m, x, p, p)
+	return p
+}
+
+// loop emits the block loop over n floats: body(masked) handles one block of 16 and advances
+// nothing; loop moves the pointers ptrs on by a block after each full one.
+func (s *isa) loop(name string, n reg.GPVirtual, ptrs []reg.GPVirtual, body func(masked bool)) {
+	Label(name + "_loop")
+	CMPQ(n, Imm(block))
+	JB(LabelRef(name + "_tail"))
+	body(false)
+	for _, p := range ptrs {
+		ADDQ(Imm(4*block), p)
+	}
+	SUBQ(Imm(block), n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_tail")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	s.setTailMasks(n)
+	body(true)
+	Label(name + "_done")
+}
+
+func expSum(s *isa) {
+	name := "expSum" + s.name
+	TEXT(name, NOSPLIT, "func(dst, src *float32, n int, shift float32) float32")
+	Doc(fmt.Sprintf("%s writes dst[i] = expf(src[i] - shift) for i < n and returns their sum in expSumGo's order (%s).", name, s.name))
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("n"), GP64())
+	s.loadConsts("log2e", "half", "ln2hi", "ln2lo", "c0", "c1", "c2", "c3", "c4", "c5", "one", "hi", "lo", "inf")
+	shift := s.vec()
+	VBROADCASTSS(addr("shift"), shift)
+	halves := block / s.width
+	acc := make([]reg.VecVirtual, halves)
+	for h := range acc {
+		acc[h] = s.vec()
+		VXORPS(acc[h].AsY(), acc[h].AsY(), acc[h].AsY()) // clears the whole zmm as well
+	}
+	s.loop(name, n.(reg.GPVirtual), []reg.GPVirtual{dst.(reg.GPVirtual), src.(reg.GPVirtual)}, func(masked bool) {
+		for h := 0; h < halves; h++ {
+			x := s.load(src, h, masked)
+			VSUBPS(shift, x, x)
+			e := s.exp(x)
+			s.store(e, dst, h, masked)
+			switch {
+			case !masked:
+				VADDPS(e, acc[h], acc[h])
+			case s.name == "avx512":
+				VADDPS(e, acc[h], s.masks[0], acc[h])
+			default:
+				// Lanes past the end add +0, which leaves a sum of exponentials unchanged.
+				VANDPS(s.masks[h], e, e)
+				VADDPS(e, acc[h], acc[h])
+			}
+		}
+	})
+	// Pairwise: lanes l += l+8, l += l+4, l += l+2, l += l+1.
+	lo := acc[0].AsY().(reg.VecVirtual)
+	if s.name == "avx512" {
+		hi := YMM()
+		VEXTRACTF64X4(Imm(1), acc[0], hi)
+		VADDPS(hi, lo, lo)
+	} else {
+		VADDPS(acc[1], lo, lo)
+	}
+	x, t := lo.AsX(), XMM()
+	VEXTRACTF128(Imm(1), lo, t)
+	VADDPS(t, x, x)
+	VMOVHLPS(x, x, t)
+	VADDPS(t, x, x)
+	VMOVSHDUP(x, t)
+	VADDSS(t, x, x)
+	Store(x, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+func swigluForward(s *isa) {
+	name := "swigluForward" + s.name
+	TEXT(name, NOSPLIT, "func(out, gate, up *float32, n int)")
+	Doc(fmt.Sprintf("%s writes out[j] = gate[j]/(1 + expf(-gate[j]))·up[j] for j < n (%s).", name, s.name))
+	out := Load(Param("out"), GP64())
+	g := Load(Param("gate"), GP64()) // "g" would name the goroutine register
+	u := Load(Param("up"), GP64())
+	n := Load(Param("n"), GP64())
+	s.loadConsts(constNames[:len(constNames)-1]...)
+	ptrs := []reg.GPVirtual{out.(reg.GPVirtual), g.(reg.GPVirtual), u.(reg.GPVirtual)}
+	s.loop(name, n.(reg.GPVirtual), ptrs, func(masked bool) {
+		for h := 0; h < block/s.width; h++ {
+			gv := s.load(g, h, masked)
+			x := s.vec()
+			s.negate(gv, x)
+			e := s.exp(x)
+			VADDPS(s.c("one"), e, e)
+			VDIVPS(e, gv, e)
+			uv := s.load(u, h, masked)
+			VMULPS(uv, e, e)
+			s.store(e, out, h, masked)
+		}
+	})
+	VZEROUPPER()
+	RET()
+}
+
+func swigluBackward(s *isa) {
+	name := "swigluBackward" + s.name
+	TEXT(name, NOSPLIT, "func(dg, du, dy, gate, up *float32, n int)")
+	Doc(fmt.Sprintf("%s adds to dg and du the gradient of swigluForward%s given dy, for j < n (%s).", name, s.name, s.name))
+	dg := Load(Param("dg"), GP64())
+	du := Load(Param("du"), GP64())
+	dy := Load(Param("dy"), GP64())
+	g := Load(Param("gate"), GP64()) // "g" would name the goroutine register
+	u := Load(Param("up"), GP64())
+	n := Load(Param("n"), GP64())
+	s.loadConsts(constNames[:len(constNames)-1]...)
+	var ptrs []reg.GPVirtual
+	for _, p := range []reg.Register{dg, du, dy, g, u} {
+		ptrs = append(ptrs, p.(reg.GPVirtual))
+	}
+	s.loop(name, n.(reg.GPVirtual), ptrs, func(masked bool) {
+		for h := 0; h < block/s.width; h++ {
+			gv := s.load(g, h, masked)
+			x := s.vec()
+			s.negate(gv, x)
+			e := s.exp(x)
+			// sv = 1/(1 + e), silu = g·sv
+			VADDPS(s.c("one"), e, e)
+			sv := s.vec()
+			VMOVUPS(s.c("one"), sv)
+			VDIVPS(e, sv, sv)
+			// sv·g, not g·sv: with g NaN both factors are NaNs of opposite signs, and this order
+			// gives the one the Go compiler's code gives.
+			silu := s.vec()
+			VMULPS(gv, sv, silu)
+			// t = 1 + g·(1 − sv)
+			t := s.vec()
+			VMOVUPS(s.c("one"), t)
+			VSUBPS(sv, t, t)
+			VMULPS(t, gv, t)
+			VADDPS(s.c("one"), t, t)
+			// dg += dy·u·sv·t; du += dy·silu
+			dyv := s.load(dy, h, masked)
+			uv := s.load(u, h, masked)
+			a := s.vec()
+			VMULPS(uv, dyv, a)
+			VMULPS(sv, a, a)
+			VMULPS(t, a, a)
+			dgv := s.load(dg, h, masked)
+			VADDPS(a, dgv, dgv)
+			s.store(dgv, dg, h, masked)
+			VMULPS(silu, dyv, a)
+			duv := s.load(du, h, masked)
+			VADDPS(a, duv, duv)
+			s.store(duv, du, h, masked)
+		}
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// maxFinite returns the largest of n > 0 floats and chk, the sum of x − x over them: 0 when
+// all are finite, NaN when any is NaN or infinite (the caller then takes the Go loop, whose
+// NaN rule VMAXPS does not follow). Which zero a row of mixed ±0 maximum gives is unspecified.
+func maxFinite(s *isa) {
+	name := "maxFinite" + s.name
+	TEXT(name, NOSPLIT, "func(x *float32, n int) (m float32, chk float32)")
+	Doc(fmt.Sprintf("%s returns max(x[:n]) and the sum of x[i]-x[i] for n > 0 (%s).", name, s.name))
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	s.loadConsts("neginf")
+	halves := block / s.width
+	acc, chk := make([]reg.VecVirtual, halves), make([]reg.VecVirtual, halves)
+	for h := range acc {
+		acc[h], chk[h] = s.vec(), s.vec()
+		VMOVUPS(s.c("neginf"), acc[h])
+		VXORPS(chk[h].AsY(), chk[h].AsY(), chk[h].AsY())
+	}
+	s.loop(name, n.(reg.GPVirtual), []reg.GPVirtual{x.(reg.GPVirtual)}, func(masked bool) {
+		for h := 0; h < halves; h++ {
+			v := s.load(x, h, masked) // masked-off lanes read as +0: v − v adds 0 to chk
+			d := s.vec()
+			VSUBPS(v, v, d)
+			VADDPS(d, chk[h], chk[h])
+			switch {
+			case !masked:
+				VMAXPS(v, acc[h], acc[h])
+			case s.name == "avx512":
+				VMAXPS(v, acc[h], s.masks[0], acc[h])
+			default:
+				ni := s.vec()
+				VMOVUPS(s.c("neginf"), ni)
+				VBLENDVPS(s.masks[h], v, ni, v)
+				VMAXPS(v, acc[h], acc[h])
+			}
+		}
+	})
+	for i, r := range [][]reg.VecVirtual{acc, chk} {
+		op := VMAXPS
+		if i == 1 {
+			op = VADDPS
+		}
+		lo := r[0].AsY().(reg.VecVirtual)
+		if s.name == "avx512" {
+			hi := YMM()
+			VEXTRACTF64X4(Imm(1), r[0], hi)
+			op(hi, lo, lo)
+		} else {
+			op(r[1], lo, lo)
+		}
+		x, t := lo.AsX(), XMM()
+		VEXTRACTF128(Imm(1), lo, t)
+		op(t, x, x)
+		VMOVHLPS(x, x, t)
+		op(t, x, x)
+		VMOVSHDUP(x, t)
+		op(t, x, x)
+		Store(x, ReturnIndex(i))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// scale multiplies n floats by a in place.
+func scale(s *isa) {
+	name := "scale" + s.name
+	TEXT(name, NOSPLIT, "func(x *float32, n int, a float32)")
+	Doc(fmt.Sprintf("%s multiplies x[:n] by a (%s).", name, s.name))
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	a := s.vec()
+	VBROADCASTSS(addr("a"), a)
+	s.loop(name, n.(reg.GPVirtual), []reg.GPVirtual{x.(reg.GPVirtual)}, func(masked bool) {
+		for h := 0; h < block/s.width; h++ {
+			v := s.load(x, h, masked)
+			VMULPS(a, v, v)
+			s.store(v, x, h, masked)
+		}
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// negate writes −x (the sign bit flipped, as Go's unary minus does) into dst.
+func (s *isa) negate(x, dst reg.VecVirtual) {
+	if s.name == "avx512" {
+		// VXORPS on zmm needs AVX512DQ; the integer xor is the same bits.
+		VPXORD(s.c("sign"), x, dst)
+		return
+	}
+	VXORPS(s.c("sign"), x, dst)
+}
+
+// addr is the stack slot of a scalar parameter, for instructions that read it from memory.
+func addr(name string) Mem {
+	b, err := Param(name).Resolve()
+	if err != nil {
+		panic(err)
+	}
+	return b.Addr
+}
