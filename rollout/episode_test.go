@@ -434,3 +434,44 @@ func TestFailedGeneratorKeepsItsPrompt(t *testing.T) {
 		t.Fatal("the prompt lent to a failed generator was reused by later episodes")
 	}
 }
+
+// barrierGen holds every call until n calls are waiting at once.
+type barrierGen struct {
+	n       int
+	mu      sync.Mutex
+	waiting int
+	release chan struct{}
+	tok     *tokenizer.Tokenizer
+}
+
+func (g *barrierGen) Generate(ctx context.Context, req infer.Request) (infer.Completion, error) {
+	g.mu.Lock()
+	g.waiting++
+	if g.waiting == g.n {
+		close(g.release)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return infer.Completion{}, ctx.Err()
+	}
+	return infer.Completion{Tokens: []int32{g.tok.EndOfTurn()}, Logprobs: []float32{0}, Versions: []int32{0}, Finish: infer.FinishStop}, nil
+}
+
+// Workers start lazily, but episodes that wait on the generator still reach the concurrency.
+func TestRunGroupsReachesConcurrencyWhenEpisodesWait(t *testing.T) {
+	const n = 300
+	gen := &barrierGen{n: n, release: make(chan struct{}), tok: tok(t)}
+	r := &Runner{Gen: gen, Tok: tok(t), Cfg: DefaultConfig()}
+	tasks := make([]Task, n)
+	for i := range tasks {
+		tasks[i] = Task{Env: "step", Seed: int64(i), GroupID: uint64(i)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	newEnv := func(string) (env.Env, error) { return &stepEnv{turns: 1}, nil }
+	if _, err := r.RunGroups(ctx, newEnv, tasks, 1, n); err != nil {
+		t.Fatalf("%d episodes never waited at once: %v", n, err)
+	}
+}

@@ -51,32 +51,46 @@ func (r *Runner) RunGroups(ctx context.Context, newEnv EnvFactory, tasks []Task,
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var errOnce sync.Once
-	var firstErr error
-	workers := min(concurrency, total)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= total || ctx.Err() != nil {
-					return
-				}
-				task := tasks[i/groupSize]
-				task.Index = i % groupSize
-				tr, err := r.runOne(ctx, newEnv, task)
-				if err != nil {
-					errOnce.Do(func() { firstErr = err })
-					cancel()
-					return
-				}
-				out[i] = tr
-			}
-		}()
+	var (
+		next, started atomic.Int64
+		wg            sync.WaitGroup
+		errOnce       sync.Once
+		firstErr      error
+		work          func()
+	)
+	// Workers start one at a time: each starts the next as it takes its first episode. An
+	// episode that blocks (on a generator batching requests, a slow tool) lets the next worker
+	// run and start another, so episodes in flight still reach the concurrency when they wait;
+	// episodes that never wait are run by a few goroutines instead of one goroutine each.
+	workers := int64(min(concurrency, total))
+	startWorker := func() {
+		if started.Add(1) <= workers {
+			wg.Add(1)
+			go work()
+		}
 	}
+	work = func() {
+		defer wg.Done()
+		for first := true; ; first = false {
+			i := int(next.Add(1) - 1)
+			if i >= total || ctx.Err() != nil {
+				return
+			}
+			if first {
+				startWorker()
+			}
+			task := tasks[i/groupSize]
+			task.Index = i % groupSize
+			tr, err := r.runOne(ctx, newEnv, task)
+			if err != nil {
+				errOnce.Do(func() { firstErr = err })
+				cancel()
+				return
+			}
+			out[i] = tr
+		}
+	}
+	startWorker()
 	wg.Wait()
 	if firstErr != nil {
 		return nil, firstErr
