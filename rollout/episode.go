@@ -92,6 +92,11 @@ func (t Task) id() string {
 }
 
 // Runner runs episodes. It is safe for concurrent use: each episode owns its environment.
+//
+// The loop lends each request's Prompt and Stop slices from buffers it reuses for later
+// episodes: a generator must copy what it keeps of them past a successful Generate (the
+// engine does). After a failed call the buffers are never reused, so a generator abandoned
+// mid-call cannot read another episode's tokens.
 type Runner struct {
 	// Gen serves every episode, unless NewGen is set, in which case each episode gets its own
 	// generator (e.g. an AgentGenerator playing an expert for that task).
