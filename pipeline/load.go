@@ -60,7 +60,7 @@ func Preset(name string) (Config, error) {
 		c.Rollout.EngineSlots = 128
 		sft.Steps, sft.SFT.BatchSize = 2000, 24
 		sft.SFT.Noise, sft.SFT.Keep, sft.SFT.Curriculum = 0.25, "successful", 800
-		rl.Steps = 40
+		rl.Steps = 150
 	case "maze":
 		// One-word moves answered by a 3×3 view. Twelve turns cover every shortest path (4–10
 		// moves) and keep episodes under 384 tokens: the supervised loss leaves the uniform-move
@@ -68,14 +68,15 @@ func Preset(name string) (Config, error) {
 		// Observations repeat, so GiGPO's step-level groups apply. Expert noise 0.2: at 0.5 the
 		// demonstrated move is random half the time, so imitation has little to learn (the loss
 		// floor is 0.53 nats against the uniform plateau's 0.69) and most demonstrations overrun
-		// the context; at 0.2 the loss leaves the plateau after ~250 steps instead of ~900.
+		// the context; at 0.2 the loss leaves the plateau after ~250 steps instead of ~900. SFT
+		// at 1,500 steps reached 11% sampled pass@1, at 3,000 22.5% (BENCHMARKS.md).
 		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 12, 384, 384
 		c.Rollout.MaxTokensPerTurn = 8
 		c.Rollout.EngineSlots = 128
 		rl.RL.Advantage, _ = algo.DefaultAdvantageConfig("gigpo")
 		rl.RL.GroupsPerStep = 8
-		sft.Steps, sft.SFT.BatchSize, sft.SFT.Noise = 2000, 32, 0.2
-		rl.Steps = 60
+		sft.Steps, sft.SFT.BatchSize, sft.SFT.Noise = 3000, 32, 0.2
+		rl.Steps = 120
 	case "code":
 		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 4, 768, 768
 		c.Rollout.MaxTokensPerTurn = 160
