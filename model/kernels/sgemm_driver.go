@@ -42,6 +42,9 @@ func gemm(kern *microKernel, nw int, transA, transB bool, m, n, k int, alpha flo
 	if 2*float64(m)*float64(n)*float64(k) < parallelMinFlops {
 		nw = 1
 	}
+	if nw > 1 && gemmPanels(kern, nw, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) {
+		return
+	}
 	mr, nr := kern.mr, kern.nr
 	kc := sliceDepth(k, kern.kc)
 	nc := min(kern.nc, roundUp(n, nr))
@@ -96,6 +99,51 @@ func gemm(kern *microKernel, nw int, transA, transB bool, m, n, k int, alpha flo
 			})
 		}
 	}
+}
+
+// gemmPanels splits C along its longer side (counted in tiles) into nw panels on tile
+// boundaries and runs the serial driver on each panel in its own goroutine: one fork and join
+// per call, where the shared-packing driver below synchronizes twice per k slice. On this
+// 2-core VM each join lets the other core idle, and waking it again costs tens of
+// microseconds, which for deep products (dW = Xᵀ·dY with k in the thousands: a dozen slices)
+// took a third of the time. Each panel packs its own copy of the shared operand. Tiles and k
+// slices are those of the whole product, so the result is bitwise the same. It reports false,
+// leaving the work to the caller, when C is too small to give every worker a tile.
+func gemmPanels(kern *microKernel, nw int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) bool {
+	mr, nr := kern.mr, kern.nr
+	rowTiles, colTiles := (m+mr-1)/mr, (n+nr-1)/nr
+	if rowTiles >= colTiles {
+		if rowTiles < nw {
+			return false
+		}
+		rows := (rowTiles + nw - 1) / nw * mr
+		fanOut((m+rows-1)/rows, func(w int) {
+			i0 := w * rows
+			var ap []float32
+			if transA {
+				ap = a[i0:] // column i0 of the stored k×m matrix
+			} else {
+				ap = a[i0*lda:] // row i0
+			}
+			gemm(kern, 1, transA, transB, min(rows, m-i0), n, k, alpha, ap, lda, b, ldb, beta, c[i0*ldc:], ldc)
+		})
+		return true
+	}
+	if colTiles < nw {
+		return false
+	}
+	cols := (colTiles + nw - 1) / nw * nr
+	fanOut((n+cols-1)/cols, func(w int) {
+		j0 := w * cols
+		var bp []float32
+		if transB {
+			bp = b[j0*ldb:] // row j0 of the stored n×k matrix
+		} else {
+			bp = b[j0:] // column j0 of the stored k×n matrix
+		}
+		gemm(kern, 1, transA, transB, m, min(cols, n-j0), k, alpha, a, lda, bp, ldb, beta, c[j0:], ldc)
+	})
+	return true
 }
 
 // sliceDepth is the depth of the k slices: k cut into ceil(k/maxKC) equal slices (the last one

@@ -194,7 +194,7 @@ func TestSgemmBetaZeroOverwritesNaN(t *testing.T) {
 
 // TestSgemmParallelBitwise: the partition into workers must not change a single bit.
 func TestSgemmParallelBitwise(t *testing.T) {
-	shapes := [][3]int{{300, 200, 300}, {24, 1100, 90}, {512, 256, 64}, {7, 900, 700}}
+	shapes := [][3]int{{300, 200, 300}, {24, 1100, 90}, {512, 256, 64}, {7, 900, 700}, {70, 100, 1000}, {100, 40, 900}}
 	for _, kern := range availableKernels() {
 		for _, s := range shapes {
 			for tr := 0; tr < 4; tr++ {
