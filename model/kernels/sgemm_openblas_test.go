@@ -12,8 +12,13 @@ import (
 	"github.com/agentrl/agentrl/model/kernels/internal/openblas"
 )
 
-// BenchmarkVsOpenBLAS alternates Sgemm and cblas_sgemm call by call at every benchmark shape,
-// so both see the same machine load, and reports each one's GFLOP/s and their ratio. threads=1
+// openblasQuiesce outlasts OpenBLAS's default thread spin timeout (2^28 cycles, ~75 ms at
+// 3.6 GHz).
+const openblasQuiesce = 150 * time.Millisecond
+
+// BenchmarkVsOpenBLAS alternates blocks of up to eight Sgemm and eight cblas_sgemm calls at
+// every benchmark shape (each block after the same pause, the order swapped every block), so
+// both see the same machine load, and reports each one's GFLOP/s and their ratio. threads=1
 // pins both to one core; threads=0 lets both use every core.
 //
 //	go test -tags openblas -run XXX -bench VsOpenBLAS ./model/kernels
@@ -27,14 +32,37 @@ func BenchmarkVsOpenBLAS(b *testing.B) {
 				defer func() { workerOverride = prevW; openblas.SetThreads(0) }()
 				a, bm, c, lda, ldb := s.operands()
 				var ours, blas time.Duration
-				b.ResetTimer()
-				for range b.N {
+				ourCall := func() { Sgemm(s.transA, s.transB, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, s.n) }
+				blasCall := func() { openblas.Sgemm(s.transA, s.transB, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, s.n) }
+				// timeBlock times n back-to-back calls of f, as a training step makes them: OpenBLAS's
+				// idle threads spin for ~2^28 cycles after a call before they sleep, holding the
+				// other core, so each block starts after a pause that outlasts them, and two
+				// untimed calls wake both libraries' threads (and this VM's idle cores) first.
+				timeBlock := func(f func(), n int) time.Duration {
+					b.StopTimer()
+					if threads != 1 {
+						time.Sleep(openblasQuiesce)
+					}
+					f()
+					f()
+					b.StartTimer()
 					t0 := time.Now()
-					Sgemm(s.transA, s.transB, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, s.n)
-					t1 := time.Now()
-					openblas.Sgemm(s.transA, s.transB, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, s.n)
-					blas += time.Since(t1)
-					ours += t1.Sub(t0)
+					for range n {
+						f()
+					}
+					return time.Since(t0)
+				}
+				b.ResetTimer()
+				for done, blk := 0, 0; done < b.N; blk++ {
+					n := min(8, b.N-done)
+					if blk%2 == 0 {
+						ours += timeBlock(ourCall, n)
+						blas += timeBlock(blasCall, n)
+					} else {
+						blas += timeBlock(blasCall, n)
+						ours += timeBlock(ourCall, n)
+					}
+					done += n
 				}
 				flop := 2 * float64(s.m) * float64(s.n) * float64(s.k) * float64(b.N)
 				b.ReportMetric(flop/ours.Seconds()/1e9, "ours-GFLOP/s")
