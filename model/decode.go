@@ -209,19 +209,19 @@ func (m *Model) cacheAttention(c *KVCache, l int, runs []run, d *decodeWorkspace
 	kOff, vOff := cfg.Heads*hd, (cfg.Heads+cfg.KVHeads)*hd
 	for _, r := range runs {
 		for g := range cfg.KVHeads {
-			ck, cv := c.headSlot(l, r.slot, g)
+			ckb, cv := c.headSlot(l, r.slot, g)
 			for j := 0; j < r.L; j++ {
 				row := d.qkv[(r.first+j)*Q:]
-				copy(ck[(r.past+j)*hd:(r.past+j+1)*hd], row[kOff+g*hd:kOff+(g+1)*hd])
+				kernels.StoreKey(ckb, r.past+j, row[kOff+g*hd:kOff+(g+1)*hd])
 				copy(cv[(r.past+j)*hd:(r.past+j+1)*hd], row[vOff+g*hd:vOff+(g+1)*hd])
 			}
 		}
 	}
 	m.par.run(len(runs)*cfg.KVHeads, func(worker, i int) {
 		r, g := runs[i/cfg.KVHeads], i%cfg.KVHeads
-		ck, cv := c.headSlot(l, r.slot, g)
+		ckb, cv := c.headSlot(l, r.slot, g)
 		kernels.AttentionCached(d.atty[r.first*cfg.Dim+g*nRep*hd:], cfg.Dim, d.scratch[worker],
-			d.qkv[r.first*Q+g*nRep*hd:], Q, ck, cv, hd, r.L, r.past, nRep, hd)
+			d.qkv[r.first*Q+g*nRep*hd:], Q, ckb, cv, hd, r.L, r.past, nRep, hd)
 	})
 }
 
@@ -242,7 +242,7 @@ func (m *Model) sizeDecode(n, maxLen int) *decodeWorkspace {
 	}
 	for i := range d.scratch {
 		// kernels.AttentionCachedScratch of any run of these n tokens in a slot of maxLen.
-		d.scratch[i] = grow(d.scratch[i], max(min(n, 64), cfg.Heads/cfg.KVHeads)*maxLen)
+		d.scratch[i] = grow(d.scratch[i], max(min(n, 64), cfg.Heads/cfg.KVHeads)*kernels.KeyBlocksLen(maxLen, 1))
 	}
 	return d
 }

@@ -1,6 +1,10 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/agentrl/agentrl/model/kernels"
+)
 
 // KVCache holds the keys and values of decoded tokens for a fixed number of sequence slots, each
 // up to maxLen tokens, allocated once and reused: Reset empties a slot without freeing anything.
@@ -8,7 +12,8 @@ import "fmt"
 type KVCache struct {
 	cfg           Config
 	slots, maxLen int
-	k, v          []float32 // (Layers, slots, KVHeads, maxLen, HeadDim)
+	k             []float32 // (Layers, slots, KVHeads, kernels.KeyBlocksLen(maxLen, HeadDim))
+	v             []float32 // (Layers, slots, KVHeads, maxLen, HeadDim)
 	lens          []int
 	err           error // a size error from NewKVCache, reported by every use
 }
@@ -23,9 +28,9 @@ func (m *Model) NewKVCache(slots, maxLen int) *KVCache {
 		c.slots, c.maxLen = 0, 0
 		return c
 	}
-	size := m.Cfg.Layers * slots * c.maxLen * m.Cfg.kvDim()
-	c.k = make([]float32, size)
-	c.v = make([]float32, size)
+	heads := m.Cfg.Layers * slots * m.Cfg.KVHeads
+	c.k = make([]float32, heads*kernels.KeyBlocksLen(c.maxLen, m.Cfg.HeadDim()))
+	c.v = make([]float32, heads*c.maxLen*m.Cfg.HeadDim())
 	c.lens = make([]int, slots)
 	return c
 }
@@ -51,10 +56,13 @@ func (c *KVCache) Reset(slot int) {
 	}
 }
 
-// headSlot returns the keys and values of key/value head g of slot in layer l: (maxLen,
-// HeadDim) each. Each head's keys are contiguous, so attention over a slot streams them.
-func (c *KVCache) headSlot(l, slot, g int) (k, v []float32) {
-	size := c.maxLen * c.cfg.HeadDim()
-	off := ((l*c.slots+slot)*c.cfg.KVHeads + g) * size
-	return c.k[off : off+size], c.v[off : off+size]
+// headSlot returns the keys and values of key/value head g of slot in layer l. The keys are in
+// kernels' key-block layout (blocks of kernels.KeyBlock keys, each HeadDim×KeyBlock), so the
+// scores of a decode step stream a head's keys as one contiguous run; the values are (maxLen,
+// HeadDim). Each head's keys and values are contiguous.
+func (c *KVCache) headSlot(l, slot, g int) (kb, v []float32) {
+	hd := c.cfg.HeadDim()
+	ksize, vsize := kernels.KeyBlocksLen(c.maxLen, hd), c.maxLen*hd
+	h := (l*c.slots+slot)*c.cfg.KVHeads + g
+	return c.k[h*ksize : (h+1)*ksize], c.v[h*vsize : (h+1)*vsize]
 }

@@ -7,13 +7,35 @@ import "math"
 // and the chunks, not the number of keys, fix where the sums are cut.
 const attnKeyChunk = 256
 
+// KeyBlock is how many keys AttentionCached's key layout keeps together: keys come in blocks of
+// KeyBlock, each block stored headDim×KeyBlock (dimension d of key j at d*KeyBlock + j%KeyBlock
+// within block j/KeyBlock). The scores of a decode step then read a head's keys as one
+// contiguous stream with full-width vector loads, as the NN kernels read a packed strip; every
+// kernel width (32, 16, the Go kernel's 4) divides it.
+const KeyBlock = 32
+
+// KeyBlocksLen is the number of floats that n keys of headDim take in the key-block layout.
+func KeyBlocksLen(n, headDim int) int { return roundUpKeys(n) * headDim }
+
+// StoreKey writes key j (headDim floats) into kb, the key-block layout.
+func StoreKey(kb []float32, j int, key []float32) {
+	hd := len(key)
+	blk := kb[j/KeyBlock*hd*KeyBlock+j%KeyBlock:]
+	_ = blk[(hd-1)*KeyBlock]
+	for d, x := range key {
+		blk[d*KeyBlock] = x
+	}
+}
+
+func roundUpKeys(n int) int { return (n + KeyBlock - 1) / KeyBlock * KeyBlock }
+
 // AttentionCachedScratch is the number of scratch floats AttentionCached needs for L queries
 // of nRep heads after past cached keys.
 func AttentionCachedScratch(L, past, nRep int) int {
 	if L == 1 {
-		return nRep * (past + 1)
+		return nRep * roundUpKeys(past+1)
 	}
-	return min(L, attnBlock) * (past + L)
+	return min(L, attnBlock) * roundUpKeys(past+L)
 }
 
 // AttentionCached is AttentionForward without the log-sum-exp, for decoding: L query rows of one
@@ -25,35 +47,66 @@ func AttentionCachedScratch(L, past, nRep int) int {
 // of a block's keys would cut the sum where the block's key count says). Keys past a row's last
 // visible one have probability zero and add exact zeros.
 //
+// The keys kb are in the key-block layout (KeyBlock, StoreKey), at least KeyBlocksLen(past+L,
+// headDim) floats. A partly filled last block is multiplied whole: its unused keys may hold
+// anything, their scores land in the padding of a score row and are never read. v holds one
+// key's value per row, ldv floats apart. The scores get the same bits as from keys stored row by
+// row: every element of a product is one FMA chain over headDim in order, whichever way B is
+// laid out.
+//
 // With L == 1 the nRep heads are the rows of one product each for the scores and for P·V, so a
 // decode step multiplies K and V by nRep rows at once; q and out then hold the heads
 // headDim floats apart.
-func AttentionCached(out []float32, ldo int, scratch []float32, q []float32, ldq int, k, v []float32, ldkv int, L, past, nRep, headDim int) {
+func AttentionCached(out []float32, ldo int, scratch []float32, q []float32, ldq int, kb, v []float32, ldv int, L, past, nRep, headDim int) {
 	scale := float32(1 / math.Sqrt(float64(headDim)))
 	if L == 1 {
 		nk := past + 1
-		s := scratch[:nRep*nk]
-		Sgemm(false, true, nRep, nk, headDim, scale, q, headDim, k, ldkv, 0, s, nk)
+		lds := roundUpKeys(nk)
+		s := scratch[:nRep*lds]
+		keyBlockScores(s, lds, q, headDim, kb, nRep, nk, headDim, scale)
 		for r := 0; r < nRep; r++ {
-			softmaxInPlace(s[r*nk : (r+1)*nk])
+			softmaxInPlace(s[r*lds : r*lds+nk])
 		}
-		keyChunksPV(out, headDim, s, nk, v, ldkv, nRep, nk, headDim)
+		keyChunksPV(out, headDim, s, lds, v, ldv, nRep, nk, headDim)
 		return
 	}
 	for r := 0; r < nRep; r++ {
 		for i0 := 0; i0 < L; i0 += attnBlock {
 			i1 := min(L, i0+attnBlock)
 			rows, nk := i1-i0, past+i1
-			s := scratch[:rows*nk]
-			Sgemm(false, true, rows, nk, headDim, scale, q[i0*ldq+r*headDim:], ldq, k, ldkv, 0, s, nk)
+			lds := roundUpKeys(nk)
+			s := scratch[:rows*lds]
+			keyBlockScores(s, lds, q[i0*ldq+r*headDim:], ldq, kb, rows, nk, headDim, scale)
 			for i := 0; i < rows; i++ {
-				row := s[i*nk : i*nk+nk]
+				row := s[i*lds : i*lds+nk]
 				visible := past + i0 + i + 1
 				softmaxInPlace(row[:visible])
 				clear(row[visible:])
 			}
-			keyChunksPV(out[i0*ldo+r*headDim:], ldo, s, nk, v, ldkv, rows, nk, headDim)
+			keyChunksPV(out[i0*ldo+r*headDim:], ldo, s, lds, v, ldv, rows, nk, headDim)
 		}
+	}
+}
+
+// keyBlockScores writes s = scale·q·Kᵀ for rows query rows over the key blocks that hold nk keys,
+// whole blocks at a time (s has rows of lds ≥ roundUpKeys(nk) floats). With few rows it runs
+// the NN kernels straight over the blocks, panel by panel, as Sgemm's small-m path would over a
+// matrix; otherwise one Sgemm per block.
+func keyBlockScores(s []float32, lds int, q []float32, ldq int, kb []float32, rows, nk, hd int, scale float32) {
+	kern := activeKernel()
+	nn := smallNNFor(kern)
+	if nn == nil || !useSmall(rows) || KeyBlock%nn.width != 0 || hd == 0 {
+		for j0 := 0; j0 < nk; j0 += KeyBlock {
+			Sgemm(false, false, rows, KeyBlock, hd, scale, q, ldq, kb[j0*hd:], KeyBlock, 0, s[j0:], lds)
+		}
+		return
+	}
+	checkMatrix("A", rows, hd, q, ldq)
+	checkMatrix("C", rows, roundUpKeys(nk), s, lds)
+	kc := sliceDepth(hd, kern.kc)
+	for j0 := 0; j0 < nk; j0 += nn.width {
+		blk := j0 / KeyBlock * KeyBlock
+		smallNNPanel(nn, rows, hd, kc, scale, q, ldq, kb[blk*hd+j0-blk:], KeyBlock, 0, s[j0:], lds)
 	}
 }
 

@@ -18,13 +18,14 @@ func TestAttentionCachedSplitInvariant(t *testing.T) {
 			q := randSlice(rng, tc.T*ldq, 1)
 			k := randSlice(rng, tc.T*ldkv, 1)
 			v := randSlice(rng, tc.T*ldkv, 1)
+			kb := keyBlocks(k, ldkv, tc.T, tc.hd)
 			// run computes every row's output with the sequence cut at the given lengths.
 			run := func(cuts []int) []float32 {
 				out := make([]float32, tc.T*ldo)
 				for past, c := 0, 0; past < tc.T; c++ {
 					L := min(cuts[c%len(cuts)], tc.T-past)
 					scratch := make([]float32, AttentionCachedScratch(L, past, tc.nRep))
-					AttentionCached(out[past*ldo:], ldo, scratch, q[past*ldq:], ldq, k, v, ldkv, L, past, tc.nRep, tc.hd)
+					AttentionCached(out[past*ldo:], ldo, scratch, q[past*ldq:], ldq, kb, v, ldkv, L, past, tc.nRep, tc.hd)
 					past += L
 				}
 				return out
@@ -50,4 +51,18 @@ func TestAttentionCachedSplitInvariant(t *testing.T) {
 			}
 		}
 	}
+}
+
+// keyBlocks returns the first hd columns of T keys (rows ld apart) in the key-block layout
+// AttentionCached reads; the unused keys of the last block are NaN, which would spread into any
+// output that read them.
+func keyBlocks(k []float32, ld, T, hd int) []float32 {
+	kb := make([]float32, KeyBlocksLen(T, hd))
+	for i := range kb {
+		kb[i] = float32(math.NaN())
+	}
+	for j := 0; j < T; j++ {
+		StoreKey(kb, j, k[j*ld:j*ld+hd])
+	}
+	return kb
 }

@@ -5,31 +5,51 @@
 package kernels
 
 // expSumavx512 writes dst[i] = expf(src[i] - shift) for i < n and returns their sum in expSumGo's order (avx512).
+//
+//go:noescape
 func expSumavx512(dst *float32, src *float32, n int, shift float32) float32
 
 // swigluForwardavx512 writes out[j] = gate[j]/(1 + expf(-gate[j]))·up[j] for j < n (avx512).
+//
+//go:noescape
 func swigluForwardavx512(out *float32, gate *float32, up *float32, n int)
 
 // swigluBackwardavx512 adds to dg and du the gradient of swigluForwardavx512 given dy, for j < n (avx512).
+//
+//go:noescape
 func swigluBackwardavx512(dg *float32, du *float32, dy *float32, gate *float32, up *float32, n int)
 
 // maxFiniteavx512 returns max(x[:n]) and the sum of x[i]-x[i] for n > 0 (avx512).
+//
+//go:noescape
 func maxFiniteavx512(x *float32, n int) (m float32, chk float32)
 
 // scaleavx512 multiplies x[:n] by a (avx512).
+//
+//go:noescape
 func scaleavx512(x *float32, n int, a float32)
 
 // expSumavx2 writes dst[i] = expf(src[i] - shift) for i < n and returns their sum in expSumGo's order (avx2).
+//
+//go:noescape
 func expSumavx2(dst *float32, src *float32, n int, shift float32) float32
 
 // swigluForwardavx2 writes out[j] = gate[j]/(1 + expf(-gate[j]))·up[j] for j < n (avx2).
+//
+//go:noescape
 func swigluForwardavx2(out *float32, gate *float32, up *float32, n int)
 
 // swigluBackwardavx2 adds to dg and du the gradient of swigluForwardavx2 given dy, for j < n (avx2).
+//
+//go:noescape
 func swigluBackwardavx2(dg *float32, du *float32, dy *float32, gate *float32, up *float32, n int)
 
 // maxFiniteavx2 returns max(x[:n]) and the sum of x[i]-x[i] for n > 0 (avx2).
+//
+//go:noescape
 func maxFiniteavx2(x *float32, n int) (m float32, chk float32)
 
 // scaleavx2 multiplies x[:n] by a (avx2).
+//
+//go:noescape
 func scaleavx2(x *float32, n int, a float32)

@@ -238,7 +238,7 @@ func TestAttentionSameOnEveryElemKernel(t *testing.T) {
 		dq, dk, dv := make([]float32, L*ld), make([]float32, (past+L)*hd), make([]float32, (past+L)*hd)
 		AttentionBackward(dq, dk, dv, make([]float32, 2*AttentionScratch(L, past)), dout, ld, out, lse, nRep, q, ld, k, v, hd, L, past, nRep, hd)
 		cached := make([]float32, L*ld)
-		AttentionCached(cached, ld, make([]float32, AttentionCachedScratch(L, past, nRep)), q, ld, k, v, hd, L, past, nRep, hd)
+		AttentionCached(cached, ld, make([]float32, AttentionCachedScratch(L, past, nRep)), q, ld, keyBlocks(k, hd, past+L, hd), v, hd, L, past, nRep, hd)
 		lp, ent, hlse := make([]float32, L), make([]float32, L), make([]float32, L)
 		LogprobEntropyForward(lp, ent, hlse, logits, targets, L, vocab)
 		dz := make([]float32, L*vocab)

@@ -207,26 +207,6 @@ func splitRows(m, maxMC, mr, nw int) (blocks, mc int) {
 
 func roundUp(x, to int) int { return (x + to - 1) / to * to }
 
-// fanOut runs f(0..nw-1) concurrently, f(0) on the calling goroutine, and waits for all.
-// Spawning per call costs about a microsecond per goroutine, far below the work that passes
-// parallelMinFlops, and leaves no goroutine running between calls.
-func fanOut(nw int, f func(w int)) {
-	if nw <= 1 {
-		f(0)
-		return
-	}
-	var wg sync.WaitGroup
-	wg.Add(nw - 1)
-	for w := 1; w < nw; w++ {
-		go func() {
-			defer wg.Done()
-			f(w)
-		}()
-	}
-	f(0)
-	wg.Wait()
-}
-
 // bufPool recycles packing buffers between calls; the model calls Sgemm thousands of times per
 // step with a handful of sizes.
 var bufPool sync.Pool

@@ -1,5 +1,7 @@
 package kernels
 
+import "sync"
+
 // The small-m path serves decoding, where op(A) has a few rows (the sequences decoding
 // together) and B is used once per call. The blocked path would pack all of B on every call and
 // fill a 12-row tile with one or two rows; the small-m path instead reads B in place and
@@ -94,9 +96,11 @@ func gemmSmall(kern *microKernel, nw int, transA, transB bool, m, n, k int, alph
 // so the kernel never touches memory outside the operands.
 func smallAsm(sk *smallKernel, j0, j1, m, k, kc int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	width := sk.width
+	tail := tailPool.Get().(*[3 * 16]float32)
+	defer tailPool.Put(tail)
 	j := j0
 	for ; j+width <= j1; j += width {
-		smallBlock(sk, m, k, kc, alpha, a, lda, b[j*ldb:], ldb, beta, c[j:], ldc)
+		smallBlock(sk, tail, m, k, kc, alpha, a, lda, b[j*ldb:], ldb, beta, c[j:], ldc)
 	}
 	if w := j1 - j; w > 0 {
 		bbuf, cbuf := getBuf(width*k), getBuf(m*width)
@@ -106,16 +110,19 @@ func smallAsm(sk *smallKernel, j0, j1, m, k, kc int, alpha float32, a []float32,
 		copyTile(bj, k, b[j*ldb:], ldb, w, k)
 		clear(bj[w*k:])
 		copyTile(cj, width, c[j:], ldc, m, w)
-		smallBlock(sk, m, k, kc, alpha, a, lda, bj, k, beta, cj, width)
+		smallBlock(sk, tail, m, k, kc, alpha, a, lda, bj, k, beta, cj, width)
 		copyTile(c[j:], ldc, cj, width, m, w)
 	}
 }
 
+// tailPool holds smallBlock's scratch for the last k%4 columns of a slice. The kernels are called
+// through function values, so a local array would escape to the heap on every block.
+var tailPool = sync.Pool{New: func() any { return new([3 * 16]float32) }}
+
 // smallBlock computes the m×width block of C whose columns are the first width rows of b, slice
-// by slice along k, the rows of A taken len(sk.fns) at a time.
-func smallBlock(sk *smallKernel, m, k, kc int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+// by slice along k, the rows of A taken len(sk.fns) at a time; tail is scratch.
+func smallBlock(sk *smallKernel, tail *[3 * 16]float32, m, k, kc int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	width, maxRows := sk.width, len(sk.fns)
-	var tail [3 * 16]float32
 	for pc := 0; pc < k; pc += kc {
 		kb := min(kc, k-pc)
 		betaEff := beta

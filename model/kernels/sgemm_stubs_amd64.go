@@ -5,121 +5,201 @@
 package kernels
 
 // sgemmKernelavx512_12x32 computes a 12×32 tile C = alpha*A·B + beta*C from packed strips (avx512).
+//
+//go:noescape
 func sgemmKernelavx512_12x32(kc int, a *float32, b *float32, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmKernelavx2_6x16 computes a 6×16 tile C = alpha*A·B + beta*C from packed strips (avx2).
+//
+//go:noescape
 func sgemmKernelavx2_6x16(kc int, a *float32, b *float32, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx512_1 computes a 1×16 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNTavx512_1(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx512_2 computes a 2×16 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNTavx512_2(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx512_3 computes a 3×16 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNTavx512_3(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx512_4 computes a 4×16 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNTavx512_4(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx512_5 computes a 5×16 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNTavx512_5(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx512_6 computes a 6×16 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNTavx512_6(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx512_7 computes a 7×16 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNTavx512_7(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx512_8 computes a 8×16 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNTavx512_8(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx512_9 computes a 9×16 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNTavx512_9(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx512_10 computes a 10×16 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNTavx512_10(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx512_11 computes a 11×16 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNTavx512_11(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx512_12 computes a 12×16 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNTavx512_12(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx2_1 computes a 1×8 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx2).
+//
+//go:noescape
 func sgemmSmallNTavx2_1(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx2_2 computes a 2×8 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx2).
+//
+//go:noescape
 func sgemmSmallNTavx2_2(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx2_3 computes a 3×8 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx2).
+//
+//go:noescape
 func sgemmSmallNTavx2_3(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx2_4 computes a 4×8 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx2).
+//
+//go:noescape
 func sgemmSmallNTavx2_4(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx2_5 computes a 5×8 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx2).
+//
+//go:noescape
 func sgemmSmallNTavx2_5(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNTavx2_6 computes a 6×8 block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (avx2).
+//
+//go:noescape
 func sgemmSmallNTavx2_6(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx512_1 computes a 1×32 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNNavx512_1(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx512_2 computes a 2×32 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNNavx512_2(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx512_3 computes a 3×32 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNNavx512_3(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx512_4 computes a 4×32 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNNavx512_4(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx512_5 computes a 5×32 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNNavx512_5(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx512_6 computes a 6×32 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNNavx512_6(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx512_7 computes a 7×32 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNNavx512_7(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx512_8 computes a 8×32 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNNavx512_8(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx512_9 computes a 9×32 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNNavx512_9(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx512_10 computes a 10×32 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNNavx512_10(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx512_11 computes a 11×32 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNNavx512_11(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx512_12 computes a 12×32 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx512).
+//
+//go:noescape
 func sgemmSmallNNavx512_12(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx2_1 computes a 1×16 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx2).
+//
+//go:noescape
 func sgemmSmallNNavx2_1(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx2_2 computes a 2×16 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx2).
+//
+//go:noescape
 func sgemmSmallNNavx2_2(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx2_3 computes a 3×16 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx2).
+//
+//go:noescape
 func sgemmSmallNNavx2_3(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx2_4 computes a 4×16 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx2).
+//
+//go:noescape
 func sgemmSmallNNavx2_4(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx2_5 computes a 5×16 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx2).
+//
+//go:noescape
 func sgemmSmallNNavx2_5(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // sgemmSmallNNavx2_6 computes a 6×16 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx2).
+//
+//go:noescape
 func sgemmSmallNNavx2_6(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
 // transpose4 writes dst[(4q+j)*width+i] = src[i*ld+4q+j] for rows i < 4, columns j < 4, blocks q < blocks.
+//
+//go:noescape
 func transpose4(dst *float32, src *float32, ld int, width int, blocks int)
 
 // copyStrided writes dst[r*width+j] = src[r*ld+j] for r < rows, j < width; width must be a multiple of 4.
+//
+//go:noescape
 func copyStrided(dst *float32, src *float32, ld int, width int, rows int)

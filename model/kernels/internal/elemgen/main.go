@@ -274,6 +274,7 @@ func (s *isa) loop(name string, n reg.GPVirtual, ptrs []reg.GPVirtual, body func
 func expSum(s *isa) {
 	name := "expSum" + s.name
 	TEXT(name, NOSPLIT, "func(dst, src *float32, n int, shift float32) float32")
+	Pragma("noescape")
 	Doc(fmt.Sprintf("%s writes dst[i] = expf(src[i] - shift) for i < n and returns their sum in expSumGo's order (%s).", name, s.name))
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
@@ -329,6 +330,7 @@ func expSum(s *isa) {
 func swigluForward(s *isa) {
 	name := "swigluForward" + s.name
 	TEXT(name, NOSPLIT, "func(out, gate, up *float32, n int)")
+	Pragma("noescape")
 	Doc(fmt.Sprintf("%s writes out[j] = gate[j]/(1 + expf(-gate[j]))·up[j] for j < n (%s).", name, s.name))
 	out := Load(Param("out"), GP64())
 	g := Load(Param("gate"), GP64()) // "g" would name the goroutine register
@@ -356,6 +358,7 @@ func swigluForward(s *isa) {
 func swigluBackward(s *isa) {
 	name := "swigluBackward" + s.name
 	TEXT(name, NOSPLIT, "func(dg, du, dy, gate, up *float32, n int)")
+	Pragma("noescape")
 	Doc(fmt.Sprintf("%s adds to dg and du the gradient of swigluForward%s given dy, for j < n (%s).", name, s.name, s.name))
 	dg := Load(Param("dg"), GP64())
 	du := Load(Param("du"), GP64())
@@ -415,6 +418,7 @@ func swigluBackward(s *isa) {
 func maxFinite(s *isa) {
 	name := "maxFinite" + s.name
 	TEXT(name, NOSPLIT, "func(x *float32, n int) (m float32, chk float32)")
+	Pragma("noescape")
 	Doc(fmt.Sprintf("%s returns max(x[:n]) and the sum of x[i]-x[i] for n > 0 (%s).", name, s.name))
 	x := Load(Param("x"), GP64())
 	n := Load(Param("n"), GP64())
@@ -475,6 +479,7 @@ func maxFinite(s *isa) {
 func scale(s *isa) {
 	name := "scale" + s.name
 	TEXT(name, NOSPLIT, "func(x *float32, n int, a float32)")
+	Pragma("noescape")
 	Doc(fmt.Sprintf("%s multiplies x[:n] by a (%s).", name, s.name))
 	x := Load(Param("x"), GP64())
 	n := Load(Param("n"), GP64())

@@ -74,6 +74,7 @@ func main() {
 
 func kernel(s kernelSpec) {
 	TEXT(s.name(), NOSPLIT, "func(kc int, a, b, c *float32, ldc int, alpha, beta float32)")
+	Pragma("noescape")
 	Doc(fmt.Sprintf("%s computes a %d×%d tile C = alpha*A·B + beta*C from packed strips (%s).", s.name(), s.mr, s.nr(), s.isa))
 	kc := Load(Param("kc"), GP64())
 	pa := Load(Param("a"), GP64())
@@ -188,6 +189,7 @@ func addr(name string) Mem {
 // (the fused transpose of A, and of B when transB) become 16-byte stores.
 func transpose4() {
 	TEXT("transpose4", NOSPLIT, "func(dst, src *float32, ld, width, blocks int)")
+	Pragma("noescape")
 	Doc("transpose4 writes dst[(4q+j)*width+i] = src[i*ld+4q+j] for rows i < 4, columns j < 4, blocks q < blocks.")
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
@@ -243,6 +245,7 @@ func transpose4() {
 // memmove call per 48- or 128-byte row, which cost a sixth of the time of a TN product.
 func copyStrided() {
 	TEXT("copyStrided", NOSPLIT, "func(dst, src *float32, ld, width, rows int)")
+	Pragma("noescape")
 	Doc("copyStrided writes dst[r*width+j] = src[r*ld+j] for r < rows, j < width; width must be a multiple of 4.")
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
@@ -322,6 +325,7 @@ func (s smallSpec) vec() reg.VecVirtual {
 func smallNT(s smallSpec, rows int) {
 	name := fmt.Sprintf("sgemmSmallNT%s_%d", s.isa, rows)
 	TEXT(name, NOSPLIT, "func(blocks int, a *float32, lda int, b *float32, ldb int, tail *float32, ntail int, c *float32, ldc int, alpha, beta float32)")
+	Pragma("noescape")
 	Doc(fmt.Sprintf("%s computes a %d×%d block C = alpha*A·Bᵀ + beta*C over 4*blocks+ntail k steps, B read in place (%s).", name, rows, s.width, s.isa))
 	blocks := Load(Param("blocks"), GP64())
 	lda := Load(Param("lda"), GP64())
@@ -476,6 +480,7 @@ func smallNT(s smallSpec, rows int) {
 func smallNN(s kernelSpec, rows int) {
 	name := fmt.Sprintf("sgemmSmallNN%s_%d", s.isa, rows)
 	TEXT(name, NOSPLIT, "func(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)")
+	Pragma("noescape")
 	Doc(fmt.Sprintf("%s computes a %d×%d block C = alpha*A·B + beta*C over kb k steps, A and B read in place (%s).", name, rows, s.nr(), s.isa))
 	kb := Load(Param("kb"), GP64())
 	lda := Load(Param("lda"), GP64())
