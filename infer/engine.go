@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/model/kernels"
 )
 
 // ErrClosed is returned by Generate after the engine is closed.
@@ -194,6 +197,8 @@ func (e *Engine) loop(m *model.Model, cache *model.KVCache) {
 	slots := make([]*job, e.cfg.Slots)
 	var queue []*job
 	var sp sampler
+	var samplers []*sampler // one per part of a parallel emit
+	var emitted []emitResult
 	logits := make([]float32, e.cfg.Slots*e.vocab)
 	stepSlots := make([]int, 0, e.cfg.Slots)
 	stepToks := make([]int32, 0, e.cfg.Slots)
@@ -313,12 +318,38 @@ func (e *Engine) loop(m *model.Model, cache *model.KVCache) {
 			}
 			continue
 		}
+		// Every job draws from its own rng, so sampling the slots in parallel gives the same
+		// tokens as one after another; finishing touches the shared slot table, so it stays here.
+		emitted = slices.Grow(emitted[:0], len(stepJobs))[:len(stepJobs)]
+		parts := 1
+		if len(stepJobs) >= parallelEmitMin {
+			parts = min(runtime.GOMAXPROCS(0), len(stepJobs))
+		}
+		for len(samplers) < parts {
+			samplers = append(samplers, &sampler{})
+		}
+		kernels.FanOut(parts, func(part int) {
+			for i := part * len(stepJobs) / parts; i < (part+1)*len(stepJobs)/parts; i++ {
+				done, err := e.emit(stepJobs[i], out[i*e.vocab:(i+1)*e.vocab], version, samplers[part])
+				emitted[i] = emitResult{done, err}
+			}
+		})
 		for i, j := range stepJobs {
-			if done, err := e.emit(j, out[i*e.vocab:(i+1)*e.vocab], version, &sp); done {
-				finish(j, err)
+			if emitted[i].done {
+				finish(j, emitted[i].err)
 			}
 		}
 	}
+}
+
+// parallelEmitMin is the number of sequences in a decode step from which their next tokens are
+// sampled in parallel: a draw over a 2,048-token vocabulary costs ~30 µs (float64 exponentials),
+// about a third of a batch-32 step's time when done one after another.
+const parallelEmitMin = 4
+
+type emitResult struct {
+	done bool
+	err  error
 }
 
 // emit samples the next token of j from row and reports whether j is finished.

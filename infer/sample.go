@@ -55,7 +55,11 @@ func (sp *sampler) sample(logits []float32, s Sampling, rng *rand.Rand) (int32, 
 	inv := 1 / float64(s.Temperature)
 	maxL := math.Inf(-1)
 	for _, l := range logits {
-		maxL = math.Max(maxL, float64(l)*inv)
+		// The logits are finite (emit checks), so a comparison is math.Max here but for the
+		// sign of a zero maximum, which the shift below does not see.
+		if v := float64(l) * inv; v > maxL {
+			maxL = v
+		}
 	}
 	// Candidates in decreasing probability order are needed only for top-k / top-p.
 	filter := (s.TopK > 0 && s.TopK < n) || (s.TopP > 0 && s.TopP < 1)

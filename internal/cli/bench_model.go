@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,7 +29,8 @@ type BenchModelCmd struct {
 	Decode  int    `default:"64" help:"Tokens decoded per slot."`
 	Engine  int    `default:"0" help:"Rounds of 32 concurrent requests that fill whole sequences, served through infer.Engine before the other figures, with heap and resident memory printed after each round (0: none)."`
 	EngLen  int    `name:"engine-len" default:"0" help:"Tokens per engine sequence, prompt and completion (0: the model's MaxSeq)."`
-	Configs string `default:"" help:"Extra model sizes to time a training step for, as DIMxLAYERS[,...], e.g. 192x4,320x6 (heads = DIM/32, KV heads half, hidden ≈ 8/3·DIM)."`
+	Configs string `default:"" help:"Extra model sizes to time a training step and decoding for, as DIMxLAYERS[,...], e.g. 192x4,320x6 (heads = DIM/32, KV heads half, hidden ≈ 8/3·DIM)."`
+	Rounds  int    `default:"3" help:"Decode rounds; each runs batch 1 then batch 32, and the median ratio is printed."`
 	Seed    uint64 `default:"1" help:"Seed for weights and data."`
 }
 
@@ -36,6 +38,9 @@ type BenchModelCmd struct {
 func (c *BenchModelCmd) Run(g *Globals) error {
 	if c.Rows <= 0 || c.Seq <= 1 || c.Steps <= 0 || c.Prompt <= 0 || c.Decode <= 0 || c.Vocab <= 1 {
 		return fmt.Errorf("bench model: rows, seq (>1), steps, prompt, decode and vocab (>1) must be positive")
+	}
+	if c.Rounds <= 0 {
+		return fmt.Errorf("bench model: rounds must be positive")
 	}
 	if c.Engine < 0 || c.EngLen < 0 {
 		return fmt.Errorf("bench model: engine rounds and engine-len must not be negative")
@@ -64,19 +69,41 @@ func (c *BenchModelCmd) Run(g *Globals) error {
 	if peak, err := peakRSS(); err == nil {
 		fmt.Fprintf(w, "peak resident memory after training steps (VmHWM): %.1f MiB\n", float64(peak)/(1<<20))
 	}
-	for _, slots := range []int{1, 32} {
-		if err := g.Ctx.Err(); err != nil {
-			return err
-		}
-		if err := c.decodeBench(w, cfg, slots); err != nil {
-			return err
-		}
+	if err := c.decodeRounds(g, w, cfg); err != nil {
+		return err
 	}
 	for _, alt := range alts {
 		if err := c.trainBench(w, alt, false); err != nil {
 			return err
 		}
+		if err := c.decodeRounds(g, w, alt); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// decodeRounds alternates batch-1 and batch-32 decoding for c.Rounds rounds, so both see the
+// same load, and prints the median of the rounds' throughput ratios.
+func (c *BenchModelCmd) decodeRounds(g *Globals, w io.Writer, cfg model.Config) error {
+	var ratios []float64
+	for range c.Rounds {
+		var rate [2]float64
+		for i, slots := range []int{1, 32} {
+			if err := g.Ctx.Err(); err != nil {
+				return err
+			}
+			r, err := c.decodeBench(w, cfg, slots)
+			if err != nil {
+				return err
+			}
+			rate[i] = r
+		}
+		ratios = append(ratios, rate[1]/rate[0])
+	}
+	slices.Sort(ratios)
+	fmt.Fprintf(w, "  decode batch 32 / batch 1 throughput: median %.2f× over %d rounds (%.2f–%.2f)\n",
+		ratios[len(ratios)/2], len(ratios), ratios[0], ratios[len(ratios)-1])
 	return nil
 }
 
@@ -270,10 +297,10 @@ func timeStepGEMMs(cfg model.Config, n, reps int) float64 {
 
 // decodeBench prefills slots with Prompt tokens each, then decodes Decode tokens per slot with
 // batched Steps and reports generated tokens per second.
-func (c *BenchModelCmd) decodeBench(w io.Writer, cfg model.Config, slots int) error {
+func (c *BenchModelCmd) decodeBench(w io.Writer, cfg model.Config, slots int) (float64, error) {
 	m, err := model.New(cfg, c.Seed)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	m.PackDecodeWeights() // as infer.Engine decodes
 	cache := m.NewKVCache(slots, c.Prompt+c.Decode+1)
@@ -286,7 +313,7 @@ func (c *BenchModelCmd) decodeBench(w io.Writer, cfg model.Config, slots int) er
 			prompt[i] = int32(rng.IntN(cfg.Vocab))
 		}
 		if err := m.Prefill(cache, s, prompt, logits[:cfg.Vocab]); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	prefill := time.Since(t0)
@@ -301,14 +328,15 @@ func (c *BenchModelCmd) decodeBench(w io.Writer, cfg model.Config, slots int) er
 			toks[i] = argmax(logits[i*cfg.Vocab : (i+1)*cfg.Vocab])
 		}
 		if err := m.Step(cache, ids, toks, logits); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	dec := time.Since(t0)
-	fmt.Fprintf(w, "decode batch %d (KV cache, context %d→%d): %.0f tokens/s (%.2f ms per Step); prefill %.0f tokens/s\n",
-		slots, c.Prompt, c.Prompt+c.Decode, float64(slots*c.Decode)/dec.Seconds(),
+	rate := float64(slots*c.Decode) / dec.Seconds()
+	fmt.Fprintf(w, "  decode batch %d (KV cache, context %d→%d): %.0f tokens/s (%.2f ms per Step); prefill %.0f tokens/s\n",
+		slots, c.Prompt, c.Prompt+c.Decode, rate,
 		dec.Seconds()/float64(c.Decode)*1e3, float64(slots*c.Prompt)/prefill.Seconds())
-	return nil
+	return rate, nil
 }
 
 func argmax(x []float32) int32 {
