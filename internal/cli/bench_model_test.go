@@ -9,7 +9,7 @@ import (
 
 func TestBenchModelPrintsEveryFigure(t *testing.T) {
 	var out bytes.Buffer
-	cmd := &BenchModelCmd{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Configs: "64x1", Seed: 1, Engine: 2, EngLen: 12}
+	cmd := &BenchModelCmd{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Configs: "64x1", Seed: 1, Engine: 2, EngLen: 12, Rounds: 2}
 	if err := cmd.Run(&Globals{Ctx: context.Background(), Stdout: &out, Stderr: &out}); err != nil {
 		t.Fatal(err)
 	}
@@ -19,15 +19,23 @@ func TestBenchModelPrintsEveryFigure(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+	// Both sizes decode, batch 1 then batch 32 in each of the two rounds, with a ratio each.
+	if n := strings.Count(out.String(), "decode batch 1 "); n != 4 {
+		t.Errorf("%d batch-1 decode lines, want 4 (2 sizes × 2 rounds):\n%s", n, out.String())
+	}
+	if n := strings.Count(out.String(), "decode batch 32 / batch 1 throughput: median"); n != 2 {
+		t.Errorf("%d ratio lines, want 2:\n%s", n, out.String())
+	}
 }
 
 func TestBenchModelRejectsBadFlags(t *testing.T) {
 	for _, cmd := range []*BenchModelCmd{
-		{Vocab: 64, Rows: 0, Seq: 40, Steps: 1, Prompt: 4, Decode: 2},
-		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Configs: "64by1"},
-		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Configs: "65x1"},
-		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Engine: 1, EngLen: 4},
-		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Engine: -1},
+		{Vocab: 64, Rows: 0, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1},
+		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, Configs: "64by1"},
+		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, Configs: "65x1"},
+		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, Engine: 1, EngLen: 4},
+		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, Engine: -1},
+		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 0},
 	} {
 		var out bytes.Buffer
 		if err := cmd.Run(&Globals{Ctx: context.Background(), Stdout: &out, Stderr: &out}); err == nil {
