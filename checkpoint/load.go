@@ -86,9 +86,8 @@ func loadWeights(path string, cfg model.Config) (*model.Model, error) {
 	if err := checkTensorSet(h, llamaTensors(cfg), false); err != nil {
 		return nil, tiedHint(err, h, cfg)
 	}
-	// model.New fills random weights that are overwritten below; the model package offers no
-	// constructor for an uninitialized model.
-	m, err := model.New(cfg, 0)
+	// Every weight is read from the file below.
+	m, err := model.NewZero(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -52,6 +52,15 @@ func New(cfg Config, seed uint64) (*Model, error) {
 	return m, nil
 }
 
+// NewZero builds a model whose weights are all zero, for loaders that overwrite every weight
+// (a checkpoint): drawing New's random weights first costs ~90 ms at the default size.
+func NewZero(cfg Config) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return newEmpty(cfg), nil
+}
+
 func fillNormal(rng *rand.Rand, x []float32, std float64) {
 	for i := range x {
 		x[i] = float32(rng.NormFloat64() * std)

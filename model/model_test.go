@@ -35,6 +35,27 @@ func TestConfigValidate(t *testing.T) {
 		if _, err := New(c, 1); err == nil {
 			t.Errorf("%s: New accepted the config", tc.name)
 		}
+		if _, err := NewZero(c); err == nil {
+			t.Errorf("%s: NewZero accepted the config", tc.name)
+		}
+	}
+}
+
+// TestNewZero: the loader's constructor has New's layout with every weight zero.
+func TestNewZero(t *testing.T) {
+	cfg := DefaultConfig(100)
+	z, err := NewZero(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := New(cfg, 1)
+	if z.NumParams() != m.NumParams() || len(z.Params.Tensors()) != len(m.Params.Tensors()) {
+		t.Fatalf("NewZero has %d weights in %d tensors, New %d in %d", z.NumParams(), len(z.Params.Tensors()), m.NumParams(), len(m.Params.Tensors()))
+	}
+	for i, v := range z.Params.Data {
+		if v != 0 {
+			t.Fatalf("weight %d = %v, want 0", i, v)
+		}
 	}
 }
 
