@@ -20,7 +20,9 @@ import (
 // record torn off by a crash.
 //
 // A writer killed mid-record leaves a torn tail: the file ends inside a record, or the last
-// record's payload fails its checksum with nothing after it. Readers report that as ErrTornTail
+// record's payload fails its checksum with nothing after it. A machine that lost power can also
+// leave the file's last bytes as zeros (its length reached the disk before its data): a failing
+// record from which everything to the end is zero bytes is torn too. Readers report that as ErrTornTail
 // (anything earlier that fails is ErrCorrupt); Reader.Offset then gives the end of the last good
 // record, and OpenFile truncates there and appends.
 

@@ -128,6 +128,9 @@ func (r *Reader) next() (*Trajectory, error) {
 		return nil, fmt.Errorf("traj: read record %d at offset %d: %w", r.records, r.offset, err)
 	}
 	if crc32.Checksum(hdr[:8], castagnoli) != binary.LittleEndian.Uint32(hdr[8:]) {
+		if allZero(hdr[:]) && r.restIsZero() {
+			return nil, r.fail(ErrTornTail, "the stream ends in zero bytes")
+		}
 		return nil, r.fail(ErrCorrupt, "frame header checksum mismatch")
 	}
 	size := binary.LittleEndian.Uint32(hdr[0:])
@@ -147,6 +150,9 @@ func (r *Reader) next() (*Trajectory, error) {
 	if crc32.Checksum(r.payload, castagnoli) != binary.LittleEndian.Uint32(hdr[4:]) {
 		if _, perr := r.br.Peek(1); perr == io.EOF {
 			return nil, r.fail(ErrTornTail, "last record's payload checksum mismatch")
+		}
+		if allZero(r.payload) && r.restIsZero() {
+			return nil, r.fail(ErrTornTail, "the last record's payload and what follows are zero bytes")
 		}
 		return nil, r.fail(ErrCorrupt, "payload checksum mismatch")
 	}
@@ -179,6 +185,35 @@ func (r *Reader) decode() (*Trajectory, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// restIsZero reports whether everything left in the stream is zero bytes. A machine that loses
+// power can leave a file whose length was extended before its data reached the disk: the tail
+// reads as zeros. Like a record cut short by a killed writer, that is a torn tail, not damage;
+// zeros followed by anything else are not. It consumes the stream, so only a failing read calls it.
+func (r *Reader) restIsZero() bool {
+	var buf [32 << 10]byte
+	for {
+		n, err := r.br.Read(buf[:])
+		if !allZero(buf[:n]) {
+			return false
+		}
+		if err == io.EOF {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // fail wraps sentinel with the record's position.

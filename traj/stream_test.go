@@ -123,6 +123,36 @@ func TestStreamTornTail(t *testing.T) {
 			if got, _, err := readAll(damaged); !isTorn(err) || len(got) != len(ts)-1 {
 				t.Fatalf("damaged last payload: %d records, err %v", len(got), err)
 			}
+			// A power loss can leave the file's tail as zeros: in place of the last record, after
+			// its complete frame header, or after the whole stream. Each is a torn tail at the start
+			// of the zeros' record; zeros followed by anything else are corruption.
+			zeroed := func(from int64, extra int) []byte {
+				z := bytes.Clone(b)
+				clear(z[from:])
+				return append(z, make([]byte, extra)...)
+			}
+			for _, tc := range []struct {
+				name    string
+				b       []byte
+				records int
+				offset  int64
+			}{
+				{"last record zeroed", zeroed(last, 0), len(ts) - 1, last},
+				{"last record zeroed and extended", zeroed(last, 5000), len(ts) - 1, last},
+				{"last payload zeroed", zeroed(last+frameHeaderLen, 300), len(ts) - 1, last},
+				{"zeros after the stream", zeroed(int64(len(b)), 4096), len(ts), int64(len(b))},
+				{"one zero byte after the stream", zeroed(int64(len(b)), 1), len(ts), int64(len(b))},
+			} {
+				got, r, err := readAll(tc.b)
+				if !isTorn(err) || len(got) != tc.records || r.Offset() != tc.offset {
+					t.Fatalf("%s: %d records, offset %d (want %d at %d), err %v", tc.name, len(got), r.Offset(), tc.records, tc.offset, err)
+				}
+			}
+			notZero := zeroed(last, 64)
+			notZero[len(notZero)-1] = 1
+			if got, _, err := readAll(notZero); !errors.Is(err, ErrCorrupt) || len(got) != len(ts)-1 {
+				t.Fatalf("zeros then a non-zero byte: %d records, err %v", len(got), err)
+			}
 			// Damage earlier, with records after it, is corruption, not a torn tail.
 			for _, at := range []int64{ends[1] + 2, ends[1] + frameHeaderLen + 3} {
 				damaged := bytes.Clone(b)
@@ -323,5 +353,45 @@ func TestWriterErrorIsSticky(t *testing.T) {
 	}
 	if err := w.Write(ts[1]); err != nil {
 		t.Fatalf("an invalid trajectory broke the writer: %v", err)
+	}
+}
+
+// TestOpenFileResumesAfterZeroTail: a file whose tail a power loss left as zeros is cut back to
+// its last intact record and appended to.
+func TestOpenFileResumesAfterZeroTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trajectories.atrs")
+	ts := sampleTrajectories(4)
+	w, _, err := OpenFile(path, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range ts[:3] {
+		if err := w.Write(tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good := w.Offset()
+	w.Close()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(make([]byte, 8192))
+	f.Close()
+	w, rec, err := OpenFile(path, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Recovery{Records: 3, End: good, Truncated: 8192}); rec != want {
+		t.Fatalf("recovery %+v, want %+v", rec, want)
+	}
+	if err := w.Write(ts[3]); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	b, _ := os.ReadFile(path)
+	got, _, err := readAll(b)
+	if err != nil || len(got) != 4 || !Equal(got[3], ts[3]) {
+		t.Fatalf("after resume: %d records, %v", len(got), err)
 	}
 }
