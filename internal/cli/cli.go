@@ -25,6 +25,7 @@ type CLI struct {
 	Eval   EvalCmd   `cmd:"" help:"Evaluate a checkpoint on held-out tasks (pass@1, pass@k)."`
 	Config ConfigCmd `cmd:"" help:"Inspect configuration."`
 	Env    EnvCmd    `cmd:"" help:"List and serve environments."`
+	Traj   TrajCmd   `cmd:"" help:"List, replay and export a run's trajectories."`
 	Bench  BenchCmd  `cmd:"" help:"Measure performance."`
 }
 
