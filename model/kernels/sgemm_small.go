@@ -32,6 +32,11 @@ type smallKernel struct {
 type smallNNKernel struct {
 	width int
 	fns   []func(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
+	// narrow is a family of half the width with the same arithmetic per element (one FMA chain
+	// over each k slice, the same store), for the columns a full panel would leave over: a
+	// 16-column B (a head of 16 dimensions in P·V) then runs in place instead of through a
+	// zero-padded copy of all of B. Nil if none.
+	narrow *smallNNKernel
 }
 
 // smallMaxM is the largest m the small-m path takes. Measured with BenchmarkSgemmSmall on Zen 4
@@ -213,12 +218,18 @@ func gemmSmallNN(kern *microKernel, nw int, m, n, k int, alpha float32, a []floa
 // kernel goes through a zero-padded copy of its columns of B and a scratch copy of its columns
 // of C, so the kernel never touches memory outside the operands.
 func smallNNAsm(nn *smallNNKernel, j0, j1, m, k, kc int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	width := nn.width
 	j := j0
-	for ; j+width <= j1; j += width {
+	for ; j+nn.width <= j1; j += nn.width {
 		smallNNPanel(nn, m, k, kc, alpha, a, lda, b[j:], ldb, beta, c[j:], ldc)
 	}
+	if nn.narrow != nil && j < j1 {
+		nn = nn.narrow
+		for ; j+nn.width <= j1; j += nn.width {
+			smallNNPanel(nn, m, k, kc, alpha, a, lda, b[j:], ldb, beta, c[j:], ldc)
+		}
+	}
 	if w := j1 - j; w > 0 {
+		width := nn.width
 		bbuf, cbuf := getBuf(k*width), getBuf(m*width)
 		defer putBuf(bbuf)
 		defer putBuf(cbuf)

@@ -16,6 +16,11 @@ var (
 	}}
 )
 
+// The AVX-512 family hands the columns left after its 32-wide panels to the AVX2 one: a machine
+// with AVX-512F has AVX2 and FMA, and both families come from one generator (the same
+// operations per element).
+func init() { smallNNAVX512.narrow = &smallNNAVX2 }
+
 // smallNNFor is the NN small-m family of kern's instruction set; nil means smallGoNN.
 func smallNNFor(kern *microKernel) *smallNNKernel {
 	switch kern {
