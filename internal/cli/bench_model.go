@@ -15,6 +15,7 @@ import (
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/model/kernels"
 	"github.com/agentrl/agentrl/optim"
+	"github.com/agentrl/agentrl/pipeline"
 )
 
 // BenchModelCmd measures the built-in model: a full training step (forward, backward, AdamW),
@@ -32,6 +33,7 @@ type BenchModelCmd struct {
 	Configs string `default:"" help:"Extra model sizes to time a training step and decoding for, as DIMxLAYERS[,...], e.g. 192x4,320x6 (heads = DIM/32, KV heads half, hidden ≈ 8/3·DIM)."`
 	Rounds  int    `default:"3" help:"Decode rounds; each runs batch 1 then batch 32, and the median ratio is printed."`
 	Seed    uint64 `default:"1" help:"Seed for weights and data."`
+	Preset  string `help:"Measure the model a preset trains (${presets}) instead of model.DefaultConfig; --vocab is then the preset's tokenizer size."`
 }
 
 // Run prints one line per figure.
@@ -46,6 +48,13 @@ func (c *BenchModelCmd) Run(g *Globals) error {
 		return fmt.Errorf("bench model: engine rounds and engine-len must not be negative")
 	}
 	cfg := model.DefaultConfig(c.Vocab)
+	if c.Preset != "" {
+		p, err := pipeline.Preset(c.Preset)
+		if err != nil {
+			return fmt.Errorf("bench model: %w", err)
+		}
+		cfg = p.Model.Build(p.Tokenizer.VocabSize)
+	}
 	cfg.MaxSeq = max(cfg.MaxSeq, c.Seq, c.Prompt+c.Decode)
 	var alts []model.Config
 	if c.Configs != "" {

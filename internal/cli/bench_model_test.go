@@ -28,6 +28,19 @@ func TestBenchModelPrintsEveryFigure(t *testing.T) {
 	}
 }
 
+// TestBenchModelPreset: --preset measures the model the preset trains (calc: 64 wide, 2 layers,
+// a 512-token vocabulary).
+func TestBenchModelPreset(t *testing.T) {
+	var out bytes.Buffer
+	cmd := &BenchModelCmd{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, Seed: 1, Preset: "calc"}
+	if err := cmd.Run(&Globals{Ctx: context.Background(), Stdout: &out, Stderr: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "config dim 64 layers 2 heads 4/2 hidden 192 vocab 512") {
+		t.Fatalf("output does not describe the calc preset's model:\n%s", out.String())
+	}
+}
+
 func TestBenchModelRejectsBadFlags(t *testing.T) {
 	for _, cmd := range []*BenchModelCmd{
 		{Vocab: 64, Rows: 0, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1},
@@ -36,6 +49,7 @@ func TestBenchModelRejectsBadFlags(t *testing.T) {
 		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, Engine: 1, EngLen: 4},
 		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, Engine: -1},
 		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 0},
+		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, Preset: "chess"},
 	} {
 		var out bytes.Buffer
 		if err := cmd.Run(&Globals{Ctx: context.Background(), Stdout: &out, Stderr: &out}); err == nil {
