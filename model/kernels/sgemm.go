@@ -30,6 +30,11 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		gemmSmall(kern, maxWorkers(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
+	if kern.narrow != nil && n <= kern.narrow.nr {
+		// e.g. attention's P·V, dQ, dK and dV with 16-dimension heads: AVX-512's 12×32 tile
+		// would spend half its FMAs on padding, AVX2's 6×16 none, with the same bits.
+		kern = kern.narrow
+	}
 	gemm(kern, maxWorkers(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 

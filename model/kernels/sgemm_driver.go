@@ -16,6 +16,10 @@ type microKernel struct {
 	mc, kc, nc int // cache blocks: A block mc×kc stays in L2, B block kc×nc in L2/L3
 	fn         func(kc int, a, b, c []float32, ldc int, alpha, beta float32)
 	small      *smallKernel // the small-m kernels of the same instruction set; nil: smallGo
+	// narrow is a kernel with the same k slicing (kc) and the same operations per element but
+	// a tile at most as wide as a narrow C: the blocked path hands it products of n ≤ narrow.nr
+	// columns, where this kernel's wider tile would compute zero padding. Nil if none.
+	narrow *microKernel
 }
 
 // parallelMinFlops is the work below which goroutine fan-out and the B-packing barrier cost

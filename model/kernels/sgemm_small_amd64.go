@@ -2,6 +2,8 @@
 
 package kernels
 
+import "golang.org/x/sys/cpu"
+
 // The small-m NN kernels, indexed by row count less one: the blocked kernels' tiles (12×32 on
 // AVX-512, 6×16 on AVX2) with A and B read in place.
 var (
@@ -16,10 +18,16 @@ var (
 	}}
 )
 
-// The AVX-512 family hands the columns left after its 32-wide panels to the AVX2 one: a machine
-// with AVX-512F has AVX2 and FMA, and both families come from one generator (the same
-// operations per element).
-func init() { smallNNAVX512.narrow = &smallNNAVX2 }
+// The AVX-512 kernels hand narrow products to the AVX2 ones where the CPU has both: the NN
+// small-m family the columns left after its 32-wide panels, the blocked kernel products of at
+// most 16 columns. Both come from one generator (the same operations per element) and the
+// blocked kernels share kc, so results keep their bits.
+func init() {
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		smallNNAVX512.narrow = &smallNNAVX2
+		avx512Kernel.narrow = &avx2Kernel
+	}
+}
 
 // smallNNFor is the NN small-m family of kern's instruction set; nil means smallGoNN.
 func smallNNFor(kern *microKernel) *smallNNKernel {
