@@ -217,3 +217,99 @@ func (e *toolEnv) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// AttachTools adds tools to e, a fresh environment (before its first Reset), and returns the
+// environment to use in its place. When e's tools come from WithTools under this package's
+// wrappers (turn limit, step timeout, observation cap) — as those of the built-in environments
+// that have tools do — the tools join that wrapper: the model sees one tool list, every tool runs under the
+// environment's ToolLimits, and tool turns count toward its turn limit. An environment without
+// tools gets a WithTools wrapper with default limits just inside those wrappers. (A tool wrapper
+// hidden behind a wrapper from another package cannot be found; the new wrapper then goes
+// outside it and its tools would be unreachable, so such environments should attach their
+// tools themselves.)
+//
+// The tools are not owned: Close does not close them, so one tool may serve many instances.
+// A nil tool, or a name that is already taken (by e's tools or another of tools), is an error
+// naming it, and e is left unchanged.
+func AttachTools(e Env, tools []tool.Tool) (Env, error) {
+	if len(tools) == 0 {
+		return e, nil
+	}
+	te := findToolEnv(e)
+	taken := map[string]bool{}
+	if te != nil {
+		for name := range te.byName {
+			taken[name] = true
+		}
+	}
+	for _, t := range tools {
+		if t == nil {
+			return nil, errors.New("env: AttachTools: nil tool")
+		}
+		if taken[t.Name()] {
+			return nil, fmt.Errorf("env: AttachTools: tool %q is already attached", t.Name())
+		}
+		taken[t.Name()] = true
+	}
+	shared := make([]tool.Tool, len(tools))
+	for i, t := range tools {
+		shared[i] = sharedTool{t}
+	}
+	if te != nil {
+		te.tools = append(te.tools[:len(te.tools):len(te.tools)], shared...)
+		for _, t := range shared {
+			te.byName[t.Name()] = t
+		}
+		te.prompt = DescribeTools(te.tools)
+		return e, nil
+	}
+	// No tool wrapper: put one beneath this package's wrappers, on the bare environment.
+	cur := &e
+	for {
+		switch w := (*cur).(type) {
+		case *turnLimitEnv:
+			cur = &w.inner
+			continue
+		case *timeoutEnv:
+			cur = &w.inner
+			continue
+		case *obsCapEnv:
+			cur = &w.inner
+			continue
+		}
+		break
+	}
+	*cur = WithTools(*cur, shared, ToolLimits{})
+	return e, nil
+}
+
+// ToolsOf returns the tools of e's tool wrapper (see AttachTools for where it is looked for),
+// or nil when it has none.
+func ToolsOf(e Env) []tool.Tool {
+	te := findToolEnv(e)
+	if te == nil {
+		return nil
+	}
+	return append([]tool.Tool(nil), te.tools...)
+}
+
+// findToolEnv returns the WithTools wrapper of e under this package's other wrappers, or nil.
+func findToolEnv(e Env) *toolEnv {
+	for {
+		switch w := e.(type) {
+		case *toolEnv:
+			return w
+		case *turnLimitEnv:
+			e = w.inner
+		case *timeoutEnv:
+			e = w.inner
+		case *obsCapEnv:
+			e = w.inner
+		default:
+			return nil
+		}
+	}
+}
+
+// sharedTool hides a tool's Close from the tool wrapper, which closes the tools it owns.
+type sharedTool struct{ tool.Tool }

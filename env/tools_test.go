@@ -178,3 +178,81 @@ func TestDescribeToolsSchemaOrder(t *testing.T) {
 		}
 	}
 }
+
+// AttachTools adds tools to the tool wrapper under the turn limit (one tool list in the prompt,
+// built-in tools still reachable, tool turns counted), inserts a wrapper beneath the turn limit
+// when there is none, refuses a taken name without changing the environment, and never closes
+// the tools it attached.
+func TestAttachTools(t *testing.T) {
+	ctx := context.Background()
+	builtin, extra := echoTool("calc"), echoTool("mcp_echo")
+	inner := &echoEnv{}
+	e, err := AttachTools(WithTurnLimit(WithTools(inner, []tool.Tool{builtin}, ToolLimits{}), 2), []tool.Tool{extra})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(toolNames(ToolsOf(e))); got != "[calc mcp_echo]" {
+		t.Fatalf("tools after attaching: %s", got)
+	}
+	obs, err := e.Reset(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(obs.System, "Call:") != 1 || !strings.Contains(obs.System, "calc(") || !strings.Contains(obs.System, "mcp_echo(") {
+		t.Fatalf("system prompt lists the tools once each:\n%s", obs.System)
+	}
+	tr, err := e.Step(ctx, call("mcp_echo", `{"a":1}`)+call("calc", `{}`))
+	if err != nil || tr.Observation != "<tool_response>mcp_echo:{\"a\":1}</tool_response>\n<tool_response>calc:{}</tool_response>" {
+		t.Fatalf("calls: %q %v", tr.Observation, err)
+	}
+	if tr, err := e.Step(ctx, call("mcp_echo", `{}`)); err != nil || !tr.Done || tr.Info[InfoTruncated] != TruncatedTurnLimit {
+		t.Fatalf("the second tool turn must hit the turn limit: %+v %v", tr, err)
+	}
+	if err := e.(Closer).Close(); err != nil || builtin.closed != 1 || extra.closed != 0 || inner.closed != 1 {
+		t.Fatalf("Close: %v; built-in closed %d, attached closed %d (want 1, 0), inner %d", err, builtin.closed, extra.closed, inner.closed)
+	}
+
+	// No tool wrapper: one goes beneath the turn limit.
+	bare := &echoEnv{}
+	e, err = AttachTools(WithStepTimeout(WithTurnLimit(bare, 1), time.Minute), []tool.Tool{extra})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ToolsOf(e)) != 1 {
+		t.Fatalf("no tool wrapper inserted: %v", ToolsOf(e))
+	}
+	if _, err := e.Reset(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if tr, err := e.Step(ctx, call("mcp_echo", `{}`)); err != nil || !tr.Done || len(bare.actions) != 0 {
+		t.Fatalf("a tool turn under a limit of 1 must end the episode without reaching the task: %+v %v %v", tr, err, bare.actions)
+	}
+	if _, err := AttachTools(bare, []tool.Tool{extra}); err != nil {
+		t.Fatalf("an environment with no wrapper at all: %v", err)
+	}
+
+	// Taken names and nil tools.
+	base := WithTools(&echoEnv{}, []tool.Tool{builtin}, ToolLimits{})
+	for name, tools := range map[string][]tool.Tool{
+		"clash with a built-in tool": {echoTool("calc")},
+		"clash among the new tools":  {echoTool("x"), echoTool("x")},
+		"nil tool":                   {nil},
+	} {
+		if _, err := AttachTools(base, tools); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if name != "nil tool" && !strings.Contains(err.Error(), "already attached") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if got := fmt.Sprint(toolNames(ToolsOf(base))); got != "[calc]" {
+		t.Fatalf("a refused attachment changed the environment: %s", got)
+	}
+}
+
+func toolNames(tools []tool.Tool) []string {
+	out := make([]string, len(tools))
+	for i, t := range tools {
+		out[i] = t.Name()
+	}
+	return out
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -61,20 +62,34 @@ type MCPClient struct {
 
 // ConnectMCPCommand starts an MCP server as a child process speaking over stdin and stdout
 // (the stdio transport), and lists its tools. The child gets this process's environment and
-// is killed if this process dies.
+// working directory and is killed if this process dies.
 func ConnectMCPCommand(ctx context.Context, name string, args []string, opts MCPOptions) (*MCPClient, error) {
-	cmd := exec.Command(name, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stderr := newCappedBuffer(4<<10, nil)
-	cmd.Stderr = stderr
+	return ConnectMCPExec(ctx, exec.Command(name, args...), opts)
+}
+
+// ConnectMCPExec is ConnectMCPCommand for a prepared, unstarted command, so that the caller
+// chooses its environment (cmd.Env) and working directory (cmd.Dir). Unless cmd.SysProcAttr is
+// set, the child is killed if this process dies; unless cmd.Stderr is set, the last 4 KiB of the
+// child's stderr go into connection errors. The client owns the process from here on: Close
+// ends it, and a failed connection has ended it already.
+func ConnectMCPExec(ctx context.Context, cmd *exec.Cmd, opts MCPOptions) (*MCPClient, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	}
+	var stderr *cappedBuffer
+	if cmd.Stderr == nil {
+		stderr = newCappedBuffer(4<<10, nil)
+		cmd.Stderr = stderr
+	}
 	tr := &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	c, err := connectMCP(ctx, tr, opts)
 	if err != nil {
-		tail, _ := stderr.String()
-		if tail != "" {
-			err = fmt.Errorf("%w; server stderr: %s", err, tail)
+		if stderr != nil {
+			if tail, _ := stderr.String(); tail != "" {
+				err = fmt.Errorf("%w; server stderr: %s", err, tail)
+			}
 		}
-		return nil, Infra(fmt.Errorf("mcp: %s: %w", name, err))
+		return nil, Infra(fmt.Errorf("mcp: %s: %w", cmd.Path, err))
 	}
 	c.stderr, c.cmd = stderr, cmd
 	return c, nil
@@ -156,6 +171,37 @@ func (c *MCPClient) listTools(ctx context.Context, opts MCPOptions) ([]*MCPTool,
 	for n := range keep {
 		if !seen[n] {
 			return nil, fmt.Errorf("list tools: the server has no tool %q", n)
+		}
+	}
+	return out, nil
+}
+
+// Select returns the tools among those listed at connection (Tools) whose server names are in
+// only (all of them when only is empty), named prefix + the server's name, in the order the
+// server listed them. It lets one session serve several environments, each with its own subset
+// and prefix; the tools share the session. A name in only that the server did not list (or that
+// MCPOptions.Only left out) is an error naming the tools there are.
+func (c *MCPClient) Select(prefix string, only []string) ([]Tool, error) {
+	keep := make(map[string]bool, len(only))
+	for _, n := range only {
+		keep[n] = true
+	}
+	var out []Tool
+	have := make([]string, len(c.tools))
+	seen := map[string]bool{}
+	for i, t := range c.tools {
+		have[i] = t.remote
+		if len(keep) > 0 && !keep[t.remote] {
+			continue
+		}
+		seen[t.remote] = true
+		cp := *t
+		cp.name = prefix + t.remote
+		out = append(out, &cp)
+	}
+	for _, n := range only {
+		if !seen[n] {
+			return nil, fmt.Errorf("mcp: the server has no tool %q (it has: %s)", n, strings.Join(have, ", "))
 		}
 	}
 	return out, nil

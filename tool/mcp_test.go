@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -257,4 +259,107 @@ func TestJoinContentAndTruncate(t *testing.T) {
 	if got := truncateText(strings.Repeat("é", 10), 7); !strings.HasPrefix(got, "ééé") || !strings.Contains(got, "truncated") {
 		t.Fatalf("truncateText: %q", got)
 	}
+}
+
+// ConnectMCPExec runs the prepared command: the script path is relative to cmd.Dir and a
+// variable of cmd.Env reaches the server (its get-env tool prints its environment).
+func TestMCPExecDirAndEnv(t *testing.T) {
+	node, script := everythingServer(t)
+	cmd := exec.Command(node, "dist/index.js", "stdio")
+	cmd.Dir = filepath.Dir(filepath.Dir(script))
+	cmd.Env = append(os.Environ(), "AGENTRL_MCP_TEST=dir-and-env")
+	c, err := ConnectMCPExec(context.Background(), cmd, MCPOptions{MaxResultBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got, err := toolByName(t, c.Tools(), "get-env").Call(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got, `"AGENTRL_MCP_TEST": "dir-and-env"`) {
+		t.Fatalf("the variable did not reach the server: %.300s", got)
+	}
+	if err := c.Close(); err != nil || c.cmd.ProcessState == nil {
+		t.Fatalf("Close: %v (reaped: %v)", err, c.cmd.ProcessState != nil)
+	}
+}
+
+// Select gives one session's tools under several prefixes and subsets; the copies call the same
+// server and an unknown name is an error listing the server's tools.
+func TestMCPSelect(t *testing.T) {
+	hs := newTestMCPServer(t)
+	c, err := ConnectMCPHTTP(context.Background(), hs.URL, MCPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	all, err := c.Select("", nil)
+	if err != nil || len(all) != 3 {
+		t.Fatalf("Select all: %d tools, %v", len(all), err)
+	}
+	sel, err := c.Select("m.", []string{"two", "add"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sel) != 2 || sel[0].Name() != "m.add" || sel[1].Name() != "m.two" {
+		t.Fatalf("Select keeps the server's order with the prefix: %v, %v", sel[0].Name(), sel[1].Name())
+	}
+	runMCPCalls(t, sel, []mcpCall{{name: "prefixed add", tool: "m.add", args: `{"a":1,"b":2}`, want: "3"}})
+	if c.Tools()[0].Name() != "add" {
+		t.Fatalf("Select renamed the client's own tools: %s", c.Tools()[0].Name())
+	}
+	if _, err := c.Select("", []string{"add", "nope"}); err == nil || !strings.Contains(err.Error(), `"nope"`) || !strings.Contains(err.Error(), "add, fail, two") {
+		t.Fatalf("unknown tool: %v", err)
+	}
+}
+
+// One client serves many episodes at once: concurrent calls over stdio (server-everything) and
+// streamable HTTP each get their own answer. Run under -race.
+func TestMCPConcurrentCalls(t *testing.T) {
+	hammer := func(t *testing.T, tl Tool, args func(i int) string, want func(i int) string) {
+		t.Helper()
+		const workers, calls = 8, 16
+		errs := make(chan error, workers*calls)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for k := range calls {
+					i := w*calls + k
+					got, err := tl.Call(context.Background(), json.RawMessage(args(i)))
+					if err != nil {
+						errs <- err
+					} else if got != want(i) {
+						errs <- fmt.Errorf("call %d: %q, want %q", i, got, want(i))
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	}
+	t.Run("http", func(t *testing.T) {
+		c, err := ConnectMCPHTTP(context.Background(), newTestMCPServer(t).URL, MCPOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		hammer(t, toolByName(t, c.Tools(), "add"),
+			func(i int) string { return fmt.Sprintf(`{"a":%d,"b":1000}`, i) },
+			func(i int) string { return strconv.Itoa(i + 1000) })
+	})
+	t.Run("stdio", func(t *testing.T) {
+		node, script := everythingServer(t)
+		c, err := ConnectMCPCommand(context.Background(), node, []string{script, "stdio"}, MCPOptions{Only: []string{"echo"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		hammer(t, c.Tools()[0],
+			func(i int) string { return fmt.Sprintf(`{"message":"m%d"}`, i) },
+			func(i int) string { return fmt.Sprintf("Echo: m%d", i) })
+	})
 }
