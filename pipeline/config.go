@@ -35,6 +35,8 @@ type Config struct {
 	Eval       EvalConfig       `yaml:"eval"`
 	Checkpoint CheckpointConfig `yaml:"checkpoint"`
 	Monitor    MonitorConfig    `yaml:"monitor"`
+	// MCP attaches the tools of MCP servers to environments (none when absent).
+	MCP *MCPConfig `yaml:"mcp,omitempty"`
 }
 
 // ModelConfig is the built-in model's architecture; the vocabulary comes from the tokenizer.
@@ -239,6 +241,15 @@ func (c *Config) Validate() error {
 	m := c.Monitor
 	if m.MinEntropy < 0 || m.MaxZeroVarShare <= 0 || m.MaxZeroVarShare > 1 || m.MaxKL <= 0 {
 		bad("monitor: min_entropy >= 0, max_zero_var_share in (0, 1] and max_kl > 0 are required")
+	}
+	if c.MCP != nil {
+		used := map[string]bool{}
+		for _, n := range c.envNames() {
+			used[n] = true
+		}
+		if err := c.MCP.validate(used); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -22,6 +22,8 @@ type EvalOptions struct {
 	Seed    uint64
 	Rollout rollout.Config
 	Slots   int
+	// NewEnv makes the episodes' environments (nil: the registry's, see rollout.RegistryEnvs).
+	NewEnv rollout.EnvFactory
 }
 
 // EnvEval is one environment's held-out result.
@@ -73,7 +75,7 @@ func Evaluate(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, ver
 	greedyCfg := o.Rollout
 	greedyCfg.Sampling = infer.Sampling{Temperature: 0}
 	runner := &rollout.Runner{Gen: eng, Tok: tok, Cfg: greedyCfg, SampleSeed: o.Seed}
-	groups, err := runner.RunGroups(ctx, nil, tasks, 1, max(o.Slots, 1))
+	groups, err := runner.RunGroups(ctx, o.NewEnv, tasks, 1, max(o.Slots, 1))
 	if err != nil {
 		return EnvEval{}, err
 	}
@@ -99,7 +101,7 @@ func Evaluate(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, ver
 		sampled := o.Rollout
 		sampled.Sampling = infer.Sampling{Temperature: 1}
 		runner = &rollout.Runner{Gen: eng, Tok: tok, Cfg: sampled, SampleSeed: o.Seed ^ 0x5A}
-		groups, err := runner.RunGroups(ctx, nil, tasks, o.K, max(o.Slots, 1))
+		groups, err := runner.RunGroups(ctx, o.NewEnv, tasks, o.K, max(o.Slots, 1))
 		if err != nil {
 			return EnvEval{}, err
 		}
@@ -144,6 +146,7 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 	for _, name := range r.Cfg.envNames() {
 		e, err := Evaluate(ctx, r.model, r.tok, r.version, EvalOptions{
 			Env: name, Tasks: r.Cfg.Eval.Tasks, K: r.Cfg.Eval.Samples, Seed: r.Cfg.Seed, Rollout: r.Cfg.Rollout.Runner(), Slots: r.Cfg.Rollout.EngineSlots,
+			NewEnv: r.mcp.Factory(),
 		})
 		if err != nil {
 			return fmt.Errorf("evaluate %s: %w", name, err)

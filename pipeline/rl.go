@@ -67,7 +67,7 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 			if err != nil {
 				return nil, err
 			}
-			groups, err := runner.RunGroups(ctx, nil, tasks, c.GroupSize, r.Cfg.Rollout.EngineSlots)
+			groups, err := runner.RunGroups(ctx, r.mcp.Factory(), tasks, c.GroupSize, r.Cfg.Rollout.EngineSlots)
 			if err != nil {
 				return nil, err
 			}

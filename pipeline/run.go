@@ -57,6 +57,8 @@ type Run struct {
 	resuming    bool         // opened by Resume
 	restored    bool         // a checkpoint was loaded
 	restoredOpt *optim.State // optimizer state of the phase in progress
+
+	mcp *MCPTools // the MCP servers of Cfg.MCP, connected while Train runs
 }
 
 // Summary is what a finished run reports.
@@ -138,6 +140,14 @@ func (r *Run) buildTokenizer() error {
 			return err
 		}
 		corpus = append(corpus, spec.Corpus(r.Cfg.Tokenizer.CorpusSamples)...)
+		// Attached MCP tools are described in every episode's system prompt: weigh their
+		// descriptions as one sample per episode so their words become tokens too.
+		if tools := r.mcp.Tools(name); len(tools) > 0 {
+			desc := env.DescribeTools(tools)
+			for range r.Cfg.Tokenizer.CorpusSamples {
+				corpus = append(corpus, desc)
+			}
+		}
 	}
 	tok, err := tokenizer.Train(corpus, tokenizer.DefaultTrainOptions(r.Cfg.Tokenizer.VocabSize))
 	if err != nil {
@@ -151,6 +161,22 @@ func (r *Run) buildTokenizer() error {
 // A run opened by Resume continues where its latest checkpoint left off.
 func (r *Run) Train(ctx context.Context) (*Summary, error) {
 	r.start = r.now()
+	// MCP servers first: one that does not start fails the run before any work. They stay
+	// connected, shared by every episode, until Train returns however it returns.
+	tools, err := ConnectMCP(ctx, r.Cfg.MCP, r.Cfg.envNames()...)
+	if err != nil {
+		return nil, err
+	}
+	r.mcp = tools
+	defer func() {
+		if err := tools.Close(); err != nil {
+			r.printf("warning: %v\n", err)
+		}
+		r.mcp = nil
+	}()
+	if d := tools.describe(); d != "" {
+		r.printf("%s\n", d)
+	}
 	if r.resuming {
 		if err := r.cutFiles(); err != nil {
 			return nil, err

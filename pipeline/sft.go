@@ -55,7 +55,7 @@ func (r *Run) synthesize(ctx context.Context, tasks []rollout.Task, noise float6
 			return &rollout.AgentGenerator{Agent: spec.Expert(t.Seed, noise, rng), Tok: r.tok, Version: r.version}
 		},
 	}
-	groups, err := runner.RunGroups(ctx, nil, tasks, 1, max(r.Cfg.Rollout.EngineSlots, 8))
+	groups, err := runner.RunGroups(ctx, r.mcp.Factory(), tasks, 1, max(r.Cfg.Rollout.EngineSlots, 8))
 	if err != nil {
 		return nil, err
 	}

@@ -67,10 +67,11 @@ type EnvServeCmd struct {
 	MaxBodyBytes int64         `default:"8388608" help:"Largest request body; larger gets 413."`
 	StepTimeout  time.Duration `default:"0s" help:"Bound on one reset or step of the environment (0: none)."`
 	AllowRemote  bool          `help:"Allow a non-loopback listen address. The protocol has no authentication: put it behind a proxy that adds it."`
+	Config       string        `help:"Run configuration (YAML) whose mcp block attaches MCP servers' tools to --env, connected once and shared by every session; its other settings are not used." type:"existingfile" placeholder:"FILE"`
 }
 
 // Run serves until g.Ctx ends, then shuts down gracefully.
-func (c *EnvServeCmd) Run(g *Globals) error {
+func (c *EnvServeCmd) Run(g *Globals) (err error) {
 	spec, err := env.Lookup(c.Env)
 	if err != nil {
 		return err
@@ -78,6 +79,17 @@ func (c *EnvServeCmd) Run(g *Globals) error {
 	if c.IdleTimeout <= 0 || c.MaxSessions <= 0 || c.MaxBodyBytes <= 0 || c.StepTimeout < 0 {
 		return fmt.Errorf("env serve: --idle-timeout, --max-sessions and --max-body-bytes must be positive, --step-timeout not negative")
 	}
+	tools, err := connectMCP(g, "env serve", c.Config, c.Env)
+	if err != nil {
+		return err
+	}
+	// Closed once Serve has returned, which closes every session's environment first.
+	defer func() {
+		if cerr := tools.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("env serve: %w", cerr)
+		}
+	}()
+	spec = tools.Spec(spec)
 	srv, err := remote.NewServer(spec, remote.ServerOptions{IdleTimeout: c.IdleTimeout, MaxSessions: c.MaxSessions,
 		MaxBodyBytes: c.MaxBodyBytes, StepTimeout: c.StepTimeout})
 	if err != nil {

@@ -22,10 +22,11 @@ type EvalCmd struct {
 	MaxContext int    `help:"Token limit per episode (at most the model's max_position_embeddings)." default:"0"`
 	Slots      int    `help:"Sequences decoded together." default:"64"`
 	JSON       bool   `help:"Print the result as JSON."`
+	Config     string `help:"Run configuration (YAML, e.g. the run's config.yaml) whose mcp block attaches MCP servers' tools to --env as in training; its other settings are not used." type:"existingfile" placeholder:"FILE"`
 }
 
 // Run prints pass@1 (greedy and sampled), pass@k, tool-use rate and mean turns.
-func (c *EvalCmd) Run(g *Globals) error {
+func (c *EvalCmd) Run(g *Globals) (err error) {
 	if c.Tasks < 1 || c.K < 0 || c.Slots < 1 || c.MaxTurns < 1 {
 		return fmt.Errorf("eval: --tasks, --slots and --max-turns must be positive and --k non-negative")
 	}
@@ -42,8 +43,17 @@ func (c *EvalCmd) Run(g *Globals) error {
 		}
 		rc.MaxContext = c.MaxContext
 	}
+	tools, err := connectMCP(g, "eval", c.Config, c.Env)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := tools.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("eval: %w", cerr)
+		}
+	}()
 	res, err := pipeline.Evaluate(g.Ctx, ck.Model, ck.Tokenizer, 0, pipeline.EvalOptions{
-		Env: c.Env, Tasks: c.Tasks, K: c.K, Seed: c.Seed, Rollout: rc, Slots: c.Slots,
+		Env: c.Env, Tasks: c.Tasks, K: c.K, Seed: c.Seed, Rollout: rc, Slots: c.Slots, NewEnv: tools.Factory(),
 	})
 	if err != nil {
 		return err
@@ -62,4 +72,25 @@ func (c *EvalCmd) Run(g *Globals) error {
 	fmt.Fprintf(w, "%s\t%d\t%.1f%%\t%s\t%s\t%.1f%%\t%.2f\t%.0f\n", res.Env, res.Tasks, 100*res.Pass1Greedy,
 		sampled, passk, 100*res.ToolUseRate, res.MeanTurns, res.MeanTokens)
 	return w.Flush()
+}
+
+// connectMCP connects the MCP servers that the run configuration at path attaches to envName;
+// no path connects nothing (a nil *MCPTools attaches nothing). A configuration that attaches
+// nothing to envName is an error: --config would do nothing.
+func connectMCP(g *Globals, cmd, path, envName string) (*pipeline.MCPTools, error) {
+	if path == "" {
+		return nil, nil
+	}
+	m, err := pipeline.LoadMCP(path)
+	if err != nil {
+		return nil, err
+	}
+	if m == nil || len(m.Envs[envName]) == 0 {
+		return nil, fmt.Errorf("%s: %s attaches no MCP tools to environment %s (mcp.envs.%s)", cmd, path, envName, envName)
+	}
+	tools, err := pipeline.ConnectMCP(g.Ctx, m, envName)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	return tools, nil
 }

@@ -1,0 +1,417 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/tool"
+)
+
+// MCPConfig attaches the tools of MCP (Model Context Protocol) servers to environments. Each
+// server is connected once per run (or per `eval` / `env serve`) and its session is shared by
+// every episode; the tools join the environment's own, under its tool limits, and the model sees
+// them in the system prompt like the built-in ones.
+type MCPConfig struct {
+	// Servers are the MCP servers, each started over stdio (command) or reached over streamable
+	// HTTP (url).
+	Servers []MCPServer `yaml:"servers"`
+	// Envs maps an environment's name to the servers whose tools it gets.
+	Envs map[string][]MCPAttach `yaml:"envs"`
+}
+
+// MCPServer is one MCP server: exactly one of Command (stdio) and URL (streamable HTTP).
+type MCPServer struct {
+	// Name is how envs refer to the server.
+	Name string `yaml:"name"`
+	// Command starts the server as a child process speaking MCP over stdin and stdout. A
+	// relative path (one with a '/') is taken in Dir when Dir is set; a bare name is looked up
+	// in PATH.
+	Command string   `yaml:"command,omitempty"`
+	Args    []string `yaml:"args,omitempty"`
+	// Env is added to the environment the child inherits (a name here wins).
+	Env map[string]string `yaml:"env,omitempty"`
+	// Dir is the child's working directory (default: this process's).
+	Dir string `yaml:"dir,omitempty"`
+	// URL is the endpoint of a server speaking streamable HTTP.
+	URL string `yaml:"url,omitempty"`
+	// ConnectTimeout bounds starting the server and listing its tools (default 30s).
+	ConnectTimeout time.Duration `yaml:"connect_timeout,omitempty"`
+}
+
+// MCPAttach gives an environment the tools of one server.
+type MCPAttach struct {
+	Server string `yaml:"server"`
+	// Tools, when not empty, keeps only the server's tools with these names (the server's own
+	// names, before Prefix).
+	Tools []string `yaml:"tools,omitempty"`
+	// Prefix is put before every tool name the model sees, to keep them apart from the
+	// environment's built-in tools and other servers' tools.
+	Prefix string `yaml:"prefix,omitempty"`
+}
+
+var (
+	envKeyRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	toolPrefixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
+)
+
+// validate reports every problem of the block, naming the setting; used is the set of
+// environments the run's phases use.
+func (m *MCPConfig) validate(used map[string]bool) error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("mcp."+format, a...)) }
+	if len(m.Servers) == 0 {
+		bad("servers: at least one server is needed (leave out the mcp block for none)")
+	}
+	servers := map[string]bool{}
+	for i, s := range m.Servers {
+		where := fmt.Sprintf("servers[%d] (%s)", i, s.Name)
+		if !nameRE.MatchString(s.Name) || servers[s.Name] {
+			bad("%s: name must be unique and made of letters, digits, '.', '_' or '-'", where)
+		}
+		servers[s.Name] = true
+		switch {
+		case s.Command != "" && s.URL != "":
+			bad("%s: give command (stdio) or url (streamable HTTP), not both", where)
+		case s.Command == "" && s.URL == "":
+			bad("%s: give command (stdio) or url (streamable HTTP)", where)
+		case s.URL != "":
+			if len(s.Args) > 0 || len(s.Env) > 0 || s.Dir != "" {
+				bad("%s: args, env and dir do nothing for a url server", where)
+			}
+			if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad("%s: url %q must be an absolute http:// or https:// address", where, s.URL)
+			}
+		default:
+			for k := range s.Env {
+				if !envKeyRE.MatchString(k) {
+					bad("%s: env: %q is not a variable name", where, k)
+				}
+			}
+			if s.Dir != "" {
+				if st, err := os.Stat(s.Dir); err != nil || !st.IsDir() {
+					bad("%s: dir %q is not a directory", where, s.Dir)
+				}
+			}
+		}
+		if s.ConnectTimeout < 0 {
+			bad("%s: connect_timeout must not be negative", where)
+		}
+	}
+	attached := map[string]bool{}
+	for _, name := range sortedKeys(m.Envs) {
+		where := "envs." + name
+		if _, err := env.Lookup(name); err != nil {
+			bad("%s: %v", where, err)
+			continue
+		}
+		if !used[name] {
+			bad("%s: no phase uses environment %s", where, name)
+		}
+		if len(m.Envs[name]) == 0 {
+			bad("%s: list at least one server", where)
+		}
+		// Names two attachments both give; the full check, against the environment's built-in
+		// tools and the servers' listings, is made when the servers are connected.
+		names := map[string]string{}
+		for j, a := range m.Envs[name] {
+			w := fmt.Sprintf("%s[%d]", where, j)
+			if !servers[a.Server] {
+				bad("%s: server %q is not defined in mcp.servers", w, a.Server)
+			}
+			attached[a.Server] = true
+			if !toolPrefixRE.MatchString(a.Prefix) {
+				bad("%s: prefix %q may hold only letters, digits, '.', '_' and '-'", w, a.Prefix)
+			}
+			seen := map[string]bool{}
+			for _, t := range a.Tools {
+				if t == "" || seen[t] {
+					bad("%s: tools: %q is empty or listed twice", w, t)
+				}
+				seen[t] = true
+				if other, dup := names[a.Prefix+t]; dup {
+					bad("%s: tool %q is also given by %s", w, a.Prefix+t, other)
+				}
+				names[a.Prefix+t] = fmt.Sprintf("mcp.%s (server %s)", w, a.Server)
+			}
+		}
+	}
+	for _, s := range m.Servers {
+		if s.Name != "" && !attached[s.Name] {
+			bad("servers: %s is not attached to any environment (see mcp.envs)", s.Name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// LoadMCP reads the run configuration at path (strictly, as Load does) and returns its mcp
+// block, validated, or nil when it has none. The rest of the configuration is not validated:
+// `eval` and `env serve` use a run's config.yaml only for its MCP servers.
+func LoadMCP(path string) (*MCPConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: read config: %w", err)
+	}
+	c, err := Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %s: %w", path, err)
+	}
+	if c.MCP == nil {
+		return nil, nil
+	}
+	used := map[string]bool{}
+	for _, n := range c.envNames() {
+		used[n] = true
+	}
+	if err := c.MCP.validate(used); err != nil {
+		return nil, fmt.Errorf("pipeline: %s: invalid mcp block:\n%w", path, err)
+	}
+	return c.MCP, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// MCPTools is a configuration's MCP servers, connected, and the tools each environment gets
+// from them. It makes environments with those tools attached (NewEnv); Close ends every
+// session. A nil *MCPTools attaches nothing.
+type MCPTools struct {
+	clients map[string]*tool.MCPClient // by server name
+	byEnv   map[string][]tool.Tool
+}
+
+// ConnectMCP connects the servers that c attaches to the environments named in envs (to any
+// environment when envs is empty), once each, and checks each environment's tool names: a
+// server that does not start or list its tools, an allow-listed tool the server lacks, or a tool
+// name an environment would hold twice (built-in or from another server) is an error naming it,
+// and nothing stays connected. A nil c connects nothing. The caller closes the result.
+func ConnectMCP(ctx context.Context, c *MCPConfig, envs ...string) (*MCPTools, error) {
+	t := &MCPTools{clients: map[string]*tool.MCPClient{}, byEnv: map[string][]tool.Tool{}}
+	if c == nil {
+		return t, nil
+	}
+	want := map[string]bool{}
+	for _, n := range envs {
+		want[n] = true
+	}
+	need := map[string]bool{}
+	for name, atts := range c.Envs {
+		if len(want) > 0 && !want[name] {
+			continue
+		}
+		for _, a := range atts {
+			need[a.Server] = true
+		}
+	}
+	if err := t.connect(ctx, c.Servers, need); err != nil {
+		t.Close()
+		return nil, err
+	}
+	for _, name := range sortedKeys(c.Envs) {
+		if len(want) > 0 && !want[name] {
+			continue
+		}
+		if err := t.attach(name, c.Envs[name]); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// connect starts the needed servers concurrently; on an error the ones that did connect stay
+// in t.clients for the caller to close.
+func (t *MCPTools) connect(ctx context.Context, servers []MCPServer, need map[string]bool) error {
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs = make([]error, len(servers))
+	)
+	for i, s := range servers {
+		if !need[s.Name] {
+			continue
+		}
+		wg.Go(func() {
+			cl, err := connectServer(ctx, s)
+			if err != nil {
+				errs[i] = fmt.Errorf("mcp server %s: %w", s.Name, err)
+				return
+			}
+			mu.Lock()
+			t.clients[s.Name] = cl
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func connectServer(ctx context.Context, s MCPServer) (*tool.MCPClient, error) {
+	opts := tool.MCPOptions{ConnectTimeout: s.ConnectTimeout}
+	if s.URL != "" {
+		return tool.ConnectMCPHTTP(ctx, s.URL, opts)
+	}
+	cmd := exec.Command(s.Command, s.Args...)
+	cmd.Dir = s.Dir
+	if len(s.Env) > 0 {
+		cmd.Env = os.Environ()
+		for _, k := range sortedKeys(s.Env) {
+			cmd.Env = append(cmd.Env, k+"="+s.Env[k])
+		}
+	}
+	return tool.ConnectMCPExec(ctx, cmd, opts)
+}
+
+// attach selects environment name's tools and checks their names against each other and the
+// environment's built-in tools, which one instance (made and closed here) reveals.
+func (t *MCPTools) attach(name string, atts []MCPAttach) error {
+	from := map[string]string{} // tool name -> where it comes from
+	spec, err := env.Lookup(name)
+	if err != nil {
+		return err
+	}
+	probe, err := spec.New()
+	if err != nil {
+		return fmt.Errorf("mcp.envs.%s: make the environment to check its tool names: %w", name, err)
+	}
+	for _, bt := range env.ToolsOf(probe) {
+		from[bt.Name()] = "the built-in tool"
+	}
+	if c, ok := probe.(env.Closer); ok {
+		if err := c.Close(); err != nil {
+			return fmt.Errorf("mcp.envs.%s: close the environment made to check its tool names: %w", name, err)
+		}
+	}
+	var tools []tool.Tool
+	for j, a := range atts {
+		where := fmt.Sprintf("mcp.envs.%s[%d] (server %s)", name, j, a.Server)
+		cl := t.clients[a.Server]
+		if cl == nil {
+			return fmt.Errorf("%s: server is not connected", where)
+		}
+		sel, err := cl.Select(a.Prefix, a.Tools)
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		if len(sel) == 0 {
+			return fmt.Errorf("%s: the server lists no tools", where)
+		}
+		for _, st := range sel {
+			if other, dup := from[st.Name()]; dup {
+				return fmt.Errorf("%s: tool %q clashes with %s %q in environment %s; set a prefix or a tools allow-list", where, st.Name(), other, st.Name(), name)
+			}
+			from[st.Name()] = fmt.Sprintf("the tool of mcp.envs.%s[%d] (server %s)", name, j, a.Server)
+		}
+		tools = append(tools, sel...)
+	}
+	t.byEnv[name] = tools
+	return nil
+}
+
+// Tools returns the MCP tools attached to environment name, in the configured order.
+func (t *MCPTools) Tools(name string) []tool.Tool {
+	if t == nil {
+		return nil
+	}
+	return t.byEnv[name]
+}
+
+// NewEnv makes a fresh instance of the registered environment name with its MCP tools attached.
+// It is a rollout.EnvFactory.
+func (t *MCPTools) NewEnv(name string) (env.Env, error) {
+	spec, err := env.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return t.attachTo(spec.New, name)
+}
+
+// Spec returns spec with its New attaching the MCP tools configured for spec.Name.
+func (t *MCPTools) Spec(spec env.Spec) env.Spec {
+	if len(t.Tools(spec.Name)) == 0 {
+		return spec
+	}
+	inner := spec.New
+	spec.New = func() (env.Env, error) { return t.attachTo(inner, spec.Name) }
+	return spec
+}
+
+func (t *MCPTools) attachTo(newEnv func() (env.Env, error), name string) (env.Env, error) {
+	e, err := newEnv()
+	if err != nil {
+		return nil, err
+	}
+	tools := t.Tools(name)
+	if len(tools) == 0 {
+		return e, nil
+	}
+	out, err := env.AttachTools(e, tools)
+	if err != nil {
+		if c, ok := e.(env.Closer); ok {
+			_ = c.Close()
+		}
+		return nil, fmt.Errorf("pipeline: attach MCP tools to %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// Factory is NewEnv as a rollout.EnvFactory; nil (the registry's environments) when nothing is
+// attached.
+func (t *MCPTools) Factory() rollout.EnvFactory {
+	if t == nil || len(t.byEnv) == 0 {
+		return nil
+	}
+	return t.NewEnv
+}
+
+// Close ends every session (and stops every stdio server, each of which may take its grace
+// period to exit, so they are closed together) and reports what failed.
+func (t *MCPTools) Close() error {
+	if t == nil {
+		return nil
+	}
+	names := sortedKeys(t.clients)
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			if err := t.clients[name].Close(); err != nil {
+				errs[i] = fmt.Errorf("mcp server %s: %w", name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// describe is a line for the run's log naming what each environment got.
+func (t *MCPTools) describe() string {
+	if t == nil || len(t.byEnv) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, name := range sortedKeys(t.byEnv) {
+		names := make([]string, len(t.byEnv[name]))
+		for i, tl := range t.byEnv[name] {
+			names[i] = tl.Name()
+		}
+		parts = append(parts, fmt.Sprintf("%s gets %s", name, strings.Join(names, ", ")))
+	}
+	return "mcp tools: " + strings.Join(parts, "; ")
+}
