@@ -63,14 +63,16 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	sampled, passk := "-", "-"
-	if res.Pass1Sampled != nil {
-		sampled, passk = fmt.Sprintf("%.1f%%", 100**res.Pass1Sampled), fmt.Sprintf("%.1f%%", 100**res.PassK)
-	}
 	w := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
+	if res.Pass1Sampled == nil { // --k 0: greedy only
+		fmt.Fprintf(w, "env\ttasks\tpass@1 greedy\ttool use\tmean turns\tmean tokens\n")
+		fmt.Fprintf(w, "%s\t%d\t%.1f%%\t%.1f%%\t%.2f\t%.0f\n", res.Env, res.Tasks, 100*res.Pass1Greedy,
+			100*res.ToolUseRate, res.MeanTurns, res.MeanTokens)
+		return w.Flush()
+	}
 	fmt.Fprintf(w, "env\ttasks\tpass@1 greedy\tpass@1 sampled\tpass@%d\ttool use\tmean turns\tmean tokens\n", c.K)
-	fmt.Fprintf(w, "%s\t%d\t%.1f%%\t%s\t%s\t%.1f%%\t%.2f\t%.0f\n", res.Env, res.Tasks, 100*res.Pass1Greedy,
-		sampled, passk, 100*res.ToolUseRate, res.MeanTurns, res.MeanTokens)
+	fmt.Fprintf(w, "%s\t%d\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%.2f\t%.0f\n", res.Env, res.Tasks, 100*res.Pass1Greedy,
+		100**res.Pass1Sampled, 100**res.PassK, 100*res.ToolUseRate, res.MeanTurns, res.MeanTokens)
 	return w.Flush()
 }
 

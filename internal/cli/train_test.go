@@ -54,6 +54,15 @@ func TestTrainEvalAndResume(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"pass1_greedy"`) || !strings.Contains(out, `"passk"`) {
 		t.Fatalf("eval: %v\n%s", err, out)
 	}
+	// The table: greedy only with --k 0 (no pass@0 column), the sampled columns with --k 2.
+	out, err = runCLI(t, "eval", "--checkpoint", filepath.Join(dir, "checkpoints", "best"), "--env", "calc", "--tasks", "2", "--k", "0")
+	if err != nil || !strings.Contains(out, "pass@1 greedy") || strings.Contains(out, "pass@0") || strings.Contains(out, "sampled") {
+		t.Fatalf("eval --k 0: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, "eval", "--checkpoint", filepath.Join(dir, "checkpoints", "best"), "--env", "calc", "--tasks", "2", "--k", "2")
+	if err != nil || !strings.Contains(out, "pass@1 sampled") || !strings.Contains(out, "pass@2") {
+		t.Fatalf("eval --k 2: %v\n%s", err, out)
+	}
 	// A finished run resumes to nothing left to do.
 	out, err = runCLI(t, "train", "--resume", dir)
 	if err != nil || !strings.Contains(out, "resuming at phase 2") {
