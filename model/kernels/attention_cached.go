@@ -106,7 +106,7 @@ func keyBlockScores(s []float32, lds int, q []float32, ldq int, kb []float32, ro
 	kc := sliceDepth(hd, kern.kc)
 	for j0 := 0; j0 < nk; j0 += nn.width {
 		blk := j0 / KeyBlock * KeyBlock
-		smallNNPanel(nn, rows, hd, kc, scale, q, ldq, kb[blk*hd+j0-blk:], KeyBlock, 0, s[j0:], lds)
+		smallNNPanel(nn, rows, hd, kc, scale, q, ldq, kb[blk*hd+j0-blk:], KeyBlock, 0, s[j0:], lds, false)
 	}
 }
 

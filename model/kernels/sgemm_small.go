@@ -37,6 +37,9 @@ type smallNNKernel struct {
 	// 16-column B (a head of 16 dimensions in P·V) then runs in place instead of through a
 	// zero-padded copy of all of B. Nil if none.
 	narrow *smallNNKernel
+	// pfns are fns that also prefetch the memory a given distance past every line of B they
+	// read (gemmgen's smallNN with prefetch), indexed the same way; nil where there are none.
+	pfns []func(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, pfd int)
 }
 
 // smallMaxM is the largest m the small-m path takes. Measured with BenchmarkSgemmSmall on Zen 4
@@ -220,12 +223,12 @@ func gemmSmallNN(kern *microKernel, nw int, m, n, k int, alpha float32, a []floa
 func smallNNAsm(nn *smallNNKernel, j0, j1, m, k, kc int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	j := j0
 	for ; j+nn.width <= j1; j += nn.width {
-		smallNNPanel(nn, m, k, kc, alpha, a, lda, b[j:], ldb, beta, c[j:], ldc)
+		smallNNPanel(nn, m, k, kc, alpha, a, lda, b[j:], ldb, beta, c[j:], ldc, false)
 	}
 	if nn.narrow != nil && j < j1 {
 		nn = nn.narrow
 		for ; j+nn.width <= j1; j += nn.width {
-			smallNNPanel(nn, m, k, kc, alpha, a, lda, b[j:], ldb, beta, c[j:], ldc)
+			smallNNPanel(nn, m, k, kc, alpha, a, lda, b[j:], ldb, beta, c[j:], ldc, false)
 		}
 	}
 	if w := j1 - j; w > 0 {
@@ -236,27 +239,40 @@ func smallNNAsm(nn *smallNNKernel, j0, j1, m, k, kc int, alpha float32, a []floa
 		bj, cj := *bbuf, *cbuf
 		copyStripGo(bj, b[j:], ldb, k, w, width)
 		copyTile(cj, width, c[j:], ldc, m, w)
-		smallNNPanel(nn, m, k, kc, alpha, a, lda, bj, width, beta, cj, width)
+		smallNNPanel(nn, m, k, kc, alpha, a, lda, bj, width, beta, cj, width, false)
 		copyTile(c[j:], ldc, cj, width, m, w)
 	}
 }
 
 // smallNNPanel computes the m×width block of C from the first width columns of b (k rows, ldb
 // apart), slice by slice along k, the rows of A taken len(nn.fns) at a time.
-func smallNNPanel(nn *smallNNKernel, m, k, kc int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+//
+// A product of more rows than one kernel call takes passes over each k slice of B several
+// times, and only the first pass reads it from memory; with prefetch and B a packed panel
+// (slices one after another, and panels too), every pass prefetches the next slice, so
+// that memory keeps streaming while the later passes run on the slice in cache. That is a
+// batch-32 decode step of a model whose weights do not fit in the caches: the m=32 products of
+// a 187 M model's weights measured 152–168 GFLOP/s without and 191–202 with (BENCHMARKS.md).
+func smallNNPanel(nn *smallNNKernel, m, k, kc int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, prefetch bool) {
 	width, maxRows := nn.width, len(nn.fns)
+	prefetch = prefetch && nn.pfns != nil && m > maxRows && ldb == width
 	for pc := 0; pc < k; pc += kc {
 		kb := min(kc, k-pc)
 		betaEff := beta
 		if pc > 0 {
 			betaEff = 1
 		}
+		dist := 4 * kb * ldb // bytes from this slice to the next
 		// The kernels read kb rows of width floats of B and rows×width of C: check the far corners.
 		_ = b[(pc+kb-1)*ldb+width-1]
 		for i0 := 0; i0 < m; i0 += maxRows {
 			rows := min(maxRows, m-i0)
 			_ = a[(i0+rows-1)*lda+pc+kb-1]
 			_ = c[(i0+rows-1)*ldc+width-1]
+			if prefetch {
+				nn.pfns[rows-1](kb, &a[i0*lda+pc], lda, &b[pc*ldb], ldb, &c[i0*ldc], ldc, alpha, betaEff, dist)
+				continue
+			}
 			nn.fns[rows-1](kb, &a[i0*lda+pc], lda, &b[pc*ldb], ldb, &c[i0*ldc], ldc, alpha, betaEff)
 		}
 	}

@@ -11,10 +11,17 @@ var (
 		sgemmSmallNNavx512_1, sgemmSmallNNavx512_2, sgemmSmallNNavx512_3, sgemmSmallNNavx512_4,
 		sgemmSmallNNavx512_5, sgemmSmallNNavx512_6, sgemmSmallNNavx512_7, sgemmSmallNNavx512_8,
 		sgemmSmallNNavx512_9, sgemmSmallNNavx512_10, sgemmSmallNNavx512_11, sgemmSmallNNavx512_12,
+	}, pfns: []func(int, *float32, int, *float32, int, *float32, int, float32, float32, int){
+		sgemmSmallNNPFavx512_1, sgemmSmallNNPFavx512_2, sgemmSmallNNPFavx512_3, sgemmSmallNNPFavx512_4,
+		sgemmSmallNNPFavx512_5, sgemmSmallNNPFavx512_6, sgemmSmallNNPFavx512_7, sgemmSmallNNPFavx512_8,
+		sgemmSmallNNPFavx512_9, sgemmSmallNNPFavx512_10, sgemmSmallNNPFavx512_11, sgemmSmallNNPFavx512_12,
 	}}
 	smallNNAVX2 = smallNNKernel{width: 16, fns: []func(int, *float32, int, *float32, int, *float32, int, float32, float32){
 		sgemmSmallNNavx2_1, sgemmSmallNNavx2_2, sgemmSmallNNavx2_3,
 		sgemmSmallNNavx2_4, sgemmSmallNNavx2_5, sgemmSmallNNavx2_6,
+	}, pfns: []func(int, *float32, int, *float32, int, *float32, int, float32, float32, int){
+		sgemmSmallNNPFavx2_1, sgemmSmallNNPFavx2_2, sgemmSmallNNPFavx2_3,
+		sgemmSmallNNPFavx2_4, sgemmSmallNNPFavx2_5, sgemmSmallNNPFavx2_6,
 	}}
 )
 

@@ -81,19 +81,23 @@ func SgemmPacked(m int, alpha float32, a []float32, lda int, w *PackedWeights, b
 			case nn == nil:
 				smallGoNN(0, cols, m, k, kc, alpha, a, lda, panel, width, beta, c[j:], ldc)
 			case cols == width:
-				smallNNPanel(nn, m, k, kc, alpha, a, lda, panel, width, beta, c[j:], ldc)
+				smallNNPanel(nn, m, k, kc, alpha, a, lda, panel, width, beta, c[j:], ldc, packedPrefetch)
 			default:
 				// The last panel is zero-padded; its columns of C go through scratch.
 				buf := getBuf(m * width)
 				edge = *buf
 				copyTile(edge, width, c[j:], ldc, m, cols)
-				smallNNPanel(nn, m, k, kc, alpha, a, lda, panel, width, beta, edge, width)
+				smallNNPanel(nn, m, k, kc, alpha, a, lda, panel, width, beta, edge, width, packedPrefetch)
 				copyTile(c[j:], ldc, edge, width, m, cols)
 				putBuf(buf)
 			}
 		}
 	})
 }
+
+// packedPrefetch turns on smallNNPanel's prefetch of the next slice for packed weights; only
+// BenchmarkSgemmPackedStream turns it off, to measure what it gives.
+var packedPrefetch = true
 
 // packedParallelMin is the multiply-adds (m·n·k) from which SgemmPacked splits its panels
 // between goroutines: Sgemm's threshold. A batch-1 product of the default model (at most 2048×256)

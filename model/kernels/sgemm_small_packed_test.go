@@ -95,3 +95,84 @@ func BenchmarkSgemmPacked(b *testing.B) {
 		}
 	}
 }
+
+// TestSmallNNPrefetchKeepsBits: each prefetching NN kernel gives the bits of the plain one of its
+// row count, whatever its prefetch distance, including distances far past the end of B.
+func TestSmallNNPrefetchKeepsBits(t *testing.T) {
+	for _, kern := range availableKernels() {
+		nn := smallNNFor(kern)
+		if nn == nil || nn.pfns == nil {
+			continue
+		}
+		rng := rand.New(rand.NewPCG(7, 7))
+		for rows := 1; rows <= len(nn.fns); rows++ {
+			for _, kb := range []int{1, 3, 4, 9, 64} {
+				for _, pfd := range []int{0, 4 * kb * nn.width, 1 << 20, -4096} {
+					a, lda := randMatrix(rng, rows, kb, 3)
+					b, _ := randMatrix(rng, kb, nn.width, 0)
+					c0, ldc := randMatrix(rng, rows, nn.width, 5)
+					want := append([]float32(nil), c0...)
+					got := append([]float32(nil), c0...)
+					nn.fns[rows-1](kb, &a[0], lda, &b[0], nn.width, &want[0], ldc, 1.5, 0.5)
+					nn.pfns[rows-1](kb, &a[0], lda, &b[0], nn.width, &got[0], ldc, 1.5, 0.5, pfd)
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s rows %d kb %d pfd %d: element %d is %v, want %v", kern.name, rows, kb, pfd, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkSgemmPackedStream runs the products of a decode step's weights, a whole model's
+// layers one after another, so that weights larger than the caches come from memory as in
+// decoding: m=1 streams them, m=32 is where the prefetching passes of smallNNPanel matter
+// (measured with and without them).
+// Sizes as `agentrl bench model --configs 512x8,1024x16` (QKV, O, gate+up, down per layer).
+func BenchmarkSgemmPackedStream(b *testing.B) {
+	for _, sz := range []struct {
+		name   string
+		layers int
+		shapes [][2]int // n, k
+	}{
+		{"24M", 8, [][2]int{{1024, 512}, {512, 512}, {2752, 512}, {512, 1376}}},
+		{"187M", 16, [][2]int{{2048, 1024}, {1024, 1024}, {5472, 1024}, {1024, 2736}}},
+	} {
+		rng := rand.New(rand.NewPCG(1, 1))
+		var ws []*PackedWeights
+		maxN := 0
+		for range sz.layers {
+			for _, s := range sz.shapes {
+				w, _ := randMatrix(rng, s[0], s[1], 0)
+				p := &PackedWeights{}
+				p.Pack(w, s[0], s[1])
+				ws = append(ws, p)
+				maxN = max(maxN, s[0], s[1])
+			}
+		}
+		for _, run := range []struct {
+			m  int
+			pf bool
+		}{{1, true}, {32, false}, {32, true}} {
+			m := run.m
+			a, _ := randMatrix(rng, m, maxN, 0)
+			c := make([]float32, m*maxN)
+			b.Run(fmt.Sprintf("%s/m=%d/prefetch=%v", sz.name, m, run.pf), func(b *testing.B) {
+				packedPrefetch = run.pf
+				defer func() { packedPrefetch = true }()
+				flops := 0.0
+				for range b.N {
+					for _, p := range ws {
+						n, k := p.Dims()
+						SgemmPacked(m, 1, a, k, p, 0, c, n)
+						flops += 2 * float64(m) * float64(n) * float64(k)
+					}
+				}
+				b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				b.ReportMetric(float64(m*b.N)/b.Elapsed().Seconds(), "rows/s")
+			})
+		}
+	}
+}

@@ -164,6 +164,66 @@ func sgemmSmallNNavx512_11(kb int, a *float32, lda int, b *float32, ldb int, c *
 //go:noescape
 func sgemmSmallNNavx512_12(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
 
+// sgemmSmallNNPFavx512_1 is sgemmSmallNNavx512_1 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx512_1(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
+
+// sgemmSmallNNPFavx512_2 is sgemmSmallNNavx512_2 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx512_2(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
+
+// sgemmSmallNNPFavx512_3 is sgemmSmallNNavx512_3 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx512_3(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
+
+// sgemmSmallNNPFavx512_4 is sgemmSmallNNavx512_4 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx512_4(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
+
+// sgemmSmallNNPFavx512_5 is sgemmSmallNNavx512_5 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx512_5(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
+
+// sgemmSmallNNPFavx512_6 is sgemmSmallNNavx512_6 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx512_6(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
+
+// sgemmSmallNNPFavx512_7 is sgemmSmallNNavx512_7 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx512_7(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
+
+// sgemmSmallNNPFavx512_8 is sgemmSmallNNavx512_8 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx512_8(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
+
+// sgemmSmallNNPFavx512_9 is sgemmSmallNNavx512_9 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx512_9(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
+
+// sgemmSmallNNPFavx512_10 is sgemmSmallNNavx512_10 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx512_10(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
+
+// sgemmSmallNNPFavx512_11 is sgemmSmallNNavx512_11 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx512_11(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
+
+// sgemmSmallNNPFavx512_12 is sgemmSmallNNavx512_12 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx512_12(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
+
 // sgemmSmallNNavx2_1 computes a 1×16 block C = alpha*A·B + beta*C over kb k steps, A and B read in place (avx2).
 //
 //go:noescape
@@ -193,6 +253,36 @@ func sgemmSmallNNavx2_5(kb int, a *float32, lda int, b *float32, ldb int, c *flo
 //
 //go:noescape
 func sgemmSmallNNavx2_6(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32)
+
+// sgemmSmallNNPFavx2_1 is sgemmSmallNNavx2_1 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx2_1(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
+
+// sgemmSmallNNPFavx2_2 is sgemmSmallNNavx2_2 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx2_2(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
+
+// sgemmSmallNNPFavx2_3 is sgemmSmallNNavx2_3 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx2_3(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
+
+// sgemmSmallNNPFavx2_4 is sgemmSmallNNavx2_4 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx2_4(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
+
+// sgemmSmallNNPFavx2_5 is sgemmSmallNNavx2_5 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx2_5(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
+
+// sgemmSmallNNPFavx2_6 is sgemmSmallNNavx2_6 that also prefetches every line of B it reads pfd bytes further on.
+//
+//go:noescape
+func sgemmSmallNNPFavx2_6(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
 
 // transpose4 writes dst[(4q+j)*width+i] = src[i*ld+4q+j] for rows i < 4, columns j < 4, blocks q < blocks.
 //

@@ -64,7 +64,10 @@ func main() {
 	}
 	for _, s := range specs {
 		for rows := 1; rows <= s.mr; rows++ {
-			smallNN(s, rows)
+			smallNN(s, rows, false)
+		}
+		for rows := 1; rows <= s.mr; rows++ {
+			smallNN(s, rows, true)
 		}
 	}
 	transpose4()
@@ -477,11 +480,24 @@ func smallNT(s smallSpec, rows int) {
 // (kb rows of nr floats, ldb floats apart). Per k step it loads one row of B and broadcasts one
 // element of every row of A, exactly as the blocked kernel does from its packed strips, so
 // every element of C gets the same FMA chain and the same store.
-func smallNN(s kernelSpec, rows int) {
+//
+// With prefetch it is sgemmSmallNNPF<isa>_<rows>, which also takes pfd, a distance in bytes, and
+// asks for every line of B it reads again pfd bytes further on (PREFETCHT1): SgemmPacked passes
+// one k slice of a packed panel, so that the rows of a product beyond the first pass keep the
+// next slice coming from memory while they run on the one already in cache. A prefetch never
+// faults, so the distance may reach past the end of B. The arithmetic is smallNN's.
+func smallNN(s kernelSpec, rows int, prefetch bool) {
 	name := fmt.Sprintf("sgemmSmallNN%s_%d", s.isa, rows)
-	TEXT(name, NOSPLIT, "func(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)")
+	sig := "func(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)"
+	doc := fmt.Sprintf("%s computes a %d×%d block C = alpha*A·B + beta*C over kb k steps, A and B read in place (%s).", name, rows, s.nr(), s.isa)
+	if prefetch {
+		name = fmt.Sprintf("sgemmSmallNNPF%s_%d", s.isa, rows)
+		sig = "func(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, pfd int)"
+		doc = fmt.Sprintf("%s is sgemmSmallNN%s_%d that also prefetches every line of B it reads pfd bytes further on.", name, s.isa, rows)
+	}
+	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes a %d×%d block C = alpha*A·B + beta*C over kb k steps, A and B read in place (%s).", name, rows, s.nr(), s.isa))
+	Doc(doc)
 	kb := Load(Param("kb"), GP64())
 	lda := Load(Param("lda"), GP64())
 	SHLQ(Imm(2), lda)
@@ -524,6 +540,19 @@ func smallNN(s kernelSpec, rows int) {
 		return Mem{Base: pb, Index: ldb3, Scale: 1, Disp: disp}
 	}
 
+	// ppf runs pfd bytes ahead of pb.
+	var ppf reg.GPVirtual
+	if prefetch {
+		ppf = GP64()
+		Load(Param("pfd"), ppf)
+		ADDQ(pb, ppf)
+	}
+	pfrow := func(u, v int) Mem {
+		m := brow(u, v)
+		m.Base = ppf
+		return m
+	}
+
 	acc := make([][]reg.VecVirtual, rows)
 	for i := range acc {
 		acc[i] = make([]reg.VecVirtual, s.nvec)
@@ -540,6 +569,12 @@ func smallNN(s kernelSpec, rows int) {
 	step := func(u int) {
 		for v := range bv {
 			VMOVUPS(brow(u, v), bv[v])
+		}
+		if prefetch {
+			// One prefetch per 64-byte line of the row: a vector of 16 floats or two of 8.
+			for v := 0; v < s.nvec; v += max(1, 16/s.width) {
+				PREFETCHT1(pfrow(u, v))
+			}
 		}
 		for i := range acc {
 			VBROADCASTSS(arow(i, 4*u), av)
@@ -559,6 +594,9 @@ func smallNN(s kernelSpec, rows int) {
 		ADDQ(Imm(4*unroll), p)
 	}
 	LEAQ(Mem{Base: pb, Index: ldb, Scale: 4}, pb)
+	if prefetch {
+		LEAQ(Mem{Base: ppf, Index: ldb, Scale: 4}, ppf)
+	}
 	SUBQ(Imm(unroll), kb)
 	JMP(LabelRef(name + "_loop"))
 
@@ -570,6 +608,9 @@ func smallNN(s kernelSpec, rows int) {
 		ADDQ(Imm(4), p)
 	}
 	ADDQ(ldb, pb)
+	if prefetch {
+		ADDQ(ldb, ppf)
+	}
 	DECQ(kb)
 	JMP(LabelRef(name + "_tail"))
 
