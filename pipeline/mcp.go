@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -45,6 +46,11 @@ type MCPServer struct {
 	Dir string `yaml:"dir,omitempty"`
 	// URL is the endpoint of a server speaking streamable HTTP.
 	URL string `yaml:"url,omitempty"`
+	// Headers are sent with every request to a url server (an API key, an Authorization
+	// header). In a value, ${NAME} stands for the environment variable NAME, read when the
+	// server is connected: the run's saved config then holds the reference and not the secret,
+	// and a resume reads the variable again. An unset variable is an error.
+	Headers map[string]string `yaml:"headers,omitempty"`
 	// ConnectTimeout bounds starting the server and listing its tools (default 30s).
 	ConnectTimeout time.Duration `yaml:"connect_timeout,omitempty"`
 }
@@ -63,7 +69,15 @@ type MCPAttach struct {
 var (
 	envKeyRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	toolPrefixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
+	// headerNameRE is an HTTP field name (RFC 9110's token).
+	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+	// headerVarRE is a reference to an environment variable in a header value.
+	headerVarRE = regexp.MustCompile(`\$\{([^}]*)\}`)
 )
+
+// transportHeaders are the headers the streamable HTTP transport sets itself; replacing them
+// would break the protocol.
+var transportHeaders = []string{"Accept", "Content-Type", "Content-Length", "Host", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id"}
 
 // validate reports every problem of the block, naming the setting; used is the set of
 // environments the run's phases use.
@@ -92,7 +106,15 @@ func (m *MCPConfig) validate(used map[string]bool) error {
 			if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				bad("%s: url %q must be an absolute http:// or https:// address", where, s.URL)
 			}
+			for _, k := range sortedKeys(s.Headers) {
+				if err := checkHeader(k, s.Headers[k]); err != nil {
+					bad("%s: headers: %v", where, err)
+				}
+			}
 		default:
+			if len(s.Headers) > 0 {
+				bad("%s: headers do nothing for a stdio server (give it env)", where)
+			}
 			for k := range s.Env {
 				if !envKeyRE.MatchString(k) {
 					bad("%s: env: %q is not a variable name", where, k)
@@ -262,9 +284,60 @@ func (t *MCPTools) connect(ctx context.Context, servers []MCPServer, need map[st
 	return errors.Join(errs...)
 }
 
+// checkHeader reports what is wrong with a configured header; the value is never shown, as it
+// may hold a key.
+func checkHeader(name, value string) error {
+	if !headerNameRE.MatchString(name) {
+		return fmt.Errorf("%q is not a header name", name)
+	}
+	for _, t := range transportHeaders {
+		if http.CanonicalHeaderKey(name) == t {
+			return fmt.Errorf("%s is set by the MCP transport and cannot be replaced", t)
+		}
+	}
+	for _, m := range headerVarRE.FindAllStringSubmatch(value, -1) {
+		if !envKeyRE.MatchString(m[1]) {
+			return fmt.Errorf("%s: ${%s} is not an environment variable name", name, m[1])
+		}
+	}
+	if strings.ContainsAny(headerVarRE.ReplaceAllString(value, ""), "\r\n\x00") {
+		return fmt.Errorf("%s: the value holds a line break or NUL", name)
+	}
+	return nil
+}
+
+// serverHeader is s.Headers with the environment variables they name filled in.
+func serverHeader(s MCPServer) (http.Header, error) {
+	h := http.Header{}
+	for _, k := range sortedKeys(s.Headers) {
+		var missing []string
+		v := headerVarRE.ReplaceAllStringFunc(s.Headers[k], func(ref string) string {
+			name := ref[2 : len(ref)-1]
+			val, ok := os.LookupEnv(name)
+			if !ok {
+				missing = append(missing, name)
+			}
+			return val
+		})
+		if len(missing) > 0 {
+			return nil, fmt.Errorf("header %s: environment variable %s is not set", k, strings.Join(missing, ", "))
+		}
+		if strings.ContainsAny(v, "\r\n\x00") {
+			return nil, fmt.Errorf("header %s: the value holds a line break or NUL once its variables are filled in", k)
+		}
+		h.Set(k, v)
+	}
+	return h, nil
+}
+
 func connectServer(ctx context.Context, s MCPServer) (*tool.MCPClient, error) {
 	opts := tool.MCPOptions{ConnectTimeout: s.ConnectTimeout}
 	if s.URL != "" {
+		h, err := serverHeader(s)
+		if err != nil {
+			return nil, err
+		}
+		opts.Header = h
 		return tool.ConnectMCPHTTP(ctx, s.URL, opts)
 	}
 	cmd := exec.Command(s.Command, s.Args...)

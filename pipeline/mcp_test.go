@@ -396,6 +396,65 @@ func TestMCPConnectHTTPAndClashes(t *testing.T) {
 	}
 }
 
+// A url server's headers reach it with the environment variables they name filled in when it is
+// connected; the run's saved config keeps the reference, not the key; an unset variable fails
+// the connection naming the server, the header and the variable.
+func TestMCPHTTPHeaders(t *testing.T) {
+	inner := testMCPHandler(t)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer k-31337" || r.Header.Get("X-Team") != "rl" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		inner.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	block := fmt.Sprintf("mcp:\n  servers:\n  - name: web\n    url: %s\n    headers:\n      Authorization: Bearer ${AGENTRL_TEST_MCP_KEY}\n      x-team: rl\n"+
+		"  envs:\n    test-mcp-echo:\n    - server: web\n      tools: [echo]\n      prefix: ev_\n", hs.URL)
+	cfg, err := Load("", mcpRunYAML(t, t.TempDir(), block), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	t.Setenv("AGENTRL_TEST_MCP_KEY", "k-31337")
+	tools, err := ConnectMCP(ctx, cfg.MCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range runEchoEpisodes(t, tools, mcpTok(t), 3) {
+		if tr.Status != traj.StatusOK || tr.Reward != 1 {
+			t.Errorf("with the key: status %v reward %v %s", tr.Status, tr.Reward, tr.Error)
+		}
+	}
+	if err := tools.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := Encode(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "k-31337") || !strings.Contains(string(data), "${AGENTRL_TEST_MCP_KEY}") {
+		t.Fatalf("the saved config should hold the reference, not the key:\n%s", data)
+	}
+
+	t.Setenv("AGENTRL_TEST_MCP_KEY", "wrong")
+	if tools, err := ConnectMCP(ctx, cfg.MCP); err == nil {
+		tools.Close()
+		t.Fatal("connected with the wrong key")
+	} else if !strings.Contains(err.Error(), "mcp server web") || !strings.Contains(err.Error(), "Unauthorized") {
+		t.Fatalf("wrong key: %v", err)
+	}
+
+	os.Unsetenv("AGENTRL_TEST_MCP_KEY")
+	if tools, err := ConnectMCP(ctx, cfg.MCP); err == nil {
+		tools.Close()
+		t.Fatal("connected without the variable")
+	} else if want := "mcp server web: header Authorization: environment variable AGENTRL_TEST_MCP_KEY is not set"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("unset variable: %v, want %q", err, want)
+	}
+}
+
 // A server that does not start fails the run at start, naming the server.
 func TestMCPServerFailsToStart(t *testing.T) {
 	block := "mcp:\n  servers:\n  - name: broken\n    command: /nonexistent/mcp-server\n  envs:\n    test-mcp-echo:\n    - server: broken\n"
@@ -429,6 +488,7 @@ func TestMCPConfigRoundTrip(t *testing.T) {
     connect_timeout: 20s
   - name: web
     url: https://mcp.example.com/mcp
+    headers: {Authorization: "Bearer ${MCP_KEY}"}
   envs:
     test-mcp-echo:
     - server: everything
@@ -450,7 +510,7 @@ func TestMCPConfigRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"mcp:\n  servers:\n  - name: everything\n    command: node\n", "    env:\n      A_1: \"1\"\n      B: \"2\"\n",
-		"    connect_timeout: 20s\n", "  - name: web\n    url: https://mcp.example.com/mcp\n", "  envs:\n    test-mcp-echo:\n    - server: everything\n"} {
+		"    connect_timeout: 20s\n", "  - name: web\n    url: https://mcp.example.com/mcp\n    headers:\n      Authorization: Bearer ${MCP_KEY}\n", "  envs:\n    test-mcp-echo:\n    - server: everything\n"} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("encoded config lacks %q:\n%s", want, data)
 		}
@@ -463,11 +523,12 @@ func TestMCPConfigRoundTrip(t *testing.T) {
 	if string(again) != string(data) {
 		t.Fatalf("config changed in a round trip:\n%s\n---\n%s", data, again)
 	}
-	set, err := Override(c, []string{"mcp.servers.web.url=http://127.0.0.1:9/mcp", "mcp.envs.test-mcp-echo.0.prefix=x_"})
+	set, err := Override(c, []string{"mcp.servers.web.url=http://127.0.0.1:9/mcp", "mcp.envs.test-mcp-echo.0.prefix=x_", "mcp.servers.web.headers.X-Team=rl"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if set.MCP.Servers[1].URL != "http://127.0.0.1:9/mcp" || set.MCP.Envs["test-mcp-echo"][0].Prefix != "x_" {
+	if set.MCP.Servers[1].URL != "http://127.0.0.1:9/mcp" || set.MCP.Envs["test-mcp-echo"][0].Prefix != "x_" ||
+		set.MCP.Servers[1].Headers["X-Team"] != "rl" || set.MCP.Servers[1].Headers["Authorization"] != "Bearer ${MCP_KEY}" {
 		t.Fatalf("--set on the mcp block: %+v", set.MCP)
 	}
 	for _, name := range Presets() {
@@ -502,6 +563,14 @@ func TestMCPConfigErrors(t *testing.T) {
 		{"no servers", "mcp:\n  servers: []\n", "mcp.servers: at least one server is needed"},
 		{"args with a url", "mcp:\n  servers:\n  - name: s\n    url: http://x/mcp\n    args: [a]\n" + envs, "args, env and dir do nothing for a url server"},
 		{"url not http", "mcp:\n  servers:\n  - name: s\n    url: ftp://x/mcp\n" + envs, `url "ftp://x/mcp" must be an absolute http:// or https:// address`},
+		{"headers on a stdio server", "mcp:\n  servers:\n  - name: s\n    command: node\n    headers: {X-Key: k}\n" + envs, "headers do nothing for a stdio server"},
+		{"bad header name", "mcp:\n  servers:\n  - name: s\n    url: http://x/mcp\n    headers: {\"X Key\": k}\n" + envs, `headers: "X Key" is not a header name`},
+		{"transport's header", "mcp:\n  servers:\n  - name: s\n    url: http://x/mcp\n    headers: {mcp-session-id: k}\n" + envs,
+			"headers: Mcp-Session-Id is set by the MCP transport and cannot be replaced"},
+		{"bad variable reference", "mcp:\n  servers:\n  - name: s\n    url: http://x/mcp\n    headers: {X-Key: \"${A-B}\"}\n" + envs,
+			"headers: X-Key: ${A-B} is not an environment variable name"},
+		{"line break in a header", "mcp:\n  servers:\n  - name: s\n    url: http://x/mcp\n    headers: {X-Key: \"a\\nb\"}\n" + envs,
+			"headers: X-Key: the value holds a line break or NUL"},
 		{"bad env name", "mcp:\n  servers:\n  - name: s\n    command: node\n    env: {\"A=B\": x}\n" + envs, `env: "A=B" is not a variable name`},
 		{"missing dir", "mcp:\n  servers:\n  - name: s\n    command: node\n    dir: /nonexistent/dir\n" + envs, `dir "/nonexistent/dir" is not a directory`},
 		{"negative timeout", "mcp:\n  servers:\n  - name: s\n    command: node\n    connect_timeout: -1s\n" + envs, "connect_timeout must not be negative"},

@@ -31,6 +31,9 @@ type MCPOptions struct {
 	ConnectTimeout time.Duration
 	// HTTPClient is used by the streamable HTTP transport (http.DefaultClient).
 	HTTPClient *http.Client
+	// Header is added to every request of the streamable HTTP transport (an API key, an
+	// Authorization header); it replaces a header of the same name the transport would send.
+	Header http.Header
 }
 
 func (o MCPOptions) withDefaults() MCPOptions {
@@ -98,9 +101,18 @@ func ConnectMCPExec(ctx context.Context, cmd *exec.Cmd, opts MCPOptions) (*MCPCl
 // ConnectMCPHTTP connects to an MCP server over the streamable HTTP transport at url and lists
 // its tools.
 func ConnectMCPHTTP(ctx context.Context, url string, opts MCPOptions) (*MCPClient, error) {
+	client := opts.HTTPClient
+	if len(opts.Header) > 0 {
+		if client == nil {
+			client = http.DefaultClient
+		}
+		withHeader := *client
+		withHeader.Transport = headerTransport{base: client.Transport, header: opts.Header.Clone()}
+		client = &withHeader
+	}
 	tr := &mcp.StreamableClientTransport{
 		Endpoint:   url,
-		HTTPClient: opts.HTTPClient,
+		HTTPClient: client,
 		// Tools are request/response; the server-to-client stream would only carry
 		// notifications this adapter does not use.
 		DisableStandaloneSSE: true,
@@ -110,6 +122,25 @@ func ConnectMCPHTTP(ctx context.Context, url string, opts MCPOptions) (*MCPClien
 		return nil, Infra(fmt.Errorf("mcp: %s: %w", url, err))
 	}
 	return c, nil
+}
+
+// headerTransport adds header to every request before base (http.DefaultTransport if nil)
+// sends it.
+type headerTransport struct {
+	base   http.RoundTripper
+	header http.Header
+}
+
+func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	req = req.Clone(req.Context())
+	for k, v := range t.header {
+		req.Header[k] = v
+	}
+	return base.RoundTrip(req)
 }
 
 // mcpImplementation identifies this client to servers.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -362,4 +363,60 @@ func TestMCPConcurrentCalls(t *testing.T) {
 			func(i int) string { return fmt.Sprintf(`{"message":"m%d"}`, i) },
 			func(i int) string { return fmt.Sprintf("Echo: m%d", i) })
 	})
+}
+
+// Header reaches every request of a streamable HTTP session (the handshake, the listing and the
+// calls), so a server that wants an API key works; without it the connection fails, and the
+// error does not carry the key.
+func TestMCPHTTPHeader(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "add", Description: "Add two integers."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in addArgs) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(in.A + in.B)}}}, nil, nil
+		})
+	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	var mu sync.Mutex
+	seen := 0
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer s3cret" || r.Header.Get("X-Team") != "rl" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		mu.Lock()
+		seen++
+		mu.Unlock()
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	ctx := context.Background()
+
+	h := http.Header{}
+	h.Set("Authorization", "Bearer s3cret")
+	h.Set("X-Team", "rl")
+	c, err := ConnectMCPHTTP(ctx, hs.URL, MCPOptions{Header: h, HTTPClient: &http.Client{Timeout: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runMCPCalls(t, c.Tools(), []mcpCall{{name: "add with a key", tool: "add", args: `{"a":2,"b":3}`, want: "5"}})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if seen < 3 {
+		t.Errorf("the server saw %d authorized requests, want the handshake, the listing and the call", seen)
+	}
+	mu.Unlock()
+
+	bad := http.Header{}
+	bad.Set("Authorization", "Bearer wrong-key-123")
+	for name, opts := range map[string]MCPOptions{"no header": {}, "wrong key": {Header: bad}} {
+		c, err := ConnectMCPHTTP(ctx, hs.URL, opts)
+		if err == nil {
+			c.Close()
+			t.Fatalf("%s: connected", name)
+		}
+		if !errors.Is(err, ErrInfra) || strings.Contains(err.Error(), "wrong-key-123") {
+			t.Errorf("%s: %v, want an infrastructure error that does not show the key", name, err)
+		}
+	}
 }
