@@ -34,6 +34,9 @@ type MCPOptions struct {
 	// Header is added to every request of the streamable HTTP transport (an API key, an
 	// Authorization header); it replaces a header of the same name the transport would send.
 	Header http.Header
+	// RestartDelay is how long a call waits before trying again to restart a server whose
+	// last restart failed; it doubles with each failure up to 30 s (1 s).
+	RestartDelay time.Duration
 }
 
 func (o MCPOptions) withDefaults() MCPOptions {
@@ -46,21 +49,42 @@ func (o MCPOptions) withDefaults() MCPOptions {
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = 30 * time.Second
 	}
+	if o.RestartDelay <= 0 {
+		o.RestartDelay = time.Second
+	}
 	return o
 }
+
+// maxRestartDelay caps the wait between failed restarts.
+const maxRestartDelay = 30 * time.Second
 
 // MCPClient is a session with one MCP server whose tools are exposed as Tools. It owns the
 // session (and the server process, for stdio): Close ends both. The tools do not implement
 // Close themselves, so env.WithTools may hold them without closing the shared session; whoever
 // connected closes the client.
+//
+// A session that fails under a call (the server process died, the connection broke) is
+// replaced at the next call: the server is started again (stdio) or reconnected (HTTP), and
+// its tools must still be there. The call that met the failure is not repeated, since the
+// server may have acted on it; it fails as an infrastructure error. While the server cannot be
+// restarted, calls fail at once until RestartDelay (doubling) has passed since the last try.
 type MCPClient struct {
-	session *mcp.ClientSession
-	tools   []*MCPTool
-	stderr  *cappedBuffer // the stdio server's stderr, for error messages; nil over HTTP
-	cmd     *exec.Cmd     // the stdio server process; nil over HTTP
+	opts   MCPOptions
+	redial func(ctx context.Context) (*mcp.ClientSession, error)
+	tools  []*MCPTool
+	stderr *cappedBuffer // the stdio server's stderr, for error messages; nil over HTTP
 
-	mu     sync.Mutex // protects closed
-	closed bool
+	dialMu sync.Mutex // held while a session is being replaced
+
+	mu       sync.Mutex // protects the fields below
+	session  *mcp.ClientSession
+	cmd      *exec.Cmd // the current stdio server process; nil over HTTP
+	broken   bool      // session failed under a call; the next call replaces it
+	delay    time.Duration
+	nextTry  time.Time
+	lastErr  error
+	restarts int
+	closed   bool
 }
 
 // ConnectMCPCommand starts an MCP server as a child process speaking over stdin and stdout
@@ -84,18 +108,41 @@ func ConnectMCPExec(ctx context.Context, cmd *exec.Cmd, opts MCPOptions) (*MCPCl
 		stderr = newCappedBuffer(4<<10, nil)
 		cmd.Stderr = stderr
 	}
-	tr := &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
-	c, err := connectMCP(ctx, tr, opts)
-	if err != nil {
-		if stderr != nil {
-			if tail, _ := stderr.String(); tail != "" {
-				err = fmt.Errorf("%w; server stderr: %s", err, tail)
+	c := &MCPClient{stderr: stderr}
+	// Each (re)start runs a fresh copy of cmd: a Cmd runs once.
+	next := cmd
+	dial := func(ctx context.Context) (*mcp.ClientSession, error) {
+		run := next
+		next = cloneCmd(run)
+		tr := &mcp.CommandTransport{Command: run, TerminateDuration: 2 * time.Second}
+		s, err := dialMCP(ctx, tr)
+		if err != nil {
+			if stderr != nil {
+				if tail, _ := stderr.String(); tail != "" {
+					err = fmt.Errorf("%w; server stderr: %s", err, tail)
+				}
 			}
+			return nil, fmt.Errorf("mcp: %s: %w", cmd.Path, err)
 		}
-		return nil, Infra(fmt.Errorf("mcp: %s: %w", cmd.Path, err))
+		c.mu.Lock()
+		c.cmd = run
+		c.mu.Unlock()
+		return s, nil
 	}
-	c.stderr, c.cmd = stderr, cmd
+	if err := c.connect(ctx, dial, opts); err != nil {
+		return nil, Infra(err)
+	}
 	return c, nil
+}
+
+// cloneCmd is an unstarted copy of cmd, to run it again.
+func cloneCmd(cmd *exec.Cmd) *exec.Cmd {
+	n := &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir, Stderr: cmd.Stderr}
+	if cmd.SysProcAttr != nil {
+		attr := *cmd.SysProcAttr
+		n.SysProcAttr = &attr
+	}
+	return n
 }
 
 // ConnectMCPHTTP connects to an MCP server over the streamable HTTP transport at url and lists
@@ -110,16 +157,23 @@ func ConnectMCPHTTP(ctx context.Context, url string, opts MCPOptions) (*MCPClien
 		withHeader.Transport = headerTransport{base: client.Transport, header: opts.Header.Clone()}
 		client = &withHeader
 	}
-	tr := &mcp.StreamableClientTransport{
-		Endpoint:   url,
-		HTTPClient: client,
-		// Tools are request/response; the server-to-client stream would only carry
-		// notifications this adapter does not use.
-		DisableStandaloneSSE: true,
+	dial := func(ctx context.Context) (*mcp.ClientSession, error) {
+		tr := &mcp.StreamableClientTransport{
+			Endpoint:   url,
+			HTTPClient: client,
+			// Tools are request/response; the server-to-client stream would only carry
+			// notifications this adapter does not use.
+			DisableStandaloneSSE: true,
+		}
+		s, err := dialMCP(ctx, tr)
+		if err != nil {
+			return nil, fmt.Errorf("mcp: %s: %w", url, err)
+		}
+		return s, nil
 	}
-	c, err := connectMCP(ctx, tr, opts)
-	if err != nil {
-		return nil, Infra(fmt.Errorf("mcp: %s: %w", url, err))
+	c := &MCPClient{}
+	if err := c.connect(ctx, dial, opts); err != nil {
+		return nil, Infra(err)
 	}
 	return c, nil
 }
@@ -146,32 +200,134 @@ func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // mcpImplementation identifies this client to servers.
 var mcpImplementation = &mcp.Implementation{Name: "agentrl", Version: "1"}
 
-func connectMCP(ctx context.Context, tr mcp.Transport, opts MCPOptions) (*MCPClient, error) {
-	opts = opts.withDefaults()
-	ctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
-	defer cancel()
-	session, err := mcp.NewClient(mcpImplementation, nil).Connect(ctx, tr, nil)
+func dialMCP(ctx context.Context, tr mcp.Transport) (*mcp.ClientSession, error) {
+	s, err := mcp.NewClient(mcpImplementation, nil).Connect(ctx, tr, nil)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	c := &MCPClient{session: session}
-	tools, err := c.listTools(ctx, opts)
-	if err != nil {
-		_ = session.Close()
-		return nil, err
-	}
-	c.tools = tools
-	return c, nil
+	return s, nil
 }
 
-func (c *MCPClient) listTools(ctx context.Context, opts MCPOptions) ([]*MCPTool, error) {
+// connect opens the first session with dial, lists the tools and keeps dial for restarts.
+func (c *MCPClient) connect(ctx context.Context, dial func(context.Context) (*mcp.ClientSession, error), opts MCPOptions) error {
+	c.opts = opts.withDefaults()
+	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
+	defer cancel()
+	session, err := dial(ctx)
+	if err != nil {
+		return err
+	}
+	c.session, c.redial = session, dial
+	tools, err := c.listTools(ctx, session, c.opts)
+	if err != nil {
+		_ = session.Close()
+		return err
+	}
+	c.tools = tools
+	return nil
+}
+
+// current returns the session a call should use, first replacing a session that failed
+// (see MCPClient). Its errors are infrastructure errors.
+func (c *MCPClient) current(ctx context.Context) (*mcp.ClientSession, error) {
+	c.mu.Lock()
+	s, err := c.usable()
+	c.mu.Unlock()
+	if s != nil || err != nil {
+		return s, err
+	}
+	c.dialMu.Lock()
+	defer c.dialMu.Unlock()
+	c.mu.Lock()
+	s, err = c.usable() // another call may have restarted it meanwhile
+	c.mu.Unlock()
+	if s != nil || err != nil {
+		return s, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
+	defer cancel()
+	s, err = c.redial(dctx)
+	if err == nil {
+		if err = c.checkTools(dctx, s); err != nil {
+			_ = s.Close()
+		}
+	}
+	c.mu.Lock()
+	if err != nil {
+		c.delay = min(max(2*c.delay, c.opts.RestartDelay), maxRestartDelay)
+		c.nextTry = time.Now().Add(c.delay)
+		c.lastErr = err
+		c.mu.Unlock()
+		return nil, Infra(fmt.Errorf("mcp: restarting the server: %w", err))
+	}
+	if c.closed {
+		c.mu.Unlock()
+		_ = s.Close()
+		return nil, Infra(errors.New("mcp: client is closed"))
+	}
+	old := c.session
+	c.session, c.broken, c.delay, c.lastErr = s, false, 0, nil
+	c.restarts++
+	c.mu.Unlock()
+	_ = old.Close() // ends what is left of the failed session (reaps a dead server)
+	return s, nil
+}
+
+// usable is the current session if it has not failed; nil and nil if it has and a restart may
+// be tried now. c.mu is held.
+func (c *MCPClient) usable() (*mcp.ClientSession, error) {
+	switch {
+	case c.closed:
+		return nil, Infra(errors.New("mcp: client is closed"))
+	case !c.broken:
+		return c.session, nil
+	case time.Now().Before(c.nextTry):
+		return nil, Infra(fmt.Errorf("mcp: the server is down (last restart: %v); next try in %v", c.lastErr, time.Until(c.nextTry).Round(time.Millisecond)))
+	}
+	return nil, nil
+}
+
+// failed records that s broke under a call: the next call replaces it.
+func (c *MCPClient) failed(s *mcp.ClientSession) {
+	c.mu.Lock()
+	if c.session == s {
+		c.broken = true
+	}
+	c.mu.Unlock()
+}
+
+// Restarts is how many times the server was restarted (or reconnected) after a failure.
+func (c *MCPClient) Restarts() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.restarts
+}
+
+// checkTools makes sure a restarted server still has every tool the client hands out.
+func (c *MCPClient) checkTools(ctx context.Context, s *mcp.ClientSession) error {
+	have := map[string]bool{}
+	for t, err := range s.Tools(ctx, nil) {
+		if err != nil {
+			return fmt.Errorf("list tools: %w", err)
+		}
+		have[t.Name] = true
+	}
+	for _, t := range c.tools {
+		if !have[t.remote] {
+			return fmt.Errorf("the restarted server no longer has the tool %q", t.remote)
+		}
+	}
+	return nil
+}
+
+func (c *MCPClient) listTools(ctx context.Context, session *mcp.ClientSession, opts MCPOptions) ([]*MCPTool, error) {
 	keep := map[string]bool{}
 	for _, n := range opts.Only {
 		keep[n] = true
 	}
 	var out []*MCPTool
 	seen := map[string]bool{}
-	for t, err := range c.session.Tools(ctx, nil) {
+	for t, err := range session.Tools(ctx, nil) {
 		if err != nil {
 			return nil, fmt.Errorf("list tools: %w", err)
 		}
@@ -258,7 +414,13 @@ func (c *MCPClient) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
-	if err := c.session.Close(); err != nil && !isExitAfterClose(err) {
+	// A restart under way sees closed when it ends and closes what it started.
+	c.dialMu.Lock()
+	c.dialMu.Unlock()
+	c.mu.Lock()
+	s, broken := c.session, c.broken
+	c.mu.Unlock()
+	if err := s.Close(); err != nil && !isExitAfterClose(err) && !broken {
 		return fmt.Errorf("mcp: close: %w", err)
 	}
 	return nil
@@ -269,10 +431,4 @@ func (c *MCPClient) Close() error {
 func isExitAfterClose(err error) bool {
 	var exitErr *exec.ExitError
 	return errors.As(err, &exitErr)
-}
-
-func (c *MCPClient) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
 }

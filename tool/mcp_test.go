@@ -1,10 +1,12 @@
 package tool
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -123,6 +125,9 @@ func TestMCPStdioEverything(t *testing.T) {
 	}
 }
 
+// A stdio server that dies fails the call that meets it as an infrastructure error (the call is
+// not repeated: the server may have acted on it); the next call starts the server again, and
+// Close ends the new process.
 func TestMCPStdioServerDies(t *testing.T) {
 	node, script := everythingServer(t)
 	ctx := context.Background()
@@ -134,12 +139,82 @@ func TestMCPStdioServerDies(t *testing.T) {
 	if n := len(c.Tools()); n != 1 {
 		t.Fatalf("Only kept %d tools, want 1", n)
 	}
-	if err := c.cmd.Process.Kill(); err != nil {
+	first := c.cmd
+	if err := first.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Tools()[0].Call(ctx, json.RawMessage(`{"message":"x"}`))
+	echo := c.Tools()[0]
+	_, err = echo.Call(ctx, json.RawMessage(`{"message":"x"}`))
 	if !errors.Is(err, ErrInfra) {
 		t.Fatalf("Call to a dead server: %v, want an infrastructure error", err)
+	}
+	got, err := echo.Call(ctx, json.RawMessage(`{"message":"again"}`))
+	if err != nil || got != "Echo: again" {
+		t.Fatalf("Call after the server died: %q, %v; want the restarted server's answer", got, err)
+	}
+	if c.Restarts() != 1 || c.cmd == first || first.ProcessState == nil {
+		t.Fatalf("restarts %d, new process %v, old one reaped %v", c.Restarts(), c.cmd != first, first.ProcessState != nil)
+	}
+	if err := c.Close(); err != nil || c.cmd.ProcessState == nil {
+		t.Fatalf("Close: %v (restarted server reaped: %v)", err, c.cmd.ProcessState != nil)
+	}
+}
+
+// Over HTTP a broken connection is replaced at the next call; while the server stays down,
+// calls fail at once between restart attempts (no storm of reconnections), and once it is back
+// the next attempt reconnects.
+func TestMCPHTTPReconnects(t *testing.T) {
+	inner := newTestMCPServer(t)
+	var mu sync.Mutex
+	down, inits := false, 0 // inits counts initialize requests
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		mu.Lock()
+		isDown := down
+		if bytes.Contains(body, []byte(`"method":"initialize"`)) {
+			inits++ // an attempt to open a session
+		}
+		mu.Unlock()
+		if isDown {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		inner.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	setDown := func(d bool) { mu.Lock(); down = d; mu.Unlock() }
+	sessions := func() int { mu.Lock(); defer mu.Unlock(); return inits }
+	ctx := context.Background()
+	const delay = 200 * time.Millisecond
+	c, err := ConnectMCPHTTP(ctx, hs.URL, MCPOptions{RestartDelay: delay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	add := c.Tools()[0]
+	call := func() (string, error) { return add.Call(ctx, json.RawMessage(`{"a":1,"b":2}`)) }
+	if got, err := call(); err != nil || got != "3" {
+		t.Fatalf("first call: %q, %v", got, err)
+	}
+
+	setDown(true)
+	for i := range 3 {
+		if _, err := call(); !errors.Is(err, ErrInfra) {
+			t.Fatalf("call %d while the server is down: %v, want an infrastructure error", i, err)
+		}
+	}
+	// One failed call, one failed restart; the third call came within the delay and did not dial.
+	if n := sessions(); n != 2 {
+		t.Fatalf("%d sessions tried, want the first and one restart", n)
+	}
+	setDown(false)
+	time.Sleep(delay + 50*time.Millisecond)
+	if got, err := call(); err != nil || got != "3" {
+		t.Fatalf("call after the server came back: %q, %v", got, err)
+	}
+	if c.Restarts() != 1 || sessions() != 3 {
+		t.Fatalf("restarts %d, sessions tried %d; want 1 and 3", c.Restarts(), sessions())
 	}
 }
 

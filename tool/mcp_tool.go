@@ -36,9 +36,6 @@ func (t *MCPTool) Schema() json.RawMessage { return t.schema }
 
 // Call implements Tool.
 func (t *MCPTool) Call(ctx context.Context, args json.RawMessage) (string, error) {
-	if t.client.isClosed() {
-		return "", Infra(fmt.Errorf("mcp %s: client is closed", t.name))
-	}
 	if len(args) > t.maxArg {
 		return "", fmt.Errorf("mcp %s: arguments are %d bytes, limit %d", t.name, len(args), t.maxArg)
 	}
@@ -48,8 +45,17 @@ func (t *MCPTool) Call(ctx context.Context, args json.RawMessage) (string, error
 	} else if !json.Valid(args) || trimmed[0] != '{' {
 		return "", fmt.Errorf("mcp %s: arguments must be a JSON object", t.name)
 	}
-	res, err := t.client.session.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+	session, err := t.client.current(ctx)
 	if err != nil {
+		return "", fmt.Errorf("mcp %s: %w", t.name, err)
+	}
+	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+	if err != nil {
+		var wire *jsonrpc.Error
+		if ctx.Err() == nil && (!errors.As(err, &wire) || wire.Code == codeRejectedByTransport) {
+			// Not an answer from the server: the connection or the server failed.
+			t.client.failed(session)
+		}
 		return "", t.classify(ctx, err)
 	}
 	text := truncateText(joinContent(res.Content), t.maxResult)
@@ -61,6 +67,10 @@ func (t *MCPTool) Call(ctx context.Context, args json.RawMessage) (string, error
 	}
 	return text, nil
 }
+
+// codeRejectedByTransport is the code the MCP SDK gives a request its transport could not
+// deliver (over HTTP: the server did not answer, or answered with an HTTP error).
+const codeRejectedByTransport = -32005
 
 // classify separates what the model caused (arguments the server rejected as invalid) from
 // failures of the connection or the server, which are infrastructure errors.
