@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -290,10 +291,8 @@ func checkHeader(name, value string) error {
 	if !headerNameRE.MatchString(name) {
 		return fmt.Errorf("%q is not a header name", name)
 	}
-	for _, t := range transportHeaders {
-		if http.CanonicalHeaderKey(name) == t {
-			return fmt.Errorf("%s is set by the MCP transport and cannot be replaced", t)
-		}
+	if canon := http.CanonicalHeaderKey(name); slices.Contains(transportHeaders, canon) {
+		return fmt.Errorf("%s is set by the MCP transport and cannot be replaced", canon)
 	}
 	for _, m := range headerVarRE.FindAllStringSubmatch(value, -1) {
 		if !envKeyRE.MatchString(m[1]) {

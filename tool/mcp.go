@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -154,7 +155,7 @@ func ConnectMCPHTTP(ctx context.Context, url string, opts MCPOptions) (*MCPClien
 			client = http.DefaultClient
 		}
 		withHeader := *client
-		withHeader.Transport = headerTransport{base: client.Transport, header: opts.Header.Clone()}
+		withHeader.Transport = headerTransport{base: cmp.Or[http.RoundTripper](client.Transport, http.DefaultTransport), header: opts.Header.Clone()}
 		client = &withHeader
 	}
 	dial := func(ctx context.Context) (*mcp.ClientSession, error) {
@@ -178,23 +179,18 @@ func ConnectMCPHTTP(ctx context.Context, url string, opts MCPOptions) (*MCPClien
 	return c, nil
 }
 
-// headerTransport adds header to every request before base (http.DefaultTransport if nil)
-// sends it.
+// headerTransport adds header to every request before base sends it.
 type headerTransport struct {
 	base   http.RoundTripper
 	header http.Header
 }
 
 func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	base := t.base
-	if base == nil {
-		base = http.DefaultTransport
-	}
 	req = req.Clone(req.Context())
 	for k, v := range t.header {
 		req.Header[k] = v
 	}
-	return base.RoundTrip(req)
+	return t.base.RoundTrip(req)
 }
 
 // mcpImplementation identifies this client to servers.

@@ -444,12 +444,7 @@ func TestMCPConcurrentCalls(t *testing.T) {
 // calls), so a server that wants an API key works; without it the connection fails, and the
 // error does not carry the key.
 func TestMCPHTTPHeader(t *testing.T) {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "add", Description: "Add two integers."},
-		func(_ context.Context, _ *mcp.CallToolRequest, in addArgs) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(in.A + in.B)}}}, nil, nil
-		})
-	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	inner := newTestMCPServer(t).Config.Handler
 	var mu sync.Mutex
 	seen := 0
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
