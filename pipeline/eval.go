@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/infer"
+	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
@@ -67,7 +68,7 @@ func Evaluate(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, ver
 	for i := range tasks {
 		tasks[i] = rollout.Task{Env: o.Env, Seed: spec.Heldout.Lo + int64(i), GroupID: uint64(i)}
 	}
-	eng, err := infer.NewEngine(m, version, infer.EngineConfig{Slots: max(o.Slots, 1), MaxLen: o.Rollout.MaxContext})
+	eng, err := local.NewEngine(m, version, local.EngineConfig{Slots: max(o.Slots, 1), MaxLen: o.Rollout.MaxContext})
 	if err != nil {
 		return EnvEval{}, err
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/agentrl/agentrl/algo"
 	"github.com/agentrl/agentrl/checkpoint"
-	"github.com/agentrl/agentrl/infer"
+	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/reward"
@@ -43,7 +43,7 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 	if err != nil {
 		return err
 	}
-	eng, err := infer.NewEngine(r.model, r.version, infer.EngineConfig{Slots: r.Cfg.Rollout.EngineSlots, MaxLen: r.Cfg.Rollout.MaxContext})
+	eng, err := local.NewEngine(r.model, r.version, local.EngineConfig{Slots: r.Cfg.Rollout.EngineSlots, MaxLen: r.Cfg.Rollout.MaxContext})
 	if err != nil {
 		return err
 	}
