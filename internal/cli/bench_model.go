@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/model/kernels"
 	"github.com/agentrl/agentrl/optim"
@@ -141,7 +142,7 @@ func (c *BenchModelCmd) trainBench(w io.Writer, cfg model.Config, detail bool) e
 	if err != nil {
 		return err
 	}
-	opt, err := optim.NewAdamW(optim.DefaultConfig(), m.NumParams(), m.Params.DecaySegments())
+	opt, err := optim.NewAdamW(optim.DefaultConfig(), m.NumParams(), learn.DecaySegments(&m.Params))
 	if err != nil {
 		return err
 	}
