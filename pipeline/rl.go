@@ -62,12 +62,12 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 		round := 0
 		var sampledAll []*traj.Trajectory
 		sample := func(ctx context.Context, n int) ([][]*traj.Trajectory, error) {
-			tasks, err := sampleTasks(rng, p.Envs, n, uint64(step)<<16|uint64(round)<<12)
+			tasks, err := sampleTasks(r.opts.Envs, rng, p.Envs, n, uint64(step)<<16|uint64(round)<<12)
 			round++
 			if err != nil {
 				return nil, err
 			}
-			groups, err := runner.RunGroups(ctx, r.mcp.Factory(), tasks, c.GroupSize, r.Cfg.Rollout.EngineSlots)
+			groups, err := runner.RunGroups(ctx, r.envFactory(), tasks, c.GroupSize, r.Cfg.Rollout.EngineSlots)
 			if err != nil {
 				return nil, err
 			}
