@@ -46,7 +46,7 @@ func New(m *model.Model, oc optim.Config, sched optim.Schedule, gradClip float32
 	if gradClip < 0 || math.IsNaN(float64(gradClip)) {
 		return nil, fmt.Errorf("learn: grad_clip must be >= 0, got %v", gradClip)
 	}
-	opt, err := optim.NewAdamW(oc, m.NumParams(), m.Params.DecaySegments())
+	opt, err := optim.NewAdamW(oc, m.NumParams(), DecaySegments(&m.Params))
 	if err != nil {
 		return nil, err
 	}

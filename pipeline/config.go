@@ -175,8 +175,9 @@ type MonitorConfig struct {
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-// Validate reports the first problem, naming the setting.
-func (c *Config) Validate() error {
+// Validate reports the first problem, naming the setting. envs holds the environments the
+// config may name.
+func (c *Config) Validate(envs *env.Registry) error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if !nameRE.MatchString(c.Name) {
@@ -216,7 +217,7 @@ func (c *Config) Validate() error {
 			bad("%s: name must be unique and made of letters, digits, '.', '_' or '-'", where)
 		}
 		names[p.Name] = true
-		if err := p.validate(c); err != nil {
+		if err := p.validate(c, envs); err != nil {
 			bad("%s: %v", where, err)
 		}
 		hasRL = hasRL || p.Kind == "rl"
@@ -247,19 +248,19 @@ func (c *Config) Validate() error {
 		for _, n := range c.envNames() {
 			used[n] = true
 		}
-		if err := c.MCP.validate(used); err != nil {
+		if err := c.MCP.validate(envs, used); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (p *Phase) validate(c *Config) error {
+func (p *Phase) validate(c *Config, envs *env.Registry) error {
 	if len(p.Envs) == 0 {
 		return errors.New("envs: at least one environment is needed")
 	}
 	for _, e := range p.Envs {
-		if _, err := env.Lookup(e.Name); err != nil {
+		if _, err := envs.Lookup(e.Name); err != nil {
 			return err
 		}
 		if !(e.Weight > 0) || math.IsInf(e.Weight, 0) {

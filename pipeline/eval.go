@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/infer"
+	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
@@ -22,7 +23,9 @@ type EvalOptions struct {
 	Seed    uint64
 	Rollout rollout.Config
 	Slots   int
-	// NewEnv makes the episodes' environments (nil: the registry's, see rollout.RegistryEnvs).
+	// Envs holds the environment named by Env.
+	Envs *env.Registry
+	// NewEnv makes the episodes' environments (nil: Envs.New).
 	NewEnv rollout.EnvFactory
 }
 
@@ -55,9 +58,12 @@ type EvalReport struct {
 
 // Evaluate runs a policy (m with tok) on held-out tasks of one environment.
 func Evaluate(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version int32, o EvalOptions) (EnvEval, error) {
-	spec, err := env.Lookup(o.Env)
+	spec, err := o.Envs.Lookup(o.Env)
 	if err != nil {
 		return EnvEval{}, err
+	}
+	if o.NewEnv == nil {
+		o.NewEnv = o.Envs.New
 	}
 	n := min(int64(o.Tasks), spec.Heldout.Len())
 	if n < 1 {
@@ -67,7 +73,7 @@ func Evaluate(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, ver
 	for i := range tasks {
 		tasks[i] = rollout.Task{Env: o.Env, Seed: spec.Heldout.Lo + int64(i), GroupID: uint64(i)}
 	}
-	eng, err := infer.NewEngine(m, version, infer.EngineConfig{Slots: max(o.Slots, 1), MaxLen: o.Rollout.MaxContext})
+	eng, err := local.NewEngine(m, version, local.EngineConfig{Slots: max(o.Slots, 1), MaxLen: o.Rollout.MaxContext})
 	if err != nil {
 		return EnvEval{}, err
 	}
@@ -146,7 +152,7 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 	for _, name := range r.Cfg.envNames() {
 		e, err := Evaluate(ctx, r.model, r.tok, r.version, EvalOptions{
 			Env: name, Tasks: r.Cfg.Eval.Tasks, K: r.Cfg.Eval.Samples, Seed: r.Cfg.Seed, Rollout: r.Cfg.Rollout.Runner(), Slots: r.Cfg.Rollout.EngineSlots,
-			NewEnv: r.mcp.Factory(),
+			Envs: r.opts.Envs, NewEnv: r.mcp.Factory(),
 		})
 		if err != nil {
 			return fmt.Errorf("evaluate %s: %w", name, err)

@@ -82,7 +82,7 @@ var transportHeaders = []string{"Accept", "Content-Type", "Content-Length", "Hos
 
 // validate reports every problem of the block, naming the setting; used is the set of
 // environments the run's phases use.
-func (m *MCPConfig) validate(used map[string]bool) error {
+func (m *MCPConfig) validate(reg *env.Registry, used map[string]bool) error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("mcp."+format, a...)) }
 	if len(m.Servers) == 0 {
@@ -134,7 +134,7 @@ func (m *MCPConfig) validate(used map[string]bool) error {
 	attached := map[string]bool{}
 	for _, name := range sortedKeys(m.Envs) {
 		where := "envs." + name
-		if _, err := env.Lookup(name); err != nil {
+		if _, err := reg.Lookup(name); err != nil {
 			bad("%s: %v", where, err)
 			continue
 		}
@@ -178,9 +178,10 @@ func (m *MCPConfig) validate(used map[string]bool) error {
 }
 
 // LoadMCP reads the run configuration at path (strictly, as Load does) and returns its mcp
-// block, validated, or nil when it has none. The rest of the configuration is not validated:
-// `eval` and `env serve` use a run's config.yaml only for its MCP servers.
-func LoadMCP(path string) (*MCPConfig, error) {
+// block, validated against the environments of reg, or nil when it has none. The rest of the
+// configuration is not validated: `eval` and `env serve` use a run's config.yaml only for its
+// MCP servers.
+func LoadMCP(reg *env.Registry, path string) (*MCPConfig, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: read config: %w", err)
@@ -196,7 +197,7 @@ func LoadMCP(path string) (*MCPConfig, error) {
 	for _, n := range c.envNames() {
 		used[n] = true
 	}
-	if err := c.MCP.validate(used); err != nil {
+	if err := c.MCP.validate(reg, used); err != nil {
 		return nil, fmt.Errorf("pipeline: %s: invalid mcp block:\n%w", path, err)
 	}
 	return c.MCP, nil
@@ -215,17 +216,18 @@ func sortedKeys[V any](m map[string]V) []string {
 // from them. It makes environments with those tools attached (NewEnv); Close ends every
 // session. A nil *MCPTools attaches nothing.
 type MCPTools struct {
+	reg     *env.Registry              // the environments tools are attached to
 	clients map[string]*tool.MCPClient // by server name
 	byEnv   map[string][]tool.Tool
 }
 
-// ConnectMCP connects the servers that c attaches to the environments named in envs (to any
-// environment when envs is empty), once each, and checks each environment's tool names: a
+// ConnectMCP connects the servers that c attaches to the environments of reg named in envs (to
+// any environment when envs is empty), once each, and checks each environment's tool names: a
 // server that does not start or list its tools, an allow-listed tool the server lacks, or a tool
 // name an environment would hold twice (built-in or from another server) is an error naming it,
 // and nothing stays connected. A nil c connects nothing. The caller closes the result.
-func ConnectMCP(ctx context.Context, c *MCPConfig, envs ...string) (*MCPTools, error) {
-	t := &MCPTools{clients: map[string]*tool.MCPClient{}, byEnv: map[string][]tool.Tool{}}
+func ConnectMCP(ctx context.Context, reg *env.Registry, c *MCPConfig, envs ...string) (*MCPTools, error) {
+	t := &MCPTools{reg: reg, clients: map[string]*tool.MCPClient{}, byEnv: map[string][]tool.Tool{}}
 	if c == nil {
 		return t, nil
 	}
@@ -354,7 +356,7 @@ func connectServer(ctx context.Context, s MCPServer) (*tool.MCPClient, error) {
 // environment's built-in tools, which one instance (made and closed here) reveals.
 func (t *MCPTools) attach(name string, atts []MCPAttach) error {
 	from := map[string]string{} // tool name -> where it comes from
-	spec, err := env.Lookup(name)
+	spec, err := t.reg.Lookup(name)
 	if err != nil {
 		return err
 	}
@@ -407,7 +409,7 @@ func (t *MCPTools) Tools(name string) []tool.Tool {
 // NewEnv makes a fresh instance of the registered environment name with its MCP tools attached.
 // It is a rollout.EnvFactory.
 func (t *MCPTools) NewEnv(name string) (env.Env, error) {
-	spec, err := env.Lookup(name)
+	spec, err := t.reg.Lookup(name)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
@@ -78,8 +79,9 @@ func (a *mcpEchoExpert) Act(_ context.Context, obs string) (string, error) {
 	return "no reply", nil
 }
 
-func init() {
-	env.Register(env.Spec{
+// mcpEchoSpec describes test-mcp-echo.
+func mcpEchoSpec() env.Spec {
+	return env.Spec{
 		Name: "test-mcp-echo", Description: "pass a word through an MCP echo tool (pipeline tests)",
 		New:     func() (env.Env, error) { return env.WithTurnLimit(&mcpEchoEnv{}, 3), nil },
 		Train:   env.SeedRange{Lo: 0, Hi: 1000},
@@ -94,7 +96,16 @@ func init() {
 			}
 			return out
 		},
-	})
+	}
+}
+
+// mcpEnvs is the built-in environments and test-mcp-echo.
+func mcpEnvs() *env.Registry {
+	r := all.Builtins()
+	if err := r.Register(mcpEchoSpec()); err != nil {
+		panic(err)
+	}
+	return r
 }
 
 // everythingServer returns node and the entry point of @modelcontextprotocol/server-everything
@@ -119,7 +130,7 @@ func everythingServer(t *testing.T) (node, script string) {
 // whose expert calls the MCP tool) with mcpBlock appended, as a user would write it.
 func mcpRunYAML(t *testing.T, runs, mcpBlock string) string {
 	t.Helper()
-	c, err := Load("", "", []string{
+	c, err := Load(mcpEnvs(), "", "", []string{
 		"runs_dir=" + runs, "name=mcp",
 		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=256",
 		"rollout.max_context=256", "rollout.max_tokens_per_turn=48", "rollout.max_turns=3", "rollout.engine_slots=8",
@@ -188,12 +199,12 @@ func processGone(pid int) bool {
 func TestMCPRunFromYAML(t *testing.T) {
 	serverDir := t.TempDir()
 	path := mcpRunYAML(t, t.TempDir(), stdioBlock(t, serverDir))
-	cfg, err := Load("", path, nil)
+	cfg, err := Load(mcpEnvs(), "", path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	run, err := NewRun(cfg, Options{Out: &out})
+	run, err := NewRun(cfg, Options{Out: &out, Envs: mcpEnvs()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,11 +257,11 @@ func TestMCPRunFromYAML(t *testing.T) {
 // A run that is cancelled mid-phase returns and leaves no server running.
 func TestMCPRunCancelledClosesServers(t *testing.T) {
 	serverDir := t.TempDir()
-	cfg, err := Load("", mcpRunYAML(t, t.TempDir(), stdioBlock(t, serverDir)), nil)
+	cfg, err := Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), stdioBlock(t, serverDir)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := NewRun(cfg, Options{})
+	run, err := NewRun(cfg, Options{Envs: mcpEnvs()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,8 +280,7 @@ func TestMCPRunCancelledClosesServers(t *testing.T) {
 // mcpTok is a tokenizer for driving episodes without a run.
 func mcpTok(t *testing.T) *tokenizer.Tokenizer {
 	t.Helper()
-	spec, _ := env.Lookup("test-mcp-echo")
-	tok, err := tokenizer.Train(spec.Corpus(50), tokenizer.TrainOptions{VocabSize: 300})
+	tok, err := tokenizer.Train(mcpEchoSpec().Corpus(50), tokenizer.TrainOptions{VocabSize: 300})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,11 +312,11 @@ func runEchoEpisodes(t *testing.T, tools *MCPTools, tok *tokenizer.Tokenizer, se
 // the server again.
 func TestMCPServerDiesMidRun(t *testing.T) {
 	serverDir := t.TempDir()
-	cfg, err := Load("", mcpRunYAML(t, t.TempDir(), stdioBlock(t, serverDir)), nil)
+	cfg, err := Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), stdioBlock(t, serverDir)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tools, err := ConnectMCP(context.Background(), cfg.MCP, cfg.envNames()...)
+	tools, err := ConnectMCP(context.Background(), mcpEnvs(), cfg.MCP, cfg.envNames()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,13 +384,13 @@ func TestMCPConnectHTTPAndClashes(t *testing.T) {
 	load := func(envs string) *MCPConfig {
 		t.Helper()
 		block := fmt.Sprintf("mcp:\n  servers:\n  - name: web\n    url: %s\n  envs:\n%s", hs.URL, envs)
-		c, err := Load("", mcpRunYAML(t, t.TempDir(), block), []string{"phases.sft.envs=[{name: test-mcp-echo, weight: 1}, {name: calc, weight: 1}]"})
+		c, err := Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), block), []string{"phases.sft.envs=[{name: test-mcp-echo, weight: 1}, {name: calc, weight: 1}]"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c.MCP
 	}
-	tools, err := ConnectMCP(ctx, load("    test-mcp-echo:\n    - server: web\n      prefix: ev_\n"))
+	tools, err := ConnectMCP(ctx, mcpEnvs(), load("    test-mcp-echo:\n    - server: web\n      prefix: ev_\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +412,7 @@ func TestMCPConnectHTTPAndClashes(t *testing.T) {
 			`mcp.envs.calc[0] (server web): mcp: the server has no tool "nope" (it has: calculator, echo)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tools, err := ConnectMCP(ctx, load(tc.envs))
+			tools, err := ConnectMCP(ctx, mcpEnvs(), load(tc.envs))
 			if err == nil {
 				tools.Close()
 				t.Fatal("connected")
@@ -429,14 +439,14 @@ func TestMCPHTTPHeaders(t *testing.T) {
 	t.Cleanup(hs.Close)
 	block := fmt.Sprintf("mcp:\n  servers:\n  - name: web\n    url: %s\n    headers:\n      Authorization: Bearer ${AGENTRL_TEST_MCP_KEY}\n      x-team: rl\n"+
 		"  envs:\n    test-mcp-echo:\n    - server: web\n      tools: [echo]\n      prefix: ev_\n", hs.URL)
-	cfg, err := Load("", mcpRunYAML(t, t.TempDir(), block), nil)
+	cfg, err := Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), block), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 
 	t.Setenv("AGENTRL_TEST_MCP_KEY", "k-31337")
-	tools, err := ConnectMCP(ctx, cfg.MCP)
+	tools, err := ConnectMCP(ctx, mcpEnvs(), cfg.MCP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +467,7 @@ func TestMCPHTTPHeaders(t *testing.T) {
 	}
 
 	t.Setenv("AGENTRL_TEST_MCP_KEY", "wrong")
-	if tools, err := ConnectMCP(ctx, cfg.MCP); err == nil {
+	if tools, err := ConnectMCP(ctx, mcpEnvs(), cfg.MCP); err == nil {
 		tools.Close()
 		t.Fatal("connected with the wrong key")
 	} else if !strings.Contains(err.Error(), "mcp server web") || !strings.Contains(err.Error(), "Unauthorized") {
@@ -465,7 +475,7 @@ func TestMCPHTTPHeaders(t *testing.T) {
 	}
 
 	os.Unsetenv("AGENTRL_TEST_MCP_KEY")
-	if tools, err := ConnectMCP(ctx, cfg.MCP); err == nil {
+	if tools, err := ConnectMCP(ctx, mcpEnvs(), cfg.MCP); err == nil {
 		tools.Close()
 		t.Fatal("connected without the variable")
 	} else if want := "mcp server web: header Authorization: environment variable AGENTRL_TEST_MCP_KEY is not set"; !strings.Contains(err.Error(), want) {
@@ -476,11 +486,11 @@ func TestMCPHTTPHeaders(t *testing.T) {
 // A server that does not start fails the run at start, naming the server.
 func TestMCPServerFailsToStart(t *testing.T) {
 	block := "mcp:\n  servers:\n  - name: broken\n    command: /nonexistent/mcp-server\n  envs:\n    test-mcp-echo:\n    - server: broken\n"
-	cfg, err := Load("", mcpRunYAML(t, t.TempDir(), block), nil)
+	cfg, err := Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), block), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := NewRun(cfg, Options{})
+	run, err := NewRun(cfg, Options{Envs: mcpEnvs()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,7 +524,7 @@ func TestMCPConfigRoundTrip(t *testing.T) {
       prefix: ev_
     - server: web
 `
-	c, err := Load("", mcpRunYAML(t, t.TempDir(), block), nil)
+	c, err := Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), block), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -599,7 +609,7 @@ func TestMCPConfigErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Load("", mcpRunYAML(t, t.TempDir(), tc.block), nil)
+			_, err := Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), tc.block), nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one containing %q", err, tc.want)
 			}
@@ -617,10 +627,10 @@ func TestLoadMCP(t *testing.T) {
 	if err := os.WriteFile(elsewhere, append([]byte("init: /nonexistent/checkpoint\n"), data...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load("", elsewhere, nil); err == nil {
+	if _, err := Load(mcpEnvs(), "", elsewhere, nil); err == nil {
 		t.Fatal("Load accepted a missing init checkpoint")
 	}
-	m, err := LoadMCP(elsewhere)
+	m, err := LoadMCP(mcpEnvs(), elsewhere)
 	if err != nil || m == nil || m.Servers[0].Name != "s" {
 		t.Fatalf("LoadMCP: %+v %v", m, err)
 	}
@@ -628,10 +638,10 @@ func TestLoadMCP(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(strings.Replace(string(data), "- server: s", "- server: t", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadMCP(bad); err == nil || !strings.Contains(err.Error(), `server "t" is not defined`) {
+	if _, err := LoadMCP(mcpEnvs(), bad); err == nil || !strings.Contains(err.Error(), `server "t" is not defined`) {
 		t.Fatalf("LoadMCP of a bad block: %v", err)
 	}
-	if m, err := LoadMCP(mcpRunYAML(t, t.TempDir(), "")); m != nil || err != nil {
+	if m, err := LoadMCP(mcpEnvs(), mcpRunYAML(t, t.TempDir(), "")); m != nil || err != nil {
 		t.Fatalf("LoadMCP without a block: %+v %v", m, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/agentrl/agentrl/algo"
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/infer"
+	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/reward"
@@ -24,7 +25,7 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 	if err != nil {
 		return err
 	}
-	eng, err := infer.NewEngine(r.model, r.version, infer.EngineConfig{Slots: r.Cfg.Rollout.EngineSlots, MaxLen: r.Cfg.Rollout.MaxContext})
+	eng, err := local.NewEngine(r.model, r.version, local.EngineConfig{Slots: r.Cfg.Rollout.EngineSlots, MaxLen: r.Cfg.Rollout.MaxContext})
 	if err != nil {
 		return err
 	}
@@ -119,12 +120,12 @@ func (r *Run) sampleRL(ctx context.Context, gen infer.Generator, p Phase, step i
 	round := 0
 	var sampled []*traj.Trajectory
 	sample := func(ctx context.Context, n int) ([][]*traj.Trajectory, error) {
-		tasks, err := sampleTasks(rng, p.Envs, n, uint64(step)<<16|uint64(round)<<12)
+		tasks, err := sampleTasks(r.opts.Envs, rng, p.Envs, n, uint64(step)<<16|uint64(round)<<12)
 		round++
 		if err != nil {
 			return nil, err
 		}
-		groups, err := runner.RunGroups(ctx, r.mcp.Factory(), tasks, c.GroupSize, r.Cfg.Rollout.EngineSlots)
+		groups, err := runner.RunGroups(ctx, r.envFactory(), tasks, c.GroupSize, r.Cfg.Rollout.EngineSlots)
 		if err != nil {
 			return nil, err
 		}

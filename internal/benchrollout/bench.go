@@ -60,11 +60,12 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// Tokenizer trains the tokenizer the benchmark uses, on the environments' own text.
-func Tokenizer(envs []string) (*tokenizer.Tokenizer, error) {
+// Tokenizer trains the tokenizer the benchmark uses, on the text of the environments of reg
+// named in envs.
+func Tokenizer(reg *env.Registry, envs []string) (*tokenizer.Tokenizer, error) {
 	var corpus []string
 	for _, name := range envs {
-		spec, err := env.Lookup(name)
+		spec, err := reg.Lookup(name)
 		if err != nil {
 			return nil, err
 		}
@@ -88,6 +89,11 @@ func expertGen(spec env.Spec, tok *tokenizer.Tokenizer) func(t rollout.Task) inf
 	}
 }
 
+// specEnvs makes spec's environments for RunGroups.
+func specEnvs(spec env.Spec) rollout.EnvFactory {
+	return func(string) (env.Env, error) { return spec.New() }
+}
+
 // benchConfig leaves room for every expert episode: none is truncated.
 func benchConfig() rollout.Config {
 	cfg := rollout.DefaultConfig()
@@ -95,12 +101,12 @@ func benchConfig() rollout.Config {
 	return cfg
 }
 
-// Measure runs episodes of the named environment through the agent loop (RunGroups) at the given
+// Measure runs episodes of the named environment of reg through the agent loop (RunGroups) at the given
 // concurrency with GOMAXPROCS procs. The same tasks are first played once untimed, so that
 // one-time set-up (the search index, a sandbox image) and the tokenizer's word cache are not
 // counted; environments are still created and closed per episode inside the timed run.
-func Measure(ctx context.Context, name string, tok *tokenizer.Tokenizer, procs, concurrency, episodes int) (Result, error) {
-	spec, err := env.Lookup(name)
+func Measure(ctx context.Context, reg *env.Registry, name string, tok *tokenizer.Tokenizer, procs, concurrency, episodes int) (Result, error) {
+	spec, err := reg.Lookup(name)
 	if err != nil {
 		return Result{}, err
 	}
@@ -119,7 +125,7 @@ func Measure(ctx context.Context, name string, tok *tokenizer.Tokenizer, procs, 
 func measureLoop(ctx context.Context, spec env.Spec, tok *tokenizer.Tokenizer, cfg rollout.Config, ts []rollout.Task, procs, concurrency int) (Result, error) {
 	runner := &rollout.Runner{Tok: tok, Cfg: cfg, NewGen: expertGen(spec, tok)}
 	c0, w0 := cpuTime(), time.Now()
-	groups, err := runner.RunGroups(ctx, nil, ts, 1, concurrency)
+	groups, err := runner.RunGroups(ctx, specEnvs(spec), ts, 1, concurrency)
 	if err != nil {
 		return Result{}, err
 	}
@@ -150,8 +156,8 @@ type Overhead struct {
 // One untimed pass of each first warms one-time set-up, the tokenizer's word cache and the
 // heap the loop's trajectories need. One core, because process CPU time on several also counts
 // the collector's idle workers and spinning threads.
-func MeasureOverhead(ctx context.Context, name string, tok *tokenizer.Tokenizer, concurrency, episodes, rounds int) ([]Overhead, error) {
-	spec, err := env.Lookup(name)
+func MeasureOverhead(ctx context.Context, reg *env.Registry, name string, tok *tokenizer.Tokenizer, concurrency, episodes, rounds int) ([]Overhead, error) {
+	spec, err := reg.Lookup(name)
 	if err != nil {
 		return nil, err
 	}

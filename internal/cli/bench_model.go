@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/model/kernels"
 	"github.com/agentrl/agentrl/optim"
@@ -28,7 +29,7 @@ type BenchModelCmd struct {
 	Steps   int    `default:"5" help:"Timed training steps (after one warm-up step)."`
 	Prompt  int    `default:"128" help:"Prompt tokens prefilled per decode slot."`
 	Decode  int    `default:"64" help:"Tokens decoded per slot."`
-	Engine  int    `default:"0" help:"Rounds of 32 concurrent requests that fill whole sequences, served through infer.Engine before the other figures, with heap and resident memory printed after each round (0: none)."`
+	Engine  int    `default:"0" help:"Rounds of 32 concurrent requests that fill whole sequences, served through local.Engine before the other figures, with heap and resident memory printed after each round (0: none)."`
 	EngLen  int    `name:"engine-len" default:"0" help:"Tokens per engine sequence, prompt and completion (0: the model's MaxSeq)."`
 	Configs string `default:"" help:"Extra model sizes to time a training step and decoding for, as DIMxLAYERS[,...], e.g. 192x4,320x6 (heads = DIM/32, KV heads half, hidden ≈ 8/3·DIM)."`
 	Rounds  int    `default:"3" help:"Decode rounds; each runs batch 1 then batch 32, and the median ratio is printed."`
@@ -141,7 +142,7 @@ func (c *BenchModelCmd) trainBench(w io.Writer, cfg model.Config, detail bool) e
 	if err != nil {
 		return err
 	}
-	opt, err := optim.NewAdamW(optim.DefaultConfig(), m.NumParams(), m.Params.DecaySegments())
+	opt, err := optim.NewAdamW(optim.DefaultConfig(), m.NumParams(), learn.DecaySegments(&m.Params))
 	if err != nil {
 		return err
 	}
@@ -311,7 +312,7 @@ func (c *BenchModelCmd) decodeBench(w io.Writer, cfg model.Config, slots int) (f
 	if err != nil {
 		return 0, err
 	}
-	m.PackDecodeWeights() // as infer.Engine decodes
+	m.PackDecodeWeights() // as local.Engine decodes
 	cache := m.NewKVCache(slots, c.Prompt+c.Decode+1)
 	rng := rand.New(rand.NewPCG(c.Seed, 9))
 	logits := make([]float32, slots*cfg.Vocab)

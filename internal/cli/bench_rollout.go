@@ -8,7 +8,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	_ "github.com/agentrl/agentrl/env/all" // the built-in environments
 	"github.com/agentrl/agentrl/internal/benchrollout"
 )
 
@@ -55,7 +54,7 @@ func (c *BenchRolloutCmd) Run(g *Globals) error {
 	// heap goal, as a trainer's weights do.
 	resident := make([]byte, c.ResidentMiB<<20)
 	defer runtime.KeepAlive(resident)
-	tok, err := benchrollout.Tokenizer(envs)
+	tok, err := benchrollout.Tokenizer(g.Envs, envs)
 	if err != nil {
 		return err
 	}
@@ -67,11 +66,11 @@ func (c *BenchRolloutCmd) Run(g *Globals) error {
 	for _, name := range envs {
 		for _, n := range levels {
 			episodes := max(c.Episodes, n)
-			r, err := benchrollout.Measure(g.Ctx, name, tok, 2, n, episodes)
+			r, err := benchrollout.Measure(g.Ctx, g.Envs, name, tok, 2, n, episodes)
 			if err != nil {
 				return err
 			}
-			over, err := benchrollout.MeasureOverhead(g.Ctx, name, tok, n, episodes, c.Rounds)
+			over, err := benchrollout.MeasureOverhead(g.Ctx, g.Envs, name, tok, n, episodes, c.Rounds)
 			if err != nil {
 				return err
 			}
@@ -88,10 +87,10 @@ func (c *BenchRolloutCmd) Run(g *Globals) error {
 		var ratios []float64
 		var one, two benchrollout.Result
 		for i := 0; i < c.Rounds; i++ {
-			if one, err = benchrollout.Measure(g.Ctx, name, tok, 1, 64, c.Episodes); err != nil {
+			if one, err = benchrollout.Measure(g.Ctx, g.Envs, name, tok, 1, 64, c.Episodes); err != nil {
 				return err
 			}
-			if two, err = benchrollout.Measure(g.Ctx, name, tok, 2, 64, c.Episodes); err != nil {
+			if two, err = benchrollout.Measure(g.Ctx, g.Envs, name, tok, 2, 64, c.Episodes); err != nil {
 				return err
 			}
 			ratios = append(ratios, two.StepsPerSec()/one.StepsPerSec())

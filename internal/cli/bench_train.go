@@ -34,11 +34,11 @@ func (c *BenchTrainCmd) Run(g *Globals) error {
 			return fmt.Errorf("bench train: bad seed %q", s)
 		}
 		sets := append([]string{"seed=" + s, fmt.Sprintf("name=bench-%s-seed%s", c.Preset, s)}, c.Set...)
-		cfg, err := pipeline.Load(c.Preset, "", sets)
+		cfg, err := pipeline.Load(g.Envs, c.Preset, "", sets)
 		if err != nil {
 			return err
 		}
-		opts := pipeline.Options{Out: g.Stdout, Terminal: isTerminal(g.Stdout)}
+		opts := pipeline.Options{Out: g.Stdout, Terminal: isTerminal(g.Stdout), Envs: g.Envs}
 		if c.Quiet {
 			opts.Out = nil
 		}

@@ -6,7 +6,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/agentrl/agentrl/checkpoint"
-	_ "github.com/agentrl/agentrl/env/all" // the built-in environments
 	"github.com/agentrl/agentrl/pipeline"
 	"github.com/agentrl/agentrl/rollout"
 )
@@ -53,7 +52,7 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 		}
 	}()
 	res, err := pipeline.Evaluate(g.Ctx, ck.Model, ck.Tokenizer, 0, pipeline.EvalOptions{
-		Env: c.Env, Tasks: c.Tasks, K: c.K, Seed: c.Seed, Rollout: rc, Slots: c.Slots, NewEnv: tools.Factory(),
+		Env: c.Env, Tasks: c.Tasks, K: c.K, Seed: c.Seed, Rollout: rc, Slots: c.Slots, Envs: g.Envs, NewEnv: tools.Factory(),
 	})
 	if err != nil {
 		return err
@@ -83,14 +82,14 @@ func connectMCP(g *Globals, cmd, path, envName string) (*pipeline.MCPTools, erro
 	if path == "" {
 		return nil, nil
 	}
-	m, err := pipeline.LoadMCP(path)
+	m, err := pipeline.LoadMCP(g.Envs, path)
 	if err != nil {
 		return nil, err
 	}
 	if m == nil || len(m.Envs[envName]) == 0 {
 		return nil, fmt.Errorf("%s: %s attaches no MCP tools to environment %s (mcp.envs.%s)", cmd, path, envName, envName)
 	}
-	tools, err := pipeline.ConnectMCP(g.Ctx, m, envName)
+	tools, err := pipeline.ConnectMCP(g.Ctx, g.Envs, m, envName)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cmd, err)
 	}
