@@ -9,6 +9,7 @@ import (
 	_ "github.com/agentrl/agentrl/env/all" // the built-in environments
 	"github.com/agentrl/agentrl/pipeline"
 	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/tool/mcp"
 )
 
 // EvalCmd evaluates a checkpoint on held-out tasks.
@@ -77,20 +78,20 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 }
 
 // connectMCP connects the MCP servers that the run configuration at path attaches to envName;
-// no path connects nothing (a nil *MCPTools attaches nothing). A configuration that attaches
+// no path connects nothing (a nil *mcp.Toolbox attaches nothing). A configuration that attaches
 // nothing to envName is an error: --config would do nothing.
-func connectMCP(g *Globals, cmd, path, envName string) (*pipeline.MCPTools, error) {
+func connectMCP(g *Globals, cmd, path, envName string) (*mcp.Toolbox, error) {
 	if path == "" {
 		return nil, nil
 	}
-	m, err := pipeline.LoadMCP(path)
+	m, err := mcp.Load(path)
 	if err != nil {
 		return nil, err
 	}
 	if m == nil || len(m.Envs[envName]) == 0 {
 		return nil, fmt.Errorf("%s: %s attaches no MCP tools to environment %s (mcp.envs.%s)", cmd, path, envName, envName)
 	}
-	tools, err := pipeline.ConnectMCP(g.Ctx, m, envName)
+	tools, err := mcp.Connect(g.Ctx, m, envName)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cmd, err)
 	}
