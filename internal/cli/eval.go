@@ -7,9 +7,8 @@ import (
 
 	"github.com/agentrl/agentrl/checkpoint"
 	_ "github.com/agentrl/agentrl/env/all" // the built-in environments
-	"github.com/agentrl/agentrl/pipeline"
+	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/rollout"
-	"github.com/agentrl/agentrl/tool/mcp"
 )
 
 // EvalCmd evaluates a checkpoint on held-out tasks.
@@ -53,7 +52,7 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 			err = fmt.Errorf("eval: %w", cerr)
 		}
 	}()
-	res, err := pipeline.Evaluate(g.Ctx, ck.Model, ck.Tokenizer, 0, pipeline.EvalOptions{
+	res, err := eval.Run(g.Ctx, ck.Model, ck.Tokenizer, 0, eval.Options{
 		Env: c.Env, Tasks: c.Tasks, K: c.K, Seed: c.Seed, Rollout: rc, Slots: c.Slots, NewEnv: tools.Factory(),
 	})
 	if err != nil {
@@ -75,25 +74,4 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 	fmt.Fprintf(w, "%s\t%d\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%.2f\t%.0f\n", res.Env, res.Tasks, 100*res.Pass1Greedy,
 		100**res.Pass1Sampled, 100**res.PassK, 100*res.ToolUseRate, res.MeanTurns, res.MeanTokens)
 	return w.Flush()
-}
-
-// connectMCP connects the MCP servers that the run configuration at path attaches to envName;
-// no path connects nothing (a nil *mcp.Toolbox attaches nothing). A configuration that attaches
-// nothing to envName is an error: --config would do nothing.
-func connectMCP(g *Globals, cmd, path, envName string) (*mcp.Toolbox, error) {
-	if path == "" {
-		return nil, nil
-	}
-	m, err := mcp.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	if m == nil || len(m.Envs[envName]) == 0 {
-		return nil, fmt.Errorf("%s: %s attaches no MCP tools to environment %s (mcp.envs.%s)", cmd, path, envName, envName)
-	}
-	tools, err := mcp.Connect(g.Ctx, m, envName)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cmd, err)
-	}
-	return tools, nil
 }
