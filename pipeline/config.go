@@ -14,6 +14,7 @@ import (
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/optim"
 	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/tool/mcp"
 )
 
 // Config is a whole training run: the model, the tokenizer, how episodes run, and a list of
@@ -36,7 +37,7 @@ type Config struct {
 	Checkpoint CheckpointConfig `yaml:"checkpoint"`
 	Monitor    MonitorConfig    `yaml:"monitor"`
 	// MCP attaches the tools of MCP servers to environments (none when absent).
-	MCP *MCPConfig `yaml:"mcp,omitempty"`
+	MCP *mcp.Config `yaml:"mcp,omitempty"`
 }
 
 // ModelConfig is the built-in model's architecture; the vocabulary comes from the tokenizer.
@@ -248,7 +249,7 @@ func (c *Config) Validate(envs *env.Registry) error {
 		for _, n := range c.envNames() {
 			used[n] = true
 		}
-		if err := c.MCP.validate(envs, used); err != nil {
+		if err := c.MCP.Validate(envs, used); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/agentrl/agentrl/optim"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
+	"github.com/agentrl/agentrl/tool/mcp"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -61,7 +62,7 @@ type Run struct {
 	restored    bool         // a checkpoint was loaded
 	restoredOpt *optim.State // optimizer state of the phase in progress
 
-	mcp *MCPTools // the MCP servers of Cfg.MCP, connected while Train runs
+	mcp *mcp.Toolbox // the MCP servers of Cfg.MCP, connected while Train runs
 }
 
 // Summary is what a finished run reports.
@@ -174,7 +175,7 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 	r.start = r.now()
 	// MCP servers first: one that does not start fails the run before any work. They stay
 	// connected, shared by every episode, until Train returns however it returns.
-	tools, err := ConnectMCP(ctx, r.opts.Envs, r.Cfg.MCP, r.Cfg.envNames()...)
+	tools, err := mcp.Connect(ctx, r.opts.Envs, r.Cfg.MCP, r.Cfg.envNames()...)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +186,7 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		}
 		r.mcp = nil
 	}()
-	if d := tools.describe(); d != "" {
+	if d := tools.Describe(); d != "" {
 		r.printf("%s\n", d)
 	}
 	if r.resuming {

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/traj"
@@ -85,7 +86,7 @@ func (r *Run) runSFT(ctx context.Context, pi int, p Phase, start int) error {
 		if succ {
 			ok++
 		}
-		if usedTool(t) {
+		if eval.UsedTool(t) {
 			tools++
 		}
 		if t.Status.Failed() || (s.Keep == "successful" && !succ) || t.Len() < 2 {
@@ -191,15 +192,6 @@ func turnPrefix(t *traj.Trajectory, limit int) *traj.Trajectory {
 		p.Turns[n-1].ObsEnd = cut
 	}
 	return &p
-}
-
-func usedTool(t *traj.Trajectory) bool {
-	for _, tu := range t.Turns {
-		if len(tu.ToolCalls) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 func pct(a, b int) float64 {

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"context"
@@ -23,7 +23,7 @@ const engineSlots = 32
 // is allocated once for all slots at full length and reused, so both should stay flat from the
 // first round on. It runs before the other figures, so the peak resident memory it prints is the
 // engine's own.
-func (c *BenchModelCmd) engineBench(ctx context.Context, w io.Writer, cfg model.Config) error {
+func (c *ModelOptions) engineBench(ctx context.Context, w io.Writer, cfg model.Config) error {
 	m, err := model.New(cfg, c.Seed)
 	if err != nil {
 		return err
