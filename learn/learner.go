@@ -28,7 +28,10 @@ type Learner struct {
 	GradClip float32
 	// RowLen is the packed row length; every sequence must fit in one row.
 	RowLen int
-	// Step counts this phase's updates (it drives Sched).
+	// Step is the phase step that the next updates belong to: it drives Sched, so the schedule
+	// counts a phase's steps however many optimizer updates each takes (an RL step takes epochs ×
+	// minibatches). SFTStep and RLStep advance it by one; a caller that skips a step, or resumes a
+	// phase, sets it.
 	Step int
 
 	lp, ent, dlp, dent []float32
@@ -103,7 +106,8 @@ type Update struct {
 // weights are left untouched.
 var ErrNonFinite = errors.New("learn: non-finite gradient, update skipped")
 
-// apply clips the accumulated gradient, steps AdamW and clears the gradient.
+// apply clips the accumulated gradient, steps AdamW at the current step's learning rate and
+// clears the gradient.
 func (l *Learner) apply() (Update, error) {
 	g := l.Model.Grads.Data
 	var norm float32
@@ -121,7 +125,6 @@ func (l *Learner) apply() (Update, error) {
 		return Update{}, err
 	}
 	l.Model.ZeroGrad()
-	l.Step++
 	return Update{GradNorm: float64(norm), LR: float64(lr)}, nil
 }
 
@@ -212,6 +215,7 @@ func (l *Learner) SFTStep(trajs []*traj.Trajectory) (SFTStats, error) {
 		return st, err
 	}
 	st.Update, err = l.apply()
+	l.Step++
 	return st, err
 }
 
@@ -330,6 +334,7 @@ func (l *Learner) RLStep(b *algo.Batch, loss *algo.Loss, epochs, minibatches int
 			}
 		}
 	}
+	l.Step++
 	if st.Updates > 0 {
 		st.Loss /= float64(st.Updates)
 		st.GradNorm /= float64(st.Updates)

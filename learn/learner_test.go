@@ -205,3 +205,35 @@ func TestRLStepIgnoresFailedEpisodes(t *testing.T) {
 		t.Fatal("infra-failed episodes moved the weights")
 	}
 }
+
+// Every update of an RL step runs at the schedule's rate for that step, and the step advances the
+// schedule by one, however many minibatches and epochs it takes.
+func TestRLStepRunsAtItsStepsRate(t *testing.T) {
+	m := tinyModel(t, 5)
+	l, err := New(m, Config{ScheduleConfig: optim.ScheduleConfig{LR: 1e-3, MinLRRatio: 0.1, Warmup: 4},
+		Config: optim.Config{Beta1: 0.9, Beta2: 0.99, Eps: 1e-8}, GradClip: 1}, 10, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int32{1, 2, 3}
+	trajs := []*traj.Trajectory{
+		episode("a", 7, prompt, []int32{4, 5}, 1), episode("b", 7, prompt, []int32{6, 7}, 0),
+		episode("c", 8, prompt, []int32{4, 6}, 1), episode("d", 8, prompt, []int32{5, 7}, 0),
+	}
+	est, _ := algo.NewEstimator(algo.AdvantageConfig{Name: "grpo"})
+	loss, _ := algo.NewLoss(algo.DefaultLossConfig())
+	upd := &RL{Learner: l, Estimator: est, Loss: loss, Epochs: 2, Minibatches: 2}
+	rng := rand.New(rand.NewPCG(3, 3))
+	for step := range 3 {
+		rep, err := upd.Step(trajs, 0, rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := float64(l.Sched.LR(step)); rep.Updates != 4 || rep.LR != want {
+			t.Fatalf("step %d: %d updates at lr %v, want 4 at %v", step, rep.Updates, rep.LR, want)
+		}
+		if l.Step != step+1 {
+			t.Fatalf("after step %d the schedule is at %d", step, l.Step)
+		}
+	}
+}

@@ -51,6 +51,7 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups), fill: fill}
 		tt := r.now()
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
+			upd.Learner.Step = step // the schedule counts the phase's steps, trained on or not
 			rep, err := upd.Step(trajs, r.version, rng)
 			if err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
