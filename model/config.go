@@ -21,9 +21,6 @@ func (c Config) HeadDim() int { return c.Dim / c.Heads }
 // qkvDim is the width of the fused q/k/v projection output.
 func (c Config) qkvDim() int { return (c.Heads + 2*c.KVHeads) * c.HeadDim() }
 
-// kvDim is the width of the keys (or values) of one token.
-func (c Config) kvDim() int { return c.KVHeads * c.HeadDim() }
-
 // Validate reports the first setting that cannot describe a model.
 func (c Config) Validate() error {
 	var errs []error
