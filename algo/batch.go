@@ -17,6 +17,7 @@ type Batch struct {
 	Offsets []int
 
 	// Per-token inputs.
+	Tokens    []int32     // optional token ids; the learner needs them to recompute logprobs
 	Mask      []bool      // loss mask: true for sampled policy tokens (the only ones with a gradient)
 	Roles     []traj.Role // optional; when present Mask may be true only on assistant tokens
 	Behaviour []float32   // logprobs under the distribution the sampler actually used
@@ -118,6 +119,7 @@ func (b *Batch) Validate() error {
 		got  int
 		nil_ bool
 	}{
+		{"tokens", len(b.Tokens), b.Tokens == nil},
 		{"roles", len(b.Roles), b.Roles == nil},
 		{"old logprobs", len(b.Old), b.Old == nil},
 		{"reference logprobs", len(b.Ref), b.Ref == nil},

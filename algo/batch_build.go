@@ -8,7 +8,7 @@ import (
 	"github.com/agentrl/agentrl/traj"
 )
 
-// FromTrajectories lays trajectories out as a Batch. It copies roles, loss mask, behaviour
+// FromTrajectories lays trajectories out as a Batch. It copies token ids, roles, loss mask, behaviour
 // logprobs, versions, turns (with their per-turn rewards), outcome reward, group id and status,
 // and uses each trajectory's ID in error messages. Old, Ref, Values and TokenRewards stay nil: the
 // learner fills them, aligned with the batch tokens (Seq gives each sequence's range).
@@ -31,6 +31,7 @@ func FromTrajectories(ts []*traj.Trajectory) (*Batch, error) {
 	}
 	b := &Batch{
 		Offsets:     make([]int, 1, len(ts)+1),
+		Tokens:      make([]int32, 0, n),
 		Mask:        make([]bool, 0, n),
 		Roles:       make([]traj.Role, 0, n),
 		Behaviour:   make([]float32, 0, n),
@@ -43,6 +44,7 @@ func FromTrajectories(ts []*traj.Trajectory) (*Batch, error) {
 		Turns:       make([]Turn, 0, nt),
 	}
 	for i, t := range ts {
+		b.Tokens = append(b.Tokens, t.Tokens...)
 		b.Mask = append(b.Mask, t.LossMask...)
 		b.Roles = append(b.Roles, t.Roles...)
 		b.Behaviour = append(b.Behaviour, t.Logprobs...)
@@ -88,7 +90,7 @@ func (b *Batch) Select(idx []int) (*Batch, error) {
 	m := &Batch{Offsets: make([]int, 1, len(idx)+1)}
 	m.Mask = make([]bool, 0, n)
 	m.Behaviour = make([]float32, 0, n)
-	m.Roles = selTok(m.Roles, b.Roles, n)
+	m.Tokens, m.Roles = selTok(m.Tokens, b.Tokens, n), selTok(m.Roles, b.Roles, n)
 	m.Old, m.Ref = selTok(m.Old, b.Old, n), selTok(m.Ref, b.Ref, n)
 	m.Versions = selTok(m.Versions, b.Versions, n)
 	m.TokenRewards, m.Values = selTok(m.TokenRewards, b.TokenRewards, n), selTok(m.Values, b.Values, n)
@@ -101,7 +103,7 @@ func (b *Batch) Select(idx []int) (*Batch, error) {
 		lo, hi := b.Seq(i)
 		m.Mask = append(m.Mask, b.Mask[lo:hi]...)
 		m.Behaviour = append(m.Behaviour, b.Behaviour[lo:hi]...)
-		m.Roles = appendRange(m.Roles, b.Roles, lo, hi)
+		m.Tokens, m.Roles = appendRange(m.Tokens, b.Tokens, lo, hi), appendRange(m.Roles, b.Roles, lo, hi)
 		m.Old, m.Ref = appendRange(m.Old, b.Old, lo, hi), appendRange(m.Ref, b.Ref, lo, hi)
 		m.Versions = appendRange(m.Versions, b.Versions, lo, hi)
 		m.TokenRewards, m.Values = appendRange(m.TokenRewards, b.TokenRewards, lo, hi), appendRange(m.Values, b.Values, lo, hi)

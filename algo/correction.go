@@ -68,8 +68,7 @@ func (c CorrectionConfig) reject(b *Batch, include []bool) int {
 		sum, n := 0.0, 0
 		for t := lo; t < hi; t++ {
 			if b.Mask[t] {
-				d := clamp(behaviourLogRatio(b, t), -logRatioClamp, logRatioClamp)
-				sum += math.Exp(d) - d - 1
+				sum += k3(behaviourLogRatio(b, t))
 				n++
 			}
 		}
@@ -113,9 +112,8 @@ func (c CorrectionConfig) weights(w []float64, raw []float64, b *Batch, include 
 			}
 			d := behaviourLogRatio(b, t)
 			seqLog += d
-			dc := clamp(d, -logRatioClamp, logRatioClamp)
-			r := math.Exp(dc)
-			klSum += r - dc - 1
+			r := math.Exp(clamp(d, -logRatioClamp, logRatioClamp))
+			klSum += k3(d)
 			klN++
 			if c.Level != "sequence" {
 				raw = append(raw, r)
@@ -160,7 +158,7 @@ func weightMetrics(raw []float64, m Metrics) {
 	}
 	n := float64(len(raw))
 	m["is/weight_mean"], m["is/weight_max"] = sum/n, mx
-	m["is/ess"] = sum * sum / (n * sq)
+	m["is/ess"] = ess(sum, sq, len(raw))
 	var q [3]float64
 	quantiles(q[:], raw, []float64{0.5, 0.9, 0.99})
 	m["is/weight_p50"], m["is/weight_p90"], m["is/weight_p99"] = q[0], q[1], q[2]

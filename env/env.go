@@ -1,7 +1,8 @@
-// Package env defines the environment contract (a partially observable, multi-turn task), a
-// registry of environments by name, and wrappers: tools, turn limits, per-step deadlines and
-// observation caps. Built-in environments live in env/<name>; env/envtest is the shared suite
-// every environment passes; env/remote serves and consumes environments over HTTP.
+// Package env defines the environment contract (a partially observable, multi-turn task), the
+// Registry of environments by name (a value, never global), and wrappers: tools, turn limits,
+// per-step deadlines and observation caps. Built-in environments live in env/<name>, each
+// exporting its Spec; env/all builds a registry of them. env/envtest is the shared suite every
+// environment passes; env/remote serves and consumes environments over HTTP.
 //
 // The contract separates failure from wrongness: an error from Reset or Step means the
 // infrastructure failed (crash, timeout, lost sandbox) and the episode is recorded as env_error or

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
-	"sync"
 )
 
 // SeedRange is the half-open range [Lo, Hi) of task seeds.
@@ -19,7 +18,7 @@ func (r SeedRange) Contains(seed int64) bool { return seed >= r.Lo && seed < r.H
 // Len is the number of seeds in the range.
 func (r SeedRange) Len() int64 { return r.Hi - r.Lo }
 
-// Spec describes a registered environment.
+// Spec describes an environment, as a Registry holds it.
 type Spec struct {
 	Name        string
 	Description string
@@ -35,48 +34,68 @@ type Spec struct {
 	Corpus func(n int) []string
 }
 
-// registry holds every Spec registered by the env/<name> packages' init functions.
-var registry = struct {
-	mu    sync.RWMutex // protects specs
+// Registry maps names to environment Specs. It is a plain value with no global state: the
+// built-in environments come in a fresh one from env/all's Builtins, and a test that adds its own
+// environment changes nothing anyone else sees. Fill it before use: Register must not run
+// concurrently with other calls, while Lookup, Names and New are safe for concurrent use.
+type Registry struct {
 	specs map[string]Spec
-}{specs: map[string]Spec{}}
-
-// Register adds s to the registry. It panics on an incomplete spec, overlapping seed ranges or a
-// duplicate name: those are programming errors found at start-up.
-func Register(s Spec) {
-	if s.Name == "" || s.New == nil || s.Expert == nil || s.Corpus == nil {
-		panic(fmt.Sprintf("env: incomplete spec %q", s.Name))
-	}
-	if s.Train.Len() <= 0 || s.Heldout.Len() <= 0 || (s.Train.Lo < s.Heldout.Hi && s.Heldout.Lo < s.Train.Hi) {
-		panic(fmt.Sprintf("env %s: train %v and held-out %v seed ranges must be non-empty and disjoint", s.Name, s.Train, s.Heldout))
-	}
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	if _, dup := registry.specs[s.Name]; dup {
-		panic(fmt.Sprintf("env: %q registered twice", s.Name))
-	}
-	registry.specs[s.Name] = s
 }
 
-// Lookup returns the Spec registered under name, or an error listing the known names.
-func Lookup(name string) (Spec, error) {
-	registry.mu.RLock()
-	s, ok := registry.specs[name]
-	registry.mu.RUnlock()
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{specs: map[string]Spec{}}
+}
+
+// Register adds s. An incomplete spec, empty or overlapping seed ranges or a taken name is an
+// error.
+func (r *Registry) Register(s Spec) error {
+	if s.Name == "" || s.New == nil || s.Expert == nil || s.Corpus == nil {
+		return fmt.Errorf("env: incomplete spec %q", s.Name)
+	}
+	if s.Train.Len() <= 0 || s.Heldout.Len() <= 0 || (s.Train.Lo < s.Heldout.Hi && s.Heldout.Lo < s.Train.Hi) {
+		return fmt.Errorf("env %s: train %v and held-out %v seed ranges must be non-empty and disjoint", s.Name, s.Train, s.Heldout)
+	}
+	if _, dup := r.specs[s.Name]; dup {
+		return fmt.Errorf("env: %q registered twice", s.Name)
+	}
+	r.specs[s.Name] = s
+	return nil
+}
+
+// Lookup returns the Spec registered under name, or an error listing the known names. A nil
+// registry knows no names.
+func (r *Registry) Lookup(name string) (Spec, error) {
+	var s Spec
+	ok := false
+	if r != nil {
+		s, ok = r.specs[name]
+	}
 	if !ok {
-		return Spec{}, fmt.Errorf("env: unknown environment %q (known: %s)", name, strings.Join(Names(), ", "))
+		return Spec{}, fmt.Errorf("env: unknown environment %q (known: %s)", name, strings.Join(r.Names(), ", "))
 	}
 	return s, nil
 }
 
 // Names lists the registered environments in order.
-func Names() []string {
-	registry.mu.RLock()
-	defer registry.mu.RUnlock()
-	names := make([]string, 0, len(registry.specs))
-	for n := range registry.specs {
+func (r *Registry) Names() []string {
+	if r == nil {
+		return nil
+	}
+	names := make([]string, 0, len(r.specs))
+	for n := range r.specs {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	return names
+}
+
+// New makes a fresh environment of the one registered under name; its method value is a
+// rollout.EnvFactory.
+func (r *Registry) New(name string) (Env, error) {
+	spec, err := r.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return spec.New()
 }

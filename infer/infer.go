@@ -1,5 +1,7 @@
-// Package infer defines the Generator contract (token ids in, token ids and logprobs out) and its
-// implementations: the local batched engine, the OpenAI-compatible server and the remote client.
+// Package infer is the generation contract: a Request of token ids in, a Completion of token ids,
+// their logprobs and policy versions out, the Sampling settings (validated here and nowhere else)
+// and the Generator interface that rollout drives. It holds no implementation and imports no
+// model; the local batched engine over the built-in model is in infer/local.
 package infer
 
 import "context"

@@ -46,7 +46,7 @@ func New(m *model.Model, oc optim.Config, sched optim.Schedule, gradClip float32
 	if gradClip < 0 || math.IsNaN(float64(gradClip)) {
 		return nil, fmt.Errorf("learn: grad_clip must be >= 0, got %v", gradClip)
 	}
-	opt, err := optim.NewAdamW(oc, m.NumParams(), m.Params.DecaySegments())
+	opt, err := optim.NewAdamW(oc, m.NumParams(), DecaySegments(&m.Params))
 	if err != nil {
 		return nil, err
 	}
@@ -85,17 +85,9 @@ func (l *Learner) apply() (Update, error) {
 	return Update{GradNorm: float64(norm), LR: float64(lr)}, nil
 }
 
-// forward packs trajs (logprobs wanted on masked tokens, or on every token when all is set) and
-// runs m forward, leaving per-position logprobs and entropies in l.lp and l.ent.
-func (l *Learner) forward(m *model.Model, trajs []*traj.Trajectory, all bool) (*Packed, error) {
-	seqs := make([][]int32, len(trajs))
-	want := make([][]bool, len(trajs))
-	for i, t := range trajs {
-		seqs[i] = t.Tokens
-		if !all {
-			want[i] = t.LossMask
-		}
-	}
+// forward packs seqs (logprobs wanted where want is true; nil want means every token after the
+// first) and runs m forward, leaving per-position logprobs and entropies in l.lp and l.ent.
+func (l *Learner) forward(m *model.Model, seqs [][]int32, want [][]bool) (*Packed, error) {
 	p, err := Pack(seqs, want, l.RowLen)
 	if err != nil {
 		return nil, err
@@ -106,6 +98,30 @@ func (l *Learner) forward(m *model.Model, trajs []*traj.Trajectory, all bool) (*
 		return nil, err
 	}
 	return p, nil
+}
+
+// forwardSeqs runs m forward on sequences idx of b (all of them when idx is nil), wanting the
+// masked tokens.
+func (l *Learner) forwardSeqs(m *model.Model, b *algo.Batch, idx []int) (*Packed, error) {
+	if b.Tokens == nil {
+		return nil, errors.New("learn: batch carries no token ids")
+	}
+	seqs := make([][]int32, len(idx))
+	want := make([][]bool, len(idx))
+	for k, i := range idx {
+		lo, hi := b.Seq(i)
+		seqs[k], want[k] = b.Tokens[lo:hi], b.Mask[lo:hi]
+	}
+	return l.forward(m, seqs, want)
+}
+
+// gather copies sequence k's per-position values from vals into dst (its per-token range);
+// dst[0] is 0, since nothing predicts a sequence's first token.
+func gather(p *Packed, k int, dst, vals []float32) {
+	p.Gather(dst, k, vals)
+	if len(dst) > 0 {
+		dst[0] = 0
+	}
 }
 
 // SFTStats reports one supervised step.
@@ -119,7 +135,12 @@ type SFTStats struct {
 // SFTStep takes one supervised step on the assistant tokens of trajs (cross entropy, mean over
 // tokens). Trajectories without assistant tokens are skipped.
 func (l *Learner) SFTStep(trajs []*traj.Trajectory) (SFTStats, error) {
-	p, err := l.forward(l.Model, trajs, false)
+	seqs := make([][]int32, len(trajs))
+	want := make([][]bool, len(trajs))
+	for i, t := range trajs {
+		seqs[i], want[i] = t.Tokens, t.LossMask
+	}
+	p, err := l.forward(l.Model, seqs, want)
 	if err != nil {
 		return SFTStats{}, err
 	}
@@ -154,27 +175,28 @@ func (l *Learner) SFTStep(trajs []*traj.Trajectory) (SFTStats, error) {
 	return st, err
 }
 
-// Logprobs computes, under m, the logprob of every masked token of trajs, laid out like b (the
-// algo batch built from the same trajectories in the same order); other tokens get 0. It runs
-// in chunks of chunk sequences to bound memory. With ent non-nil it also fills entropies.
-func (l *Learner) Logprobs(m *model.Model, trajs []*traj.Trajectory, b *algo.Batch, chunk int, dst, ent []float32) error {
-	if len(trajs) != b.NumSeqs() {
-		return fmt.Errorf("learn: %d trajectories for a batch of %d sequences", len(trajs), b.NumSeqs())
-	}
+// Logprobs computes, under m, the logprob of every masked token of b (which must carry its
+// tokens), laid out like b; other tokens get 0. It runs in chunks of chunk sequences to bound
+// memory. With ent non-nil it also fills entropies.
+func (l *Learner) Logprobs(m *model.Model, b *algo.Batch, chunk int, dst, ent []float32) error {
 	chunk = max(chunk, 1)
-	for lo := 0; lo < len(trajs); lo += chunk {
-		hi := min(lo+chunk, len(trajs))
-		p, err := l.forward(m, trajs[lo:hi], false)
+	s := b.NumSeqs()
+	idx := make([]int, 0, chunk)
+	for lo := 0; lo < s; lo += chunk {
+		hi := min(lo+chunk, s)
+		idx = idx[:0]
+		for i := lo; i < hi; i++ {
+			idx = append(idx, i)
+		}
+		p, err := l.forwardSeqs(m, b, idx)
 		if err != nil {
 			return err
 		}
-		for k := range trajs[lo:hi] {
-			s0, s1 := b.Seq(lo + k)
-			p.Gather(dst[s0:s1], k, l.lp)
-			dst[s0] = 0
+		for k, i := range idx {
+			s0, s1 := b.Seq(i)
+			gather(p, k, dst[s0:s1], l.lp)
 			if ent != nil {
-				p.Gather(ent[s0:s1], k, l.ent)
-				ent[s0] = 0
+				gather(p, k, ent[s0:s1], l.ent)
 			}
 		}
 	}
@@ -193,13 +215,10 @@ type RLStats struct {
 	Metrics  algo.Metrics
 }
 
-// RLStep runs epochs × minibatches updates of loss over b (advantages already estimated, Old and
-// Ref filled when the loss uses them); trajs are b's sequences in order. rng shuffles the
-// minibatches. version is the policy version being trained, for the version-lag metrics.
-func (l *Learner) RLStep(trajs []*traj.Trajectory, b *algo.Batch, loss *algo.Loss, epochs, minibatches int, rng *rand.Rand, version int32) (RLStats, error) {
-	if len(trajs) != b.NumSeqs() {
-		return RLStats{}, fmt.Errorf("learn: %d trajectories for a batch of %d sequences", len(trajs), b.NumSeqs())
-	}
+// RLStep runs epochs × minibatches updates of loss over b (carrying its tokens, advantages
+// already estimated, Old and Ref filled when the loss uses them). rng shuffles the minibatches.
+// version is the policy version being trained, for the version-lag metrics.
+func (l *Learner) RLStep(b *algo.Batch, loss *algo.Loss, epochs, minibatches int, rng *rand.Rand, version int32) (RLStats, error) {
 	st := RLStats{Metrics: algo.Metrics{}}
 	var entSum float64
 	var entN int
@@ -213,11 +232,7 @@ func (l *Learner) RLStep(trajs []*traj.Trajectory, b *algo.Batch, loss *algo.Los
 			if err != nil {
 				return st, err
 			}
-			sub := make([]*traj.Trajectory, len(idx))
-			for k, i := range idx {
-				sub[k] = trajs[i]
-			}
-			p, err := l.forward(l.Model, sub, false)
+			p, err := l.forwardSeqs(l.Model, b, idx)
 			if err != nil {
 				return st, err
 			}
@@ -227,11 +242,10 @@ func (l *Learner) RLStep(trajs []*traj.Trajectory, b *algo.Batch, loss *algo.Los
 				Entropies:     make([]float32, nt),
 				PolicyVersion: version,
 			}
-			for k := range sub {
+			for k := range idx {
 				s0, s1 := mb.Seq(k)
-				p.Gather(cur.Logprobs[s0:s1], k, l.lp)
-				p.Gather(cur.Entropies[s0:s1], k, l.ent)
-				cur.Logprobs[s0], cur.Entropies[s0] = 0, 0
+				gather(p, k, cur.Logprobs[s0:s1], l.lp)
+				gather(p, k, cur.Entropies[s0:s1], l.ent)
 				if ep == 0 {
 					for j := s0; j < s1; j++ {
 						if mb.Mask[j] {
@@ -248,7 +262,7 @@ func (l *Learner) RLStep(trajs []*traj.Trajectory, b *algo.Batch, loss *algo.Los
 			l.dlp, l.dent = grow(l.dlp, n), grow(l.dent, n)
 			clear(l.dlp)
 			clear(l.dent)
-			for k := range sub {
+			for k := range idx {
 				s0, s1 := mb.Seq(k)
 				p.Scatter(l.dlp, k, l.out.DLogprobs[s0:s1])
 				if l.out.DEntropies != nil {

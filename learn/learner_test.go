@@ -88,11 +88,11 @@ func TestLogprobsIndependentOfPacking(t *testing.T) {
 		t.Fatal(err)
 	}
 	together := make([]float32, batch.NumTokens())
-	if err := l.Logprobs(m, both, batch, 8, together, nil); err != nil {
+	if err := l.Logprobs(m, batch, 8, together, nil); err != nil {
 		t.Fatal(err)
 	}
 	apart := make([]float32, batch.NumTokens())
-	if err := l.Logprobs(m, both, batch, 1, apart, nil); err != nil {
+	if err := l.Logprobs(m, batch, 1, apart, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i := range together {
@@ -142,7 +142,7 @@ func TestRLStepFollowsAdvantage(t *testing.T) {
 	mean := func() (float64, float64) {
 		b, _ := algo.FromTrajectories(trajs)
 		lp := make([]float32, b.NumTokens())
-		if err := l.Logprobs(m, trajs, b, 8, lp, nil); err != nil {
+		if err := l.Logprobs(m, b, 8, lp, nil); err != nil {
 			t.Fatal(err)
 		}
 		var g, w float64
@@ -159,24 +159,21 @@ func TestRLStepFollowsAdvantage(t *testing.T) {
 	est, _ := algo.NewEstimator(algo.AdvantageConfig{Name: "grpo"})
 	loss, _ := algo.NewLoss(algo.DefaultLossConfig())
 	rng := rand.New(rand.NewPCG(1, 1))
+	upd := &RL{Learner: l, Estimator: est, Loss: loss, Epochs: 1, Minibatches: 1}
 	for step := 0; step < 5; step++ {
-		b, err := algo.FromTrajectories(trajs)
+		rep, err := upd.Step(trajs, int32(step), rng)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.Old = make([]float32, b.NumTokens())
-		if err := l.Logprobs(m, trajs, b, 8, b.Old, nil); err != nil {
-			t.Fatal(err)
+		if rep.Updates != 1 || !(rep.GradNorm > 0) {
+			t.Fatalf("step %d: %d updates, grad norm %v", step, rep.Updates, rep.GradNorm)
 		}
-		if _, err := est.Estimate(b); err != nil {
-			t.Fatal(err)
+		if rep.Advantages.Effective != 2 || rep.Estimator == nil {
+			t.Fatalf("step %d: %d sequences with an advantage, estimator metrics %v", step, rep.Advantages.Effective, rep.Estimator)
 		}
-		st, err := l.RLStep(trajs, b, loss, 1, 1, rng, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Updates != 1 || !(st.GradNorm > 0) {
-			t.Fatalf("step %d: %d updates, grad norm %v", step, st.Updates, st.GradNorm)
+		// The behaviour logprobs are made up, so the shift is measured against them.
+		if !(rep.Shift.KL > 0) || rep.Shift.ESS <= 0 || rep.Shift.ESS > 1 || rep.Shift.LagMax != float64(step) {
+			t.Fatalf("step %d: shift %+v", step, rep.Shift)
 		}
 	}
 	g1, b1 := mean()
@@ -201,7 +198,7 @@ func TestRLStepIgnoresFailedEpisodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	loss, _ := algo.NewLoss(algo.DefaultLossConfig())
-	if _, err := l.RLStep(trajs, batch, loss, 1, 1, rand.New(rand.NewPCG(1, 2)), 0); err != nil {
+	if _, err := l.RLStep(batch, loss, 1, 1, rand.New(rand.NewPCG(1, 2)), 0); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(before, m.Params.Data) {

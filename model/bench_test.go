@@ -41,7 +41,7 @@ func BenchmarkTrainStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	opt, err := optim.NewAdamW(optim.DefaultConfig(), m.NumParams(), m.Params.DecaySegments())
+	opt, err := optim.NewAdamW(optim.DefaultConfig(), m.NumParams(), decaySegments(&m.Params))
 	if err != nil {
 		b.Fatal(err)
 	}

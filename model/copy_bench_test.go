@@ -33,7 +33,7 @@ func copySteps(b *testing.B, dim, layers, T, maxSteps int) int {
 	if err != nil {
 		b.Fatal(err)
 	}
-	opt, err := optim.NewAdamW(optim.DefaultConfig(), m.NumParams(), m.Params.DecaySegments())
+	opt, err := optim.NewAdamW(optim.DefaultConfig(), m.NumParams(), decaySegments(&m.Params))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,10 +1,6 @@
 package model
 
-import (
-	"fmt"
-
-	"github.com/agentrl/agentrl/optim"
-)
+import "fmt"
 
 // Params holds every weight in one flat slice, Data, with named views into it; Model.Grads has
 // the same type and layout, so the optimizer is one loop over one slice. Views follow Hugging
@@ -111,17 +107,8 @@ func (p *Params) Tensors() []NamedTensor {
 	return append([]NamedTensor(nil), p.tensors...)
 }
 
-// DecaySegments tells AdamW which parts of Data get weight decay: the matrices do, the norm
-// gains do not (decaying a gain toward 0 fights the normalization it scales).
-func (p *Params) DecaySegments() []optim.Segment {
-	segs := make([]optim.Segment, 0, len(p.tensors))
-	for _, t := range p.tensors {
-		decay := len(t.Shape) == 2
-		if n := len(segs); n > 0 && segs[n-1].Decay == decay {
-			segs[n-1].Len += len(t.Data)
-			continue
-		}
-		segs = append(segs, optim.Segment{Off: t.Offset, Len: len(t.Data), Decay: decay})
-	}
-	return segs
+// Decays reports whether the optimizer should apply weight decay to t: the matrices take it, the
+// norm gains do not (decaying a gain toward 0 fights the normalization it scales).
+func (t NamedTensor) Decays() bool {
+	return len(t.Shape) == 2
 }

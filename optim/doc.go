@@ -4,5 +4,5 @@
 // count), which it can export and restore for checkpoints.
 //
 // It does not know about tensors or names: callers describe which ranges of the slice take
-// weight decay with Segments (model.Params.DecaySegments gives the usual split).
+// weight decay with Segments (learn.DecaySegments gives the usual split).
 package optim

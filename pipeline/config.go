@@ -14,6 +14,7 @@ import (
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/optim"
 	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/tool/mcp"
 )
 
 // Config is a whole training run: the model, the tokenizer, how episodes run, and a list of
@@ -36,7 +37,7 @@ type Config struct {
 	Checkpoint CheckpointConfig `yaml:"checkpoint"`
 	Monitor    MonitorConfig    `yaml:"monitor"`
 	// MCP attaches the tools of MCP servers to environments (none when absent).
-	MCP *MCPConfig `yaml:"mcp,omitempty"`
+	MCP *mcp.Config `yaml:"mcp,omitempty"`
 }
 
 // ModelConfig is the built-in model's architecture; the vocabulary comes from the tokenizer.
@@ -175,8 +176,9 @@ type MonitorConfig struct {
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-// Validate reports the first problem, naming the setting.
-func (c *Config) Validate() error {
+// Validate reports the first problem, naming the setting. envs holds the environments the
+// config may name.
+func (c *Config) Validate(envs *env.Registry) error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if !nameRE.MatchString(c.Name) {
@@ -216,7 +218,7 @@ func (c *Config) Validate() error {
 			bad("%s: name must be unique and made of letters, digits, '.', '_' or '-'", where)
 		}
 		names[p.Name] = true
-		if err := p.validate(c); err != nil {
+		if err := p.validate(c, envs); err != nil {
 			bad("%s: %v", where, err)
 		}
 		hasRL = hasRL || p.Kind == "rl"
@@ -247,19 +249,19 @@ func (c *Config) Validate() error {
 		for _, n := range c.envNames() {
 			used[n] = true
 		}
-		if err := c.MCP.validate(used); err != nil {
+		if err := c.MCP.Validate(envs, used); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (p *Phase) validate(c *Config) error {
+func (p *Phase) validate(c *Config, envs *env.Registry) error {
 	if len(p.Envs) == 0 {
 		return errors.New("envs: at least one environment is needed")
 	}
 	for _, e := range p.Envs {
-		if _, err := env.Lookup(e.Name); err != nil {
+		if _, err := envs.Lookup(e.Name); err != nil {
 			return err
 		}
 		if !(e.Weight > 0) || math.IsInf(e.Weight, 0) {

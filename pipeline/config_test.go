@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	_ "github.com/agentrl/agentrl/env/all"
+	"github.com/agentrl/agentrl/env/all"
 )
 
 func TestPresetsValidate(t *testing.T) {
@@ -16,7 +16,7 @@ func TestPresetsValidate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Validate(); err != nil {
+		if err := c.Validate(all.Builtins()); err != nil {
 			t.Errorf("preset %s: %v", name, err)
 		}
 	}
@@ -65,7 +65,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "rl block in sft", sets: []string{"phases.sft.rl.groups_per_step=2"}, want: "does nothing in an sft phase"},
 		{name: "sampling mismatch", sets: []string{"rollout.temperature=0.7"}, want: "allow_sampling_mismatch"},
 		{name: "mismatch flag without mismatch", sets: []string{"phases.rl.rl.allow_sampling_mismatch=true"}, want: "does nothing"},
-		{name: "unknown env", sets: []string{"phases.rl.envs.0.name=nope"}, want: "unknown environment"},
+		{name: "unknown env", sets: []string{"phases.rl.envs.0.name=nope"}, want: `unknown environment "nope" (known: calc, code, maze, search)`},
 		{name: "unknown loss", sets: []string{"phases.rl.rl.loss.policy=nope"}, want: "nope"},
 		{name: "context over max_seq", sets: []string{"rollout.max_context=100000"}, want: "max_seq"},
 		{name: "eval.every without rl", sets: []string{"eval.every=5", "phases.1.kind=sft"}, want: "rl"},
@@ -75,19 +75,19 @@ func TestLoadErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Load("", c.path, c.sets)
+			_, err := Load(all.Builtins(), "", c.path, c.sets)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want one containing %q", err, c.want)
 			}
 		})
 	}
-	if _, err := Load("calc", write("b.yaml", string(good)), nil); err == nil {
+	if _, err := Load(all.Builtins(), "calc", write("b.yaml", string(good)), nil); err == nil {
 		t.Fatal("a preset and a file together were accepted")
 	}
 }
 
 func TestOverride(t *testing.T) {
-	c, err := Load("", "", []string{"seed=7", "phases.rl.rl.group_size=4", "phases.1.steps=3", "phases.1.optim.warmup=1",
+	c, err := Load(all.Builtins(), "", "", []string{"seed=7", "phases.rl.rl.group_size=4", "phases.1.steps=3", "phases.1.optim.warmup=1",
 		"phases.rl.rl.dynamic_sampling.max_rounds=2", "phases.0.envs=[{name: calc, weight: 2}]"})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -36,8 +37,10 @@ type onesExpert struct{}
 
 func (onesExpert) Act(context.Context, string) (string, error) { return "1111", nil }
 
-func init() {
-	env.Register(env.Spec{
+// onesEnvs is the built-in environments and test-ones.
+func onesEnvs() *env.Registry {
+	r := all.Builtins()
+	if err := r.Register(env.Spec{
 		Name: "test-ones", Description: "write the digit 1",
 		New:     func() (env.Env, error) { return &onesEnv{}, nil },
 		Train:   env.SeedRange{Lo: 0, Hi: 1000},
@@ -50,13 +53,17 @@ func init() {
 			}
 			return out
 		},
-	})
+	}); err != nil {
+		panic(err)
+	}
+	return r
 }
 
 // RL alone, from random weights, raises held-out reward on a fixed task set within a few steps.
 // The assertion counts steps, never seconds; the seed makes the run the same every time.
 func TestRLRaisesRewardOnFixedTasks(t *testing.T) {
-	c, err := Load("", "", []string{
+	envs := onesEnvs()
+	c, err := Load(envs, "", "", []string{
 		"runs_dir=" + t.TempDir(), "name=learn",
 		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=64",
 		"rollout.max_context=64", "rollout.max_tokens_per_turn=6", "rollout.max_turns=1", "rollout.engine_slots=32",
@@ -69,7 +76,7 @@ func TestRLRaisesRewardOnFixedTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := NewRun(c, Options{})
+	run, err := NewRun(c, Options{Envs: envs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl/algo"
+	"github.com/agentrl/agentrl/env"
 	"github.com/goccy/go-yaml"
 )
 
@@ -94,8 +95,9 @@ func Preset(name string) (Config, error) {
 }
 
 // Load builds a configuration: the preset (default "calc") or the YAML file at path, then each
-// key=value override in sets, then validation. Unknown keys anywhere are errors that say where.
-func Load(preset, path string, sets []string) (Config, error) {
+// key=value override in sets, then validation against the environments of envs. Unknown keys
+// anywhere are errors that say where.
+func Load(envs *env.Registry, preset, path string, sets []string) (Config, error) {
 	var c Config
 	if path != "" {
 		if preset != "" {
@@ -123,7 +125,7 @@ func Load(preset, path string, sets []string) (Config, error) {
 			return c, err
 		}
 	}
-	if err := c.Validate(); err != nil {
+	if err := c.Validate(envs); err != nil {
 		return c, fmt.Errorf("pipeline: invalid config:\n%w", err)
 	}
 	return c, nil

@@ -4,97 +4,35 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/agentrl/agentrl/env"
-	"github.com/agentrl/agentrl/infer"
-	"github.com/agentrl/agentrl/rollout"
-	"github.com/agentrl/agentrl/tokenizer"
+	"github.com/agentrl/agentrl/env/all"
+	"github.com/agentrl/agentrl/tool/mcp/mcptest"
 	"github.com/agentrl/agentrl/traj"
 )
 
-// mcpEchoEnv asks for a word to be passed through the MCP server's echo tool (attached as
-// ev_echo by the configuration; the environment has no tools of its own) and rewards an answer
-// that is exactly the tool's reply, "Echo: <word>".
-type mcpEchoEnv struct {
-	word        string
-	reset, done bool
-}
-
-const mcpEchoSystem = "Pass the word through ev_echo, then reply with its result."
-
-func (e *mcpEchoEnv) Reset(_ context.Context, seed int64) (env.Observation, error) {
-	e.word, e.reset, e.done = fmt.Sprintf("w%d", seed), true, false
-	return env.Observation{System: mcpEchoSystem, Text: "Word: " + e.word}, nil
-}
-
-func (e *mcpEchoEnv) Step(_ context.Context, action string) (env.Transition, error) {
-	if !e.reset || e.done {
-		return env.Transition{}, env.ErrEpisodeDone
-	}
-	e.done = true
-	ok := strings.TrimSpace(action) == "Echo: "+e.word
-	tr := env.Transition{Role: traj.RoleEnv, Done: true, Info: map[string]string{env.InfoSuccess: strconv.FormatBool(ok)}}
-	if ok {
-		tr.Reward = 1
-	}
-	return tr, nil
-}
-
-// mcpEchoExpert calls ev_echo with the word, then answers with the tool's reply.
-type mcpEchoExpert struct {
-	seed  int64
-	calls int
-}
-
-// mcpEchoActHook, when set, runs on every expert action (a test's way to act mid-run).
+// mcpEchoActHook, when set, runs on every expert action of test-mcp-echo (a test's way to act
+// mid-run).
 var mcpEchoActHook func()
 
-var toolResponseRE = regexp.MustCompile(`<tool_response>(.*?)</tool_response>`)
-
-func (a *mcpEchoExpert) Act(_ context.Context, obs string) (string, error) {
-	if mcpEchoActHook != nil {
-		mcpEchoActHook()
+// mcpEnvs is the built-in environments and test-mcp-echo.
+func mcpEnvs() *env.Registry {
+	r := all.Builtins()
+	if err := r.Register(mcptest.EchoSpec(func() {
+		if mcpEchoActHook != nil {
+			mcpEchoActHook()
+		}
+	})); err != nil {
+		panic(err)
 	}
-	a.calls++
-	if a.calls == 1 {
-		return fmt.Sprintf(`<tool_call>{"name": "ev_echo", "arguments": {"message": "w%d"}}</tool_call>`, a.seed), nil
-	}
-	if m := toolResponseRE.FindStringSubmatch(obs); m != nil {
-		return m[1], nil
-	}
-	return "no reply", nil
-}
-
-func init() {
-	env.Register(env.Spec{
-		Name: "test-mcp-echo", Description: "pass a word through an MCP echo tool (pipeline tests)",
-		New:     func() (env.Env, error) { return env.WithTurnLimit(&mcpEchoEnv{}, 3), nil },
-		Train:   env.SeedRange{Lo: 0, Hi: 1000},
-		Heldout: env.SeedRange{Lo: 1000, Hi: 2000},
-		Expert: func(seed int64, _ float64, _ *rand.Rand) env.Agent {
-			return &mcpEchoExpert{seed: seed}
-		},
-		Corpus: func(n int) []string {
-			out := make([]string, n)
-			for i := range out {
-				out[i] = fmt.Sprintf("%s Word: w%d Echo: w%d", mcpEchoSystem, i, i)
-			}
-			return out
-		},
-	})
+	return r
 }
 
 // everythingServer returns node and the entry point of @modelcontextprotocol/server-everything
@@ -119,7 +57,7 @@ func everythingServer(t *testing.T) (node, script string) {
 // whose expert calls the MCP tool) with mcpBlock appended, as a user would write it.
 func mcpRunYAML(t *testing.T, runs, mcpBlock string) string {
 	t.Helper()
-	c, err := Load("", "", []string{
+	c, err := Load(mcpEnvs(), "", "", []string{
 		"runs_dir=" + runs, "name=mcp",
 		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=256",
 		"rollout.max_context=256", "rollout.max_tokens_per_turn=48", "rollout.max_turns=3", "rollout.engine_slots=8",
@@ -188,12 +126,12 @@ func processGone(pid int) bool {
 func TestMCPRunFromYAML(t *testing.T) {
 	serverDir := t.TempDir()
 	path := mcpRunYAML(t, t.TempDir(), stdioBlock(t, serverDir))
-	cfg, err := Load("", path, nil)
+	cfg, err := Load(mcpEnvs(), "", path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	run, err := NewRun(cfg, Options{Out: &out})
+	run, err := NewRun(cfg, Options{Envs: mcpEnvs(), Out: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,11 +184,11 @@ func TestMCPRunFromYAML(t *testing.T) {
 // A run that is cancelled mid-phase returns and leaves no server running.
 func TestMCPRunCancelledClosesServers(t *testing.T) {
 	serverDir := t.TempDir()
-	cfg, err := Load("", mcpRunYAML(t, t.TempDir(), stdioBlock(t, serverDir)), nil)
+	cfg, err := Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), stdioBlock(t, serverDir)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := NewRun(cfg, Options{})
+	run, err := NewRun(cfg, Options{Envs: mcpEnvs()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,221 +204,14 @@ func TestMCPRunCancelledClosesServers(t *testing.T) {
 	}
 }
 
-// mcpTok is a tokenizer for driving episodes without a run.
-func mcpTok(t *testing.T) *tokenizer.Tokenizer {
-	t.Helper()
-	spec, _ := env.Lookup("test-mcp-echo")
-	tok, err := tokenizer.Train(spec.Corpus(50), tokenizer.TrainOptions{VocabSize: 300})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
-}
-
-func runEchoEpisodes(t *testing.T, tools *MCPTools, tok *tokenizer.Tokenizer, seeds ...int64) []*traj.Trajectory {
-	t.Helper()
-	runner := &rollout.Runner{Tok: tok, Cfg: rollout.DefaultConfig(), NewGen: func(task rollout.Task) infer.Generator {
-		return &rollout.AgentGenerator{Agent: &mcpEchoExpert{seed: task.Seed}, Tok: tok}
-	}}
-	tasks := make([]rollout.Task, len(seeds))
-	for i, s := range seeds {
-		tasks[i] = rollout.Task{Env: "test-mcp-echo", Seed: s, GroupID: uint64(i)}
-	}
-	groups, err := runner.RunGroups(context.Background(), tools.Factory(), tasks, 2, 4)
-	if err != nil {
-		t.Fatalf("RunGroups: %v (a dead tool server must not fail the rollout)", err)
-	}
-	var out []*traj.Trajectory
-	for _, g := range groups {
-		out = append(out, g.Trajs...)
-	}
-	return out
-}
-
-// A stdio server that dies mid-run turns the episodes whose calls meet the failure into
-// env_error episodes (never trained on, no reward), the rollout goes on, and later calls start
-// the server again.
-func TestMCPServerDiesMidRun(t *testing.T) {
-	serverDir := t.TempDir()
-	cfg, err := Load("", mcpRunYAML(t, t.TempDir(), stdioBlock(t, serverDir)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tools, err := ConnectMCP(context.Background(), cfg.MCP, cfg.envNames()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tools.Close()
-	tok := mcpTok(t)
-	for _, tr := range runEchoEpisodes(t, tools, tok, 1, 2) {
-		if tr.Status != traj.StatusOK || tr.Reward != 1 {
-			t.Fatalf("before the server died: status %v reward %v %s", tr.Status, tr.Reward, tr.Error)
-		}
-	}
-	pid := serverPID(t, serverDir)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	failed := 0
-	for _, tr := range runEchoEpisodes(t, tools, tok, 3, 4) {
-		switch {
-		case tr.Status == traj.StatusEnvError && tr.Reward == 0 && strings.Contains(tr.Error, "infrastructure"):
-			failed++
-		case tr.Status == traj.StatusOK && tr.Reward == 1:
-		default:
-			t.Errorf("after the server died: status %v reward %v error %q, want env_error, 0 and an infrastructure error, or a restarted server's answer", tr.Status, tr.Reward, tr.Error)
-		}
-	}
-	if failed == 0 {
-		t.Error("no episode met the dead server")
-	}
-	for _, tr := range runEchoEpisodes(t, tools, tok, 5, 6) {
-		if tr.Status != traj.StatusOK || tr.Reward != 1 {
-			t.Errorf("after the restart: status %v reward %v %s", tr.Status, tr.Reward, tr.Error)
-		}
-	}
-	if again := serverPID(t, serverDir); again == pid || !processGone(pid) {
-		t.Errorf("server pid %d before, %d after; old one gone: %v", pid, again, processGone(pid))
-	}
-	if err := tools.Close(); err != nil {
-		t.Errorf("Close after the restart: %v", err)
-	}
-}
-
-// testMCPHandler serves, over streamable HTTP, an MCP server with the tools echo and calculator
-// (the name of calc's built-in tool).
-func testMCPHandler(t *testing.T) *httptest.Server {
-	t.Helper()
-	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	type msg struct {
-		Message string `json:"message"`
-	}
-	for _, name := range []string{"echo", "calculator"} {
-		mcp.AddTool(srv, &mcp.Tool{Name: name, Description: "Echo the message."},
-			func(_ context.Context, _ *mcp.CallToolRequest, in msg) (*mcp.CallToolResult, any, error) {
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "Echo: " + in.Message}}}, nil, nil
-			})
-	}
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	t.Cleanup(hs.Close)
-	return hs
-}
-
-// Over streamable HTTP (url), the tools reach the episodes too, and the checks that need the
-// servers' listings fail the connection with an error that names the clash or the missing tool.
-func TestMCPConnectHTTPAndClashes(t *testing.T) {
-	hs := testMCPHandler(t)
-	ctx := context.Background()
-	load := func(envs string) *MCPConfig {
-		t.Helper()
-		block := fmt.Sprintf("mcp:\n  servers:\n  - name: web\n    url: %s\n  envs:\n%s", hs.URL, envs)
-		c, err := Load("", mcpRunYAML(t, t.TempDir(), block), []string{"phases.sft.envs=[{name: test-mcp-echo, weight: 1}, {name: calc, weight: 1}]"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.MCP
-	}
-	tools, err := ConnectMCP(ctx, load("    test-mcp-echo:\n    - server: web\n      prefix: ev_\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tr := range runEchoEpisodes(t, tools, mcpTok(t), 5) {
-		if tr.Status != traj.StatusOK || tr.Reward != 1 || tr.Turns[0].ToolCalls[0].Result != "Echo: w5" {
-			t.Errorf("over HTTP: status %v reward %v %s %+v", tr.Status, tr.Reward, tr.Error, tr.Turns)
-		}
-	}
-	if err := tools.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	for _, tc := range []struct{ name, envs, want string }{
-		{"clash with a built-in tool", "    calc:\n    - server: web\n",
-			`mcp.envs.calc[0] (server web): tool "calculator" clashes with the built-in tool "calculator" in environment calc`},
-		{"clash between attachments", "    calc:\n    - server: web\n      prefix: a_\n    - server: web\n      prefix: a_\n",
-			`mcp.envs.calc[1] (server web): tool "a_calculator" clashes with the tool of mcp.envs.calc[0] (server web)`},
-		{"allow-listed tool the server lacks", "    calc:\n    - server: web\n      tools: [echo, nope]\n",
-			`mcp.envs.calc[0] (server web): mcp: the server has no tool "nope" (it has: calculator, echo)`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tools, err := ConnectMCP(ctx, load(tc.envs))
-			if err == nil {
-				tools.Close()
-				t.Fatal("connected")
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %q, want one containing %q", err, tc.want)
-			}
-		})
-	}
-}
-
-// A url server's headers reach it with the environment variables they name filled in when it is
-// connected; the run's saved config keeps the reference, not the key; an unset variable fails
-// the connection naming the server, the header and the variable.
-func TestMCPHTTPHeaders(t *testing.T) {
-	inner := testMCPHandler(t)
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer k-31337" || r.Header.Get("X-Team") != "rl" {
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		inner.Config.Handler.ServeHTTP(w, r)
-	}))
-	t.Cleanup(hs.Close)
-	block := fmt.Sprintf("mcp:\n  servers:\n  - name: web\n    url: %s\n    headers:\n      Authorization: Bearer ${AGENTRL_TEST_MCP_KEY}\n      x-team: rl\n"+
-		"  envs:\n    test-mcp-echo:\n    - server: web\n      tools: [echo]\n      prefix: ev_\n", hs.URL)
-	cfg, err := Load("", mcpRunYAML(t, t.TempDir(), block), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-
-	t.Setenv("AGENTRL_TEST_MCP_KEY", "k-31337")
-	tools, err := ConnectMCP(ctx, cfg.MCP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tr := range runEchoEpisodes(t, tools, mcpTok(t), 3) {
-		if tr.Status != traj.StatusOK || tr.Reward != 1 {
-			t.Errorf("with the key: status %v reward %v %s", tr.Status, tr.Reward, tr.Error)
-		}
-	}
-	if err := tools.Close(); err != nil {
-		t.Fatal(err)
-	}
-	data, err := Encode(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(data), "k-31337") || !strings.Contains(string(data), "${AGENTRL_TEST_MCP_KEY}") {
-		t.Fatalf("the saved config should hold the reference, not the key:\n%s", data)
-	}
-
-	t.Setenv("AGENTRL_TEST_MCP_KEY", "wrong")
-	if tools, err := ConnectMCP(ctx, cfg.MCP); err == nil {
-		tools.Close()
-		t.Fatal("connected with the wrong key")
-	} else if !strings.Contains(err.Error(), "mcp server web") || !strings.Contains(err.Error(), "Unauthorized") {
-		t.Fatalf("wrong key: %v", err)
-	}
-
-	os.Unsetenv("AGENTRL_TEST_MCP_KEY")
-	if tools, err := ConnectMCP(ctx, cfg.MCP); err == nil {
-		tools.Close()
-		t.Fatal("connected without the variable")
-	} else if want := "mcp server web: header Authorization: environment variable AGENTRL_TEST_MCP_KEY is not set"; !strings.Contains(err.Error(), want) {
-		t.Fatalf("unset variable: %v, want %q", err, want)
-	}
-}
-
 // A server that does not start fails the run at start, naming the server.
 func TestMCPServerFailsToStart(t *testing.T) {
 	block := "mcp:\n  servers:\n  - name: broken\n    command: /nonexistent/mcp-server\n  envs:\n    test-mcp-echo:\n    - server: broken\n"
-	cfg, err := Load("", mcpRunYAML(t, t.TempDir(), block), nil)
+	cfg, err := Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), block), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := NewRun(cfg, Options{})
+	run, err := NewRun(cfg, Options{Envs: mcpEnvs()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,7 +245,7 @@ func TestMCPConfigRoundTrip(t *testing.T) {
       prefix: ev_
     - server: web
 `
-	c, err := Load("", mcpRunYAML(t, t.TempDir(), block), nil)
+	c, err := Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), block), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -558,7 +289,8 @@ func TestMCPConfigRoundTrip(t *testing.T) {
 	}
 }
 
-// Mistakes in the block are errors that name the setting and what is wrong; so are unknown keys.
+// Mistakes in the block are errors of Load that name the setting and what is wrong; so are
+// unknown keys (tool/mcp tests every check).
 func TestMCPConfigErrors(t *testing.T) {
 	good := "  - name: s\n    command: node\n"
 	envs := "  envs:\n    test-mcp-echo:\n    - server: s\n"
@@ -566,72 +298,16 @@ func TestMCPConfigErrors(t *testing.T) {
 		{"unknown key in a server", "mcp:\n  servers:\n  - name: s\n    comand: node\n" + envs, "comand"},
 		{"unknown key in an attachment", "mcp:\n  servers:\n" + good + envs + "      prefx: a\n", "prefx"},
 		{"unknown key in the block", "mcp:\n  server: []\n", "server"},
-		{"both command and url", "mcp:\n  servers:\n  - name: s\n    command: node\n    url: http://x/mcp\n" + envs,
-			"mcp.servers[0] (s): give command (stdio) or url (streamable HTTP), not both"},
-		{"neither command nor url", "mcp:\n  servers:\n  - name: s\n    args: [x]\n" + envs,
-			"mcp.servers[0] (s): give command (stdio) or url (streamable HTTP)"},
 		{"undefined server", "mcp:\n  servers:\n" + good + envs + "    - server: nope\n",
 			`mcp.envs.test-mcp-echo[1]: server "nope" is not defined in mcp.servers`},
-		{"server attached nowhere", "mcp:\n  servers:\n" + good + "  - name: t\n    url: http://x/mcp\n" + envs,
-			"mcp.servers: t is not attached to any environment"},
-		{"duplicate server", "mcp:\n  servers:\n" + good + good + envs, "mcp.servers[1] (s): name must be unique"},
-		{"unknown environment", "mcp:\n  servers:\n" + good + "  envs:\n    nope:\n    - server: s\n", `mcp.envs.nope: env: unknown environment "nope"`},
 		{"environment no phase uses", "mcp:\n  servers:\n" + good + "  envs:\n    calc:\n    - server: s\n", "mcp.envs.calc: no phase uses environment calc"},
-		{"empty attachment list", "mcp:\n  servers:\n" + good + "  envs:\n    test-mcp-echo: []\n", "mcp.envs.test-mcp-echo: list at least one server"},
-		{"no servers", "mcp:\n  servers: []\n", "mcp.servers: at least one server is needed"},
-		{"args with a url", "mcp:\n  servers:\n  - name: s\n    url: http://x/mcp\n    args: [a]\n" + envs, "args, env and dir do nothing for a url server"},
-		{"url not http", "mcp:\n  servers:\n  - name: s\n    url: ftp://x/mcp\n" + envs, `url "ftp://x/mcp" must be an absolute http:// or https:// address`},
-		{"headers on a stdio server", "mcp:\n  servers:\n  - name: s\n    command: node\n    headers: {X-Key: k}\n" + envs, "headers do nothing for a stdio server"},
-		{"bad header name", "mcp:\n  servers:\n  - name: s\n    url: http://x/mcp\n    headers: {\"X Key\": k}\n" + envs, `headers: "X Key" is not a header name`},
-		{"transport's header", "mcp:\n  servers:\n  - name: s\n    url: http://x/mcp\n    headers: {mcp-session-id: k}\n" + envs,
-			"headers: Mcp-Session-Id is set by the MCP transport and cannot be replaced"},
-		{"bad variable reference", "mcp:\n  servers:\n  - name: s\n    url: http://x/mcp\n    headers: {X-Key: \"${A-B}\"}\n" + envs,
-			"headers: X-Key: ${A-B} is not an environment variable name"},
-		{"line break in a header", "mcp:\n  servers:\n  - name: s\n    url: http://x/mcp\n    headers: {X-Key: \"a\\nb\"}\n" + envs,
-			"headers: X-Key: the value holds a line break or NUL"},
-		{"bad env name", "mcp:\n  servers:\n  - name: s\n    command: node\n    env: {\"A=B\": x}\n" + envs, `env: "A=B" is not a variable name`},
-		{"missing dir", "mcp:\n  servers:\n  - name: s\n    command: node\n    dir: /nonexistent/dir\n" + envs, `dir "/nonexistent/dir" is not a directory`},
-		{"negative timeout", "mcp:\n  servers:\n  - name: s\n    command: node\n    connect_timeout: -1s\n" + envs, "connect_timeout must not be negative"},
-		{"bad prefix", "mcp:\n  servers:\n" + good + envs + "      prefix: \"a b\"\n", `prefix "a b" may hold only`},
-		{"tool listed twice", "mcp:\n  servers:\n" + good + envs + "      tools: [echo, echo]\n", `tools: "echo" is empty or listed twice`},
-		{"same tool from two attachments", "mcp:\n  servers:\n" + good + envs + "      tools: [echo]\n    - server: s\n      tools: [echo]\n",
-			`mcp.envs.test-mcp-echo[1]: tool "echo" is also given by mcp.envs.test-mcp-echo[0] (server s)`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Load("", mcpRunYAML(t, t.TempDir(), tc.block), nil)
+			_, err := Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), tc.block), nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one containing %q", err, tc.want)
 			}
 		})
-	}
-}
-
-// LoadMCP reads only the mcp block of a run's configuration: the rest need not be valid here
-// (eval and env serve use nothing else), the block itself is validated.
-func TestLoadMCP(t *testing.T) {
-	block := "mcp:\n  servers:\n  - name: s\n    url: http://127.0.0.1:9/mcp\n  envs:\n    test-mcp-echo:\n    - server: s\n"
-	path := mcpRunYAML(t, t.TempDir(), block)
-	data, _ := os.ReadFile(path)
-	elsewhere := filepath.Join(t.TempDir(), "moved.yaml")
-	if err := os.WriteFile(elsewhere, append([]byte("init: /nonexistent/checkpoint\n"), data...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Load("", elsewhere, nil); err == nil {
-		t.Fatal("Load accepted a missing init checkpoint")
-	}
-	m, err := LoadMCP(elsewhere)
-	if err != nil || m == nil || m.Servers[0].Name != "s" {
-		t.Fatalf("LoadMCP: %+v %v", m, err)
-	}
-	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	if err := os.WriteFile(bad, []byte(strings.Replace(string(data), "- server: s", "- server: t", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := LoadMCP(bad); err == nil || !strings.Contains(err.Error(), `server "t" is not defined`) {
-		t.Fatalf("LoadMCP of a bad block: %v", err)
-	}
-	if m, err := LoadMCP(mcpRunYAML(t, t.TempDir(), "")); m != nil || err != nil {
-		t.Fatalf("LoadMCP without a block: %+v %v", m, err)
 	}
 }

@@ -3,22 +3,28 @@ package pipeline
 import (
 	"strings"
 	"testing"
+
+	"github.com/agentrl/agentrl/algo"
+	"github.com/agentrl/agentrl/learn"
 )
 
 func TestMonitorNamesTheBrokenInvariant(t *testing.T) {
 	mo := newMonitor(MonitorConfig{MinEntropy: 0.1, MaxZeroVarShare: 0.8, MaxKL: 0.05})
+	trained := func(entropy, kl float64) *learn.RLReport {
+		return &learn.RLReport{RLStats: learn.RLStats{Entropy: entropy}, Shift: algo.Shift{KL: kl}}
+	}
 	cases := []struct {
-		m    map[string]any
+		s    rlStep
 		want []string
 	}{
-		{map[string]any{"explore/entropy": 0.5, "signal/effective_batch": 10, "signal/zero_var_share": 0.2, "shift/behaviour_kl": 0.001}, nil},
-		{map[string]any{"explore/entropy": 0.01, "signal/effective_batch": 10}, []string{"exploration"}},
-		{map[string]any{"explore/entropy": 0.0}, nil}, // nothing trained: no entropy was measured
-		{map[string]any{"signal/zero_var_share": 0.95}, []string{"learning signal"}},
-		{map[string]any{"shift/behaviour_kl": 0.2, "signal/zero_var_share": 1.0}, []string{"learning signal", "distribution shift"}},
+		{rlStep{learn: trained(0.5, 0.001), sample: stepStats{zeroVarShare: 0.2}}, nil},
+		{rlStep{learn: trained(0.01, 0)}, []string{"exploration"}},
+		{rlStep{}, nil}, // nothing trained: no entropy or shift was measured
+		{rlStep{sample: stepStats{zeroVarShare: 0.95}}, []string{"learning signal"}},
+		{rlStep{learn: trained(0.5, 0.2), sample: stepStats{zeroVarShare: 1}}, []string{"learning signal", "distribution shift"}},
 	}
 	for i, c := range cases {
-		got := mo.check(c.m)
+		got := mo.check(&c.s)
 		if len(got) != len(c.want) {
 			t.Fatalf("case %d: warnings %q, want %d naming %v", i, got, len(c.want), c.want)
 		}
@@ -27,5 +33,38 @@ func TestMonitorNamesTheBrokenInvariant(t *testing.T) {
 				t.Fatalf("case %d: warning %q does not name %q", i, got[j], w)
 			}
 		}
+	}
+}
+
+// TestStepFieldsKeepTheirNames pins the metrics.jsonl names of an RL step that trained and of
+// one that did not.
+func TestStepFieldsKeepTheirNames(t *testing.T) {
+	base := []string{"phase", "step", "version", "reward/mean", "reward/success", "episodes/sampled", "episodes/failed",
+		"episodes/truncated", "episodes/turns", "episodes/response_len", "explore/tool_call_rate",
+		"explore/distinct_per_group", "signal/zero_var_share", "signal/groups_kept", "signal/sample_rounds",
+		"signal/partial_batch", "shift/behaviour_kl", "shift/is_mean", "shift/is_max", "shift/is_std", "shift/is_ess",
+		"shift/version_lag_mean", "shift/version_lag_max", "explore/entropy", "signal/grad_norm",
+		"signal/grad_norm_max", "signal/updates_skipped", "optim/lr", "loss/total", "time/generate_env_s",
+		"time/generate_s", "time/env_s", "time/train_s", "time/step_s", "time/elapsed_s"}
+	idle := (&rlStep{sample: stepStats{tools: map[string]float64{"calculator": 1}}}).fields()
+	for _, k := range append(base, "explore/tool_mix/calculator") {
+		if _, ok := idle[k]; !ok {
+			t.Errorf("untrained step lacks %q", k)
+		}
+	}
+	if _, ok := idle["signal/effective_batch"]; ok {
+		t.Errorf("untrained step reports signal/effective_batch")
+	}
+	rep := &learn.RLReport{Estimator: algo.Metrics{"adv/mean": 0.5}, Advantages: algo.AdvantageSummary{Effective: 3, Spread: 1.5},
+		Shift: algo.Shift{KL: 0.25}, RLStats: learn.RLStats{Metrics: algo.Metrics{"loss/policy": 2}, Entropy: 0.7}}
+	m := (&rlStep{learn: rep}).fields()
+	for k, want := range map[string]any{"adv/mean": 0.5, "signal/effective_batch": 3, "signal/adv_spread": 1.5,
+		"shift/behaviour_kl": 0.25, "loss/policy": 2.0, "explore/entropy": 0.7, "signal/adv_mean_abs": 0.0} {
+		if m[k] != want {
+			t.Errorf("%s = %v (%T), want %v", k, m[k], m[k], want)
+		}
+	}
+	if len(m) != len(idle)-1+5 { // no tool mix; + adv/mean, 3 advantage, loss/policy
+		t.Errorf("trained step has %d fields, want %d", len(m), len(idle)-1+5)
 	}
 }

@@ -140,7 +140,7 @@ func Resume(dir string, opts Options) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: resume %s: config.yaml: %w", dir, err)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.Validate(opts.Envs); err != nil {
 		return nil, fmt.Errorf("pipeline: resume %s: %w", dir, err)
 	}
 	r := &Run{Cfg: cfg, Dir: dir, opts: opts, resuming: true}

@@ -13,13 +13,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentrl/agentrl/env/all"
 )
 
 // tinyConfig is a complete run small enough for a unit test: a cold start and a few RL steps of
 // a 1-layer model on calc.
 func tinyConfig(t testing.TB, runs string) Config {
 	t.Helper()
-	c, err := Load("", "", []string{
+	c, err := Load(all.Builtins(), "", "", []string{
 		"runs_dir=" + runs, "name=tiny",
 		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=320",
 		"rollout.max_context=320", "rollout.engine_slots=16", "tokenizer.vocab_size=320", "tokenizer.corpus_samples=200",
@@ -65,7 +67,7 @@ func TestHelperTrainProcess(t *testing.T) {
 	if dir == "" {
 		t.Skip("run by TestResumeAfterKill")
 	}
-	run, err := NewRun(tinyConfig(t, dir), Options{})
+	run, err := NewRun(tinyConfig(t, dir), Options{Envs: all.Builtins()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +80,7 @@ func TestHelperTrainProcess(t *testing.T) {
 // that was never interrupted.
 func TestResumeAfterKill(t *testing.T) {
 	ref := t.TempDir()
-	whole, err := NewRun(tinyConfig(t, ref), Options{})
+	whole, err := NewRun(tinyConfig(t, ref), Options{Envs: all.Builtins()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +114,7 @@ func TestResumeAfterKill(t *testing.T) {
 			}
 			cmd.Process.Signal(syscall.SIGKILL)
 			<-exited
-			run, err := Resume(dir, Options{})
+			run, err := Resume(dir, Options{Envs: all.Builtins()})
 			if err != nil {
 				t.Fatal(err)
 			}

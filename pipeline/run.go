@@ -24,7 +24,9 @@ import (
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/optim"
+	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
+	"github.com/agentrl/agentrl/tool/mcp"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -36,6 +38,8 @@ type Options struct {
 	Terminal bool
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Envs holds the environments the config names (all.Builtins for the built-in ones).
+	Envs *env.Registry
 }
 
 // Run is one training run and its directory.
@@ -58,7 +62,7 @@ type Run struct {
 	restored    bool         // a checkpoint was loaded
 	restoredOpt *optim.State // optimizer state of the phase in progress
 
-	mcp *MCPTools // the MCP servers of Cfg.MCP, connected while Train runs
+	mcp *mcp.Toolbox // the MCP servers of Cfg.MCP, connected while Train runs
 }
 
 // Summary is what a finished run reports.
@@ -83,7 +87,7 @@ func (r *Run) printf(format string, a ...any) {
 // NewRun creates a fresh run directory under cfg.RunsDir named after cfg.Name (with a numeric
 // suffix when that name is taken) and writes the resolved config into it.
 func NewRun(cfg Config, opts Options) (*Run, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.Validate(opts.Envs); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.RunsDir, 0o755); err != nil {
@@ -108,6 +112,14 @@ func NewRun(cfg Config, opts Options) (*Run, error) {
 		return nil, err
 	}
 	return &Run{Cfg: cfg, Dir: dir, opts: opts}, nil
+}
+
+// envFactory makes the episodes' environments: the registry's, with the MCP tools attached.
+func (r *Run) envFactory() rollout.EnvFactory {
+	if f := r.mcp.Factory(); f != nil {
+		return f
+	}
+	return r.opts.Envs.New
 }
 
 // stepRNG is the random source of one step of one phase (or of phase setup with step -1).
@@ -135,7 +147,7 @@ func (c *Config) envNames() []string {
 func (r *Run) buildTokenizer() error {
 	var corpus []string
 	for _, name := range r.Cfg.envNames() {
-		spec, err := env.Lookup(name)
+		spec, err := r.opts.Envs.Lookup(name)
 		if err != nil {
 			return err
 		}
@@ -163,7 +175,7 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 	r.start = r.now()
 	// MCP servers first: one that does not start fails the run before any work. They stay
 	// connected, shared by every episode, until Train returns however it returns.
-	tools, err := ConnectMCP(ctx, r.Cfg.MCP, r.Cfg.envNames()...)
+	tools, err := mcp.Connect(ctx, r.opts.Envs, r.Cfg.MCP, r.Cfg.envNames()...)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +186,7 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		}
 		r.mcp = nil
 	}()
-	if d := tools.describe(); d != "" {
+	if d := tools.Describe(); d != "" {
 		r.printf("%s\n", d)
 	}
 	if r.resuming {

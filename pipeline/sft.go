@@ -7,14 +7,15 @@ import (
 	"slices"
 
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/traj"
 )
 
 // sampleTasks draws n task seeds from the phase's environment mix (by weight) over the training
-// seed ranges.
-func sampleTasks(rng *rand.Rand, envs []EnvWeight, n int, groupBase uint64) ([]rollout.Task, error) {
+// seed ranges of the environments in reg.
+func sampleTasks(reg *env.Registry, rng *rand.Rand, envs []EnvWeight, n int, groupBase uint64) ([]rollout.Task, error) {
 	var total float64
 	for _, e := range envs {
 		total += e.Weight
@@ -30,7 +31,7 @@ func sampleTasks(rng *rand.Rand, envs []EnvWeight, n int, groupBase uint64) ([]r
 			}
 			u -= e.Weight
 		}
-		spec, err := env.Lookup(pick)
+		spec, err := reg.Lookup(pick)
 		if err != nil {
 			return nil, err
 		}
@@ -47,7 +48,7 @@ func (r *Run) synthesize(ctx context.Context, tasks []rollout.Task, noise float6
 		Tok: r.tok,
 		Cfg: r.Cfg.Rollout.Runner(),
 		NewGen: func(t rollout.Task) infer.Generator {
-			spec, err := env.Lookup(t.Env)
+			spec, err := r.opts.Envs.Lookup(t.Env)
 			if err != nil {
 				return nil
 			}
@@ -55,7 +56,7 @@ func (r *Run) synthesize(ctx context.Context, tasks []rollout.Task, noise float6
 			return &rollout.AgentGenerator{Agent: spec.Expert(t.Seed, noise, rng), Tok: r.tok, Version: r.version}
 		},
 	}
-	groups, err := runner.RunGroups(ctx, r.mcp.Factory(), tasks, 1, max(r.Cfg.Rollout.EngineSlots, 8))
+	groups, err := runner.RunGroups(ctx, r.envFactory(), tasks, 1, max(r.Cfg.Rollout.EngineSlots, 8))
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +71,7 @@ func (r *Run) synthesize(ctx context.Context, tasks []rollout.Task, noise float6
 func (r *Run) runSFT(ctx context.Context, pi int, p Phase, start int) error {
 	s := p.SFT
 	t0 := r.now()
-	tasks, err := sampleTasks(r.stepRNG(pi, -1, 1), p.Envs, s.Demos, 0)
+	tasks, err := sampleTasks(r.opts.Envs, r.stepRNG(pi, -1, 1), p.Envs, s.Demos, 0)
 	if err != nil {
 		return err
 	}
@@ -85,7 +86,7 @@ func (r *Run) runSFT(ctx context.Context, pi int, p Phase, start int) error {
 		if succ {
 			ok++
 		}
-		if usedTool(t) {
+		if eval.UsedTool(t) {
 			tools++
 		}
 		if t.Status.Failed() || (s.Keep == "successful" && !succ) || t.Len() < 2 {
@@ -191,15 +192,6 @@ func turnPrefix(t *traj.Trajectory, limit int) *traj.Trajectory {
 		p.Turns[n-1].ObsEnd = cut
 	}
 	return &p
-}
-
-func usedTool(t *traj.Trajectory) bool {
-	for _, tu := range t.Turns {
-		if len(tu.ToolCalls) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 func pct(a, b int) float64 {

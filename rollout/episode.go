@@ -60,12 +60,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("rollout: max_tokens_per_turn must be at least 1, got %d", c.MaxTokensPerTurn)
 	case c.EpisodeTimeout < 0:
 		return fmt.Errorf("rollout: episode_timeout must not be negative, got %s", c.EpisodeTimeout)
-	case c.Sampling.Temperature < 0 || math.IsNaN(float64(c.Sampling.Temperature)):
-		return fmt.Errorf("rollout: sampling temperature must be >= 0, got %v", c.Sampling.Temperature)
-	case c.Sampling.TopK < 0:
-		return fmt.Errorf("rollout: sampling top_k must be >= 0, got %d", c.Sampling.TopK)
-	case c.Sampling.TopP < 0 || c.Sampling.TopP > 1:
-		return fmt.Errorf("rollout: sampling top_p must be in [0, 1], got %v", c.Sampling.TopP)
+	}
+	if err := c.Sampling.Validate(); err != nil {
+		return fmt.Errorf("rollout: sampling: %w", err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -330,6 +331,8 @@ func TestConfigValidate(t *testing.T) {
 		func(c *Config) { c.Sampling.Temperature = -1 },
 		func(c *Config) { c.Sampling.TopP = 1.5 },
 		func(c *Config) { c.Sampling.TopK = -2 },
+		func(c *Config) { c.Sampling.Temperature = float32(math.Inf(1)) },
+		func(c *Config) { c.Sampling.TopP = float32(math.NaN()) },
 	}
 	for i, f := range bad {
 		c := DefaultConfig()

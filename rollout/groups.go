@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -16,17 +17,9 @@ type Group struct {
 	Trajs []*traj.Trajectory
 }
 
-// EnvFactory makes a fresh environment for one episode of the named environment.
+// EnvFactory makes a fresh environment for one episode of the named environment; a registry's
+// (*env.Registry).New is one.
 type EnvFactory func(name string) (env.Env, error)
-
-// RegistryEnvs makes environments from the env registry.
-func RegistryEnvs(name string) (env.Env, error) {
-	spec, err := env.Lookup(name)
-	if err != nil {
-		return nil, err
-	}
-	return spec.New()
-}
 
 // RunGroups runs groupSize episodes for each task with at most concurrency episodes in flight,
 // each in a fresh environment from newEnv that is closed when its episode ends. Groups come
@@ -40,11 +33,11 @@ func (r *Runner) RunGroups(ctx context.Context, newEnv EnvFactory, tasks []Task,
 	if concurrency < 1 {
 		return nil, fmt.Errorf("rollout: concurrency must be at least 1, got %d", concurrency)
 	}
+	if newEnv == nil {
+		return nil, errors.New("rollout: RunGroups needs an environment factory")
+	}
 	if err := r.Cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if newEnv == nil {
-		newEnv = RegistryEnvs
 	}
 	total := len(tasks) * groupSize
 	out := make([]*traj.Trajectory, total)

@@ -16,7 +16,11 @@ import (
 func TestSuite(t *testing.T) { envtest.Run(t, Spec()) }
 
 func TestRegistered(t *testing.T) {
-	s, err := env.Lookup("calc")
+	r := env.NewRegistry()
+	if err := r.Register(Spec()); err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.Lookup("calc")
 	if err != nil {
 		t.Fatal(err)
 	}

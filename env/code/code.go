@@ -85,8 +85,9 @@ var (
 	heldoutSeeds = env.SeedRange{Lo: 1 << 40, Hi: 1<<40 + 1<<20}
 )
 
-func init() {
-	env.Register(env.Spec{
+// Spec describes the environment for an env.Registry.
+func Spec() env.Spec {
+	return env.Spec{
 		Name:        Name,
 		Description: "write a short Python function; hidden tests run in a sandbox; python tool",
 		New:         func() (env.Env, error) { return New(DefaultConfig()) },
@@ -96,5 +97,5 @@ func init() {
 			return NewExpert(seed, noise, rng)
 		},
 		Corpus: Corpus,
-	})
+	}
 }

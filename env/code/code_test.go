@@ -28,11 +28,7 @@ func needSandbox(t testing.TB) *tool.Sandbox {
 
 func TestSuite(t *testing.T) {
 	needSandbox(t)
-	spec, err := env.Lookup(Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	envtest.Run(t, spec)
+	envtest.Run(t, Spec())
 }
 
 // seedsPerTemplate returns, for every template, the first n seeds that draw it.

@@ -26,8 +26,9 @@ var (
 	heldoutSeeds = env.SeedRange{Lo: 1 << 40, Hi: 1<<40 + 1<<20}
 )
 
-func init() {
-	env.Register(env.Spec{
+// Spec describes the environment for an env.Registry.
+func Spec() env.Spec {
+	return env.Spec{
 		Name:        Name,
 		Description: "reach the goal of a small grid maze seeing only the adjacent walls; moves up/down/left/right",
 		New:         func() (env.Env, error) { return New(DefaultConfig()) },
@@ -37,5 +38,5 @@ func init() {
 			return NewExpert(DefaultConfig(), seed, noise, rng)
 		},
 		Corpus: Corpus,
-	})
+	}
 }

@@ -12,11 +12,7 @@ import (
 )
 
 func TestSuite(t *testing.T) {
-	spec, err := env.Lookup(Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	envtest.Run(t, spec)
+	envtest.Run(t, Spec())
 }
 
 // TestGeneration checks the invariants of many generated tasks: sizes in range, every cell

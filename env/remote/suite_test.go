@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentrl/agentrl/env"
-	_ "github.com/agentrl/agentrl/env/all"
+	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/env/envtest"
 )
 
@@ -41,13 +41,14 @@ func TestSuiteThroughRemote(t *testing.T) {
 
 // TestRegisteredThroughRemote runs the suite through the HTTP pair for every built-in environment.
 func TestRegisteredThroughRemote(t *testing.T) {
-	names := env.Names()
+	builtins := all.Builtins()
+	names := builtins.Names()
 	if len(names) == 0 {
 		t.Fatal("env/all registered no environments")
 	}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			local, err := env.Lookup(name)
+			local, err := builtins.Lookup(name)
 			if err != nil {
 				t.Fatal(err)
 			}

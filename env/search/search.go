@@ -33,8 +33,9 @@ var (
 	heldoutSeeds = env.SeedRange{Lo: 1 << 40, Hi: 1<<40 + 1<<20}
 )
 
-func init() {
-	env.Register(env.Spec{
+// Spec describes the environment for an env.Registry.
+func Spec() env.Spec {
+	return env.Spec{
 		Name:        Name,
 		Description: "answer 1-3 hop questions over a synthetic knowledge base with a BM25 search tool",
 		New:         func() (env.Env, error) { return New(DefaultConfig()) },
@@ -44,5 +45,5 @@ func init() {
 			return NewExpert(seed, noise, rng)
 		},
 		Corpus: Corpus,
-	})
+	}
 }

@@ -15,11 +15,7 @@ import (
 )
 
 func TestSuite(t *testing.T) {
-	spec, err := env.Lookup(Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	envtest.Run(t, spec)
+	envtest.Run(t, Spec())
 }
 
 func testWorld(t *testing.T) *world {

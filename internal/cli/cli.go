@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/pipeline"
 	"github.com/alecthomas/kong"
 )
@@ -17,6 +19,8 @@ type Globals struct {
 	Ctx    context.Context
 	Stdout io.Writer
 	Stderr io.Writer
+	// Envs holds the environments commands may name.
+	Envs *env.Registry
 }
 
 // CLI is the command tree.
@@ -29,8 +33,13 @@ type CLI struct {
 	Bench  BenchCmd  `cmd:"" help:"Measure performance."`
 }
 
-// Main parses args and runs the chosen subcommand.
+// Main parses args and runs the chosen subcommand with the built-in environments.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return mainWith(ctx, args, stdout, stderr, all.Builtins())
+}
+
+// mainWith is Main with the environments of envs.
+func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, envs *env.Registry) error {
 	var root CLI
 	exitCode := -1
 	parser, err := kong.New(&root,
@@ -54,5 +63,5 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return kctx.Run(&Globals{Ctx: ctx, Stdout: stdout, Stderr: stderr})
+	return kctx.Run(&Globals{Ctx: ctx, Stdout: stdout, Stderr: stderr, Envs: envs})
 }

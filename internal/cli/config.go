@@ -18,7 +18,7 @@ type ConfigShowCmd struct {
 
 // Run prints the configuration.
 func (c *ConfigShowCmd) Run(g *Globals) error {
-	cfg, err := pipeline.Load(c.Preset, c.Config, c.Set)
+	cfg, err := pipeline.Load(g.Envs, c.Preset, c.Config, c.Set)
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/agentrl/agentrl/env"
-	_ "github.com/agentrl/agentrl/env/all" // the built-in environments
 	"github.com/agentrl/agentrl/env/remote"
 )
 
@@ -24,11 +22,11 @@ type EnvListCmd struct {
 
 // Run prints the registry.
 func (c *EnvListCmd) Run(g *Globals) error {
-	names := env.Names()
+	names := g.Envs.Names()
 	if c.JSON {
 		enc := json.NewEncoder(g.Stdout)
 		for _, n := range names {
-			s, err := env.Lookup(n)
+			s, err := g.Envs.Lookup(n)
 			if err != nil {
 				return err
 			}
@@ -46,7 +44,7 @@ func (c *EnvListCmd) Run(g *Globals) error {
 	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tTRAIN SEEDS\tHELD-OUT SEEDS\tDESCRIPTION")
 	for _, n := range names {
-		s, err := env.Lookup(n)
+		s, err := g.Envs.Lookup(n)
 		if err != nil {
 			return err
 		}
@@ -72,7 +70,7 @@ type EnvServeCmd struct {
 
 // Run serves until g.Ctx ends, then shuts down gracefully.
 func (c *EnvServeCmd) Run(g *Globals) (err error) {
-	spec, err := env.Lookup(c.Env)
+	spec, err := g.Envs.Lookup(c.Env)
 	if err != nil {
 		return err
 	}

@@ -14,11 +14,12 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/env/remote"
 	"github.com/agentrl/agentrl/traj"
 )
 
-// echoEnv is a one-step environment registered for these tests only.
+// echoEnv is a one-step environment of these tests (see testEnvs).
 type echoEnv struct{ word string }
 
 func (e *echoEnv) Reset(_ context.Context, seed int64) (env.Observation, error) {
@@ -38,8 +39,10 @@ type echoAgent struct{ word string }
 
 func (a echoAgent) Act(context.Context, string) (string, error) { return a.word, nil }
 
-func init() {
-	env.Register(env.Spec{
+// testEnvs is the built-in environments and clitest-echo.
+func testEnvs() *env.Registry {
+	r := all.Builtins()
+	if err := r.Register(env.Spec{
 		Name: "clitest-echo", Description: "Repeat the word (cli tests).",
 		Train: env.SeedRange{Lo: 0, Hi: 10}, Heldout: env.SeedRange{Lo: 10, Hi: 12},
 		New: func() (env.Env, error) { return &echoEnv{}, nil },
@@ -47,7 +50,10 @@ func init() {
 			return echoAgent{fmt.Sprintf("w%d", seed)}
 		},
 		Corpus: func(n int) []string { return make([]string, n) },
-	})
+	}); err != nil {
+		panic(err)
+	}
+	return r
 }
 
 // syncBuffer is a bytes.Buffer safe to read while a command writes to it.
@@ -65,25 +71,26 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
 
 func TestEnvList(t *testing.T) {
+	envs := testEnvs()
 	var out bytes.Buffer
-	if err := Main(context.Background(), []string{"env", "list"}, &out, &out); err != nil {
+	if err := mainWith(context.Background(), []string{"env", "list"}, &out, &out, envs); err != nil {
 		t.Fatal(err)
 	}
 	if !regexp.MustCompile(`clitest-echo\s+\[0, 10\)\s+\[10, 12\)\s+Repeat the word`).MatchString(out.String()) {
 		t.Fatalf("table lacks the test env:\n%s", out.String())
 	}
-	for _, name := range env.Names() {
+	for _, name := range envs.Names() {
 		if !strings.Contains(out.String(), name) {
 			t.Errorf("table lacks %s", name)
 		}
 	}
 	out.Reset()
-	if err := Main(context.Background(), []string{"env", "list", "--json"}, &out, &out); err != nil {
+	if err := mainWith(context.Background(), []string{"env", "list", "--json"}, &out, &out, envs); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != len(env.Names()) {
-		t.Fatalf("%d JSON lines for %d environments", len(lines), len(env.Names()))
+	if len(lines) != len(envs.Names()) {
+		t.Fatalf("%d JSON lines for %d environments", len(lines), len(envs.Names()))
 	}
 	found := false
 	for _, l := range lines {
@@ -104,7 +111,7 @@ func TestEnvServe(t *testing.T) {
 	var out syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- Main(ctx, []string{"env", "serve", "--env", "clitest-echo", "--addr", "127.0.0.1:0", "--idle-timeout", "1m"}, &out, &out)
+		done <- mainWith(ctx, []string{"env", "serve", "--env", "clitest-echo", "--addr", "127.0.0.1:0", "--idle-timeout", "1m"}, &out, &out, testEnvs())
 	}()
 	addr := regexp.MustCompile(`serving clitest-echo on (http://127\.0\.0\.1:\d+)`)
 	var url string
@@ -150,7 +157,7 @@ func TestEnvServeRejects(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"env", "serve", "--env", "nope"}, "unknown environment"},
+		{[]string{"env", "serve", "--env", "nope"}, `unknown environment "nope" (known: calc, clitest-echo, code, maze, search)`},
 		{[]string{"env", "serve", "--env", "clitest-echo", "--addr", "0.0.0.0:0"}, "refusing"},
 		{[]string{"env", "serve", "--env", "clitest-echo", "--addr", ":0"}, "refusing"},
 		{[]string{"env", "serve", "--env", "clitest-echo", "--max-sessions", "0"}, "must be positive"},
@@ -159,7 +166,7 @@ func TestEnvServeRejects(t *testing.T) {
 	for _, c := range cases {
 		t.Run(strings.Join(c.args[2:], " "), func(t *testing.T) {
 			var out bytes.Buffer
-			err := Main(context.Background(), c.args, &out, &out)
+			err := mainWith(context.Background(), c.args, &out, &out, testEnvs())
 			if err == nil || !strings.Contains(err.Error()+out.String(), c.want) {
 				t.Fatalf("err %v, output %q; want %q", err, out.String(), c.want)
 			}

@@ -6,8 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/agentrl/agentrl/checkpoint"
-	_ "github.com/agentrl/agentrl/env/all" // the built-in environments
-	"github.com/agentrl/agentrl/pipeline"
+	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/rollout"
 )
 
@@ -52,8 +51,8 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 			err = fmt.Errorf("eval: %w", cerr)
 		}
 	}()
-	res, err := pipeline.Evaluate(g.Ctx, ck.Model, ck.Tokenizer, 0, pipeline.EvalOptions{
-		Env: c.Env, Tasks: c.Tasks, K: c.K, Seed: c.Seed, Rollout: rc, Slots: c.Slots, NewEnv: tools.Factory(),
+	res, err := eval.Run(g.Ctx, ck.Model, ck.Tokenizer, 0, eval.Options{
+		Env: c.Env, Tasks: c.Tasks, K: c.K, Seed: c.Seed, Rollout: rc, Slots: c.Slots, Envs: g.Envs, NewEnv: tools.Factory(),
 	})
 	if err != nil {
 		return err
@@ -74,25 +73,4 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 	fmt.Fprintf(w, "%s\t%d\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%.2f\t%.0f\n", res.Env, res.Tasks, 100*res.Pass1Greedy,
 		100**res.Pass1Sampled, 100**res.PassK, 100*res.ToolUseRate, res.MeanTurns, res.MeanTokens)
 	return w.Flush()
-}
-
-// connectMCP connects the MCP servers that the run configuration at path attaches to envName;
-// no path connects nothing (a nil *MCPTools attaches nothing). A configuration that attaches
-// nothing to envName is an error: --config would do nothing.
-func connectMCP(g *Globals, cmd, path, envName string) (*pipeline.MCPTools, error) {
-	if path == "" {
-		return nil, nil
-	}
-	m, err := pipeline.LoadMCP(path)
-	if err != nil {
-		return nil, err
-	}
-	if m == nil || len(m.Envs[envName]) == 0 {
-		return nil, fmt.Errorf("%s: %s attaches no MCP tools to environment %s (mcp.envs.%s)", cmd, path, envName, envName)
-	}
-	tools, err := pipeline.ConnectMCP(g.Ctx, m, envName)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cmd, err)
-	}
-	return tools, nil
 }

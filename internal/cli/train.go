@@ -7,7 +7,6 @@ import (
 
 	"golang.org/x/term"
 
-	_ "github.com/agentrl/agentrl/env/all" // the built-in environments
 	"github.com/agentrl/agentrl/pipeline"
 )
 
@@ -22,7 +21,7 @@ type TrainCmd struct {
 
 // Run trains and prints held-out success before and after each phase.
 func (c *TrainCmd) Run(g *Globals) error {
-	opts := pipeline.Options{Out: g.Stdout, Terminal: isTerminal(g.Stdout)}
+	opts := pipeline.Options{Out: g.Stdout, Terminal: isTerminal(g.Stdout), Envs: g.Envs}
 	var run *pipeline.Run
 	if c.Resume != "" {
 		if c.Preset != "" || c.Config != "" || len(c.Set) > 0 {
@@ -33,7 +32,7 @@ func (c *TrainCmd) Run(g *Globals) error {
 			return err
 		}
 	} else {
-		cfg, err := pipeline.Load(c.Preset, c.Config, c.Set)
+		cfg, err := pipeline.Load(g.Envs, c.Preset, c.Config, c.Set)
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package infer
+package local
 
 import (
 	"math/rand/v2"

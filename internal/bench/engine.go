@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"context"
@@ -10,19 +10,20 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl/infer"
+	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/model"
 )
 
 // engineSlots is the continuous batch of the engine benchmark.
 const engineSlots = 32
 
-// engineBench serves c.Engine rounds of engineSlots concurrent requests through infer.Engine,
+// engineBench serves c.Engine rounds of engineSlots concurrent requests through local.Engine,
 // each request filling a whole sequence (a Prompt-token prompt, then completion tokens up to the
 // sequence length), and prints the Go heap and the resident set after each round. The KV cache
 // is allocated once for all slots at full length and reused, so both should stay flat from the
 // first round on. It runs before the other figures, so the peak resident memory it prints is the
 // engine's own.
-func (c *BenchModelCmd) engineBench(ctx context.Context, w io.Writer, cfg model.Config) error {
+func (c *ModelOptions) engineBench(ctx context.Context, w io.Writer, cfg model.Config) error {
 	m, err := model.New(cfg, c.Seed)
 	if err != nil {
 		return err
@@ -34,7 +35,7 @@ func (c *BenchModelCmd) engineBench(ctx context.Context, w io.Writer, cfg model.
 	if seqLen > cfg.MaxSeq || c.Prompt >= seqLen {
 		return fmt.Errorf("bench model: engine sequences of %d tokens need room after a %d-token prompt and at most MaxSeq %d", seqLen, c.Prompt, cfg.MaxSeq)
 	}
-	eng, err := infer.NewEngine(m, 1, infer.EngineConfig{Slots: engineSlots, MaxLen: seqLen})
+	eng, err := local.NewEngine(m, 1, local.EngineConfig{Slots: engineSlots, MaxLen: seqLen})
 	if err != nil {
 		return err
 	}
@@ -76,7 +77,7 @@ func (c *BenchModelCmd) engineBench(ctx context.Context, w io.Writer, cfg model.
 }
 
 // serveAll runs reqs concurrently and returns the completion tokens generated.
-func serveAll(ctx context.Context, eng *infer.Engine, reqs []infer.Request) (int, error) {
+func serveAll(ctx context.Context, eng *local.Engine, reqs []infer.Request) (int, error) {
 	var (
 		wg     sync.WaitGroup
 		mu     sync.Mutex // protects tokens and first

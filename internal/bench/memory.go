@@ -1,4 +1,4 @@
-package benchrollout
+package bench
 
 import (
 	"context"

@@ -1,4 +1,7 @@
-package infer
+// Package local is the local batched inference engine over the built-in model: an
+// infer.Generator with continuous batching over a preallocated KV cache, the token sampler, and
+// warm KV-cache slots reused across the turns of an episode.
+package local
 
 import (
 	"context"
@@ -10,6 +13,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/model/kernels"
 )
@@ -21,8 +25,8 @@ var ErrClosed = errors.New("infer: engine closed")
 type EngineConfig struct {
 	// Slots is how many sequences decode together (the continuous batch); further requests wait.
 	Slots int
-	// MaxLen is the most tokens (prompt + completion) one sequence may hold; 0 means the model's
-	// MaxSeq. The KV cache is preallocated for Slots × MaxLen and reused for the engine's life.
+	// MaxLen is the most tokens (prompt + completion) one sequence may hold, at most the model's
+	// MaxSeq; 0 means MaxSeq. The KV cache is preallocated for Slots × MaxLen and reused for the engine's life.
 	MaxLen int
 }
 
@@ -50,18 +54,18 @@ type Engine struct {
 // job is one request in flight; its fields after req are owned by the engine goroutine.
 type job struct {
 	ctx  context.Context
-	req  Request
+	req  infer.Request
 	done chan result
 
 	rng    *rand.Rand
 	slot   int
-	out    Completion
+	out    infer.Completion
 	next   int32 // last sampled token, fed at the next decode step
 	budget int   // completion tokens still allowed
 }
 
 type result struct {
-	c   Completion
+	c   infer.Completion
 	err error
 }
 
@@ -74,7 +78,10 @@ func NewEngine(m *model.Model, version int32, cfg EngineConfig) (*Engine, error)
 	if cfg.Slots < 1 {
 		return nil, fmt.Errorf("infer: engine needs at least one slot, got %d", cfg.Slots)
 	}
-	if cfg.MaxLen <= 0 || cfg.MaxLen > m.Cfg.MaxSeq {
+	if cfg.MaxLen < 0 || cfg.MaxLen > m.Cfg.MaxSeq {
+		return nil, fmt.Errorf("infer: engine max length %d must be in [0, the model's max_seq %d] (0: max_seq)", cfg.MaxLen, m.Cfg.MaxSeq)
+	}
+	if cfg.MaxLen == 0 {
 		cfg.MaxLen = m.Cfg.MaxSeq
 	}
 	e := &Engine{
@@ -145,27 +152,27 @@ func (e *Engine) Close() error {
 }
 
 // Generate implements Generator.
-func (e *Engine) Generate(ctx context.Context, req Request) (Completion, error) {
+func (e *Engine) Generate(ctx context.Context, req infer.Request) (infer.Completion, error) {
 	if err := e.check(req); err != nil {
-		return Completion{}, err
+		return infer.Completion{}, err
 	}
 	j := &job{ctx: ctx, req: req, done: make(chan result, 1)}
 	select {
 	case e.submit <- j:
 	case <-ctx.Done():
-		return Completion{}, ctx.Err()
+		return infer.Completion{}, ctx.Err()
 	case <-e.quit:
-		return Completion{}, ErrClosed
+		return infer.Completion{}, ErrClosed
 	}
 	select {
 	case r := <-j.done:
 		return r.c, r.err
 	case <-e.quit:
-		return Completion{}, ErrClosed
+		return infer.Completion{}, ErrClosed
 	}
 }
 
-func (e *Engine) check(req Request) error {
+func (e *Engine) check(req infer.Request) error {
 	if len(req.Prompt) == 0 {
 		return errors.New("infer: empty prompt")
 	}
@@ -367,12 +374,12 @@ func (e *Engine) emit(j *job, row []float32, version int32, sp *sampler) (bool, 
 	j.budget--
 	for _, s := range j.req.Stop {
 		if tok == s {
-			j.out.Finish = FinishStop
+			j.out.Finish = infer.FinishStop
 			return true, nil
 		}
 	}
 	if j.budget <= 0 {
-		j.out.Finish = FinishLength
+		j.out.Finish = infer.FinishLength
 		return true, nil
 	}
 	return false, nil

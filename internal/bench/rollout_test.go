@@ -1,25 +1,26 @@
-package benchrollout
+package bench
 
 import (
 	"context"
 	"testing"
 
-	_ "github.com/agentrl/agentrl/env/calc"
+	"github.com/agentrl/agentrl/env/all"
 )
 
 func TestMeasureAndMemory(t *testing.T) {
-	tok, err := Tokenizer([]string{"calc"})
+	envs := all.Builtins()
+	tok, err := Tokenizer(envs, []string{"calc"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Measure(context.Background(), "calc", tok, 2, 8, 40)
+	r, err := Measure(context.Background(), envs, "calc", tok, 2, 8, 40)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Episodes != 40 || r.Steps != 80 || r.Wall <= 0 {
 		t.Fatalf("measured %d episodes, %d steps in %s; want 40 expert episodes of 2 steps", r.Episodes, r.Steps, r.Wall)
 	}
-	over, err := MeasureOverhead(context.Background(), "calc", tok, 8, 40, 3)
+	over, err := MeasureOverhead(context.Background(), envs, "calc", tok, 8, 40, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

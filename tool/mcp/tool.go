@@ -1,4 +1,4 @@
-package tool
+package mcp
 
 import (
 	"context"
@@ -8,15 +8,17 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentrl/agentrl/tool"
 )
 
-// MCPTool is one tool of an MCP server. Call sends tools/call and returns the text content
+// Tool is one tool of an MCP server. Call sends tools/call and returns the text content
 // joined by newlines. A result the server flags isError, and a JSON-RPC "invalid params"
 // rejection, come back as ordinary errors the model sees; a broken connection, a dead server
-// or any other protocol failure wraps ErrInfra.
-type MCPTool struct {
-	client      *MCPClient
+// or any other protocol failure wraps tool.ErrInfra.
+type Tool struct {
+	client      *Client
 	remote      string // the server's name for the tool
 	name        string // Prefix + remote
 	description string
@@ -25,17 +27,17 @@ type MCPTool struct {
 	maxResult   int
 }
 
-// Name implements Tool.
-func (t *MCPTool) Name() string { return t.name }
+// Name implements tool.Tool.
+func (t *Tool) Name() string { return t.name }
 
-// Description implements Tool.
-func (t *MCPTool) Description() string { return t.description }
+// Description implements tool.Tool.
+func (t *Tool) Description() string { return t.description }
 
-// Schema implements Tool; it is the server's input schema as listed.
-func (t *MCPTool) Schema() json.RawMessage { return t.schema }
+// Schema implements tool.Tool; it is the server's input schema as listed.
+func (t *Tool) Schema() json.RawMessage { return t.schema }
 
-// Call implements Tool.
-func (t *MCPTool) Call(ctx context.Context, args json.RawMessage) (string, error) {
+// Call implements tool.Tool.
+func (t *Tool) Call(ctx context.Context, args json.RawMessage) (string, error) {
 	if len(args) > t.maxArg {
 		return "", fmt.Errorf("mcp %s: arguments are %d bytes, limit %d", t.name, len(args), t.maxArg)
 	}
@@ -49,7 +51,7 @@ func (t *MCPTool) Call(ctx context.Context, args json.RawMessage) (string, error
 	if err != nil {
 		return "", fmt.Errorf("mcp %s: %w", t.name, err)
 	}
-	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+	res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: t.remote, Arguments: args})
 	if err != nil {
 		var wire *jsonrpc.Error
 		if ctx.Err() == nil && (!errors.As(err, &wire) || wire.Code == codeRejectedByTransport) {
@@ -58,7 +60,7 @@ func (t *MCPTool) Call(ctx context.Context, args json.RawMessage) (string, error
 		}
 		return "", t.classify(ctx, err)
 	}
-	text := truncateText(joinContent(res.Content), t.maxResult)
+	text := tool.TruncateText(joinContent(res.Content), t.maxResult)
 	if res.IsError {
 		if text == "" {
 			text = "the tool reported an error"
@@ -74,7 +76,7 @@ const codeRejectedByTransport = -32005
 
 // classify separates what the model caused (arguments the server rejected as invalid) from
 // failures of the connection or the server, which are infrastructure errors.
-func (t *MCPTool) classify(ctx context.Context, err error) error {
+func (t *Tool) classify(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("mcp %s: %w", t.name, ctx.Err())
 	}
@@ -86,24 +88,24 @@ func (t *MCPTool) classify(ctx context.Context, err error) error {
 			return fmt.Errorf("mcp %s: %s", t.name, wire.Message)
 		}
 	}
-	return Infra(fmt.Errorf("mcp %s: %w", t.name, err))
+	return tool.Infra(fmt.Errorf("mcp %s: %w", t.name, err))
 }
 
 // joinContent renders a result's content blocks as text: text as is, other kinds as a short
 // placeholder the model can read.
-func joinContent(content []mcp.Content) string {
+func joinContent(content []sdk.Content) string {
 	parts := make([]string, 0, len(content))
 	for _, c := range content {
 		switch x := c.(type) {
-		case *mcp.TextContent:
+		case *sdk.TextContent:
 			parts = append(parts, x.Text)
-		case *mcp.ImageContent:
+		case *sdk.ImageContent:
 			parts = append(parts, fmt.Sprintf("[image %s, %d bytes]", x.MIMEType, len(x.Data)))
-		case *mcp.AudioContent:
+		case *sdk.AudioContent:
 			parts = append(parts, fmt.Sprintf("[audio %s, %d bytes]", x.MIMEType, len(x.Data)))
-		case *mcp.ResourceLink:
+		case *sdk.ResourceLink:
 			parts = append(parts, fmt.Sprintf("[resource %s]", x.URI))
-		case *mcp.EmbeddedResource:
+		case *sdk.EmbeddedResource:
 			if x.Resource != nil && x.Resource.Text != "" {
 				parts = append(parts, x.Resource.Text)
 			} else if x.Resource != nil {
@@ -114,16 +116,4 @@ func joinContent(content []mcp.Content) string {
 		}
 	}
 	return strings.Join(parts, "\n")
-}
-
-// truncateText cuts s to at most max bytes on a rune boundary, with a marker.
-func truncateText(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	b := newCappedBuffer(max, nil)
-	b.headCap, b.tailCap = max, 0
-	_, _ = b.Write([]byte(s))
-	out, _ := b.String()
-	return out
 }

@@ -1,9 +1,8 @@
-package infer
+package local
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/model"
 )
 
@@ -70,11 +70,11 @@ func TestEngineLogprobsMatchLearner(t *testing.T) {
 	e := newEngine(t, m, 4)
 	for s := uint64(0); s < 6; s++ {
 		p := prompt(s, 5+int(s)*3)
-		c, err := e.Generate(context.Background(), Request{Prompt: p, MaxTokens: 20, Sampling: Sampling{Temperature: 1}, Seed: s})
+		c, err := e.Generate(context.Background(), infer.Request{Prompt: p, MaxTokens: 20, Sampling: infer.Sampling{Temperature: 1}, Seed: s})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(c.Tokens) != 20 || c.Finish != FinishLength {
+		if len(c.Tokens) != 20 || c.Finish != infer.FinishLength {
 			t.Fatalf("got %d tokens finish %s", len(c.Tokens), c.Finish)
 		}
 		want := learnerLogprobs(t, m, p, c.Tokens)
@@ -91,15 +91,15 @@ func TestEngineLogprobsMatchLearner(t *testing.T) {
 
 func TestEngineConcurrentEqualsSequential(t *testing.T) {
 	m := tinyModel(t, 2)
-	reqs := make([]Request, 24)
+	reqs := make([]infer.Request, 24)
 	for i := range reqs {
-		reqs[i] = Request{Prompt: prompt(uint64(i), 3+i%7), MaxTokens: 10 + i%9, Sampling: Sampling{Temperature: 1}, Seed: uint64(100 + i)}
+		reqs[i] = infer.Request{Prompt: prompt(uint64(i), 3+i%7), MaxTokens: 10 + i%9, Sampling: infer.Sampling{Temperature: 1}, Seed: uint64(100 + i)}
 		if i%3 == 0 {
 			reqs[i].Stop = []int32{int32(i % 64)}
 		}
 	}
 	seq := newEngine(t, m, 1)
-	want := make([]Completion, len(reqs))
+	want := make([]infer.Completion, len(reqs))
 	for i, r := range reqs {
 		c, err := seq.Generate(context.Background(), r)
 		if err != nil {
@@ -108,7 +108,7 @@ func TestEngineConcurrentEqualsSequential(t *testing.T) {
 		want[i] = c
 	}
 	par := newEngine(t, m, 5) // fewer slots than requests: they join and leave between steps
-	got := make([]Completion, len(reqs))
+	got := make([]infer.Completion, len(reqs))
 	var wg sync.WaitGroup
 	for i, r := range reqs {
 		wg.Add(1)
@@ -138,12 +138,12 @@ func TestEngineStopAndGreedy(t *testing.T) {
 	m := tinyModel(t, 3)
 	e := newEngine(t, m, 2)
 	p := prompt(9, 6)
-	g, err := e.Generate(context.Background(), Request{Prompt: p, MaxTokens: 12, Sampling: Sampling{Temperature: 0}})
+	g, err := e.Generate(context.Background(), infer.Request{Prompt: p, MaxTokens: 12, Sampling: infer.Sampling{Temperature: 0}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Greedy is a point mass: logprob 0; and top-k 1 at any temperature is the same choice.
-	k1, err := e.Generate(context.Background(), Request{Prompt: p, MaxTokens: 12, Sampling: Sampling{Temperature: 1.3, TopK: 1}, Seed: 5})
+	k1, err := e.Generate(context.Background(), infer.Request{Prompt: p, MaxTokens: 12, Sampling: infer.Sampling{Temperature: 1.3, TopK: 1}, Seed: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,12 +156,12 @@ func TestEngineStopAndGreedy(t *testing.T) {
 		}
 	}
 	stop := g.Tokens[4]
-	s, err := e.Generate(context.Background(), Request{Prompt: p, MaxTokens: 12, Stop: []int32{stop}})
+	s, err := e.Generate(context.Background(), infer.Request{Prompt: p, MaxTokens: 12, Stop: []int32{stop}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := slices.Index(g.Tokens, stop)
-	if s.Finish != FinishStop || !slices.Equal(s.Tokens, g.Tokens[:first+1]) {
+	if s.Finish != infer.FinishStop || !slices.Equal(s.Tokens, g.Tokens[:first+1]) {
 		t.Fatalf("stop at %d: got %v (%s), want %v", stop, s.Tokens, s.Finish, g.Tokens[:first+1])
 	}
 }
@@ -170,11 +170,11 @@ func TestEngineTopPRenormalizes(t *testing.T) {
 	m := tinyModel(t, 4)
 	e := newEngine(t, m, 1)
 	p := prompt(1, 4)
-	c, err := e.Generate(context.Background(), Request{Prompt: p, MaxTokens: 30, Sampling: Sampling{Temperature: 1, TopP: 0.5}, Seed: 3})
+	c, err := e.Generate(context.Background(), infer.Request{Prompt: p, MaxTokens: 30, Sampling: infer.Sampling{Temperature: 1, TopP: 0.5}, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, err := e.Generate(context.Background(), Request{Prompt: p, MaxTokens: 1, Sampling: Sampling{Temperature: 1}, Seed: 3})
+	full, err := e.Generate(context.Background(), infer.Request{Prompt: p, MaxTokens: 1, Sampling: infer.Sampling{Temperature: 1}, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,9 +193,9 @@ func TestEngineLoadWeightsChangesVersionMidCompletion(t *testing.T) {
 	other := tinyModel(t, 6)
 	e := newEngine(t, m, 2)
 	ctx := context.Background()
-	res := make(chan Completion, 1)
+	res := make(chan infer.Completion, 1)
 	go func() {
-		c, err := e.Generate(ctx, Request{Prompt: prompt(1, 4), MaxTokens: 80, Sampling: Sampling{Temperature: 1}, Seed: 1})
+		c, err := e.Generate(ctx, infer.Request{Prompt: prompt(1, 4), MaxTokens: 80, Sampling: infer.Sampling{Temperature: 1}, Seed: 1})
 		if err != nil {
 			t.Error(err)
 		}
@@ -224,7 +224,7 @@ func TestEngineLoadWeightsChangesVersionMidCompletion(t *testing.T) {
 		}
 	}
 	// A request after the switch uses the new weights only.
-	c2, err := e.Generate(ctx, Request{Prompt: prompt(2, 4), MaxTokens: 5, Sampling: Sampling{Temperature: 1}, Seed: 2})
+	c2, err := e.Generate(ctx, infer.Request{Prompt: prompt(2, 4), MaxTokens: 5, Sampling: infer.Sampling{Temperature: 1}, Seed: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,16 +250,16 @@ func tinyModelCfg(t *testing.T) *model.Model {
 
 func TestEngineBadRequests(t *testing.T) {
 	e := newEngine(t, tinyModel(t, 7), 1)
-	cases := []Request{
+	cases := []infer.Request{
 		{Prompt: nil, MaxTokens: 1},
 		{Prompt: []int32{1}, MaxTokens: 0},
 		{Prompt: []int32{1, 64}, MaxTokens: 1},
 		{Prompt: []int32{-1}, MaxTokens: 1},
 		{Prompt: make([]int32, 96), MaxTokens: 1},
 		{Prompt: []int32{1}, MaxTokens: 1, Stop: []int32{99}},
-		{Prompt: []int32{1}, MaxTokens: 1, Sampling: Sampling{Temperature: float32(math.NaN())}},
-		{Prompt: []int32{1}, MaxTokens: 1, Sampling: Sampling{Temperature: 1, TopP: 2}},
-		{Prompt: []int32{1}, MaxTokens: 1, Sampling: Sampling{Temperature: 1, TopK: -1}},
+		{Prompt: []int32{1}, MaxTokens: 1, Sampling: infer.Sampling{Temperature: float32(math.NaN())}},
+		{Prompt: []int32{1}, MaxTokens: 1, Sampling: infer.Sampling{Temperature: 1, TopP: 2}},
+		{Prompt: []int32{1}, MaxTokens: 1, Sampling: infer.Sampling{Temperature: 1, TopK: -1}},
 	}
 	for i, r := range cases {
 		if _, err := e.Generate(context.Background(), r); err == nil {
@@ -267,12 +267,30 @@ func TestEngineBadRequests(t *testing.T) {
 		}
 	}
 	// The completion never runs past the sequence length.
-	c, err := e.Generate(context.Background(), Request{Prompt: make([]int32, 90), MaxTokens: 50, Sampling: Sampling{Temperature: 1}})
+	c, err := e.Generate(context.Background(), infer.Request{Prompt: make([]int32, 90), MaxTokens: 50, Sampling: infer.Sampling{Temperature: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Tokens) != 6 || c.Finish != FinishLength {
+	if len(c.Tokens) != 6 || c.Finish != infer.FinishLength {
 		t.Fatalf("got %d tokens (%s), want 6 (length)", len(c.Tokens), c.Finish)
+	}
+}
+
+// A sequence length the model cannot hold is an error, not silently shortened.
+func TestNewEngineRejectsBadConfig(t *testing.T) {
+	m := tinyModel(t, 7)
+	for _, cfg := range []EngineConfig{{Slots: 0}, {Slots: 1, MaxLen: -1}, {Slots: 1, MaxLen: m.Cfg.MaxSeq + 1}} {
+		if e, err := NewEngine(m, 0, cfg); err == nil {
+			e.Close()
+			t.Errorf("%+v: accepted", cfg)
+		}
+	}
+	for _, n := range []int{0, m.Cfg.MaxSeq} {
+		e, err := NewEngine(m, 0, EngineConfig{Slots: 1, MaxLen: n})
+		if err != nil {
+			t.Fatalf("MaxLen %d: %v", n, err)
+		}
+		e.Close()
 	}
 }
 
@@ -283,7 +301,7 @@ func TestEngineCancelAndClose(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := e.Generate(ctx, Request{Prompt: []int32{1}, MaxTokens: 5}); !errors.Is(err, context.Canceled) {
+	if _, err := e.Generate(ctx, infer.Request{Prompt: []int32{1}, MaxTokens: 5}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled request: err = %v", err)
 	}
 	var wg sync.WaitGroup
@@ -292,7 +310,7 @@ func TestEngineCancelAndClose(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := e.Generate(context.Background(), Request{Prompt: []int32{1, 2}, MaxTokens: 90, Sampling: Sampling{Temperature: 1}, Seed: uint64(i)})
+			_, err := e.Generate(context.Background(), infer.Request{Prompt: []int32{1, 2}, MaxTokens: 90, Sampling: infer.Sampling{Temperature: 1}, Seed: uint64(i)})
 			errs <- err
 		}()
 	}
@@ -305,19 +323,9 @@ func TestEngineCancelAndClose(t *testing.T) {
 			t.Fatalf("request during close: %v", err)
 		}
 	}
-	if _, err := e.Generate(context.Background(), Request{Prompt: []int32{1}, MaxTokens: 1}); !errors.Is(err, ErrClosed) {
+	if _, err := e.Generate(context.Background(), infer.Request{Prompt: []int32{1}, MaxTokens: 1}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after close: err = %v", err)
 	}
-}
-
-func ExampleSampling_Exact() {
-	for _, s := range []Sampling{{Temperature: 1}, {Temperature: 0.7}, {Temperature: 1, TopK: 40}} {
-		fmt.Println(s.Exact())
-	}
-	// Output:
-	// true
-	// false
-	// false
 }
 
 // The next turn of an episode reuses the keys its slot already holds; what it generates is
@@ -327,12 +335,12 @@ func TestEngineReusesPrefixExactly(t *testing.T) {
 	warm := newEngine(t, m, 2)
 	ctx := context.Background()
 	p := prompt(3, 9)
-	first, err := warm.Generate(ctx, Request{Prompt: p, MaxTokens: 7, Sampling: Sampling{Temperature: 1}, Seed: 1})
+	first, err := warm.Generate(ctx, infer.Request{Prompt: p, MaxTokens: 7, Sampling: infer.Sampling{Temperature: 1}, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	next := append(append(slices.Clone(p), first.Tokens...), 5, 6, 7)
-	req := Request{Prompt: next, MaxTokens: 12, Sampling: Sampling{Temperature: 1}, Seed: 2}
+	req := infer.Request{Prompt: next, MaxTokens: 12, Sampling: infer.Sampling{Temperature: 1}, Seed: 2}
 	got, err := warm.Generate(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -347,7 +355,7 @@ func TestEngineReusesPrefixExactly(t *testing.T) {
 	}
 	// A prompt that only shares a prefix with the cached tokens must not reuse the rest.
 	other := append(slices.Clone(p[:4]), 1, 2, 3)
-	req2 := Request{Prompt: other, MaxTokens: 6, Sampling: Sampling{Temperature: 1}, Seed: 3}
+	req2 := infer.Request{Prompt: other, MaxTokens: 6, Sampling: infer.Sampling{Temperature: 1}, Seed: 3}
 	a, err := warm.Generate(ctx, req2)
 	if err != nil {
 		t.Fatal(err)

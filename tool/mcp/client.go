@@ -1,4 +1,4 @@
-package tool
+package mcp
 
 import (
 	"cmp"
@@ -13,17 +13,19 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentrl/agentrl/tool"
 )
 
-// MCPOptions tunes an MCP connection. Zero fields take the defaults in parentheses.
-type MCPOptions struct {
+// Options tunes an MCP connection. Zero fields take the defaults in parentheses.
+type Options struct {
 	// Prefix is prepended to every tool name, to keep the tools of several servers apart
 	// (none).
 	Prefix string
 	// Only, when not empty, keeps just the server tools with these names (all).
 	Only []string
-	// MaxArgBytes bounds a call's JSON arguments (DefaultMaxArgBytes).
+	// MaxArgBytes bounds a call's JSON arguments (tool.DefaultMaxArgBytes).
 	MaxArgBytes int
 	// MaxResultBytes bounds the text a call returns; the rest is cut with a marker (16 KiB).
 	MaxResultBytes int
@@ -40,9 +42,9 @@ type MCPOptions struct {
 	RestartDelay time.Duration
 }
 
-func (o MCPOptions) withDefaults() MCPOptions {
+func (o Options) withDefaults() Options {
 	if o.MaxArgBytes <= 0 {
-		o.MaxArgBytes = DefaultMaxArgBytes
+		o.MaxArgBytes = tool.DefaultMaxArgBytes
 	}
 	if o.MaxResultBytes <= 0 {
 		o.MaxResultBytes = 16 << 10
@@ -59,7 +61,7 @@ func (o MCPOptions) withDefaults() MCPOptions {
 // maxRestartDelay caps the wait between failed restarts.
 const maxRestartDelay = 30 * time.Second
 
-// MCPClient is a session with one MCP server whose tools are exposed as Tools. It owns the
+// Client is a session with one MCP server whose tools are exposed as Tools. It owns the
 // session (and the server process, for stdio): Close ends both. The tools do not implement
 // Close themselves, so env.WithTools may hold them without closing the shared session; whoever
 // connected closes the client.
@@ -69,16 +71,16 @@ const maxRestartDelay = 30 * time.Second
 // its tools must still be there. The call that met the failure is not repeated, since the
 // server may have acted on it; it fails as an infrastructure error. While the server cannot be
 // restarted, calls fail at once until RestartDelay (doubling) has passed since the last try.
-type MCPClient struct {
-	opts   MCPOptions
-	redial func(ctx context.Context) (*mcp.ClientSession, error)
-	tools  []*MCPTool
-	stderr *cappedBuffer // the stdio server's stderr, for error messages; nil over HTTP
+type Client struct {
+	opts   Options
+	redial func(ctx context.Context) (*sdk.ClientSession, error)
+	tools  []*Tool
+	stderr *tool.CappedBuffer // the stdio server's stderr, for error messages; nil over HTTP
 
 	dialMu sync.Mutex // held while a session is being replaced
 
 	mu       sync.Mutex // protects the fields below
-	session  *mcp.ClientSession
+	session  *sdk.ClientSession
 	cmd      *exec.Cmd // the current stdio server process; nil over HTTP
 	broken   bool      // session failed under a call; the next call replaces it
 	delay    time.Duration
@@ -88,35 +90,35 @@ type MCPClient struct {
 	closed   bool
 }
 
-// ConnectMCPCommand starts an MCP server as a child process speaking over stdin and stdout
+// ConnectCommand starts an MCP server as a child process speaking over stdin and stdout
 // (the stdio transport), and lists its tools. The child gets this process's environment and
 // working directory and is killed if this process dies.
-func ConnectMCPCommand(ctx context.Context, name string, args []string, opts MCPOptions) (*MCPClient, error) {
-	return ConnectMCPExec(ctx, exec.Command(name, args...), opts)
+func ConnectCommand(ctx context.Context, name string, args []string, opts Options) (*Client, error) {
+	return ConnectExec(ctx, exec.Command(name, args...), opts)
 }
 
-// ConnectMCPExec is ConnectMCPCommand for a prepared, unstarted command, so that the caller
+// ConnectExec is ConnectCommand for a prepared, unstarted command, so that the caller
 // chooses its environment (cmd.Env) and working directory (cmd.Dir). Unless cmd.SysProcAttr is
 // set, the child is killed if this process dies; unless cmd.Stderr is set, the last 4 KiB of the
 // child's stderr go into connection errors. The client owns the process from here on: Close
 // ends it, and a failed connection has ended it already.
-func ConnectMCPExec(ctx context.Context, cmd *exec.Cmd, opts MCPOptions) (*MCPClient, error) {
+func ConnectExec(ctx context.Context, cmd *exec.Cmd, opts Options) (*Client, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	}
-	var stderr *cappedBuffer
+	var stderr *tool.CappedBuffer
 	if cmd.Stderr == nil {
-		stderr = newCappedBuffer(4<<10, nil)
+		stderr = tool.NewCappedBuffer(4 << 10)
 		cmd.Stderr = stderr
 	}
-	c := &MCPClient{stderr: stderr}
+	c := &Client{stderr: stderr}
 	// Each (re)start runs a fresh copy of cmd: a Cmd runs once.
 	next := cmd
-	dial := func(ctx context.Context) (*mcp.ClientSession, error) {
+	dial := func(ctx context.Context) (*sdk.ClientSession, error) {
 		run := next
 		next = cloneCmd(run)
-		tr := &mcp.CommandTransport{Command: run, TerminateDuration: 2 * time.Second}
-		s, err := dialMCP(ctx, tr)
+		tr := &sdk.CommandTransport{Command: run, TerminateDuration: 2 * time.Second}
+		s, err := dialSession(ctx, tr)
 		if err != nil {
 			if stderr != nil {
 				if tail, _ := stderr.String(); tail != "" {
@@ -131,7 +133,7 @@ func ConnectMCPExec(ctx context.Context, cmd *exec.Cmd, opts MCPOptions) (*MCPCl
 		return s, nil
 	}
 	if err := c.connect(ctx, dial, opts); err != nil {
-		return nil, Infra(err)
+		return nil, tool.Infra(err)
 	}
 	return c, nil
 }
@@ -146,9 +148,9 @@ func cloneCmd(cmd *exec.Cmd) *exec.Cmd {
 	return n
 }
 
-// ConnectMCPHTTP connects to an MCP server over the streamable HTTP transport at url and lists
+// ConnectHTTP connects to an MCP server over the streamable HTTP transport at url and lists
 // its tools.
-func ConnectMCPHTTP(ctx context.Context, url string, opts MCPOptions) (*MCPClient, error) {
+func ConnectHTTP(ctx context.Context, url string, opts Options) (*Client, error) {
 	client := opts.HTTPClient
 	if len(opts.Header) > 0 {
 		if client == nil {
@@ -158,23 +160,23 @@ func ConnectMCPHTTP(ctx context.Context, url string, opts MCPOptions) (*MCPClien
 		withHeader.Transport = headerTransport{base: cmp.Or[http.RoundTripper](client.Transport, http.DefaultTransport), header: opts.Header.Clone()}
 		client = &withHeader
 	}
-	dial := func(ctx context.Context) (*mcp.ClientSession, error) {
-		tr := &mcp.StreamableClientTransport{
+	dial := func(ctx context.Context) (*sdk.ClientSession, error) {
+		tr := &sdk.StreamableClientTransport{
 			Endpoint:   url,
 			HTTPClient: client,
 			// Tools are request/response; the server-to-client stream would only carry
 			// notifications this adapter does not use.
 			DisableStandaloneSSE: true,
 		}
-		s, err := dialMCP(ctx, tr)
+		s, err := dialSession(ctx, tr)
 		if err != nil {
 			return nil, fmt.Errorf("mcp: %s: %w", url, err)
 		}
 		return s, nil
 	}
-	c := &MCPClient{}
+	c := &Client{}
 	if err := c.connect(ctx, dial, opts); err != nil {
-		return nil, Infra(err)
+		return nil, tool.Infra(err)
 	}
 	return c, nil
 }
@@ -193,11 +195,11 @@ func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(req)
 }
 
-// mcpImplementation identifies this client to servers.
-var mcpImplementation = &mcp.Implementation{Name: "agentrl", Version: "1"}
+// implementation identifies this client to servers.
+var implementation = &sdk.Implementation{Name: "agentrl", Version: "1"}
 
-func dialMCP(ctx context.Context, tr mcp.Transport) (*mcp.ClientSession, error) {
-	s, err := mcp.NewClient(mcpImplementation, nil).Connect(ctx, tr, nil)
+func dialSession(ctx context.Context, tr sdk.Transport) (*sdk.ClientSession, error) {
+	s, err := sdk.NewClient(implementation, nil).Connect(ctx, tr, nil)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
@@ -205,7 +207,7 @@ func dialMCP(ctx context.Context, tr mcp.Transport) (*mcp.ClientSession, error) 
 }
 
 // connect opens the first session with dial, lists the tools and keeps dial for restarts.
-func (c *MCPClient) connect(ctx context.Context, dial func(context.Context) (*mcp.ClientSession, error), opts MCPOptions) error {
+func (c *Client) connect(ctx context.Context, dial func(context.Context) (*sdk.ClientSession, error), opts Options) error {
 	c.opts = opts.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
@@ -224,8 +226,8 @@ func (c *MCPClient) connect(ctx context.Context, dial func(context.Context) (*mc
 }
 
 // current returns the session a call should use, first replacing a session that failed
-// (see MCPClient). Its errors are infrastructure errors.
-func (c *MCPClient) current(ctx context.Context) (*mcp.ClientSession, error) {
+// (see Client). Its errors are infrastructure errors.
+func (c *Client) current(ctx context.Context) (*sdk.ClientSession, error) {
 	c.mu.Lock()
 	s, err := c.usable()
 	c.mu.Unlock()
@@ -254,12 +256,12 @@ func (c *MCPClient) current(ctx context.Context) (*mcp.ClientSession, error) {
 		c.nextTry = time.Now().Add(c.delay)
 		c.lastErr = err
 		c.mu.Unlock()
-		return nil, Infra(fmt.Errorf("mcp: restarting the server: %w", err))
+		return nil, tool.Infra(fmt.Errorf("mcp: restarting the server: %w", err))
 	}
 	if c.closed {
 		c.mu.Unlock()
 		_ = s.Close()
-		return nil, Infra(errors.New("mcp: client is closed"))
+		return nil, tool.Infra(errors.New("mcp: client is closed"))
 	}
 	old := c.session
 	c.session, c.broken, c.delay, c.lastErr = s, false, 0, nil
@@ -271,20 +273,20 @@ func (c *MCPClient) current(ctx context.Context) (*mcp.ClientSession, error) {
 
 // usable is the current session if it has not failed; nil and nil if it has and a restart may
 // be tried now. c.mu is held.
-func (c *MCPClient) usable() (*mcp.ClientSession, error) {
+func (c *Client) usable() (*sdk.ClientSession, error) {
 	switch {
 	case c.closed:
-		return nil, Infra(errors.New("mcp: client is closed"))
+		return nil, tool.Infra(errors.New("mcp: client is closed"))
 	case !c.broken:
 		return c.session, nil
 	case time.Now().Before(c.nextTry):
-		return nil, Infra(fmt.Errorf("mcp: the server is down (last restart: %v); next try in %v", c.lastErr, time.Until(c.nextTry).Round(time.Millisecond)))
+		return nil, tool.Infra(fmt.Errorf("mcp: the server is down (last restart: %v); next try in %v", c.lastErr, time.Until(c.nextTry).Round(time.Millisecond)))
 	}
 	return nil, nil
 }
 
 // failed records that s broke under a call: the next call replaces it.
-func (c *MCPClient) failed(s *mcp.ClientSession) {
+func (c *Client) failed(s *sdk.ClientSession) {
 	c.mu.Lock()
 	if c.session == s {
 		c.broken = true
@@ -293,14 +295,14 @@ func (c *MCPClient) failed(s *mcp.ClientSession) {
 }
 
 // Restarts is how many times the server was restarted (or reconnected) after a failure.
-func (c *MCPClient) Restarts() int {
+func (c *Client) Restarts() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.restarts
 }
 
 // checkTools makes sure a restarted server still has every tool the client hands out.
-func (c *MCPClient) checkTools(ctx context.Context, s *mcp.ClientSession) error {
+func (c *Client) checkTools(ctx context.Context, s *sdk.ClientSession) error {
 	have := map[string]bool{}
 	for t, err := range s.Tools(ctx, nil) {
 		if err != nil {
@@ -316,12 +318,12 @@ func (c *MCPClient) checkTools(ctx context.Context, s *mcp.ClientSession) error 
 	return nil
 }
 
-func (c *MCPClient) listTools(ctx context.Context, session *mcp.ClientSession, opts MCPOptions) ([]*MCPTool, error) {
+func (c *Client) listTools(ctx context.Context, session *sdk.ClientSession, opts Options) ([]*Tool, error) {
 	keep := map[string]bool{}
 	for _, n := range opts.Only {
 		keep[n] = true
 	}
-	var out []*MCPTool
+	var out []*Tool
 	seen := map[string]bool{}
 	for t, err := range session.Tools(ctx, nil) {
 		if err != nil {
@@ -345,7 +347,7 @@ func (c *MCPClient) listTools(ctx context.Context, session *mcp.ClientSession, o
 			}
 			schema = b
 		}
-		out = append(out, &MCPTool{
+		out = append(out, &Tool{
 			client: c, remote: t.Name, name: opts.Prefix + t.Name,
 			description: t.Description, schema: schema,
 			maxArg: opts.MaxArgBytes, maxResult: opts.MaxResultBytes,
@@ -363,13 +365,13 @@ func (c *MCPClient) listTools(ctx context.Context, session *mcp.ClientSession, o
 // only (all of them when only is empty), named prefix + the server's name, in the order the
 // server listed them. It lets one session serve several environments, each with its own subset
 // and prefix; the tools share the session. A name in only that the server did not list (or that
-// MCPOptions.Only left out) is an error naming the tools there are.
-func (c *MCPClient) Select(prefix string, only []string) ([]Tool, error) {
+// Options.Only left out) is an error naming the tools there are.
+func (c *Client) Select(prefix string, only []string) ([]tool.Tool, error) {
 	keep := make(map[string]bool, len(only))
 	for _, n := range only {
 		keep[n] = true
 	}
-	var out []Tool
+	var out []tool.Tool
 	have := make([]string, len(c.tools))
 	seen := map[string]bool{}
 	for i, t := range c.tools {
@@ -391,8 +393,8 @@ func (c *MCPClient) Select(prefix string, only []string) ([]Tool, error) {
 }
 
 // Tools returns the server's tools, in the order the server listed them.
-func (c *MCPClient) Tools() []Tool {
-	out := make([]Tool, len(c.tools))
+func (c *Client) Tools() []tool.Tool {
+	out := make([]tool.Tool, len(c.tools))
 	for i, t := range c.tools {
 		out[i] = t
 	}
@@ -402,7 +404,7 @@ func (c *MCPClient) Tools() []Tool {
 // Close ends the session; for a stdio server it closes the server's stdin, waits for it to
 // exit (signalling it after a grace period) and reaps it. Later calls fail; Close is
 // idempotent.
-func (c *MCPClient) Close() error {
+func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -410,12 +412,13 @@ func (c *MCPClient) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
-	// A restart under way sees closed when it ends and closes what it started.
+	// A restart under way sees closed when it ends and closes what it started; taking dialMu
+	// waits for it, so the session read here is the last one.
 	c.dialMu.Lock()
-	c.dialMu.Unlock()
 	c.mu.Lock()
 	s, broken := c.session, c.broken
 	c.mu.Unlock()
+	c.dialMu.Unlock()
 	if err := s.Close(); err != nil && !isExitAfterClose(err) && !broken {
 		return fmt.Errorf("mcp: close: %w", err)
 	}

@@ -1,4 +1,4 @@
-package tool
+package mcp
 
 import (
 	"bytes"
@@ -18,7 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentrl/agentrl/tool"
 )
 
 // everythingServer returns node and the entry point of @modelcontextprotocol/server-everything
@@ -29,7 +31,7 @@ func everythingServer(t *testing.T) (node, script string) {
 	if err != nil {
 		t.Skip("node is not installed: MCP stdio test against server-everything skipped")
 	}
-	script, err = filepath.Abs("../scripts/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+	script, err = filepath.Abs("../../scripts/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +41,7 @@ func everythingServer(t *testing.T) (node, script string) {
 	return node, script
 }
 
-func toolByName(t *testing.T, tools []Tool, name string) Tool {
+func toolByName(t *testing.T, tools []tool.Tool, name string) tool.Tool {
 	t.Helper()
 	for _, tl := range tools {
 		if tl.Name() == name {
@@ -58,10 +60,10 @@ type mcpCall struct {
 	name, tool, args string
 	want             string // exact result, when no error is wanted
 	wantErr          string // substring of the error
-	infra            bool   // the error must wrap ErrInfra
+	infra            bool   // the error must wrap tool.ErrInfra
 }
 
-func runMCPCalls(t *testing.T, tools []Tool, calls []mcpCall) {
+func runMCPCalls(t *testing.T, tools []tool.Tool, calls []mcpCall) {
 	t.Helper()
 	for _, tc := range calls {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,8 +80,8 @@ func runMCPCalls(t *testing.T, tools []Tool, calls []mcpCall) {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("err %v (result %q), want one containing %q", err, got, tc.wantErr)
 			}
-			if errors.Is(err, ErrInfra) != tc.infra {
-				t.Fatalf("err %v: infra %v, want %v", err, errors.Is(err, ErrInfra), tc.infra)
+			if errors.Is(err, tool.ErrInfra) != tc.infra {
+				t.Fatalf("err %v: infra %v, want %v", err, errors.Is(err, tool.ErrInfra), tc.infra)
 			}
 		})
 	}
@@ -88,7 +90,7 @@ func runMCPCalls(t *testing.T, tools []Tool, calls []mcpCall) {
 func TestMCPStdioEverything(t *testing.T) {
 	node, script := everythingServer(t)
 	ctx := context.Background()
-	c, err := ConnectMCPCommand(ctx, node, []string{script, "stdio"}, MCPOptions{Prefix: "ev_"})
+	c, err := ConnectCommand(ctx, node, []string{script, "stdio"}, Options{Prefix: "ev_"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +110,7 @@ func TestMCPStdioEverything(t *testing.T) {
 		{name: "add without arguments", tool: "ev_get-sum", args: `{}`, wantErr: "ev_get-sum"},
 		{name: "arguments not an object", tool: "ev_echo", args: `["hi"]`, wantErr: "JSON object"},
 		{name: "arguments not JSON", tool: "ev_echo", args: `{message`, wantErr: "JSON object"},
-		{name: "arguments too large", tool: "ev_echo", args: `{"message":"` + strings.Repeat("x", DefaultMaxArgBytes) + `"}`, wantErr: "limit"},
+		{name: "arguments too large", tool: "ev_echo", args: `{"message":"` + strings.Repeat("x", tool.DefaultMaxArgBytes) + `"}`, wantErr: "limit"},
 	})
 
 	if err := c.Close(); err != nil {
@@ -117,7 +119,7 @@ func TestMCPStdioEverything(t *testing.T) {
 	if c.cmd.ProcessState == nil {
 		t.Fatal("Close returned before the server process was reaped")
 	}
-	if _, err := echo.Call(ctx, json.RawMessage(`{"message":"x"}`)); !errors.Is(err, ErrInfra) {
+	if _, err := echo.Call(ctx, json.RawMessage(`{"message":"x"}`)); !errors.Is(err, tool.ErrInfra) {
 		t.Fatalf("Call after Close: %v, want an infrastructure error", err)
 	}
 	if err := c.Close(); err != nil {
@@ -131,7 +133,7 @@ func TestMCPStdioEverything(t *testing.T) {
 func TestMCPStdioServerDies(t *testing.T) {
 	node, script := everythingServer(t)
 	ctx := context.Background()
-	c, err := ConnectMCPCommand(ctx, node, []string{script, "stdio"}, MCPOptions{Only: []string{"echo"}})
+	c, err := ConnectCommand(ctx, node, []string{script, "stdio"}, Options{Only: []string{"echo"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +147,7 @@ func TestMCPStdioServerDies(t *testing.T) {
 	}
 	echo := c.Tools()[0]
 	_, err = echo.Call(ctx, json.RawMessage(`{"message":"x"}`))
-	if !errors.Is(err, ErrInfra) {
+	if !errors.Is(err, tool.ErrInfra) {
 		t.Fatalf("Call to a dead server: %v, want an infrastructure error", err)
 	}
 	got, err := echo.Call(ctx, json.RawMessage(`{"message":"again"}`))
@@ -187,7 +189,7 @@ func TestMCPHTTPReconnects(t *testing.T) {
 	sessions := func() int { mu.Lock(); defer mu.Unlock(); return inits }
 	ctx := context.Background()
 	const delay = 200 * time.Millisecond
-	c, err := ConnectMCPHTTP(ctx, hs.URL, MCPOptions{RestartDelay: delay})
+	c, err := ConnectHTTP(ctx, hs.URL, Options{RestartDelay: delay})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +202,7 @@ func TestMCPHTTPReconnects(t *testing.T) {
 
 	setDown(true)
 	for i := range 3 {
-		if _, err := call(); !errors.Is(err, ErrInfra) {
+		if _, err := call(); !errors.Is(err, tool.ErrInfra) {
 			t.Fatalf("call %d while the server is down: %v, want an infrastructure error", i, err)
 		}
 	}
@@ -222,19 +224,19 @@ func TestMCPConnectFailures(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		name    string
-		connect func() (*MCPClient, error)
+		connect func() (*Client, error)
 	}{
-		{"missing command", func() (*MCPClient, error) {
-			return ConnectMCPCommand(ctx, "/nonexistent/mcp-server", nil, MCPOptions{})
+		{"missing command", func() (*Client, error) {
+			return ConnectCommand(ctx, "/nonexistent/mcp-server", nil, Options{})
 		}},
-		{"command that is not a server", func() (*MCPClient, error) {
-			return ConnectMCPCommand(ctx, "/usr/bin/true", nil, MCPOptions{})
+		{"command that is not a server", func() (*Client, error) {
+			return ConnectCommand(ctx, "/usr/bin/true", nil, Options{})
 		}},
-		{"nothing listening", func() (*MCPClient, error) {
+		{"nothing listening", func() (*Client, error) {
 			srv := httptest.NewServer(nil)
 			url := srv.URL
 			srv.Close()
-			return ConnectMCPHTTP(ctx, url, MCPOptions{})
+			return ConnectHTTP(ctx, url, Options{})
 		}},
 	}
 	for _, tc := range tests {
@@ -244,7 +246,7 @@ func TestMCPConnectFailures(t *testing.T) {
 				c.Close()
 				t.Fatal("connected")
 			}
-			if !errors.Is(err, ErrInfra) {
+			if !errors.Is(err, tool.ErrInfra) {
 				t.Fatalf("error %v is not an infrastructure error", err)
 			}
 		})
@@ -260,24 +262,24 @@ type addArgs struct {
 // a tool that returns two content blocks, served over streamable HTTP on 127.0.0.1.
 func newTestMCPServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "add", Description: "Add two integers."},
-		func(_ context.Context, _ *mcp.CallToolRequest, in addArgs) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(in.A + in.B)}}}, nil, nil
+	srv := sdk.NewServer(&sdk.Implementation{Name: "test", Version: "1"}, nil)
+	sdk.AddTool(srv, &sdk.Tool{Name: "add", Description: "Add two integers."},
+		func(_ context.Context, _ *sdk.CallToolRequest, in addArgs) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strconv.Itoa(in.A + in.B)}}}, nil, nil
 		})
-	mcp.AddTool(srv, &mcp.Tool{Name: "fail", Description: "Always fails."},
-		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+	sdk.AddTool(srv, &sdk.Tool{Name: "fail", Description: "Always fails."},
+		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
 			return nil, nil, errors.New("disk on fire")
 		})
-	mcp.AddTool(srv, &mcp.Tool{Name: "two", Description: "Two blocks."},
-		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{
-				&mcp.TextContent{Text: "first"},
-				&mcp.ImageContent{MIMEType: "image/png", Data: []byte{1, 2, 3}},
-				&mcp.TextContent{Text: "last"},
+	sdk.AddTool(srv, &sdk.Tool{Name: "two", Description: "Two blocks."},
+		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{
+				&sdk.TextContent{Text: "first"},
+				&sdk.ImageContent{MIMEType: "image/png", Data: []byte{1, 2, 3}},
+				&sdk.TextContent{Text: "last"},
 			}}, nil, nil
 		})
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
 	t.Cleanup(hs.Close)
 	return hs
 }
@@ -285,7 +287,7 @@ func newTestMCPServer(t *testing.T) *httptest.Server {
 func TestMCPStreamableHTTP(t *testing.T) {
 	hs := newTestMCPServer(t)
 	ctx := context.Background()
-	c, err := ConnectMCPHTTP(ctx, hs.URL, MCPOptions{MaxResultBytes: 64})
+	c, err := ConnectHTTP(ctx, hs.URL, Options{MaxResultBytes: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +310,7 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	})
 	hs.CloseClientConnections()
 	hs.Close()
-	if _, err := add.Call(ctx, json.RawMessage(`{"a":1,"b":2}`)); !errors.Is(err, ErrInfra) {
+	if _, err := add.Call(ctx, json.RawMessage(`{"a":1,"b":2}`)); !errors.Is(err, tool.ErrInfra) {
 		t.Fatalf("Call after the server went away: %v, want an infrastructure error", err)
 	}
 }
@@ -316,14 +318,14 @@ func TestMCPStreamableHTTP(t *testing.T) {
 func TestJoinContentAndTruncate(t *testing.T) {
 	tests := []struct {
 		name    string
-		content []mcp.Content
+		content []sdk.Content
 		want    string
 	}{
 		{"empty", nil, ""},
-		{"text", []mcp.Content{&mcp.TextContent{Text: "a"}, &mcp.TextContent{Text: "b"}}, "a\nb"},
-		{"link", []mcp.Content{&mcp.ResourceLink{URI: "file:///x"}}, "[resource file:///x]"},
-		{"embedded text", []mcp.Content{&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "u", Text: "body"}}}, "body"},
-		{"audio", []mcp.Content{&mcp.AudioContent{MIMEType: "audio/wav", Data: make([]byte, 10)}}, "[audio audio/wav, 10 bytes]"},
+		{"text", []sdk.Content{&sdk.TextContent{Text: "a"}, &sdk.TextContent{Text: "b"}}, "a\nb"},
+		{"link", []sdk.Content{&sdk.ResourceLink{URI: "file:///x"}}, "[resource file:///x]"},
+		{"embedded text", []sdk.Content{&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "u", Text: "body"}}}, "body"},
+		{"audio", []sdk.Content{&sdk.AudioContent{MIMEType: "audio/wav", Data: make([]byte, 10)}}, "[audio audio/wav, 10 bytes]"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -332,19 +334,19 @@ func TestJoinContentAndTruncate(t *testing.T) {
 			}
 		})
 	}
-	if got := truncateText(strings.Repeat("é", 10), 7); !strings.HasPrefix(got, "ééé") || !strings.Contains(got, "truncated") {
+	if got := tool.TruncateText(strings.Repeat("é", 10), 7); !strings.HasPrefix(got, "ééé") || !strings.Contains(got, "truncated") {
 		t.Fatalf("truncateText: %q", got)
 	}
 }
 
-// ConnectMCPExec runs the prepared command: the script path is relative to cmd.Dir and a
+// ConnectExec runs the prepared command: the script path is relative to cmd.Dir and a
 // variable of cmd.Env reaches the server (its get-env tool prints its environment).
 func TestMCPExecDirAndEnv(t *testing.T) {
 	node, script := everythingServer(t)
 	cmd := exec.Command(node, "dist/index.js", "stdio")
 	cmd.Dir = filepath.Dir(filepath.Dir(script))
 	cmd.Env = append(os.Environ(), "AGENTRL_MCP_TEST=dir-and-env")
-	c, err := ConnectMCPExec(context.Background(), cmd, MCPOptions{MaxResultBytes: 1 << 20})
+	c, err := ConnectExec(context.Background(), cmd, Options{MaxResultBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +367,7 @@ func TestMCPExecDirAndEnv(t *testing.T) {
 // server and an unknown name is an error listing the server's tools.
 func TestMCPSelect(t *testing.T) {
 	hs := newTestMCPServer(t)
-	c, err := ConnectMCPHTTP(context.Background(), hs.URL, MCPOptions{})
+	c, err := ConnectHTTP(context.Background(), hs.URL, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +395,7 @@ func TestMCPSelect(t *testing.T) {
 // One client serves many episodes at once: concurrent calls over stdio (server-everything) and
 // streamable HTTP each get their own answer. Run under -race.
 func TestMCPConcurrentCalls(t *testing.T) {
-	hammer := func(t *testing.T, tl Tool, args func(i int) string, want func(i int) string) {
+	hammer := func(t *testing.T, tl tool.Tool, args func(i int) string, want func(i int) string) {
 		t.Helper()
 		const workers, calls = 8, 16
 		errs := make(chan error, workers*calls)
@@ -418,7 +420,7 @@ func TestMCPConcurrentCalls(t *testing.T) {
 		}
 	}
 	t.Run("http", func(t *testing.T) {
-		c, err := ConnectMCPHTTP(context.Background(), newTestMCPServer(t).URL, MCPOptions{})
+		c, err := ConnectHTTP(context.Background(), newTestMCPServer(t).URL, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -429,7 +431,7 @@ func TestMCPConcurrentCalls(t *testing.T) {
 	})
 	t.Run("stdio", func(t *testing.T) {
 		node, script := everythingServer(t)
-		c, err := ConnectMCPCommand(context.Background(), node, []string{script, "stdio"}, MCPOptions{Only: []string{"echo"}})
+		c, err := ConnectCommand(context.Background(), node, []string{script, "stdio"}, Options{Only: []string{"echo"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -463,7 +465,7 @@ func TestMCPHTTPHeader(t *testing.T) {
 	h := http.Header{}
 	h.Set("Authorization", "Bearer s3cret")
 	h.Set("X-Team", "rl")
-	c, err := ConnectMCPHTTP(ctx, hs.URL, MCPOptions{Header: h, HTTPClient: &http.Client{Timeout: 10 * time.Second}})
+	c, err := ConnectHTTP(ctx, hs.URL, Options{Header: h, HTTPClient: &http.Client{Timeout: 10 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,13 +481,13 @@ func TestMCPHTTPHeader(t *testing.T) {
 
 	bad := http.Header{}
 	bad.Set("Authorization", "Bearer wrong-key-123")
-	for name, opts := range map[string]MCPOptions{"no header": {}, "wrong key": {Header: bad}} {
-		c, err := ConnectMCPHTTP(ctx, hs.URL, opts)
+	for name, opts := range map[string]Options{"no header": {}, "wrong key": {Header: bad}} {
+		c, err := ConnectHTTP(ctx, hs.URL, opts)
 		if err == nil {
 			c.Close()
 			t.Fatalf("%s: connected", name)
 		}
-		if !errors.Is(err, ErrInfra) || strings.Contains(err.Error(), "wrong-key-123") {
+		if !errors.Is(err, tool.ErrInfra) || strings.Contains(err.Error(), "wrong-key-123") {
 			t.Errorf("%s: %v, want an infrastructure error that does not show the key", name, err)
 		}
 	}

@@ -10,7 +10,7 @@ var (
 	HeldoutSeeds = env.SeedRange{Lo: 1_000_000_000, Hi: 1_001_000_000}
 )
 
-// Spec is the registered description of the environment.
+// Spec describes the environment for an env.Registry.
 func Spec() env.Spec {
 	return env.Spec{
 		Name:        "calc",
@@ -22,5 +22,3 @@ func Spec() env.Spec {
 		Corpus:      Corpus,
 	}
 }
-
-func init() { env.Register(Spec()) }

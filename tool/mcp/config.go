@@ -1,4 +1,4 @@
-package pipeline
+package mcp
 
 import (
 	"context"
@@ -15,25 +15,27 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+
 	"github.com/agentrl/agentrl/env"
-	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool"
 )
 
-// MCPConfig attaches the tools of MCP (Model Context Protocol) servers to environments. Each
+// Config attaches the tools of MCP (Model Context Protocol) servers to environments. Each
 // server is connected once per run (or per `eval` / `env serve`) and its session is shared by
 // every episode; the tools join the environment's own, under its tool limits, and the model sees
 // them in the system prompt like the built-in ones.
-type MCPConfig struct {
+type Config struct {
 	// Servers are the MCP servers, each started over stdio (command) or reached over streamable
 	// HTTP (url).
-	Servers []MCPServer `yaml:"servers"`
+	Servers []Server `yaml:"servers"`
 	// Envs maps an environment's name to the servers whose tools it gets.
-	Envs map[string][]MCPAttach `yaml:"envs"`
+	Envs map[string][]Attachment `yaml:"envs"`
 }
 
-// MCPServer is one MCP server: exactly one of Command (stdio) and URL (streamable HTTP).
-type MCPServer struct {
+// Server is one MCP server: exactly one of Command (stdio) and URL (streamable HTTP).
+type Server struct {
 	// Name is how envs refer to the server.
 	Name string `yaml:"name"`
 	// Command starts the server as a child process speaking MCP over stdin and stdout. A
@@ -56,8 +58,8 @@ type MCPServer struct {
 	ConnectTimeout time.Duration `yaml:"connect_timeout,omitempty"`
 }
 
-// MCPAttach gives an environment the tools of one server.
-type MCPAttach struct {
+// Attachment gives an environment the tools of one server.
+type Attachment struct {
 	Server string `yaml:"server"`
 	// Tools, when not empty, keeps only the server's tools with these names (the server's own
 	// names, before Prefix).
@@ -68,6 +70,8 @@ type MCPAttach struct {
 }
 
 var (
+	// serverNameRE is a server's name (as the run configuration's names are).
+	serverNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 	envKeyRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	toolPrefixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
 	// headerNameRE is an HTTP field name (RFC 9110's token).
@@ -80,9 +84,9 @@ var (
 // would break the protocol.
 var transportHeaders = []string{"Accept", "Content-Type", "Content-Length", "Host", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id"}
 
-// validate reports every problem of the block, naming the setting; used is the set of
+// Validate reports every problem of the block, naming the setting; used is the set of
 // environments the run's phases use.
-func (m *MCPConfig) validate(used map[string]bool) error {
+func (m *Config) Validate(reg *env.Registry, used map[string]bool) error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("mcp."+format, a...)) }
 	if len(m.Servers) == 0 {
@@ -91,7 +95,7 @@ func (m *MCPConfig) validate(used map[string]bool) error {
 	servers := map[string]bool{}
 	for i, s := range m.Servers {
 		where := fmt.Sprintf("servers[%d] (%s)", i, s.Name)
-		if !nameRE.MatchString(s.Name) || servers[s.Name] {
+		if !serverNameRE.MatchString(s.Name) || servers[s.Name] {
 			bad("%s: name must be unique and made of letters, digits, '.', '_' or '-'", where)
 		}
 		servers[s.Name] = true
@@ -134,7 +138,7 @@ func (m *MCPConfig) validate(used map[string]bool) error {
 	attached := map[string]bool{}
 	for _, name := range sortedKeys(m.Envs) {
 		where := "envs." + name
-		if _, err := env.Lookup(name); err != nil {
+		if _, err := reg.Lookup(name); err != nil {
 			bad("%s: %v", where, err)
 			continue
 		}
@@ -177,29 +181,55 @@ func (m *MCPConfig) validate(used map[string]bool) error {
 	return errors.Join(errs...)
 }
 
-// LoadMCP reads the run configuration at path (strictly, as Load does) and returns its mcp
-// block, validated, or nil when it has none. The rest of the configuration is not validated:
-// `eval` and `env serve` use a run's config.yaml only for its MCP servers.
-func LoadMCP(path string) (*MCPConfig, error) {
+// Load reads the run configuration at path and returns its mcp block, validated, or nil when it
+// has none. The block is decoded strictly (an unknown key is an error); of the rest only the
+// environments the phases use are read, to check that the block attaches tools to those: `eval`
+// and `env serve` use a run's config.yaml only for its MCP servers.
+func Load(reg *env.Registry, path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: read config: %w", err)
+		return nil, fmt.Errorf("mcp: read config: %w", err)
 	}
-	c, err := Decode(data)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: %s: %w", path, err)
+	var doc struct {
+		MCP    *strictConfig `yaml:"mcp"`
+		Phases []struct {
+			Envs []struct {
+				Name string `yaml:"name"`
+			} `yaml:"envs"`
+		} `yaml:"phases"`
 	}
-	if c.MCP == nil {
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("mcp: %s: %w", path, err)
+	}
+	if doc.MCP == nil || doc.MCP.c == nil {
 		return nil, nil
 	}
+	c := doc.MCP.c
 	used := map[string]bool{}
-	for _, n := range c.envNames() {
-		used[n] = true
+	for _, p := range doc.Phases {
+		for _, e := range p.Envs {
+			used[e.Name] = true
+		}
 	}
-	if err := c.MCP.validate(used); err != nil {
-		return nil, fmt.Errorf("pipeline: %s: invalid mcp block:\n%w", path, err)
+	if err := c.Validate(reg, used); err != nil {
+		return nil, fmt.Errorf("mcp: %s: invalid mcp block:\n%w", path, err)
 	}
-	return c.MCP, nil
+	return c, nil
+}
+
+// strictConfig decodes an mcp block strictly inside a document decoded leniently.
+type strictConfig struct{ c *Config }
+
+func (s *strictConfig) UnmarshalYAML(node ast.Node) error {
+	if node.Type() == ast.NullType {
+		return nil
+	}
+	var c Config
+	if err := yaml.NodeToValue(node, &c, yaml.Strict()); err != nil {
+		return err
+	}
+	s.c = &c
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -211,21 +241,22 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// MCPTools is a configuration's MCP servers, connected, and the tools each environment gets
+// Toolbox is a configuration's MCP servers, connected, and the tools each environment gets
 // from them. It makes environments with those tools attached (NewEnv); Close ends every
-// session. A nil *MCPTools attaches nothing.
-type MCPTools struct {
-	clients map[string]*tool.MCPClient // by server name
+// session. A nil *Toolbox attaches nothing.
+type Toolbox struct {
+	reg     *env.Registry      // the environments tools are attached to
+	clients map[string]*Client // by server name
 	byEnv   map[string][]tool.Tool
 }
 
-// ConnectMCP connects the servers that c attaches to the environments named in envs (to any
+// Connect connects the servers that c attaches to the environments named in envs (to any
 // environment when envs is empty), once each, and checks each environment's tool names: a
 // server that does not start or list its tools, an allow-listed tool the server lacks, or a tool
 // name an environment would hold twice (built-in or from another server) is an error naming it,
 // and nothing stays connected. A nil c connects nothing. The caller closes the result.
-func ConnectMCP(ctx context.Context, c *MCPConfig, envs ...string) (*MCPTools, error) {
-	t := &MCPTools{clients: map[string]*tool.MCPClient{}, byEnv: map[string][]tool.Tool{}}
+func Connect(ctx context.Context, reg *env.Registry, c *Config, envs ...string) (*Toolbox, error) {
+	t := &Toolbox{reg: reg, clients: map[string]*Client{}, byEnv: map[string][]tool.Tool{}}
 	if c == nil {
 		return t, nil
 	}
@@ -260,7 +291,7 @@ func ConnectMCP(ctx context.Context, c *MCPConfig, envs ...string) (*MCPTools, e
 
 // connect starts the needed servers concurrently; on an error the ones that did connect stay
 // in t.clients for the caller to close.
-func (t *MCPTools) connect(ctx context.Context, servers []MCPServer, need map[string]bool) error {
+func (t *Toolbox) connect(ctx context.Context, servers []Server, need map[string]bool) error {
 	var (
 		mu   sync.Mutex
 		wg   sync.WaitGroup
@@ -306,7 +337,7 @@ func checkHeader(name, value string) error {
 }
 
 // serverHeader is s.Headers with the environment variables they name filled in.
-func serverHeader(s MCPServer) (http.Header, error) {
+func serverHeader(s Server) (http.Header, error) {
 	h := http.Header{}
 	for _, k := range sortedKeys(s.Headers) {
 		var missing []string
@@ -329,15 +360,15 @@ func serverHeader(s MCPServer) (http.Header, error) {
 	return h, nil
 }
 
-func connectServer(ctx context.Context, s MCPServer) (*tool.MCPClient, error) {
-	opts := tool.MCPOptions{ConnectTimeout: s.ConnectTimeout}
+func connectServer(ctx context.Context, s Server) (*Client, error) {
+	opts := Options{ConnectTimeout: s.ConnectTimeout}
 	if s.URL != "" {
 		h, err := serverHeader(s)
 		if err != nil {
 			return nil, err
 		}
 		opts.Header = h
-		return tool.ConnectMCPHTTP(ctx, s.URL, opts)
+		return ConnectHTTP(ctx, s.URL, opts)
 	}
 	cmd := exec.Command(s.Command, s.Args...)
 	cmd.Dir = s.Dir
@@ -347,14 +378,14 @@ func connectServer(ctx context.Context, s MCPServer) (*tool.MCPClient, error) {
 			cmd.Env = append(cmd.Env, k+"="+s.Env[k])
 		}
 	}
-	return tool.ConnectMCPExec(ctx, cmd, opts)
+	return ConnectExec(ctx, cmd, opts)
 }
 
 // attach selects environment name's tools and checks their names against each other and the
 // environment's built-in tools, which one instance (made and closed here) reveals.
-func (t *MCPTools) attach(name string, atts []MCPAttach) error {
+func (t *Toolbox) attach(name string, atts []Attachment) error {
 	from := map[string]string{} // tool name -> where it comes from
-	spec, err := env.Lookup(name)
+	spec, err := t.reg.Lookup(name)
 	if err != nil {
 		return err
 	}
@@ -397,7 +428,7 @@ func (t *MCPTools) attach(name string, atts []MCPAttach) error {
 }
 
 // Tools returns the MCP tools attached to environment name, in the configured order.
-func (t *MCPTools) Tools(name string) []tool.Tool {
+func (t *Toolbox) Tools(name string) []tool.Tool {
 	if t == nil {
 		return nil
 	}
@@ -406,8 +437,8 @@ func (t *MCPTools) Tools(name string) []tool.Tool {
 
 // NewEnv makes a fresh instance of the registered environment name with its MCP tools attached.
 // It is a rollout.EnvFactory.
-func (t *MCPTools) NewEnv(name string) (env.Env, error) {
-	spec, err := env.Lookup(name)
+func (t *Toolbox) NewEnv(name string) (env.Env, error) {
+	spec, err := t.reg.Lookup(name)
 	if err != nil {
 		return nil, err
 	}
@@ -415,7 +446,7 @@ func (t *MCPTools) NewEnv(name string) (env.Env, error) {
 }
 
 // Spec returns spec with its New attaching the MCP tools configured for spec.Name.
-func (t *MCPTools) Spec(spec env.Spec) env.Spec {
+func (t *Toolbox) Spec(spec env.Spec) env.Spec {
 	if len(t.Tools(spec.Name)) == 0 {
 		return spec
 	}
@@ -424,7 +455,7 @@ func (t *MCPTools) Spec(spec env.Spec) env.Spec {
 	return spec
 }
 
-func (t *MCPTools) attachTo(newEnv func() (env.Env, error), name string) (env.Env, error) {
+func (t *Toolbox) attachTo(newEnv func() (env.Env, error), name string) (env.Env, error) {
 	e, err := newEnv()
 	if err != nil {
 		return nil, err
@@ -438,14 +469,14 @@ func (t *MCPTools) attachTo(newEnv func() (env.Env, error), name string) (env.En
 		if c, ok := e.(env.Closer); ok {
 			_ = c.Close()
 		}
-		return nil, fmt.Errorf("pipeline: attach MCP tools to %s: %w", name, err)
+		return nil, fmt.Errorf("mcp: attach MCP tools to %s: %w", name, err)
 	}
 	return out, nil
 }
 
 // Factory is NewEnv as a rollout.EnvFactory; nil (the registry's environments) when nothing is
 // attached.
-func (t *MCPTools) Factory() rollout.EnvFactory {
+func (t *Toolbox) Factory() func(name string) (env.Env, error) {
 	if t == nil || len(t.byEnv) == 0 {
 		return nil
 	}
@@ -454,7 +485,7 @@ func (t *MCPTools) Factory() rollout.EnvFactory {
 
 // Close ends every session (and stops every stdio server, each of which may take its grace
 // period to exit, so they are closed together) and reports what failed.
-func (t *MCPTools) Close() error {
+func (t *Toolbox) Close() error {
 	if t == nil {
 		return nil
 	}
@@ -472,8 +503,8 @@ func (t *MCPTools) Close() error {
 	return errors.Join(errs...)
 }
 
-// describe is a line for the run's log naming what each environment got.
-func (t *MCPTools) describe() string {
+// Describe is a line for the run's log naming what each environment got.
+func (t *Toolbox) Describe() string {
 	if t == nil || len(t.byEnv) == 0 {
 		return ""
 	}

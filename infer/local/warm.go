@@ -1,4 +1,4 @@
-package infer
+package local
 
 import "slices"
 
@@ -6,7 +6,7 @@ import "slices"
 // multi-turn episode — whose prompt is the previous prompt, the completion and a new
 // observation — prefills only the new tokens. Keys and values are reused only under the weights
 // that computed them. Reuse cannot change results: decoding is bit-for-bit the same whether a
-// token's keys came from a prefill or from a decode step (infer's batching test).
+// token's keys came from a prefill or from a decode step (this package's batching test).
 type warmSlots struct {
 	toks    [][]int32 // tokens whose keys and values are in the slot
 	version []int32

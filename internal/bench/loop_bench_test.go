@@ -1,12 +1,11 @@
-package benchrollout
+package bench
 
 import (
 	"context"
 	"testing"
 
 	"github.com/agentrl/agentrl/env"
-	_ "github.com/agentrl/agentrl/env/calc"
-	_ "github.com/agentrl/agentrl/env/search"
+	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
 )
@@ -23,7 +22,7 @@ func BenchmarkLoop(b *testing.B) {
 			ts := tasks(spec, b.N)
 			b.ReportAllocs()
 			b.ResetTimer()
-			if _, err := runner.RunGroups(context.Background(), nil, ts, 1, 64); err != nil {
+			if _, err := runner.RunGroups(context.Background(), specEnvs(spec), ts, 1, 64); err != nil {
 				b.Fatal(err)
 			}
 		})
@@ -45,11 +44,12 @@ func BenchmarkBaseline(b *testing.B) {
 }
 
 func benchSetup(b *testing.B, name string) (env.Spec, *tokenizer.Tokenizer, rollout.Config) {
-	spec, err := env.Lookup(name)
+	envs := all.Builtins()
+	spec, err := envs.Lookup(name)
 	if err != nil {
 		b.Fatal(err)
 	}
-	tok, err := Tokenizer([]string{"calc", "search"})
+	tok, err := Tokenizer(envs, []string{"calc", "search"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"bytes"
@@ -9,8 +9,8 @@ import (
 
 func TestBenchModelPrintsEveryFigure(t *testing.T) {
 	var out bytes.Buffer
-	cmd := &BenchModelCmd{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Configs: "64x1", Seed: 1, Engine: 2, EngLen: 12, Rounds: 2}
-	if err := cmd.Run(&Globals{Ctx: context.Background(), Stdout: &out, Stderr: &out}); err != nil {
+	o := ModelOptions{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Configs: "64x1", Seed: 1, Engine: 2, EngLen: 12, Rounds: 2}
+	if err := Model(context.Background(), &out, o); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"train step 1×40", "GFLOP/s model FLOPs", "sgemm at the step's shapes", "VmHWM",
@@ -32,8 +32,8 @@ func TestBenchModelPrintsEveryFigure(t *testing.T) {
 // a 512-token vocabulary).
 func TestBenchModelPreset(t *testing.T) {
 	var out bytes.Buffer
-	cmd := &BenchModelCmd{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, Seed: 1, Preset: "calc"}
-	if err := cmd.Run(&Globals{Ctx: context.Background(), Stdout: &out, Stderr: &out}); err != nil {
+	o := ModelOptions{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, Seed: 1, Preset: "calc"}
+	if err := Model(context.Background(), &out, o); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "config dim 64 layers 2 heads 4/2 hidden 192 vocab 512") {
@@ -42,7 +42,7 @@ func TestBenchModelPreset(t *testing.T) {
 }
 
 func TestBenchModelRejectsBadFlags(t *testing.T) {
-	for _, cmd := range []*BenchModelCmd{
+	for _, o := range []ModelOptions{
 		{Vocab: 64, Rows: 0, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1},
 		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, Configs: "64by1"},
 		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, Configs: "65x1"},
@@ -52,8 +52,8 @@ func TestBenchModelRejectsBadFlags(t *testing.T) {
 		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, Preset: "chess"},
 	} {
 		var out bytes.Buffer
-		if err := cmd.Run(&Globals{Ctx: context.Background(), Stdout: &out, Stderr: &out}); err == nil {
-			t.Errorf("%+v accepted", cmd)
+		if err := Model(context.Background(), &out, o); err == nil {
+			t.Errorf("%+v accepted", o)
 		}
 	}
 }

@@ -1,19 +1,16 @@
-// Package benchrollout measures the agent loop's own cost: episodes and environment steps per
-// second with a zero-latency scripted generator (each environment's expert playing through the
-// real tokenizer), the orchestration overhead per step (time spent neither in the environment,
-// the tokenizer nor the generator), scaling from one core to two, and memory per in-flight
-// episode. `agentrl bench rollout` prints its results.
-package benchrollout
+package bench
 
 import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"runtime"
 	"runtime/metrics"
 	"slices"
-	"syscall"
+	"strconv"
+	"text/tabwriter"
 	"time"
 
 	"github.com/agentrl/agentrl/env"
@@ -52,19 +49,12 @@ func (r Result) CPUPerStep() time.Duration {
 	return r.CPU / time.Duration(r.Steps)
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// Tokenizer trains the tokenizer the benchmark uses, on the environments' own text.
-func Tokenizer(envs []string) (*tokenizer.Tokenizer, error) {
+// Tokenizer trains the tokenizer the benchmark uses, on the text of the environments of reg
+// named in envs.
+func Tokenizer(reg *env.Registry, envs []string) (*tokenizer.Tokenizer, error) {
 	var corpus []string
 	for _, name := range envs {
-		spec, err := env.Lookup(name)
+		spec, err := reg.Lookup(name)
 		if err != nil {
 			return nil, err
 		}
@@ -88,6 +78,11 @@ func expertGen(spec env.Spec, tok *tokenizer.Tokenizer) func(t rollout.Task) inf
 	}
 }
 
+// specEnvs makes spec's environments for RunGroups.
+func specEnvs(spec env.Spec) rollout.EnvFactory {
+	return func(string) (env.Env, error) { return spec.New() }
+}
+
 // benchConfig leaves room for every expert episode: none is truncated.
 func benchConfig() rollout.Config {
 	cfg := rollout.DefaultConfig()
@@ -99,8 +94,8 @@ func benchConfig() rollout.Config {
 // concurrency with GOMAXPROCS procs. The same tasks are first played once untimed, so that
 // one-time set-up (the search index, a sandbox image) and the tokenizer's word cache are not
 // counted; environments are still created and closed per episode inside the timed run.
-func Measure(ctx context.Context, name string, tok *tokenizer.Tokenizer, procs, concurrency, episodes int) (Result, error) {
-	spec, err := env.Lookup(name)
+func Measure(ctx context.Context, reg *env.Registry, name string, tok *tokenizer.Tokenizer, procs, concurrency, episodes int) (Result, error) {
+	spec, err := reg.Lookup(name)
 	if err != nil {
 		return Result{}, err
 	}
@@ -119,7 +114,7 @@ func Measure(ctx context.Context, name string, tok *tokenizer.Tokenizer, procs, 
 func measureLoop(ctx context.Context, spec env.Spec, tok *tokenizer.Tokenizer, cfg rollout.Config, ts []rollout.Task, procs, concurrency int) (Result, error) {
 	runner := &rollout.Runner{Tok: tok, Cfg: cfg, NewGen: expertGen(spec, tok)}
 	c0, w0 := cpuTime(), time.Now()
-	groups, err := runner.RunGroups(ctx, nil, ts, 1, concurrency)
+	groups, err := runner.RunGroups(ctx, specEnvs(spec), ts, 1, concurrency)
 	if err != nil {
 		return Result{}, err
 	}
@@ -150,8 +145,8 @@ type Overhead struct {
 // One untimed pass of each first warms one-time set-up, the tokenizer's word cache and the
 // heap the loop's trajectories need. One core, because process CPU time on several also counts
 // the collector's idle workers and spinning threads.
-func MeasureOverhead(ctx context.Context, name string, tok *tokenizer.Tokenizer, concurrency, episodes, rounds int) ([]Overhead, error) {
-	spec, err := env.Lookup(name)
+func MeasureOverhead(ctx context.Context, reg *env.Registry, name string, tok *tokenizer.Tokenizer, concurrency, episodes, rounds int) ([]Overhead, error) {
+	spec, err := reg.Lookup(name)
 	if err != nil {
 		return nil, err
 	}
@@ -234,9 +229,9 @@ func baseline(ctx context.Context, spec env.Spec, tok *tokenizer.Tokenizer, ts [
 				role = "tool"
 			}
 			if tr.Done {
-				// The loop keeps an episode's final observation too.
+				// The loop keeps an episode's final observation too (the copy is its cost here).
 				if tr.Observation != "" {
-					toks = append(toks, tok.EncodeFinal(role, tr.Observation)...)
+					_ = append(toks, tok.EncodeFinal(role, tr.Observation)...)
 				}
 				break
 			}
@@ -245,6 +240,97 @@ func baseline(ctx context.Context, spec env.Spec, tok *tokenizer.Tokenizer, ts [
 		if cl, ok := e.(env.Closer); ok {
 			cl.Close()
 		}
+	}
+	return nil
+}
+
+// RolloutOptions says what Rollout measures; `agentrl bench rollout` documents each field.
+type RolloutOptions struct {
+	Registry    *env.Registry // where the environments are looked up
+	Envs        string        // comma-separated environments
+	Concurrency string        // comma-separated concurrency levels
+	Episodes    int           // episodes per measurement (at least the concurrency)
+	Scaling     string        // comma-separated environments measured at GOMAXPROCS 1 and 2
+	Rounds      int           // repetitions of the overhead and scaling measurements
+	ResidentMiB int           // pointer-free memory held while measuring, as a trainer holds its weights
+	MemEpisodes int           // episodes held in flight for the memory measurement
+	MemTokens   int           // tokens per episode in the memory measurement
+}
+
+// Rollout measures the agent loop with a zero-latency scripted generator and prints to w one
+// table of throughput and overhead, the scaling ratios and the memory figure.
+func Rollout(ctx context.Context, w io.Writer, c RolloutOptions) error {
+	envs := splitList(c.Envs)
+	var levels []int
+	for _, s := range splitList(c.Concurrency) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return fmt.Errorf("bench rollout: bad concurrency %q", s)
+		}
+		levels = append(levels, n)
+	}
+	if c.Rounds < 1 {
+		return fmt.Errorf("bench rollout: rounds must be at least 1, got %d", c.Rounds)
+	}
+	if c.ResidentMiB < 0 {
+		return fmt.Errorf("bench rollout: resident-mib must not be negative, got %d", c.ResidentMiB)
+	}
+	// Never written, so it costs address space, not memory; it only raises the collector's
+	// heap goal, as a trainer's weights do.
+	resident := make([]byte, c.ResidentMiB<<20)
+	defer runtime.KeepAlive(resident)
+	tok, err := Tokenizer(c.Registry, envs)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	// Throughput is measured on both cores ("cores used" says how much of them the process got
+	// on a shared machine); the overhead per step on one core, where process CPU time is not
+	// inflated by the garbage collector's workers running beside the loop.
+	fmt.Fprintf(tw, "env\tconcurrency\tepisodes\tepisodes/s (2 cores)\tsteps/s (2 cores)\tcores used\toverhead/step (1 core, median of %d)\tof which GC\trange\t\n", c.Rounds)
+	for _, name := range envs {
+		for _, n := range levels {
+			episodes := max(c.Episodes, n)
+			r, err := Measure(ctx, c.Registry, name, tok, 2, n, episodes)
+			if err != nil {
+				return err
+			}
+			over, err := MeasureOverhead(ctx, c.Registry, name, tok, n, episodes, c.Rounds)
+			if err != nil {
+				return err
+			}
+			med := over[len(over)/2]
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.2f\t%s\t%s\t%s – %s\t\n", r.Env, r.Concurrency, r.Episodes, r.EpisodesPerSec(), r.StepsPerSec(), r.Cores(),
+				med.PerStep, med.GC, over[0].PerStep, over[len(over)-1].PerStep)
+		}
+	}
+	tw.Flush()
+	// Scaling alternates one core and two, so that a change in the machine's load hits both. On
+	// a shared machine the wall-clock ratio is bounded by the cores the process got; CPU time
+	// per step says whether the work itself grows with the second core.
+	for _, name := range splitList(c.Scaling) {
+		var ratios []float64
+		var one, two Result
+		for i := 0; i < c.Rounds; i++ {
+			if one, err = Measure(ctx, c.Registry, name, tok, 1, 64, c.Episodes); err != nil {
+				return err
+			}
+			if two, err = Measure(ctx, c.Registry, name, tok, 2, 64, c.Episodes); err != nil {
+				return err
+			}
+			ratios = append(ratios, two.StepsPerSec()/one.StepsPerSec())
+		}
+		slices.Sort(ratios)
+		fmt.Fprintf(w, "scaling %s (concurrency 64, %d rounds): 2 cores / 1 core = %.2fx median, %.2fx – %.2fx; last round %.0f steps/s on 1 core, %.0f on 2 using %.2f cores, CPU/step %s on 1, %s on 2\n",
+			name, c.Rounds, ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1], one.StepsPerSec(), two.StepsPerSec(), two.Cores(), one.CPUPerStep(), two.CPUPerStep())
+	}
+	if c.MemEpisodes > 0 {
+		m, err := Memory(ctx, tok, c.MemEpisodes, c.MemTokens)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "memory: %d episodes of %d tokens in flight: %.1f MiB (heap %.1f MiB, stacks %.1f MiB), %.1f KiB per episode\n",
+			m.Episodes, m.TokensEach, float64(m.TotalInFlight)/(1<<20), float64(m.HeapBytes)/(1<<20), float64(m.StackBytes)/(1<<20), m.PerEpisode/1024)
 	}
 	return nil
 }

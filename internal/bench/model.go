@@ -1,0 +1,358 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"github.com/agentrl/agentrl/learn"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/model/kernels"
+	"github.com/agentrl/agentrl/optim"
+	"github.com/agentrl/agentrl/pipeline"
+)
+
+// ModelOptions says what Model measures; `agentrl bench model` documents each field.
+type ModelOptions struct {
+	Vocab   int    // vocabulary size
+	Rows    int    // rows per training batch
+	Seq     int    // tokens per row
+	Steps   int    // timed training steps (after one warm-up step)
+	Prompt  int    // prompt tokens prefilled per decode slot
+	Decode  int    // tokens decoded per slot
+	Engine  int    // rounds of engineSlots concurrent requests through infer.Engine (0: none)
+	EngLen  int    // tokens per engine sequence (0: the model's MaxSeq)
+	Configs string // extra model sizes, DIMxLAYERS[,...]
+	Rounds  int    // decode rounds (batch 1, then batch 32)
+	Seed    uint64 // seed for weights and data
+	Preset  string // measure the model this preset trains instead of model.DefaultConfig
+}
+
+// Model measures the built-in model: a full training step (forward, backward, AdamW), the
+// GEMMs of that step alone (so the ratio of the two shows what the non-GEMM work costs),
+// decoding throughput with the KV cache at batch 1 and batch 32, and peak resident memory. It
+// prints one line per figure to w.
+func Model(ctx context.Context, w io.Writer, c ModelOptions) error {
+	if c.Rows <= 0 || c.Seq <= 1 || c.Steps <= 0 || c.Prompt <= 0 || c.Decode <= 0 || c.Vocab <= 1 {
+		return fmt.Errorf("bench model: rows, seq (>1), steps, prompt, decode and vocab (>1) must be positive")
+	}
+	if c.Rounds <= 0 {
+		return fmt.Errorf("bench model: rounds must be positive")
+	}
+	if c.Engine < 0 || c.EngLen < 0 {
+		return fmt.Errorf("bench model: engine rounds and engine-len must not be negative")
+	}
+	cfg := model.DefaultConfig(c.Vocab)
+	if c.Preset != "" {
+		p, err := pipeline.Preset(c.Preset)
+		if err != nil {
+			return fmt.Errorf("bench model: %w", err)
+		}
+		cfg = p.Model.Build(p.Tokenizer.VocabSize)
+	}
+	cfg.MaxSeq = max(cfg.MaxSeq, c.Seq, c.Prompt+c.Decode)
+	var alts []model.Config
+	if c.Configs != "" {
+		for _, spec := range strings.Split(c.Configs, ",") {
+			alt, err := sizedConfig(cfg, spec)
+			if err != nil {
+				return err
+			}
+			alts = append(alts, alt)
+		}
+	}
+	if c.Engine > 0 {
+		if err := c.engineBench(ctx, w, cfg); err != nil {
+			return err
+		}
+	}
+	if err := c.trainBench(w, cfg, true); err != nil {
+		return err
+	}
+	if peak, err := peakRSS(); err == nil {
+		fmt.Fprintf(w, "peak resident memory after training steps (VmHWM): %.1f MiB\n", float64(peak)/(1<<20))
+	}
+	if err := c.decodeRounds(ctx, w, cfg); err != nil {
+		return err
+	}
+	for _, alt := range alts {
+		if err := c.trainBench(w, alt, false); err != nil {
+			return err
+		}
+		if err := c.decodeRounds(ctx, w, alt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeRounds alternates batch-1 and batch-32 decoding for c.Rounds rounds, so both see the
+// same load, and prints the median of the rounds' throughput ratios.
+func (c *ModelOptions) decodeRounds(ctx context.Context, w io.Writer, cfg model.Config) error {
+	var ratios []float64
+	for range c.Rounds {
+		var rate [2]float64
+		for i, slots := range []int{1, 32} {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			r, err := c.decodeBench(w, cfg, slots)
+			if err != nil {
+				return err
+			}
+			rate[i] = r
+		}
+		ratios = append(ratios, rate[1]/rate[0])
+	}
+	slices.Sort(ratios)
+	fmt.Fprintf(w, "  decode batch 32 / batch 1 throughput: median %.2f× over %d rounds (%.2f–%.2f)\n",
+		ratios[len(ratios)/2], len(ratios), ratios[0], ratios[len(ratios)-1])
+	return nil
+}
+
+// sizedConfig derives a config of another width and depth with the default's proportions.
+func sizedConfig(base model.Config, spec string) (model.Config, error) {
+	d, l, ok := strings.Cut(strings.TrimSpace(spec), "x")
+	dim, err1 := strconv.Atoi(d)
+	layers, err2 := strconv.Atoi(l)
+	if !ok || err1 != nil || err2 != nil {
+		return base, fmt.Errorf("bench model: size %q is not DIMxLAYERS", spec)
+	}
+	c := base
+	c.Dim, c.Layers = dim, layers
+	c.Heads = max(dim/32, 1)
+	c.KVHeads = max(c.Heads/2, 1)
+	c.Hidden = (dim*8/3 + 15) / 16 * 16
+	if err := c.Validate(); err != nil {
+		return base, fmt.Errorf("bench model: size %q: %w", spec, err)
+	}
+	return c, nil
+}
+
+// trainBench times training steps and, when detail is set, the step's GEMMs alone.
+func (c *ModelOptions) trainBench(w io.Writer, cfg model.Config, detail bool) error {
+	m, err := model.New(cfg, c.Seed)
+	if err != nil {
+		return err
+	}
+	opt, err := optim.NewAdamW(optim.DefaultConfig(), m.NumParams(), learn.DecaySegments(&m.Params))
+	if err != nil {
+		return err
+	}
+	b := benchBatch(cfg, c.Rows, c.Seq, c.Seed)
+	step := func() (fwdBwd, adam time.Duration, err error) {
+		t0 := time.Now()
+		m.ZeroGrad()
+		if _, err := m.TrainCE(b); err != nil {
+			return 0, 0, err
+		}
+		t1 := time.Now()
+		optim.ClipGradNorm(m.Grads.Data, 1)
+		if err := opt.Step(m.Params.Data, m.Grads.Data, 1e-3); err != nil {
+			return 0, 0, err
+		}
+		return t1.Sub(t0), time.Since(t1), nil
+	}
+	if _, _, err := step(); err != nil { // warm-up: sizes the workspace
+		return err
+	}
+	var fb, ad time.Duration
+	cpu0 := cpuTime()
+	for range c.Steps {
+		f, a, err := step()
+		if err != nil {
+			return err
+		}
+		fb, ad = fb+f, ad+a
+	}
+	cpuPer := (cpuTime() - cpu0).Seconds() / float64(c.Steps)
+	tokens := float64(c.Rows * c.Seq)
+	per := (fb + ad).Seconds() / float64(c.Steps)
+	flops := trainFLOPs(cfg, c.Rows, c.Seq)
+	fmt.Fprintf(w, "config dim %d layers %d heads %d/%d hidden %d vocab %d: %.2f M params\n",
+		cfg.Dim, cfg.Layers, cfg.Heads, cfg.KVHeads, cfg.Hidden, cfg.Vocab, float64(m.NumParams())/1e6)
+	fmt.Fprintf(w, "  train step %d×%d tokens: %.1f ms/step (fwd+bwd %.1f, clip+AdamW %.1f), %.0f tokens/s, %.1f GFLOP/s model FLOPs; %.2f CPU-s/step\n",
+		c.Rows, c.Seq, per*1e3, fb.Seconds()/float64(c.Steps)*1e3, ad.Seconds()/float64(c.Steps)*1e3,
+		tokens/per, flops/per/1e9, cpuPer)
+	if !detail {
+		return nil
+	}
+	gemmTime := timeStepGEMMs(cfg, c.Rows*c.Seq, c.Steps)
+	gemmFlops := stepGEMMFLOPs(cfg, c.Rows*c.Seq)
+	fmt.Fprintf(w, "  sgemm at the step's shapes (all %d projection GEMMs of one step): %.1f ms, %.1f GFLOP/s; step rate / GEMM rate = %.2f\n",
+		len(stepGEMMs(cfg, c.Rows*c.Seq)), gemmTime*1e3, gemmFlops/gemmTime/1e9, (flops/per)/(gemmFlops/gemmTime))
+	return nil
+}
+
+// benchBatch packs random sequences of 32 to Seq tokens into rows; every position but each
+// sequence's last has a target.
+func benchBatch(cfg model.Config, rows, T int, seed uint64) *model.Batch {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	n := rows * T
+	b := &model.Batch{Rows: rows, T: T, Tokens: make([]int32, n), Targets: make([]int32, n), Pos: make([]int32, n), Seg: make([]int32, n)}
+	for r := 0; r < rows; r++ {
+		col, seg := 0, int32(0)
+		for col < T {
+			l := min(T-col, 32+rng.IntN(max(T-31, 1)))
+			for j := 0; j < l; j++ {
+				i := r*T + col + j
+				b.Tokens[i] = int32(rng.IntN(cfg.Vocab))
+				b.Pos[i], b.Seg[i] = int32(j), seg
+			}
+			for j := 0; j < l; j++ {
+				i := r*T + col + j
+				b.Targets[i] = -1
+				if j+1 < l {
+					b.Targets[i] = b.Tokens[i+1]
+				}
+			}
+			col += l
+			seg++
+		}
+	}
+	return b
+}
+
+// matmulParams counts the weights that take part in a matrix product per token (everything but
+// the embedding lookup and the norm gains; a tied head is counted as the head).
+func matmulParams(cfg model.Config) float64 {
+	hd := cfg.Dim / cfg.Heads
+	layer := (cfg.Heads+2*cfg.KVHeads)*hd*cfg.Dim + cfg.Dim*cfg.Dim + 3*cfg.Hidden*cfg.Dim
+	return float64(cfg.Layers*layer + cfg.Vocab*cfg.Dim)
+}
+
+// trainFLOPs is the model FLOPs of one training step: 6 per matmul weight per token (forward 2,
+// backward 4; Kaplan et al. 2020) plus causal attention, whose forward costs 4·Dim FLOPs per
+// visible key and whose rows see (T+1)/2 keys on average: 6·Layers·Dim·(T+1) per token for
+// forward and backward. Packing shortens the visible context, so this overstates the attention
+// work of packed batches slightly; the figure is conservative for the model, generous for none.
+func trainFLOPs(cfg model.Config, rows, T int) float64 {
+	tokens := float64(rows * T)
+	return tokens * (6*matmulParams(cfg) + 6*float64(cfg.Layers*cfg.Dim*(T+1)))
+}
+
+// gemmShape is one Sgemm call of a training step.
+type gemmShape struct {
+	ta, tb  bool
+	m, n, k int
+}
+
+// stepGEMMs lists the projection GEMMs of one training step over n tokens (all with targets):
+// per layer forward X·Wᵀ, backward dX = dY·W and dW += dYᵀ·X for qkv, o, gate/up and down, and
+// the same three for the LM head.
+func stepGEMMs(cfg model.Config, n int) []gemmShape {
+	hd := cfg.Dim / cfg.Heads
+	type lin struct{ out, in int }
+	lins := []lin{{(cfg.Heads + 2*cfg.KVHeads) * hd, cfg.Dim}, {cfg.Dim, cfg.Dim}, {2 * cfg.Hidden, cfg.Dim}, {cfg.Dim, cfg.Hidden}}
+	var s []gemmShape
+	add := func(l lin) {
+		s = append(s, gemmShape{false, true, n, l.out, l.in}, gemmShape{false, false, n, l.in, l.out}, gemmShape{true, false, l.out, l.in, n})
+	}
+	for range cfg.Layers {
+		for _, l := range lins {
+			add(l)
+		}
+	}
+	add(lin{cfg.Vocab, cfg.Dim})
+	return s
+}
+
+func stepGEMMFLOPs(cfg model.Config, n int) float64 {
+	var f float64
+	for _, g := range stepGEMMs(cfg, n) {
+		f += 2 * float64(g.m) * float64(g.n) * float64(g.k)
+	}
+	return f
+}
+
+// timeStepGEMMs runs the step's GEMMs reps times through kernels.Sgemm and returns the seconds
+// per step.
+func timeStepGEMMs(cfg model.Config, n, reps int) float64 {
+	shapes := stepGEMMs(cfg, n)
+	size := 0
+	for _, g := range shapes {
+		size = max(size, g.m*g.k, g.k*g.n, g.m*g.n)
+	}
+	rng := rand.New(rand.NewPCG(5, 5))
+	a, b, c := make([]float32, size), make([]float32, size), make([]float32, size)
+	for i := range a {
+		a[i], b[i] = rng.Float32()-0.5, rng.Float32()-0.5
+	}
+	run := func() {
+		for _, g := range shapes {
+			lda, ldb := g.k, g.n
+			if g.ta {
+				lda = g.m
+			}
+			if g.tb {
+				ldb = g.k
+			}
+			kernels.Sgemm(g.ta, g.tb, g.m, g.n, g.k, 1, a, lda, b, ldb, 0, c, g.n)
+		}
+	}
+	run()
+	t0 := time.Now()
+	for range reps {
+		run()
+	}
+	return time.Since(t0).Seconds() / float64(reps)
+}
+
+// decodeBench prefills slots with Prompt tokens each, then decodes Decode tokens per slot with
+// batched Steps and reports generated tokens per second.
+func (c *ModelOptions) decodeBench(w io.Writer, cfg model.Config, slots int) (float64, error) {
+	m, err := model.New(cfg, c.Seed)
+	if err != nil {
+		return 0, err
+	}
+	m.PackDecodeWeights() // as infer.Engine decodes
+	cache := m.NewKVCache(slots, c.Prompt+c.Decode+1)
+	rng := rand.New(rand.NewPCG(c.Seed, 9))
+	logits := make([]float32, slots*cfg.Vocab)
+	t0 := time.Now()
+	for s := 0; s < slots; s++ {
+		prompt := make([]int32, c.Prompt)
+		for i := range prompt {
+			prompt[i] = int32(rng.IntN(cfg.Vocab))
+		}
+		if err := m.Prefill(cache, s, prompt, logits[:cfg.Vocab]); err != nil {
+			return 0, err
+		}
+	}
+	prefill := time.Since(t0)
+	ids := make([]int, slots)
+	toks := make([]int32, slots)
+	for i := range ids {
+		ids[i] = i
+	}
+	t0 = time.Now()
+	for range c.Decode {
+		for i := range toks {
+			toks[i] = argmax(logits[i*cfg.Vocab : (i+1)*cfg.Vocab])
+		}
+		if err := m.Step(cache, ids, toks, logits); err != nil {
+			return 0, err
+		}
+	}
+	dec := time.Since(t0)
+	rate := float64(slots*c.Decode) / dec.Seconds()
+	fmt.Fprintf(w, "  decode batch %d (KV cache, context %d→%d): %.0f tokens/s (%.2f ms per Step); prefill %.0f tokens/s\n",
+		slots, c.Prompt, c.Prompt+c.Decode, rate,
+		dec.Seconds()/float64(c.Decode)*1e3, float64(slots*c.Prompt)/prefill.Seconds())
+	return rate, nil
+}
+
+func argmax(x []float32) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}

@@ -1,0 +1,44 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// cpuTime is the process's user+system CPU time; on a shared machine CPU time per step is
+// steadier than wall time, which includes waiting for cores other processes hold.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// peakRSS reads the process's peak resident set size (VmHWM) in bytes from /proc/self/status.
+func peakRSS() (int64, error) { return procStatus("VmHWM:") }
+
+// procStatus reads a size field of /proc/self/status, such as "VmRSS:", in bytes.
+func procStatus(field string) (int64, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, fmt.Errorf("process memory: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), field); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("process memory: parse %s %q: %w", field, v, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("process memory: no %s in /proc/self/status", field)
+}

@@ -1,0 +1,28 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/agentrl/agentrl/tool/mcp"
+)
+
+// connectMCP connects the MCP servers that the run configuration at path attaches to envName;
+// no path connects nothing (a nil *mcp.Toolbox attaches nothing). A configuration that attaches
+// nothing to envName is an error: --config would do nothing.
+func connectMCP(g *Globals, cmd, path, envName string) (*mcp.Toolbox, error) {
+	if path == "" {
+		return nil, nil
+	}
+	m, err := mcp.Load(g.Envs, path)
+	if err != nil {
+		return nil, err
+	}
+	if m == nil || len(m.Envs[envName]) == 0 {
+		return nil, fmt.Errorf("%s: %s attaches no MCP tools to environment %s (mcp.envs.%s)", cmd, path, envName, envName)
+	}
+	tools, err := mcp.Connect(g.Ctx, g.Envs, m, envName)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	return tools, nil
+}

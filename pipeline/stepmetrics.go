@@ -1,0 +1,91 @@
+package pipeline
+
+import (
+	"fmt"
+
+	"github.com/agentrl/agentrl/algo"
+	"github.com/agentrl/agentrl/learn"
+	"github.com/agentrl/agentrl/reward"
+)
+
+// rlStep is what one RL step measured. The monitor reads its fields; fields lays it out under the
+// names of metrics.jsonl.
+type rlStep struct {
+	phase   string
+	step    int
+	version int32 // the policy version that sampled the step
+	sample  stepStats
+	fill    reward.FillStats
+	learn   *learn.RLReport // nil when no group was kept, so nothing was trained
+	times   stepTimes
+}
+
+// stepTimes are a step's stages in seconds.
+type stepTimes struct {
+	generateEnv, train, step, elapsed float64
+}
+
+// fields returns the step's metrics.jsonl line.
+func (s *rlStep) fields() map[string]any {
+	m := map[string]any{"phase": s.phase, "step": s.step, "version": s.version}
+	s.sample.into(m)
+	m["signal/sample_rounds"] = s.fill.Rounds
+	m["signal/partial_batch"] = s.fill.Partial
+	var rl learn.RLStats
+	var shift algo.Shift
+	if l := s.learn; l != nil {
+		for k, v := range l.Estimator {
+			m[k] = v
+		}
+		m["signal/effective_batch"] = l.Advantages.Effective
+		m["signal/adv_spread"] = l.Advantages.Spread
+		m["signal/adv_mean_abs"] = l.Advantages.MeanAbs
+		for k, v := range l.Metrics {
+			m[k] = v
+		}
+		rl, shift = l.RLStats, l.Shift
+	}
+	m["shift/behaviour_kl"] = shift.KL
+	m["shift/is_mean"] = shift.ISMean
+	m["shift/is_max"] = shift.ISMax
+	m["shift/is_std"] = shift.ISStd
+	m["shift/is_ess"] = shift.ESS
+	m["shift/version_lag_mean"] = shift.LagMean
+	m["shift/version_lag_max"] = shift.LagMax
+	m["explore/entropy"] = rl.Entropy
+	m["signal/grad_norm"] = rl.GradNorm
+	m["signal/grad_norm_max"] = rl.MaxGrad
+	m["signal/updates_skipped"] = rl.Skipped
+	m["optim/lr"] = rl.LR
+	m["loss/total"] = rl.Loss
+	m["time/generate_env_s"] = s.times.generateEnv
+	m["time/generate_s"] = s.sample.genSeconds
+	m["time/env_s"] = s.sample.envSeconds
+	m["time/train_s"] = s.times.train
+	m["time/step_s"] = s.times.step
+	m["time/elapsed_s"] = s.times.elapsed
+	return m
+}
+
+// monitor turns the three invariants into warnings that name them.
+type monitor struct {
+	cfg MonitorConfig
+}
+
+func newMonitor(c MonitorConfig) *monitor { return &monitor{cfg: c} }
+
+func (mo *monitor) check(s *rlStep) []string {
+	var w []string
+	// Entropy and shift are measured only on steps that trained (a step with no informative
+	// group has none).
+	if l := s.learn; l != nil && l.Entropy < mo.cfg.MinEntropy {
+		w = append(w, fmt.Sprintf("exploration collapsing: mean token entropy %.4f below %.4f", l.Entropy, mo.cfg.MinEntropy))
+	}
+	if z := s.sample.zeroVarShare; z > mo.cfg.MaxZeroVarShare {
+		w = append(w, fmt.Sprintf("learning signal degenerating: %.0f%% of groups have zero reward variance (limit %.0f%%)", 100*z, 100*mo.cfg.MaxZeroVarShare))
+	}
+	if l := s.learn; l != nil && l.Shift.KL > mo.cfg.MaxKL {
+		w = append(w, fmt.Sprintf("distribution shift: behaviour-vs-learner KL %.4f above %.4f", l.Shift.KL, mo.cfg.MaxKL))
+	}
+	return w
+}
