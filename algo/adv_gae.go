@@ -37,6 +37,9 @@ func newGAE(turn bool) EstimatorFactory {
 	}
 }
 
+// NeedsValues is true: GAE bootstraps from V(s_t).
+func (gae) NeedsValues() bool { return true }
+
 func (e gae) Estimate(b *Batch) (Metrics, error) {
 	if err := prepare(b, true); err != nil {
 		return nil, err

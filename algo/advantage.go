@@ -20,42 +20,42 @@ type EstimatorFactory func(cfg AdvantageConfig) (Estimator, error)
 // AdvantageConfig selects an estimator by Name and holds its parameters. Only the sub-config of the
 // selected estimator may be non-zero. DefaultAdvantageConfig gives the paper defaults.
 type AdvantageConfig struct {
-	Name   string       `json:"name"`
-	GRPO   GRPOConfig   `json:"grpo,omitzero"`   // "grpo", "rloo" has no parameters
-	RPP    RPPConfig    `json:"rpp,omitzero"`    // "reinforce++", "reinforce++-baseline"
-	GAE    GAEConfig    `json:"gae,omitzero"`    // "gae", "gae-turn"
-	GiGPO  GiGPOConfig  `json:"gigpo,omitzero"`  // "gigpo"
-	TurnRe TurnReConfig `json:"turnre,omitzero"` // "turn-return"
+	Name   string       `yaml:"name"`
+	GRPO   GRPOConfig   `yaml:"grpo,omitzero"`   // "grpo", "rloo" has no parameters
+	RPP    RPPConfig    `yaml:"rpp,omitzero"`    // "reinforce++", "reinforce++-baseline"
+	GAE    GAEConfig    `yaml:"gae,omitzero"`    // "gae", "gae-turn"
+	GiGPO  GiGPOConfig  `yaml:"gigpo,omitzero"`  // "gigpo"
+	TurnRe TurnReConfig `yaml:"turnre,omitzero"` // "turn-return"
 }
 
 // GRPOConfig: group-normalised advantages (DeepSeekMath, arXiv 2402.03300).
 type GRPOConfig struct {
 	// NoStd drops the division by the group std (Dr. GRPO, arXiv 2503.20783 §3.2).
-	NoStd bool `json:"no_std"`
+	NoStd bool `yaml:"no_std"`
 }
 
 // RPPConfig: REINFORCE++ (arXiv 2501.03262), token-level discounted returns whitened over the batch.
 type RPPConfig struct {
-	Gamma float64 `json:"gamma"` // discount over masked tokens, in (0, 1]
+	Gamma float64 `yaml:"gamma"` // discount over masked tokens, in (0, 1]
 }
 
 // GAEConfig: generalized advantage estimation (Schulman et al., arXiv 1506.02438).
 type GAEConfig struct {
-	Gamma  float64 `json:"gamma"`  // discount, in (0, 1]
-	Lambda float64 `json:"lambda"` // bias/variance trade-off, in [0, 1]
+	Gamma  float64 `yaml:"gamma"`  // discount, in (0, 1]
+	Lambda float64 `yaml:"lambda"` // bias/variance trade-off, in [0, 1]
 }
 
 // GiGPOConfig: group-in-group policy optimisation (arXiv 2505.10978).
 type GiGPOConfig struct {
-	Gamma      float64 `json:"gamma"`       // discount of step returns, in (0, 1] (paper: 0.95)
-	StepWeight float64 `json:"step_weight"` // ω in A = A^E + ω·A^S, > 0 (paper: 1)
-	NoStd      bool    `json:"no_std"`      // F_norm = 1 instead of the std, at both levels
+	Gamma      float64 `yaml:"gamma"`       // discount of step returns, in (0, 1] (paper: 0.95)
+	StepWeight float64 `yaml:"step_weight"` // ω in A = A^E + ω·A^S, > 0 (paper: 1)
+	NoStd      bool    `yaml:"no_std"`      // F_norm = 1 instead of the std, at both levels
 }
 
 // TurnReConfig: discounted per-turn return with the episode group as baseline.
 type TurnReConfig struct {
-	Gamma float64 `json:"gamma"` // discount between turns, in (0, 1]
-	NoStd bool    `json:"no_std"`
+	Gamma float64 `yaml:"gamma"` // discount between turns, in (0, 1]
+	NoStd bool    `yaml:"no_std"`
 }
 
 // DefaultAdvantageConfig returns the named estimator's config with the defaults of its paper
@@ -83,6 +83,13 @@ func DefaultAdvantageConfig(name string) (AdvantageConfig, error) {
 func (c AdvantageConfig) Validate() error {
 	_, err := NewEstimator(c)
 	return err
+}
+
+// NeedsValues reports whether e needs the rollout's value estimates (Batch.Values) from a critic:
+// a policy without a value head cannot train with it.
+func NeedsValues(e Estimator) bool {
+	v, ok := e.(interface{ NeedsValues() bool })
+	return ok && v.NeedsValues()
 }
 
 // NewEstimator builds a built-in estimator.

@@ -13,16 +13,16 @@ import (
 // 2505.24298 §5.1): behaviour and proximal policies are separate.
 type CorrectionConfig struct {
 	// Level is "" (no weight), "token" or "sequence".
-	Level string `json:"level"`
+	Level string `yaml:"level"`
 	// Cap truncates the weight: w = min(ρ_b, C) (truncated IS, Ionides 2008; verl's TIS). 0 = no cap.
-	Cap float64 `json:"cap"`
+	Cap float64 `yaml:"cap"`
 	// MaskLow, MaskHigh: a weight outside [lo, hi] becomes 0 — the token (or sequence) gives no
 	// policy gradient (IcePop masking; AReaL's behaviour-weight cap is [0, cap]). Both 0 = off.
-	MaskLow  float64 `json:"mask_low"`
-	MaskHigh float64 `json:"mask_high"`
+	MaskLow  float64 `yaml:"mask_low"`
+	MaskHigh float64 `yaml:"mask_high"`
 	// RejectKL drops whole sequences from every loss term when their mean per-token
 	// KL(behaviour ‖ π_old), estimated with k3, exceeds it. 0 = off. Works at any Level.
-	RejectKL float64 `json:"reject_kl"`
+	RejectKL float64 `yaml:"reject_kl"`
 }
 
 var correctionLevels = []string{"", "token", "sequence"}

@@ -12,33 +12,33 @@ import (
 // all aggregated by the same Agg mode. Only the selected policy's sub-config may be set; a setting
 // that would do nothing is an error. DefaultLossConfig gives a working PPO configuration.
 type LossConfig struct {
-	Policy string      `json:"policy"` // "ppo", "gspo", "sapo", "cispo", "reinforce"
-	PPO    PPOConfig   `json:"ppo,omitzero"`
-	GSPO   GSPOConfig  `json:"gspo,omitzero"`
-	SAPO   SAPOConfig  `json:"sapo,omitzero"`
-	CISPO  CISPOConfig `json:"cispo,omitzero"`
+	Policy string      `yaml:"policy"` // "ppo", "gspo", "sapo", "cispo", "reinforce"
+	PPO    PPOConfig   `yaml:"ppo,omitzero"`
+	GSPO   GSPOConfig  `yaml:"gspo,omitzero"`
+	SAPO   SAPOConfig  `yaml:"sapo,omitzero"`
+	CISPO  CISPOConfig `yaml:"cispo,omitzero"`
 
-	Agg     string  `json:"agg"`      // one of the Agg* modes
-	AggNorm float64 `json:"agg_norm"` // the constant divisor L of seq-mean-token-sum-norm (e.g. the max response length)
+	Agg     string  `yaml:"agg"`      // one of the Agg* modes
+	AggNorm float64 `yaml:"agg_norm"` // the constant divisor L of seq-mean-token-sum-norm (e.g. the max response length)
 
-	KL          KLLossConfig     `json:"kl,omitzero"`
-	EntropyCoef float64          `json:"entropy_coef"` // ≥ 0; the bonus needs Current.Entropies
-	Critic      CriticConfig     `json:"critic,omitzero"`
-	Correction  CorrectionConfig `json:"correction,omitzero"`
+	KL          KLLossConfig     `yaml:"kl"`
+	EntropyCoef float64          `yaml:"entropy_coef"` // ≥ 0; the bonus needs Current.Entropies
+	Critic      CriticConfig     `yaml:"critic"`
+	Correction  CorrectionConfig `yaml:"correction"`
 }
 
 // KLLossConfig adds β·KL(π_θ‖π_ref) to the loss (GRPO's in-loss KL, arXiv 2402.03300 eq. 3).
 // Both zero = off. For the KL as a reward penalty use ApplyKLPenalty instead.
 type KLLossConfig struct {
-	Estimator string  `json:"estimator"` // see KLEstimator; GRPO uses "k3"
-	Coef      float64 `json:"coef"`      // β > 0
+	Estimator string  `yaml:"estimator"` // see KLEstimator; GRPO uses "k3"
+	Coef      float64 `yaml:"coef"`      // β > 0
 }
 
 // CriticConfig adds PPO's value loss ½·max((V−R)², (clip(V, V_old ± ε) − R)²) (arXiv 1707.06347
 // eq. 9; value clipping as in OpenAI baselines). Coef 0 = off.
 type CriticConfig struct {
-	Coef float64 `json:"coef"` // c_v > 0
-	Clip float64 `json:"clip"` // ε of value clipping around the rollout value; 0 = unclipped
+	Coef float64 `yaml:"coef"` // c_v > 0
+	Clip float64 `yaml:"clip"` // ε of value clipping around the rollout value; 0 = unclipped
 }
 
 // WithPolicy returns c with the paper defaults of the policy named name filled in and

@@ -8,8 +8,8 @@ import (
 // GSPOConfig: group sequence policy optimisation (Zheng et al., arXiv 2507.18071). The paper clips
 // the sequence ratio very tightly (ε_low 3e-4, ε_high 4e-4).
 type GSPOConfig struct {
-	ClipLow  float64 `json:"clip_low"`
-	ClipHigh float64 `json:"clip_high"`
+	ClipLow  float64 `yaml:"clip_low"`
+	ClipHigh float64 `yaml:"clip_high"`
 }
 
 type gspo struct{ GSPOConfig }
@@ -75,8 +75,8 @@ func (p gspo) Sequence(s SeqInput, grad []float64, st *PolicyStats) float64 {
 // SAPOConfig: soft adaptive policy optimisation (Qwen, arXiv 2511.20347): a smooth sigmoid gate
 // replaces the hard clip, with a separate temperature for negative advantages.
 type SAPOConfig struct {
-	TauPos float64 `json:"tau_pos"` // τ for A > 0 (paper: 1.0)
-	TauNeg float64 `json:"tau_neg"` // τ for A ≤ 0 (paper: 1.05)
+	TauPos float64 `yaml:"tau_pos"` // τ for A > 0 (paper: 1.0)
+	TauNeg float64 `yaml:"tau_neg"` // τ for A ≤ 0 (paper: 1.05)
 }
 
 type sapo struct{ SAPOConfig }
@@ -120,8 +120,8 @@ func (p sapo) Sequence(s SeqInput, grad []float64, st *PolicyStats) float64 {
 // CISPOConfig: clipped IS-weight policy optimisation (MiniMax-M1, arXiv 2506.13585 §3.1). The paper
 // sets no lower bound: ClipLow = 1 makes the floor 0.
 type CISPOConfig struct {
-	ClipLow  float64 `json:"clip_low"`  // floor 1−ε_low, in [0, 1]
-	ClipHigh float64 `json:"clip_high"` // ceiling 1+ε_high, > 0
+	ClipLow  float64 `yaml:"clip_low"`  // floor 1−ε_low, in [0, 1]
+	ClipHigh float64 `yaml:"clip_high"` // ceiling 1+ε_high, > 0
 }
 
 type cispo struct{ CISPOConfig }

@@ -5,9 +5,9 @@ import "fmt"
 // PPOConfig: PPO's clipped surrogate (Schulman et al., arXiv 1707.06347 eq. 7) with asymmetric
 // ranges (clip-higher, DAPO arXiv 2503.14476 §3.1) and dual-clip (Ye et al., arXiv 1912.09729).
 type PPOConfig struct {
-	ClipLow  float64 `json:"clip_low"`  // ε_low: ratio floor 1−ε_low, in (0, 1)
-	ClipHigh float64 `json:"clip_high"` // ε_high: ratio ceiling 1+ε_high, > 0
-	DualClip float64 `json:"dual_clip"` // c > 1 bounds the loss of A < 0 tokens by −A·c; 0 = off
+	ClipLow  float64 `yaml:"clip_low"`  // ε_low: ratio floor 1−ε_low, in (0, 1)
+	ClipHigh float64 `yaml:"clip_high"` // ε_high: ratio ceiling 1+ε_high, > 0
+	DualClip float64 `yaml:"dual_clip"` // c > 1 bounds the loss of A < 0 tokens by −A·c; 0 = off
 }
 
 type ppo struct{ PPOConfig }

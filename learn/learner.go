@@ -35,22 +35,62 @@ type Learner struct {
 	out                algo.Output
 }
 
-// New makes a learner with a fresh AdamW over m's parameters.
-func New(m *model.Model, oc optim.Config, sched optim.Schedule, gradClip float32, rowLen int) (*Learner, error) {
-	if err := sched.Validate(); err != nil {
+// Config is how the learner updates the weights: the learning-rate schedule, AdamW and global
+// gradient-norm clipping. It is a phase's `optim` block.
+type Config struct {
+	optim.ScheduleConfig `yaml:",inline"`
+	optim.Config         `yaml:",inline"`
+	// GradClip bounds the global gradient norm (0 = no clipping).
+	GradClip float64 `yaml:"grad_clip"`
+}
+
+// DefaultEps is AdamW's ε where a configuration does not set eps (configurations written before
+// eps was a setting).
+const DefaultEps = 1e-8
+
+// UnmarshalYAML reads the block with eps at DefaultEps unless it is given.
+func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
+	type plain Config
+	p := plain{Config: optim.Config{Eps: DefaultEps}}
+	if err := unmarshal(&p); err != nil {
+		return err
+	}
+	*c = Config(p)
+	return nil
+}
+
+// Validate reports a setting that cannot work, by its YAML name; it is the only check of them.
+func (c Config) Validate() error {
+	if err := c.ScheduleConfig.Validate(); err != nil {
+		return err
+	}
+	if err := c.Config.Validate(); err != nil {
+		return err
+	}
+	if !(c.GradClip >= 0) || math.IsInf(c.GradClip, 0) {
+		return fmt.Errorf("grad_clip must be a finite number >= 0, got %v", c.GradClip)
+	}
+	return nil
+}
+
+// New makes a learner for a phase of steps steps with a fresh AdamW over m's parameters; rowLen
+// is the packed row length, at most the model's max_seq.
+func New(m *model.Model, c Config, steps, rowLen int) (*Learner, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	sched, err := c.Schedule(steps)
+	if err != nil {
 		return nil, err
 	}
 	if rowLen < 2 || rowLen > m.Cfg.MaxSeq {
 		return nil, fmt.Errorf("learn: row length %d must be in [2, model max_seq %d]", rowLen, m.Cfg.MaxSeq)
 	}
-	if gradClip < 0 || math.IsNaN(float64(gradClip)) {
-		return nil, fmt.Errorf("learn: grad_clip must be >= 0, got %v", gradClip)
-	}
-	opt, err := optim.NewAdamW(oc, m.NumParams(), DecaySegments(&m.Params))
+	opt, err := optim.NewAdamW(c.Config, m.NumParams(), DecaySegments(&m.Params))
 	if err != nil {
 		return nil, err
 	}
-	return &Learner{Model: m, Opt: opt, Sched: sched, GradClip: gradClip, RowLen: rowLen}, nil
+	return &Learner{Model: m, Opt: opt, Sched: sched, GradClip: float32(c.GradClip), RowLen: rowLen}, nil
 }
 
 // Update is what one optimizer step reports.

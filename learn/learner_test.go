@@ -46,7 +46,7 @@ func episode(id string, group uint64, prompt, answer []int32, rew float64) *traj
 
 func newLearner(t *testing.T, m *model.Model, lr float32) *Learner {
 	t.Helper()
-	l, err := New(m, optim.Config{Beta1: 0.9, Beta2: 0.99, Eps: 1e-8}, optim.Schedule{PeakLR: lr, MinLR: lr, TotalSteps: 1000}, 1, 32)
+	l, err := New(m, Config{ScheduleConfig: optim.ScheduleConfig{LR: float64(lr), MinLRRatio: 1}, Config: optim.Config{Beta1: 0.9, Beta2: 0.99, Eps: 1e-8}, GradClip: 1}, 1000, 32)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,11 +8,20 @@ import (
 
 // Config fixes the architecture. Field meanings follow Hugging Face's LlamaConfig: Dim is
 // hidden_size, Hidden is intermediate_size, Heads/KVHeads are num_attention_heads and
-// num_key_value_heads, MaxSeq bounds positions (max_position_embeddings).
+// num_key_value_heads, MaxSeq bounds positions (max_position_embeddings). The YAML names are the
+// run configuration's `model` block; the vocabulary is not among them, since a run's tokenizer
+// decides it.
 type Config struct {
-	Vocab, Dim, Layers, Heads, KVHeads, Hidden, MaxSeq int
-	RopeTheta, NormEps                                 float32
-	TieEmbeddings                                      bool
+	Vocab         int     `yaml:"-"`
+	Dim           int     `yaml:"dim"`
+	Layers        int     `yaml:"layers"`
+	Heads         int     `yaml:"heads"`
+	KVHeads       int     `yaml:"kv_heads"`
+	Hidden        int     `yaml:"hidden"`
+	MaxSeq        int     `yaml:"max_seq"`
+	RopeTheta     float32 `yaml:"rope_theta"`
+	NormEps       float32 `yaml:"norm_eps"` // RMSNorm's epsilon (rms_norm_eps)
+	TieEmbeddings bool    `yaml:"tie_embeddings"`
 }
 
 // HeadDim is the width of one attention head, Dim/Heads.
@@ -21,7 +30,11 @@ func (c Config) HeadDim() int { return c.Dim / c.Heads }
 // qkvDim is the width of the fused q/k/v projection output.
 func (c Config) qkvDim() int { return (c.Heads + 2*c.KVHeads) * c.HeadDim() }
 
-// Validate reports the first setting that cannot describe a model.
+// DefaultNormEps is RMSNorm's ε in DefaultConfig and where a configuration does not set norm_eps
+// (configurations written before it was a setting).
+const DefaultNormEps = 1e-5
+
+// Validate reports the first setting that cannot describe a model, by its YAML name.
 func (c Config) Validate() error {
 	var errs []error
 	positive := func(name string, v int) {
@@ -29,29 +42,29 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, v))
 		}
 	}
-	positive("Vocab", c.Vocab)
-	positive("Dim", c.Dim)
-	positive("Layers", c.Layers)
-	positive("Heads", c.Heads)
-	positive("KVHeads", c.KVHeads)
-	positive("Hidden", c.Hidden)
-	positive("MaxSeq", c.MaxSeq)
+	positive("vocabulary size", c.Vocab)
+	positive("dim", c.Dim)
+	positive("layers", c.Layers)
+	positive("heads", c.Heads)
+	positive("kv_heads", c.KVHeads)
+	positive("hidden", c.Hidden)
+	positive("max_seq", c.MaxSeq)
 	if len(errs) > 0 {
-		return fmt.Errorf("model config: %w", errors.Join(errs...))
+		return fmt.Errorf("model: %w", errors.Join(errs...))
 	}
 	switch {
 	case c.Dim%c.Heads != 0:
-		return fmt.Errorf("model config: Dim %d is not a multiple of Heads %d", c.Dim, c.Heads)
+		return fmt.Errorf("model: dim %d is not a multiple of heads %d", c.Dim, c.Heads)
 	case c.HeadDim()%2 != 0:
-		return fmt.Errorf("model config: head dimension %d must be even for RoPE", c.HeadDim())
+		return fmt.Errorf("model: head dimension %d must be even for RoPE", c.HeadDim())
 	case c.KVHeads > c.Heads || c.Heads%c.KVHeads != 0:
-		return fmt.Errorf("model config: KVHeads %d must divide Heads %d", c.KVHeads, c.Heads)
+		return fmt.Errorf("model: kv_heads %d must divide heads %d", c.KVHeads, c.Heads)
 	case !(c.RopeTheta > 1) || math.IsInf(float64(c.RopeTheta), 0):
-		return fmt.Errorf("model config: RopeTheta must be a finite number above 1, got %v", c.RopeTheta)
+		return fmt.Errorf("model: rope_theta must be a finite number above 1, got %v", c.RopeTheta)
 	case !(c.NormEps > 0) || c.NormEps > 1:
-		return fmt.Errorf("model config: NormEps must be in (0, 1], got %v", c.NormEps)
+		return fmt.Errorf("model: norm_eps must be in (0, 1], got %v", c.NormEps)
 	case int64(c.Vocab)*int64(c.Dim) > math.MaxInt32:
-		return fmt.Errorf("model config: Vocab×Dim %d×%d is too large", c.Vocab, c.Dim)
+		return fmt.Errorf("model: vocabulary × dim %d×%d is too large", c.Vocab, c.Dim)
 	}
 	return nil
 }
@@ -64,6 +77,6 @@ func (c Config) Validate() error {
 func DefaultConfig(vocab int) Config {
 	return Config{
 		Vocab: vocab, Dim: 256, Layers: 4, Heads: 8, KVHeads: 4, Hidden: 688, MaxSeq: 1024,
-		RopeTheta: 10000, NormEps: 1e-5, TieEmbeddings: true,
+		RopeTheta: 10000, NormEps: DefaultNormEps, TieEmbeddings: true,
 	}
 }

@@ -17,14 +17,14 @@ func TestConfigValidate(t *testing.T) {
 		mod  func(c *Config)
 		want string
 	}{
-		{"vocab", func(c *Config) { c.Vocab = 0 }, "Vocab"},
-		{"heads divide dim", func(c *Config) { c.Heads = 3 }, "multiple of Heads"},
-		{"kv heads", func(c *Config) { c.KVHeads = 3 }, "KVHeads"},
-		{"more kv than q", func(c *Config) { c.KVHeads = 16 }, "KVHeads"},
+		{"vocab", func(c *Config) { c.Vocab = 0 }, "vocabulary"},
+		{"heads divide dim", func(c *Config) { c.Heads = 3 }, "multiple of heads"},
+		{"kv heads", func(c *Config) { c.KVHeads = 3 }, "kv_heads"},
+		{"more kv than q", func(c *Config) { c.KVHeads = 16 }, "kv_heads"},
 		{"odd head dim", func(c *Config) { c.Dim, c.Heads, c.KVHeads = 24, 8, 8 }, "even"},
-		{"theta", func(c *Config) { c.RopeTheta = 0 }, "RopeTheta"},
-		{"eps", func(c *Config) { c.NormEps = -1 }, "NormEps"},
-		{"maxseq", func(c *Config) { c.MaxSeq = -1 }, "MaxSeq"},
+		{"theta", func(c *Config) { c.RopeTheta = 0 }, "rope_theta"},
+		{"eps", func(c *Config) { c.NormEps = -1 }, "norm_eps"},
+		{"maxseq", func(c *Config) { c.MaxSeq = -1 }, "max_seq"},
 	} {
 		c := DefaultConfig(100)
 		tc.mod(&c)

@@ -10,9 +10,13 @@ import (
 	"github.com/agentrl/agentrl/model/kernels"
 )
 
-// Config holds AdamW's hyperparameters; the learning rate comes per step from a Schedule.
+// Config holds AdamW's hyperparameters; the learning rate comes per step from a Schedule. The
+// YAML names are those of a phase's `optim` block.
 type Config struct {
-	Beta1, Beta2, Eps, WeightDecay float32
+	Beta1       float32 `yaml:"beta1"`
+	Beta2       float32 `yaml:"beta2"`
+	Eps         float32 `yaml:"eps"`
+	WeightDecay float32 `yaml:"weight_decay"`
 }
 
 // DefaultConfig is the common setting for small transformers (β2 = 0.95 as in GPT-3 and Llama).
@@ -24,13 +28,13 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	switch {
 	case !(c.Beta1 >= 0 && c.Beta1 < 1):
-		return fmt.Errorf("optim: Beta1 must be in [0, 1), got %v", c.Beta1)
+		return fmt.Errorf("beta1 must be in [0, 1), got %v", c.Beta1)
 	case !(c.Beta2 >= 0 && c.Beta2 < 1):
-		return fmt.Errorf("optim: Beta2 must be in [0, 1), got %v", c.Beta2)
+		return fmt.Errorf("beta2 must be in [0, 1), got %v", c.Beta2)
 	case !(c.Eps > 0):
-		return fmt.Errorf("optim: Eps must be positive, got %v", c.Eps)
+		return fmt.Errorf("eps must be positive, got %v", c.Eps)
 	case !(c.WeightDecay >= 0) || math.IsInf(float64(c.WeightDecay), 0):
-		return fmt.Errorf("optim: WeightDecay must be finite and non-negative, got %v", c.WeightDecay)
+		return fmt.Errorf("weight_decay must be finite and non-negative, got %v", c.WeightDecay)
 	}
 	return nil
 }

@@ -12,6 +12,39 @@ type Schedule struct {
 	WarmupSteps, TotalSteps int
 }
 
+// ScheduleConfig is a phase's learning rate as configured: linear warmup to LR over Warmup steps,
+// then cosine decay to LR·MinLRRatio at the phase's last step (MinLRRatio 1: constant).
+type ScheduleConfig struct {
+	LR         float64 `yaml:"lr"`
+	MinLRRatio float64 `yaml:"min_lr_ratio"`
+	Warmup     int     `yaml:"warmup"`
+}
+
+// Validate reports a setting that cannot describe a schedule, by its YAML name.
+func (c ScheduleConfig) Validate() error {
+	switch {
+	case !(c.LR > 0) || math.IsInf(c.LR, 0) || float32(c.LR) == 0 || math.IsInf(float64(float32(c.LR)), 0):
+		return fmt.Errorf("lr must be a positive finite number (in float32), got %v", c.LR)
+	case !(c.MinLRRatio >= 0 && c.MinLRRatio <= 1):
+		return fmt.Errorf("min_lr_ratio must be in [0, 1], got %v", c.MinLRRatio)
+	case c.Warmup < 0:
+		return fmt.Errorf("warmup must be >= 0, got %d", c.Warmup)
+	}
+	return nil
+}
+
+// Schedule is the schedule of a phase of steps steps. Warmup longer than the phase is an error.
+func (c ScheduleConfig) Schedule(steps int) (Schedule, error) {
+	if err := c.Validate(); err != nil {
+		return Schedule{}, err
+	}
+	if c.Warmup > steps {
+		return Schedule{}, fmt.Errorf("warmup (%d) must not exceed the phase's steps (%d)", c.Warmup, steps)
+	}
+	s := Schedule{PeakLR: float32(c.LR), MinLR: float32(c.LR * c.MinLRRatio), WarmupSteps: c.Warmup, TotalSteps: steps}
+	return s, s.Validate()
+}
+
 // Validate reports an inconsistent schedule.
 func (s Schedule) Validate() error {
 	switch {

@@ -6,13 +6,12 @@ import (
 	"math"
 	"os"
 	"regexp"
-	"time"
+	"strings"
 
 	"github.com/agentrl/agentrl/algo"
 	"github.com/agentrl/agentrl/env"
-	"github.com/agentrl/agentrl/infer"
+	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
-	"github.com/agentrl/agentrl/optim"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tool/mcp"
 )
@@ -29,7 +28,7 @@ type Config struct {
 	// (e.g. RL from an earlier run's supervised checkpoint); model must describe the same
 	// architecture.
 	Init       string           `yaml:"init,omitempty"`
-	Model      ModelConfig      `yaml:"model"`
+	Model      model.Config     `yaml:"model"` // the vocabulary comes from the tokenizer
 	Tokenizer  TokenizerConfig  `yaml:"tokenizer"`
 	Rollout    RolloutConfig    `yaml:"rollout"`
 	Phases     []Phase          `yaml:"phases"`
@@ -40,52 +39,18 @@ type Config struct {
 	MCP *mcp.Config `yaml:"mcp,omitempty"`
 }
 
-// ModelConfig is the built-in model's architecture; the vocabulary comes from the tokenizer.
-type ModelConfig struct {
-	Dim           int     `yaml:"dim"`
-	Layers        int     `yaml:"layers"`
-	Heads         int     `yaml:"heads"`
-	KVHeads       int     `yaml:"kv_heads"`
-	Hidden        int     `yaml:"hidden"`
-	MaxSeq        int     `yaml:"max_seq"`
-	RopeTheta     float32 `yaml:"rope_theta"`
-	TieEmbeddings bool    `yaml:"tie_embeddings"`
-}
-
-// Build returns the model config for a vocabulary of vocab tokens.
-func (m ModelConfig) Build(vocab int) model.Config {
-	return model.Config{
-		Vocab: vocab, Dim: m.Dim, Layers: m.Layers, Heads: m.Heads, KVHeads: m.KVHeads, Hidden: m.Hidden,
-		MaxSeq: m.MaxSeq, RopeTheta: m.RopeTheta, NormEps: 1e-5, TieEmbeddings: m.TieEmbeddings,
-	}
-}
-
 // TokenizerConfig says how the run's tokenizer is trained from the environments' text.
 type TokenizerConfig struct {
 	VocabSize     int `yaml:"vocab_size"`
 	CorpusSamples int `yaml:"corpus_samples"` // samples of text per environment
 }
 
-// RolloutConfig bounds episodes and sizes the inference engine.
+// RolloutConfig bounds episodes (rollout's own settings, sampling among them) and sizes the
+// inference engine.
 type RolloutConfig struct {
-	MaxTurns         int           `yaml:"max_turns"`
-	MaxContext       int           `yaml:"max_context"`
-	MaxTokensPerTurn int           `yaml:"max_tokens_per_turn"`
-	EpisodeTimeout   time.Duration `yaml:"episode_timeout"`
-	Temperature      float32       `yaml:"temperature"`
-	TopK             int           `yaml:"top_k"`
-	TopP             float32       `yaml:"top_p"`
+	rollout.Config `yaml:",inline"`
 	// EngineSlots is the continuous batch of the local engine; also the episode concurrency.
 	EngineSlots int `yaml:"engine_slots"`
-}
-
-// Runner returns the rollout settings.
-func (r RolloutConfig) Runner() rollout.Config {
-	return rollout.Config{
-		MaxTurns: r.MaxTurns, MaxContext: r.MaxContext, MaxTokensPerTurn: r.MaxTokensPerTurn,
-		EpisodeTimeout: r.EpisodeTimeout,
-		Sampling:       infer.Sampling{Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP},
-	}
 }
 
 // EnvWeight is one environment of a phase's mix.
@@ -96,24 +61,13 @@ type EnvWeight struct {
 
 // Phase is one stage of a run.
 type Phase struct {
-	Name  string      `yaml:"name"`
-	Kind  string      `yaml:"kind"` // "sft" or "rl"
-	Envs  []EnvWeight `yaml:"envs"`
-	Steps int         `yaml:"steps"`
-	Optim OptimConfig `yaml:"optim"`
-	SFT   *SFTConfig  `yaml:"sft,omitempty"`
-	RL    *RLConfig   `yaml:"rl,omitempty"`
-}
-
-// OptimConfig is AdamW with linear warmup and cosine decay.
-type OptimConfig struct {
-	LR          float64 `yaml:"lr"`
-	MinLRRatio  float64 `yaml:"min_lr_ratio"`
-	Warmup      int     `yaml:"warmup"`
-	WeightDecay float64 `yaml:"weight_decay"`
-	GradClip    float64 `yaml:"grad_clip"`
-	Beta1       float64 `yaml:"beta1"`
-	Beta2       float64 `yaml:"beta2"`
+	Name  string       `yaml:"name"`
+	Kind  string       `yaml:"kind"` // "sft" or "rl"
+	Envs  []EnvWeight  `yaml:"envs"`
+	Steps int          `yaml:"steps"`
+	Optim learn.Config `yaml:"optim"`
+	SFT   *SFTConfig   `yaml:"sft,omitempty"`
+	RL    *RLConfig    `yaml:"rl,omitempty"`
 }
 
 // SFTConfig is supervised training on demonstrations synthesized by each environment's noisy
@@ -193,13 +147,12 @@ func (c *Config) Validate(envs *env.Registry) error {
 	if c.Tokenizer.CorpusSamples < 1 {
 		bad("tokenizer.corpus_samples must be positive")
 	}
-	mc := c.Model.Build(c.Tokenizer.VocabSize)
-	if err := mc.Validate(); err != nil {
-		bad("model: %v", err)
+	if err := c.modelConfig(c.Tokenizer.VocabSize).Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	r := c.Rollout
-	if err := r.Runner().Validate(); err != nil {
-		bad("rollout: %v", err)
+	if err := r.Config.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if r.MaxContext > c.Model.MaxSeq {
 		bad("rollout.max_context %d exceeds model.max_seq %d", r.MaxContext, c.Model.MaxSeq)
@@ -271,18 +224,11 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 	if p.Steps < 1 {
 		return fmt.Errorf("steps must be positive, got %d", p.Steps)
 	}
-	o := p.Optim
-	if err := p.schedule().Validate(); err != nil {
-		return fmt.Errorf("optim: %w", err)
+	if err := p.Optim.Validate(); err != nil {
+		return fmt.Errorf("optim.%w", err)
 	}
-	if o.MinLRRatio < 0 || o.MinLRRatio > 1 {
-		return fmt.Errorf("optim.min_lr_ratio must be in [0, 1], got %v", o.MinLRRatio)
-	}
-	if err := p.adamw().Validate(); err != nil {
-		return fmt.Errorf("optim: %w", err)
-	}
-	if o.GradClip < 0 {
-		return fmt.Errorf("optim.grad_clip must be >= 0, got %v", o.GradClip)
+	if _, err := p.Optim.Schedule(p.Steps); err != nil {
+		return fmt.Errorf("optim.%w", err)
 	}
 	switch p.Kind {
 	case "sft":
@@ -322,6 +268,11 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 		if err := r.Advantage.Validate(); err != nil {
 			return fmt.Errorf("rl.advantage: %w", err)
 		}
+		if est, err := algo.NewEstimator(r.Advantage); err != nil {
+			return fmt.Errorf("rl.advantage: %w", err)
+		} else if algo.NeedsValues(est) {
+			return fmt.Errorf("rl.advantage.name: %q needs a critic's value estimates and the built-in model has no value head; use one of %s", r.Advantage.Name, strings.Join(criticFreeEstimators(), ", "))
+		}
 		if err := r.Loss.Validate(); err != nil {
 			return fmt.Errorf("rl.loss: %w", err)
 		}
@@ -331,7 +282,7 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 		if r.DynamicSampling != nil && r.DynamicSampling.MaxRounds < 1 {
 			return errors.New("rl.dynamic_sampling.max_rounds must be positive")
 		}
-		exact := c.Rollout.Runner().Sampling.Exact()
+		exact := c.Rollout.Sampling.Exact()
 		if !exact && !r.AllowSamplingMismatch {
 			return errors.New("rollout sampling (temperature, top_k, top_p) differs from the distribution the learner recomputes; set rl.allow_sampling_mismatch: true to train on it anyway")
 		}
@@ -344,11 +295,24 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 	return nil
 }
 
-func (p *Phase) adamw() optim.Config {
-	return optim.Config{Beta1: float32(p.Optim.Beta1), Beta2: float32(p.Optim.Beta2), Eps: 1e-8, WeightDecay: float32(p.Optim.WeightDecay)}
+// modelConfig is the model the configuration describes, for a vocabulary of vocab tokens.
+func (c *Config) modelConfig(vocab int) model.Config {
+	m := c.Model
+	m.Vocab = vocab
+	return m
 }
 
-func (p *Phase) schedule() optim.Schedule {
-	o := p.Optim
-	return optim.Schedule{PeakLR: float32(o.LR), MinLR: float32(o.LR * o.MinLRRatio), WarmupSteps: o.Warmup, TotalSteps: p.Steps}
+// criticFreeEstimators lists the built-in advantage estimators that need no value estimates.
+func criticFreeEstimators() []string {
+	var names []string
+	for _, n := range algo.Estimators().Names() {
+		c, err := algo.DefaultAdvantageConfig(n)
+		if err != nil {
+			continue
+		}
+		if est, err := algo.NewEstimator(c); err == nil && !algo.NeedsValues(est) {
+			names = append(names, n)
+		}
+	}
+	return names
 }

@@ -1,13 +1,15 @@
 package pipeline
 
 import (
-	"github.com/agentrl/agentrl/traj"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentrl/agentrl/env/all"
+	"github.com/agentrl/agentrl/learn"
+	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/traj"
 )
 
 func TestPresetsValidate(t *testing.T) {
@@ -72,6 +74,18 @@ func TestLoadErrors(t *testing.T) {
 		{name: "wrong type", sets: []string{"seed=abc"}, want: "seed"},
 		{name: "curriculum past the phase", sets: []string{"phases.sft.sft.curriculum=4000"}, want: "sft.curriculum"},
 		{name: "negative curriculum", sets: []string{"phases.sft.sft.curriculum=-1"}, want: "sft.curriculum"},
+		// Each package's Validate is the only check of its fields, and names them by their keys.
+		{name: "warmup past the phase", sets: []string{"phases.rl.steps=3"}, want: "phases[1] (rl): optim.warmup (5) must not exceed the phase's steps (3)"},
+		{name: "min_lr_ratio", sets: []string{"phases.rl.optim.min_lr_ratio=2"}, want: "optim.min_lr_ratio must be in [0, 1]"},
+		{name: "beta", sets: []string{"phases.sft.optim.beta2=1"}, want: "optim.beta2 must be in [0, 1)"},
+		{name: "eps", sets: []string{"phases.sft.optim.eps=0"}, want: "optim.eps must be positive"},
+		{name: "grad_clip", sets: []string{"phases.sft.optim.grad_clip=-1"}, want: "optim.grad_clip"},
+		{name: "norm_eps", sets: []string{"model.norm_eps=0"}, want: "model: norm_eps must be in (0, 1]"},
+		{name: "heads", sets: []string{"model.heads=3"}, want: "model: dim 64 is not a multiple of heads 3"},
+		{name: "inf temperature", sets: []string{"rollout.temperature=.inf", "phases.rl.rl.allow_sampling_mismatch=true"}, want: "rollout: sampling"},
+		{name: "nan top_p", sets: []string{"rollout.top_p=.nan", "phases.rl.rl.allow_sampling_mismatch=true"}, want: "rollout: sampling"},
+		{name: "critic estimator", path: write("gae.yaml", strings.Replace(string(good), "      name: grpo\n", "      name: gae\n      gae:\n        gamma: 1.0\n        lambda: 0.95\n", 1)),
+			want: `rl.advantage.name: "gae" needs a critic's value estimates`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -83,6 +97,46 @@ func TestLoadErrors(t *testing.T) {
 	}
 	if _, err := Load(all.Builtins(), "calc", write("b.yaml", string(good)), nil); err == nil {
 		t.Fatal("a preset and a file together were accepted")
+	}
+}
+
+// Configurations written before norm_eps and eps were settings read with the values the
+// program used then.
+func TestDecodeFillsSettingsOlderConfigsLack(t *testing.T) {
+	c, _ := Preset("calc")
+	data, _ := Encode(c)
+	old := strings.ReplaceAll(strings.ReplaceAll(string(data), "  norm_eps: 1e-05\n", ""), "    eps: 1e-08\n", "")
+	if old == string(data) || strings.Contains(old, "norm_eps") || strings.Contains(old, " eps:") {
+		t.Fatalf("the preset's rendering changed; update the test:\n%s", data)
+	}
+	back, err := Decode([]byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Model.NormEps != model.DefaultNormEps || back.Phases[0].Optim.Eps != learn.DefaultEps || back.Phases[1].Optim.Eps != learn.DefaultEps {
+		t.Fatalf("norm_eps %v, eps %v %v", back.Model.NormEps, back.Phases[0].Optim.Eps, back.Phases[1].Optim.Eps)
+	}
+	if err := back.Validate(all.Builtins()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// config show renders every block of the loss, kl, critic and correction included, and its
+// output loads back as it is.
+func TestRenderingShowsEveryLossBlock(t *testing.T) {
+	c, _ := Preset("calc")
+	data, _ := Encode(c)
+	for _, k := range []string{"\n      kl:\n", "\n      critic:\n", "\n      correction:\n", "\n  norm_eps:", "\n    eps:"} {
+		if !strings.Contains(string(data), k) {
+			t.Errorf("rendering lacks %q", k)
+		}
+	}
+	back, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := back.Validate(all.Builtins()); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -22,7 +22,7 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 	rep := EvalReport{When: when, Version: r.version}
 	for _, name := range r.Cfg.envNames() {
 		e, err := eval.Run(ctx, r.model, r.tok, r.version, eval.Options{
-			Env: name, Tasks: r.Cfg.Eval.Tasks, K: r.Cfg.Eval.Samples, Seed: r.Cfg.Seed, Rollout: r.Cfg.Rollout.Runner(), Slots: r.Cfg.Rollout.EngineSlots,
+			Env: name, Tasks: r.Cfg.Eval.Tasks, K: r.Cfg.Eval.Samples, Seed: r.Cfg.Seed, Rollout: r.Cfg.Rollout.Config, Slots: r.Cfg.Rollout.EngineSlots,
 			Envs: r.opts.Envs, NewEnv: r.mcp.Factory(),
 		})
 		if err != nil {

@@ -11,6 +11,11 @@ import (
 
 	"github.com/agentrl/agentrl/algo"
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/infer"
+	"github.com/agentrl/agentrl/learn"
+	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/optim"
+	"github.com/agentrl/agentrl/rollout"
 	"github.com/goccy/go-yaml"
 )
 
@@ -21,14 +26,18 @@ func Presets() []string { return []string{"calc", "code", "maze", "search"} }
 // `agentrl train`: a cold start on the noisy expert's demonstrations, then GRPO with groups of 8.
 func Preset(name string) (Config, error) {
 	c := Config{
-		Name:      name,
-		Seed:      1,
-		RunsDir:   "runs",
-		Model:     ModelConfig{Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 192, MaxSeq: 384, RopeTheta: 10000, TieEmbeddings: true},
+		Name:    name,
+		Seed:    1,
+		RunsDir: "runs",
+		Model: model.Config{Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 192, MaxSeq: 384, RopeTheta: 10000,
+			NormEps: model.DefaultNormEps, TieEmbeddings: true},
 		Tokenizer: TokenizerConfig{VocabSize: 512, CorpusSamples: 2000},
 		Rollout: RolloutConfig{
-			MaxTurns: 4, MaxContext: 384, MaxTokensPerTurn: 64, EpisodeTimeout: 2 * time.Minute,
-			Temperature: 1, EngineSlots: 64,
+			Config: rollout.Config{
+				MaxTurns: 4, MaxContext: 384, MaxTokensPerTurn: 64, EpisodeTimeout: 2 * time.Minute,
+				Sampling: infer.Sampling{Temperature: 1},
+			},
+			EngineSlots: 64,
 		},
 		Eval:       EvalConfig{Tasks: 200, Samples: 4, Every: 0},
 		Checkpoint: CheckpointConfig{Every: 10, Keep: 2},
@@ -36,13 +45,13 @@ func Preset(name string) (Config, error) {
 	}
 	sft := Phase{
 		Name: "sft", Kind: "sft", Steps: 3000,
-		Optim: OptimConfig{LR: 3e-3, MinLRRatio: 0.1, Warmup: 20, WeightDecay: 0.01, GradClip: 1, Beta1: 0.9, Beta2: 0.99},
+		Optim: optimConfig(3e-3, 0.1, 20, 0.01),
 		SFT:   &SFTConfig{Demos: 4000, Noise: 0.5, BatchSize: 32, Keep: "all"},
 	}
 	adv, _ := algo.DefaultAdvantageConfig("grpo")
 	rl := Phase{
 		Name: "rl", Kind: "rl", Steps: 100,
-		Optim: OptimConfig{LR: 1e-4, MinLRRatio: 1, Warmup: 5, WeightDecay: 0, GradClip: 1, Beta1: 0.9, Beta2: 0.99},
+		Optim: optimConfig(1e-4, 1, 5, 0),
 		RL: &RLConfig{
 			GroupsPerStep: 16, GroupSize: 8, Epochs: 1, Minibatches: 4,
 			Advantage: adv, Loss: algo.DefaultLossConfig(),
@@ -94,6 +103,15 @@ func Preset(name string) (Config, error) {
 	return c, nil
 }
 
+// optimConfig is the presets' optimizer: AdamW with β = (0.9, 0.99), gradient norm clipped to 1.
+func optimConfig(lr, minLRRatio float64, warmup int, weightDecay float32) learn.Config {
+	return learn.Config{
+		ScheduleConfig: optim.ScheduleConfig{LR: lr, MinLRRatio: minLRRatio, Warmup: warmup},
+		Config:         optim.Config{Beta1: 0.9, Beta2: 0.99, Eps: learn.DefaultEps, WeightDecay: weightDecay},
+		GradClip:       1,
+	}
+}
+
 // Load builds a configuration: the preset (default "calc") or the YAML file at path, then each
 // key=value override in sets, then validation against the environments of envs. Unknown keys
 // anywhere are errors that say where.
@@ -133,7 +151,8 @@ func Load(envs *env.Registry, preset, path string, sets []string) (Config, error
 
 // Decode parses YAML strictly: unknown keys are errors with line, column and a snippet.
 func Decode(data []byte) (Config, error) {
-	var c Config
+	// norm_eps is absent from configurations written before it was a setting.
+	c := Config{Model: model.Config{NormEps: model.DefaultNormEps}}
 	if err := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict()).Decode(&c); err != nil {
 		return c, err
 	}

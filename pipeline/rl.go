@@ -116,7 +116,7 @@ func (r *Run) newRLUpdate(p Phase, start int) (*learn.RL, error) {
 // trajectory, in order, and the groups kept for training.
 func (r *Run) sampleRL(ctx context.Context, gen infer.Generator, p Phase, step int, rng *rand.Rand) ([]*traj.Trajectory, [][]*traj.Trajectory, reward.FillStats, error) {
 	c := p.RL
-	runner := &rollout.Runner{Gen: gen, Tok: r.tok, Cfg: r.Cfg.Rollout.Runner(), SampleSeed: rng.Uint64()}
+	runner := &rollout.Runner{Gen: gen, Tok: r.tok, Cfg: r.Cfg.Rollout.Config, SampleSeed: rng.Uint64()}
 	round := 0
 	var sampled []*traj.Trajectory
 	sample := func(ctx context.Context, n int) ([][]*traj.Trajectory, error) {

@@ -249,7 +249,7 @@ func (r *Run) initModel() error {
 		if err := r.buildTokenizer(); err != nil {
 			return err
 		}
-		m, err := model.New(r.Cfg.Model.Build(r.tok.VocabSize()), r.Cfg.Seed)
+		m, err := model.New(r.Cfg.modelConfig(r.tok.VocabSize()), r.Cfg.Seed)
 		r.model = m
 		return err
 	}
@@ -257,7 +257,7 @@ func (r *Run) initModel() error {
 	if err != nil {
 		return fmt.Errorf("init: %w", err)
 	}
-	if want := r.Cfg.Model.Build(ck.Tokenizer.VocabSize()); ck.Model.Cfg != want {
+	if want := r.Cfg.modelConfig(ck.Tokenizer.VocabSize()); ck.Model.Cfg != want {
 		return fmt.Errorf("init: checkpoint %s has model %+v; the config describes %+v", r.Cfg.Init, ck.Model.Cfg, want)
 	}
 	r.model, r.tok = ck.Model, ck.Tokenizer
@@ -266,7 +266,7 @@ func (r *Run) initModel() error {
 
 // newLearner makes the phase's learner, restoring the optimizer when resuming mid-phase.
 func (r *Run) newLearner(p Phase, start int) (*learn.Learner, error) {
-	l, err := learn.New(r.model, p.adamw(), p.schedule(), float32(p.Optim.GradClip), r.Cfg.Rollout.MaxContext)
+	l, err := learn.New(r.model, p.Optim, p.Steps, r.Cfg.Rollout.MaxContext)
 	if err != nil {
 		return nil, err
 	}

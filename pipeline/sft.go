@@ -46,7 +46,7 @@ func sampleTasks(reg *env.Registry, rng *rand.Rand, envs []EnvWeight, n int, gro
 func (r *Run) synthesize(ctx context.Context, tasks []rollout.Task, noise float64, salt uint64) ([]*traj.Trajectory, error) {
 	runner := &rollout.Runner{
 		Tok: r.tok,
-		Cfg: r.Cfg.Rollout.Runner(),
+		Cfg: r.Cfg.Rollout.Config,
 		NewGen: func(t rollout.Task) infer.Generator {
 			spec, err := r.opts.Envs.Lookup(t.Env)
 			if err != nil {

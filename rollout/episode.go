@@ -35,7 +35,7 @@ type Config struct {
 	// EpisodeTimeout bounds one episode's wall time (0 = none); past it the status is timeout.
 	EpisodeTimeout time.Duration `yaml:"episode_timeout"`
 	// Sampling is passed to the generator on every turn.
-	Sampling infer.Sampling `yaml:"sampling"`
+	Sampling infer.Sampling `yaml:",inline"`
 }
 
 // DefaultConfig suits the built-in environments and model.

@@ -53,7 +53,8 @@ func Model(ctx context.Context, w io.Writer, c ModelOptions) error {
 		if err != nil {
 			return fmt.Errorf("bench model: %w", err)
 		}
-		cfg = p.Model.Build(p.Tokenizer.VocabSize)
+		cfg = p.Model
+		cfg.Vocab = p.Tokenizer.VocabSize
 	}
 	cfg.MaxSeq = max(cfg.MaxSeq, c.Seq, c.Prompt+c.Decode)
 	var alts []model.Config
