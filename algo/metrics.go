@@ -9,13 +9,6 @@ import (
 // policy term, "kl/…", "critic/…", "is/…" from importance corrections.
 type Metrics map[string]float64
 
-// merge copies every entry of o into m.
-func (m Metrics) merge(o Metrics) {
-	for k, v := range o {
-		m[k] = v
-	}
-}
-
 // quantiles writes the q-quantiles of x (linear interpolation between order statistics, as
 // numpy.quantile does) into dst. It reorders x: callers pass a scratch copy. It runs in O(len(x))
 // per quantile (quickselect), which keeps IS-weight quantiles cheap on 256k-token minibatches.

@@ -39,7 +39,7 @@ func writeTemp(t *testing.T, tensors []Tensor, meta map[string]string) []byte {
 
 func TestSafetensorsRoundTrip(t *testing.T) {
 	in := []Tensor{
-		{Name: "b", Shape: []int{2, 3}, Data: []float32{1, -2, 3.5, float32(math.Inf(-1)), 0, -0.0}},
+		{Name: "b", Shape: []int{2, 3}, Data: []float32{1, -2, 3.5, float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1))}},
 		{Name: "a", Shape: []int{}, Data: []float32{7}},        // scalar
 		{Name: "empty", Shape: []int{0, 4}, Data: []float32{}}, // no bytes at all
 		{Name: "ü/name", DType: "F32", Shape: []int{1}, Data: []float32{math.Float32frombits(0x7fc00001)}},

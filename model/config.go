@@ -30,9 +30,6 @@ func (c Config) HeadDim() int { return c.Dim / c.Heads }
 // qkvDim is the width of the fused q/k/v projection output.
 func (c Config) qkvDim() int { return (c.Heads + 2*c.KVHeads) * c.HeadDim() }
 
-// kvDim is the width of the keys (or values) of one token.
-func (c Config) kvDim() int { return c.KVHeads * c.HeadDim() }
-
 // DefaultNormEps is RMSNorm's ε in DefaultConfig and where a configuration does not set norm_eps
 // (configurations written before it was a setting).
 const DefaultNormEps = 1e-5

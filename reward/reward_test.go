@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/agentrl/agentrl/traj"
 )
@@ -186,5 +187,42 @@ func TestToolProcess(t *testing.T) {
 	ToolProcess{ValidCall: 0.1, InvalidCall: -0.2, StepCost: -0.01}.Apply(tr)
 	if math.Abs(tr.Turns[0].Reward-(-0.11)) > 1e-12 || math.Abs(tr.Turns[1].Reward-(-0.01)) > 1e-12 {
 		t.Fatalf("turn rewards %v %v", tr.Turns[0].Reward, tr.Turns[1].Reward)
+	}
+}
+
+// NormalizeName avoids the allocations of its plain form; it must give the same strings.
+func FuzzNormalizeName(f *testing.F) {
+	for _, s := range []string{"The Miravo.", "a", "An  Velora-Corp!", "ÜBER straße İstanbul", "\xff the x", "", "the", "Tom & <Jerry> \"q\" \\ \u2028", "x² ½ cafe\u0301"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fields := strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+		if len(fields) > 1 && (fields[0] == "the" || fields[0] == "a" || fields[0] == "an") {
+			fields = fields[1:]
+		}
+		if want, got := strings.Join(fields, " "), NormalizeName(s); got != want {
+			t.Fatalf("NormalizeName(%q) = %q, want %q", s, got, want)
+		}
+	})
+}
+
+func TestNormalizeName(t *testing.T) {
+	for _, c := range []struct{ in, want, squad string }{
+		{"The Miravo.", "miravo", "miravo"},
+		{"Bank of the West", "bank of the west", "bank of west"},
+		{"The", "the", ""},
+		{"x²", "x", "x²"},
+		{"Anu_Kessel", "anu kessel", "anu kessel"},
+	} {
+		if got := NormalizeName(c.in); got != c.want {
+			t.Errorf("NormalizeName(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if got := Normalize(c.in); got != c.squad {
+			t.Errorf("Normalize(%q) = %q, want %q", c.in, got, c.squad)
+		}
+	}
+	got, _ := ExactMatch{Normalize: NormalizeName}.Score(context.Background(), Sample{Response: "bank of West", Answer: "Bank of the West"})
+	if got != 0 {
+		t.Errorf("ExactMatch with NormalizeName: %v, want 0 (the article inside a name counts)", got)
 	}
 }

@@ -100,9 +100,41 @@ func Normalize(s string) string {
 	return strings.Join(out, " ")
 }
 
-// ExactMatch scores 1 when the extracted answer equals the reference after Normalize, else 0.
+// NormalizeName is the normalisation for names (the search environment's answers): lower case,
+// every run of characters that are neither letters nor decimal digits folded into one space, and
+// a leading a/an/the dropped when another word follows, so "The Miravo." equals "Miravo".
+//
+// It differs from Normalize on purpose: an article inside a name stays ("Bank of the West"), a
+// name that is only an article stays ("The"), and marks, control and format characters and
+// non-decimal numerals (é's combining accent, ², ½) separate words instead of being kept.
+// It allocates only its result.
+func NormalizeName(s string) string {
+	s = strings.ToLower(s)
+	sep := func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }
+	n := 0
+	for range strings.FieldsFuncSeq(s, sep) {
+		n++
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	i := 0
+	for f := range strings.FieldsFuncSeq(s, sep) {
+		i++
+		if i == 1 && n > 1 && (f == "the" || f == "a" || f == "an") {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(f)
+	}
+	return b.String()
+}
+
+// ExactMatch scores 1 when the extracted answer equals the reference after normalisation, else 0.
 type ExactMatch struct {
-	Extract Extractor // nil: the whole response
+	Extract   Extractor           // nil: the whole response
+	Normalize func(string) string // nil: Normalize (SQuAD); NormalizeName for names
 }
 
 // Score implements Scorer.
@@ -111,7 +143,11 @@ func (e ExactMatch) Score(_ context.Context, s Sample) (float64, error) {
 	if !ok {
 		return 0, nil
 	}
-	return b2f(Normalize(got) == Normalize(s.Answer)), nil
+	norm := e.Normalize
+	if norm == nil {
+		norm = Normalize
+	}
+	return b2f(norm(got) == norm(s.Answer)), nil
 }
 
 // Numeric scores 1 when the extracted number is within max(AbsTol, RelTol·|reference|) of the

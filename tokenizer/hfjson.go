@@ -347,10 +347,10 @@ func parsePreTokenizer(raw json.RawMessage) (preTokenizer, error) {
 			return parsePreTokenizer(seq.Pre[0])
 		}
 		if len(seq.Pre) != 2 {
-			return p, fmt.Errorf("Sequence of %d pre-tokenizers; supported are [ByteLevel] and [Digits, ByteLevel]", len(seq.Pre))
+			return p, fmt.Errorf("pre-tokenizer Sequence of %d pre-tokenizers; supported are [ByteLevel] and [Digits, ByteLevel]", len(seq.Pre))
 		}
 		if t0, _ := typeOf(seq.Pre[0]); t0 != "Digits" {
-			return p, fmt.Errorf("Sequence starts with %q; supported are [ByteLevel] and [Digits, ByteLevel]", t0)
+			return p, fmt.Errorf("pre-tokenizer Sequence starts with %q; supported are [ByteLevel] and [Digits, ByteLevel]", t0)
 		}
 		if err := checkKeys(seq.Pre[0], "Digits", "type", "individual_digits"); err != nil {
 			return p, err
@@ -366,7 +366,7 @@ func parsePreTokenizer(raw json.RawMessage) (preTokenizer, error) {
 			p.digits = digitsIndividual
 		}
 		if t1, _ := typeOf(seq.Pre[1]); t1 != "ByteLevel" {
-			return p, fmt.Errorf("Sequence continues with %q; supported are [ByteLevel] and [Digits, ByteLevel]", t1)
+			return p, fmt.Errorf("pre-tokenizer Sequence continues with %q; supported are [ByteLevel] and [Digits, ByteLevel]", t1)
 		}
 		err = p.parseByteLevel(seq.Pre[1])
 		return p, err

@@ -160,24 +160,7 @@ func isJSONNumber(b []byte) bool {
 	return i == len(b)
 }
 
-// float32JSON and float64JSON are JSON values carrying floats bit-exactly.
-type float32JSON float32
-
-func (f float32JSON) MarshalJSON() ([]byte, error) { return appendFloat32JSON(nil, float32(f)), nil }
-
-func (f *float32JSON) UnmarshalJSON(b []byte) error {
-	v, bits, isNaN, err := parseFloatJSON(b, 32)
-	if err != nil {
-		return err
-	}
-	if isNaN {
-		*f = float32JSON(math.Float32frombits(uint32(bits)))
-	} else {
-		*f = float32JSON(float32(v))
-	}
-	return nil
-}
-
+// float64JSON is a JSON value carrying a float64 bit-exactly.
 type float64JSON float64
 
 func (f float64JSON) MarshalJSON() ([]byte, error) { return appendFloat64JSON(nil, float64(f)), nil }

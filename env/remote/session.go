@@ -113,7 +113,7 @@ func (s *Server) openSession(id string, seed int64) (*session, error) {
 	if sess.env == nil {
 		e, err := s.spec.New()
 		if err == nil && e == nil {
-			err = errors.New("New returned a nil Env")
+			err = errors.New("the spec's New returned a nil Env")
 		}
 		if err != nil {
 			sess.ended = true

@@ -2,8 +2,17 @@ package search
 
 import (
 	"strings"
-	"unicode"
+
+	"github.com/agentrl/agentrl/reward"
 )
+
+// grade scores a final turn: its answer line against the gold name under reward.NormalizeName
+// (case, punctuation and spacing ignored, a leading article dropped: "The Miravo." matches
+// "Miravo").
+var grade = reward.ExactMatch{
+	Extract:   func(action string) (string, bool) { return answerText(action), true },
+	Normalize: reward.NormalizeName,
+}
 
 // answerText extracts the answer from a final turn: the rest of the line after the last
 // "Answer:" (any case), or the whole turn when it has none.
@@ -17,29 +26,4 @@ func answerText(action string) string {
 		return rest
 	}
 	return action
-}
-
-// normalize makes answers comparable: lower case, punctuation and repeated spaces folded into
-// single spaces, a leading article dropped ("The Miravo." matches "Miravo").
-func normalize(s string) string {
-	s = strings.ToLower(s)
-	sep := func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }
-	n := 0
-	for range strings.FieldsFuncSeq(s, sep) {
-		n++
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	i := 0
-	for f := range strings.FieldsFuncSeq(s, sep) {
-		i++
-		if i == 1 && n > 1 && (f == "the" || f == "a" || f == "an") {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(f)
-	}
-	return b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/tool"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -101,7 +102,11 @@ func (e *qaEnv) Step(ctx context.Context, action string) (env.Transition, error)
 	}
 	e.done = true
 	want := e.w.kb.ents[e.q.answer].name
-	ok := normalize(answerText(action)) == normalize(want)
+	score, err := grade.Score(ctx, reward.Sample{Response: action, Answer: want})
+	if err != nil {
+		return env.Transition{}, fmt.Errorf("search: step: %w", err)
+	}
+	ok := score == 1
 	tr := env.Transition{Role: traj.RoleEnv, Done: true, Observation: "wrong", Info: map[string]string{
 		env.InfoSuccess: fmt.Sprint(ok),
 		InfoExpected:    want,

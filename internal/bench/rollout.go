@@ -229,9 +229,9 @@ func baseline(ctx context.Context, spec env.Spec, tok *tokenizer.Tokenizer, ts [
 				role = "tool"
 			}
 			if tr.Done {
-				// The loop keeps an episode's final observation too.
+				// The loop keeps an episode's final observation too (the copy is its cost here).
 				if tr.Observation != "" {
-					toks = append(toks, tok.EncodeFinal(role, tr.Observation)...)
+					_ = append(toks, tok.EncodeFinal(role, tr.Observation)...)
 				}
 				break
 			}

@@ -412,12 +412,13 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
-	// A restart under way sees closed when it ends and closes what it started.
+	// A restart under way sees closed when it ends and closes what it started; taking dialMu
+	// waits for it, so the session read here is the last one.
 	c.dialMu.Lock()
-	c.dialMu.Unlock()
 	c.mu.Lock()
 	s, broken := c.session, c.broken
 	c.mu.Unlock()
+	c.dialMu.Unlock()
 	if err := s.Close(); err != nil && !isExitAfterClose(err) && !broken {
 		return fmt.Errorf("mcp: close: %w", err)
 	}
