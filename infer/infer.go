@@ -28,6 +28,9 @@ type Request struct {
 	Sampling  Sampling `json:"sampling"`
 	Stop      []int32  `json:"stop"` // token ids that end the completion
 	Seed      uint64   `json:"seed"`
+	// Session groups the requests of one episode so that a router can send them to the same
+	// server, whose prefix cache then holds the episode's history. It does not change sampling.
+	Session string `json:"session,omitempty"`
 }
 
 // Completion is the generated continuation. Per-token slices have len(Tokens).
