@@ -221,6 +221,7 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 		Sampling:  cfg.Sampling,
 		Stop:      stop,
 		Seed:      requestSeed(r.SampleSeed, t, turn),
+		Session:   tr.ID, // a router keeps the episode's turns on one server's prefix cache
 	}
 	ep.lent = true
 	comp, err := gen.Generate(ep.ectx, req)
