@@ -97,6 +97,8 @@ type RLConfig struct {
 	// AllowSamplingMismatch must be set when rollout sampling (temperature ≠ 1, top-k, top-p)
 	// makes the behaviour distribution differ from what the learner recomputes.
 	AllowSamplingMismatch bool `yaml:"allow_sampling_mismatch"`
+	// Async runs generation ahead of the learner (absent: synchronous steps).
+	Async *AsyncConfig `yaml:"async,omitempty"`
 }
 
 // DynamicSamplingConfig bounds the extra sampling.
@@ -278,6 +280,11 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 		}
 		if r.Loss.Critic.Coef > 0 {
 			return errors.New("rl.loss.critic: the built-in model has no value head; use a critic-free estimator")
+		}
+		if r.Async != nil {
+			if err := r.Async.validate(r); err != nil {
+				return err
+			}
 		}
 		if r.DynamicSampling != nil && r.DynamicSampling.MaxRounds < 1 {
 			return errors.New("rl.dynamic_sampling.max_rounds must be positive")
