@@ -32,6 +32,34 @@ type Options struct {
 	NewEnv rollout.EnvFactory
 }
 
+// Limits of an evaluation's size, checked before anything is allocated. An evaluation keeps its
+// episodes until it has scored them: Tasks × (1 + K) of them, each up to max_context tokens at
+// about 14 bytes a token (MaxEpisodeTokens: under 1 GiB).
+const (
+	MaxTasks         = 100_000
+	MaxK             = 1024
+	MaxEpisodeTokens = 1 << 26
+)
+
+// CheckSizes refuses counts outside their limits: Tasks in [1, MaxTasks], K in [0, MaxK],
+// Slots in [1, local.MaxSlots] and, when Rollout.MaxContext is set, the episodes' tokens within
+// MaxEpisodeTokens. Flags and settings are named as the command line names them.
+func (o Options) CheckSizes() error {
+	switch {
+	case o.Tasks < 1 || o.Tasks > MaxTasks:
+		return fmt.Errorf("eval: tasks %d must be in [1, %d] (eval.MaxTasks)", o.Tasks, MaxTasks)
+	case o.K < 0 || o.K > MaxK:
+		return fmt.Errorf("eval: k %d must be in [0, %d] (eval.MaxK)", o.K, MaxK)
+	case o.Slots < 1 || o.Slots > local.MaxSlots:
+		return fmt.Errorf("eval: slots %d must be in [1, %d] (local.MaxSlots)", o.Slots, local.MaxSlots)
+	}
+	if toks := int64(o.Tasks) * int64(1+o.K) * int64(o.Rollout.MaxContext); toks > MaxEpisodeTokens {
+		return fmt.Errorf("eval: %d tasks × (1 + k %d) episodes × max_context %d = %d tokens exceed the limit of %d (eval.MaxEpisodeTokens); evaluate fewer tasks or samples",
+			o.Tasks, o.K, o.Rollout.MaxContext, toks, MaxEpisodeTokens)
+	}
+	return nil
+}
+
 // Result is one environment's held-out result.
 type Result struct {
 	Env   string `json:"env"`
@@ -54,6 +82,9 @@ type Result struct {
 
 // Run runs a policy (m with tok) on held-out tasks of one environment.
 func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version int32, o Options) (Result, error) {
+	if err := o.CheckSizes(); err != nil {
+		return Result{}, err
+	}
 	spec, err := o.Envs.Lookup(o.Env)
 	if err != nil {
 		return Result{}, err
