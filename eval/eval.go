@@ -7,6 +7,7 @@ package eval
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/infer"
@@ -30,6 +31,9 @@ type Options struct {
 	Envs *env.Registry
 	// NewEnv makes the episodes' environments (nil: Envs.New).
 	NewEnv rollout.EnvFactory
+	// Progress, when set, is called as each episode ends with the episodes done and the total,
+	// Tasks × (1 + K); calls are serialized.
+	Progress func(done, total int)
 }
 
 // Limits of an evaluation's size, checked before anything is allocated. An evaluation keeps its
@@ -107,7 +111,8 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 	defer eng.Close()
 	greedyCfg := o.Rollout
 	greedyCfg.Sampling = infer.Sampling{Temperature: 0}
-	runner := &rollout.Runner{Gen: eng, Tok: tok, Cfg: greedyCfg, SampleSeed: o.Seed}
+	onEpisode := progressFunc(o.Progress, int(n)*(1+o.K))
+	runner := &rollout.Runner{Gen: eng, Tok: tok, Cfg: greedyCfg, SampleSeed: o.Seed, OnEpisode: onEpisode}
 	groups, err := runner.RunGroups(ctx, o.NewEnv, tasks, 1, max(o.Slots, 1))
 	if err != nil {
 		return Result{}, err
@@ -133,7 +138,7 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 	if o.K > 0 {
 		sampled := o.Rollout
 		sampled.Sampling = infer.Sampling{Temperature: 1}
-		runner = &rollout.Runner{Gen: eng, Tok: tok, Cfg: sampled, SampleSeed: o.Seed ^ 0x5A}
+		runner = &rollout.Runner{Gen: eng, Tok: tok, Cfg: sampled, SampleSeed: o.Seed ^ 0x5A, OnEpisode: onEpisode}
 		groups, err := runner.RunGroups(ctx, o.NewEnv, tasks, o.K, max(o.Slots, 1))
 		if err != nil {
 			return Result{}, err
@@ -157,6 +162,22 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 		res.Pass1Sampled, res.PassK, res.ToolUseSampled = &p1, &pk, &tu
 	}
 	return res, nil
+}
+
+// progressFunc adapts report to rollout.Runner.OnEpisode: one call per episode, serialized,
+// with the count done so far (nil when report is nil).
+func progressFunc(report func(done, total int), total int) func() {
+	if report == nil {
+		return nil
+	}
+	var mu sync.Mutex
+	done := 0
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		report(done, total)
+	}
 }
 
 // PassAtK is the unbiased estimator of pass@k from n samples of which c are correct:
