@@ -32,6 +32,7 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 	if err := (eval.Options{Tasks: c.Tasks, K: c.K, Slots: c.Slots, Rollout: rollout.Config{MaxContext: c.MaxContext}}).CheckSizes(); err != nil {
 		return err
 	}
+	fmt.Fprintf(g.Stderr, "loading checkpoint %s\n", c.Checkpoint)
 	ck, err := checkpoint.Load(c.Checkpoint)
 	if err != nil {
 		return err
@@ -56,6 +57,7 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 	}()
 	res, err := eval.Run(g.Ctx, ck.Model, ck.Tokenizer, 0, eval.Options{
 		Env: c.Env, Tasks: c.Tasks, K: c.K, Seed: c.Seed, Rollout: rc, Slots: c.Slots, Envs: g.Envs, NewEnv: tools.Factory(),
+		Progress: progressReporter(g.Stderr, isTerminal(g.Stderr), "eval "+c.Env, "episode"),
 	})
 	if err != nil {
 		return err
