@@ -227,6 +227,9 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		}
 	}
 	r.printf("run %s: model %.2fM parameters, vocabulary %d\n", r.Dir, float64(r.model.NumParams())/1e6, r.tok.VocabSize())
+	if err := r.checkPrompts(ctx); err != nil {
+		return nil, err
+	}
 	if err := r.openLogs(); err != nil {
 		return nil, err
 	}

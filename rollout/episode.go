@@ -105,6 +105,9 @@ type Runner struct {
 	SampleSeed uint64
 	// Now is the clock for timings (time.Now when nil).
 	Now func() time.Time
+	// OnEpisode, when set, is called as each episode of RunGroups ends (progress reporting). It is
+	// called from the worker goroutines and must be safe for concurrent use.
+	OnEpisode func()
 }
 
 func (r *Runner) now() time.Time {

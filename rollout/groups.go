@@ -81,6 +81,9 @@ func (r *Runner) RunGroups(ctx context.Context, newEnv EnvFactory, tasks []Task,
 				return
 			}
 			out[i] = tr
+			if r.OnEpisode != nil {
+				r.OnEpisode()
+			}
 		}
 	}
 	startWorker()

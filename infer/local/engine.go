@@ -21,6 +21,13 @@ import (
 // ErrClosed is returned by Generate after the engine is closed.
 var ErrClosed = errors.New("infer: engine closed")
 
+// Limits of an engine's size, checked by NewEngine before it allocates: the KV cache
+// (model.Config.KVCacheBytes) is preallocated whole.
+const (
+	MaxSlots      = 4096
+	MaxCacheBytes = 8 << 30
+)
+
 // EngineConfig sizes the local engine.
 type EngineConfig struct {
 	// Slots is how many sequences decode together (the continuous batch); further requests wait.
@@ -69,6 +76,23 @@ type result struct {
 	err error
 }
 
+// CheckSize refuses an engine over MaxSlots slots or whose KV cache would exceed MaxCacheBytes
+// (cfg.MaxLen 0 meaning the model's max_seq), before anything is allocated.
+func CheckSize(mc model.Config, cfg EngineConfig) error {
+	if cfg.Slots > MaxSlots {
+		return fmt.Errorf("infer: %d engine slots exceed the limit of %d (local.MaxSlots)", cfg.Slots, MaxSlots)
+	}
+	n := cfg.MaxLen
+	if n == 0 {
+		n = mc.MaxSeq
+	}
+	if b := mc.KVCacheBytes(max(cfg.Slots, 1), n); b > MaxCacheBytes {
+		return fmt.Errorf("infer: a KV cache of %d slots × %d tokens takes %.1f GiB, over the limit of %d GiB (local.MaxCacheBytes); use fewer slots or a shorter context",
+			cfg.Slots, n, float64(b)/(1<<30), MaxCacheBytes>>30)
+	}
+	return nil
+}
+
 // NewEngine starts an engine over a private copy of m's weights at the given policy version,
 // packed for decoding (model.PackDecodeWeights) and repacked at every weight load.
 func NewEngine(m *model.Model, version int32, cfg EngineConfig) (*Engine, error) {
@@ -83,6 +107,9 @@ func NewEngine(m *model.Model, version int32, cfg EngineConfig) (*Engine, error)
 	}
 	if cfg.MaxLen == 0 {
 		cfg.MaxLen = m.Cfg.MaxSeq
+	}
+	if err := CheckSize(m.Cfg, cfg); err != nil {
+		return nil, err
 	}
 	e := &Engine{
 		cfg:     cfg,

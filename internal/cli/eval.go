@@ -26,9 +26,13 @@ type EvalCmd struct {
 
 // Run prints pass@1 (greedy and sampled), pass@k, tool-use rate and mean turns.
 func (c *EvalCmd) Run(g *Globals) (err error) {
-	if c.Tasks < 1 || c.K < 0 || c.Slots < 1 || c.MaxTurns < 1 {
-		return fmt.Errorf("eval: --tasks, --slots and --max-turns must be positive and --k non-negative")
+	if c.MaxTurns < 1 {
+		return fmt.Errorf("eval: --max-turns must be positive, got %d", c.MaxTurns)
 	}
+	if err := (eval.Options{Tasks: c.Tasks, K: c.K, Slots: c.Slots, Rollout: rollout.Config{MaxContext: c.MaxContext}}).CheckSizes(); err != nil {
+		return err
+	}
+	fmt.Fprintf(g.Stderr, "loading checkpoint %s\n", c.Checkpoint)
 	ck, err := checkpoint.Load(c.Checkpoint)
 	if err != nil {
 		return err
@@ -53,6 +57,7 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 	}()
 	res, err := eval.Run(g.Ctx, ck.Model, ck.Tokenizer, 0, eval.Options{
 		Env: c.Env, Tasks: c.Tasks, K: c.K, Seed: c.Seed, Rollout: rc, Slots: c.Slots, Envs: g.Envs, NewEnv: tools.Factory(),
+		Progress: progressReporter(g.Stderr, isTerminal(g.Stderr), "eval "+c.Env, "episode"),
 	})
 	if err != nil {
 		return err
