@@ -125,7 +125,7 @@ func TestLoadRejectsBadCheckpoints(t *testing.T) {
 		}, []string{"vocab_size must be a positive"}},
 		{"config huge layer count", func(t *testing.T) {
 			editConfig(t, dir, func(c map[string]any) { c["num_hidden_layers"] = 2000000000 })
-		}, []string{"config.json implies"}},
+		}, []string{"config.json", "layers 2000000000 exceeds the limit"}},
 		{"vocab below tokenizer", func(t *testing.T) {
 			editConfig(t, dir, func(c map[string]any) { c["vocab_size"] = 100 })
 			editTensors(t, weights, func(ts []Tensor) []Tensor {
