@@ -82,9 +82,32 @@ type Result struct {
 	MeanTurns   float64        `json:"mean_turns"`
 	MeanTokens  float64        `json:"mean_tokens"`
 	Statuses    map[string]int `json:"statuses"`
+	// StatusesSampled counts the sampled episodes by status as Statuses does the greedy ones
+	// (absent when K = 0). An episode that is not ok counts as unsolved in every pass rate.
+	StatusesSampled map[string]int `json:"statuses_sampled,omitempty"`
+	// FirstFailure is the error of the first episode that failed (env_error or timeout), greedy
+	// episodes first, in task order; empty when none failed.
+	FirstFailure string `json:"first_failure,omitempty"`
 }
 
-// Run runs a policy (m with tok) on held-out tasks of one environment.
+// Failed counts the episodes, greedy and sampled, whose environment failed or timed out.
+func (r Result) Failed() int {
+	n := 0
+	for _, m := range []map[string]int{r.Statuses, r.StatusesSampled} {
+		n += m[traj.StatusEnvError.String()] + m[traj.StatusTimeout.String()]
+	}
+	return n
+}
+
+// noteFailure records the error of t when it is the first failure seen.
+func (r *Result) noteFailure(t *traj.Trajectory) {
+	if t.Status.Failed() && r.FirstFailure == "" {
+		r.FirstFailure = fmt.Sprintf("%s: %s", t.Status, t.Error)
+	}
+}
+
+// Run runs a policy (m with tok) on held-out tasks of one environment. A policy that produces
+// non-finite logits (broken weights) makes it fail with an error wrapping infer.ErrNonFinite.
 func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version int32, o Options) (Result, error) {
 	if err := o.CheckSizes(); err != nil {
 		return Result{}, err
@@ -130,6 +153,7 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 		turns += len(t.Turns)
 		toks += t.Len()
 		res.Statuses[t.Status.String()]++
+		res.noteFailure(t)
 	}
 	res.Pass1Greedy = float64(succ) / float64(n)
 	res.ToolUseRate = float64(tools) / float64(n)
@@ -144,9 +168,12 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 			return Result{}, err
 		}
 		var p1, pk, tu float64
+		res.StatusesSampled = map[string]int{}
 		for _, g := range groups {
 			c := 0
 			for _, t := range g.Trajs {
+				res.StatusesSampled[t.Status.String()]++
+				res.noteFailure(t)
 				if rollout.Succeeded(t) {
 					c++
 				}

@@ -4,7 +4,16 @@
 // model; the local batched engine over the built-in model is in infer/local.
 package infer
 
-import "context"
+import (
+	"context"
+	"errors"
+)
+
+// ErrNonFinite is wrapped by a Generator's error when the policy itself produced NaN or infinite
+// logits: its weights are broken, so no request can succeed. It is a failure of the policy, not
+// of a request or an environment: the rollout loop returns it instead of recording an episode
+// status, and a training run stops on it.
+var ErrNonFinite = errors.New("policy produced non-finite logits")
 
 // FinishReason says why a completion stopped.
 type FinishReason string

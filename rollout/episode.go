@@ -7,7 +7,9 @@
 // It records roles, the loss mask (sampled assistant tokens only), behaviour logprobs and the
 // per-token policy version reported by the generator; it caps context length (status truncated)
 // and episode time (status timeout), and records infrastructure failures as env_error rather than
-// as rewards. It does not compute rewards beyond what the environment returns, nor advantages.
+// as rewards. A generator's report that the policy itself is broken (infer.ErrNonFinite) is not
+// an episode's status: it is returned, and stops every episode of the batch. It does not compute
+// rewards beyond what the environment returns, nor advantages.
 package rollout
 
 import (
@@ -138,7 +140,8 @@ func requestSeed(base uint64, t Task, turn int) uint64 {
 
 // Episode runs one episode of task t in e (which the caller owns and closes). Environment,
 // generator and time-limit failures are recorded in the trajectory's status; the returned error
-// is non-nil only when ctx itself is cancelled, in which case the partial trajectory is returned
+// is non-nil only when ctx itself is cancelled or the generator reports a broken policy
+// (infer.ErrNonFinite, which the error wraps), in which case the partial trajectory is returned
 // for inspection and must not be trained on.
 func (r *Runner) Episode(ctx context.Context, e env.Env, t Task) (*traj.Trajectory, error) {
 	ep := episode{r: r, ctx: ctx, ectx: ctx, start: r.now(), b: bufPool.Get().(*buffers)}

@@ -28,6 +28,10 @@ const (
 	MaxCacheBytes = 8 << 30
 )
 
+// ErrNonFinite is infer.ErrNonFinite: Generate's error wraps it when the model's logits are NaN or
+// infinite (broken weights), naming the policy version.
+var ErrNonFinite = infer.ErrNonFinite
+
 // EngineConfig sizes the local engine.
 type EngineConfig struct {
 	// Slots is how many sequences decode together (the continuous batch); further requests wait.
@@ -388,9 +392,10 @@ type emitResult struct {
 
 // emit samples the next token of j from row and reports whether j is finished.
 func (e *Engine) emit(j *job, row []float32, version int32, sp *sampler) (bool, error) {
-	for _, l := range row {
+	for i, l := range row {
 		if math.IsNaN(float64(l)) || math.IsInf(float64(l), 0) {
-			return true, errors.New("infer: the model produced non-finite logits")
+			return true, fmt.Errorf("infer: %w at version %d: weights are broken (the logit of token %d is %v after %d prompt and %d generated tokens)",
+				infer.ErrNonFinite, version, i, l, len(j.req.Prompt), len(j.out.Tokens))
 		}
 	}
 	tok, lp := sp.sample(row, j.req.Sampling, j.rng)
