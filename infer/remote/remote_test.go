@@ -444,3 +444,59 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// Weights go to agentrl servers as the file's bytes with the version and the key, to SGLang as a
+// path to load; a server that took them stamps its completions with the new version.
+func TestPublishWeights(t *testing.T) {
+	path := t.TempDir() + "/model.safetensors"
+	if err := os.WriteFile(path, []byte("weights"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var gotBody, gotVersion, gotAuth string
+	ag := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/agentrl/v1/weights":
+			b, _ := io.ReadAll(r.Body)
+			gotBody, gotVersion, gotAuth = string(b), r.URL.Query().Get("version"), r.Header.Get("Authorization")
+			io.WriteString(w, `{"version":4,"previous":3}`)
+		default:
+			io.WriteString(w, `{"tokens":[5],"logprobs":[-1],"versions":[4],"finish":"stop"}`)
+		}
+	}))
+	defer ag.Close()
+	var sgBody map[string]any
+	sglang, _ := os.ReadFile("testdata/sglang_generate.json")
+	sg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/update_weights_from_disk" {
+			json.NewDecoder(r.Body).Decode(&sgBody)
+			io.WriteString(w, `{"success": true, "message": "Succeeded to update model weights.", "num_paused_requests": 0}`)
+			return
+		}
+		w.Write([]byte(strings.Replace(string(sglang), `"weight_version": "7",`, ``, 1)))
+	}))
+	defer sg.Close()
+	r := newRouter(t, Options{Servers: []Server{{Name: "a", URL: ag.URL, Dialect: Agentrl, APIKey: "k"}, {Name: "s", URL: sg.URL, Dialect: SGLang}}})
+	if err := r.PublishWeights(context.Background(), 4, path, "/ckpt/v4"); err != nil {
+		t.Fatal(err)
+	}
+	if gotBody != "weights" || gotVersion != "4" || gotAuth != "Bearer k" {
+		t.Fatalf("agentrl server got body %q version %q auth %q", gotBody, gotVersion, gotAuth)
+	}
+	if sgBody["model_path"] != "/ckpt/v4" || sgBody["weight_version"] != "4" || sgBody["abort_all_requests"] != false {
+		t.Fatalf("sglang server got %v", sgBody)
+	}
+	for _, s := range r.Stats() {
+		if s.Version != 4 {
+			t.Fatalf("%s at version %d after the publish", s.Name, s.Version)
+		}
+	}
+	// SGLang without a weight_version in its answer: the completion carries the published one.
+	c, err := r.Generate(context.Background(), infer.Request{Prompt: []int32{1}, MaxTokens: 4, Sampling: infer.Sampling{Temperature: 1}, Session: "x"})
+	if err != nil || c.Versions[0] != 4 {
+		t.Fatalf("completion %+v, %v", c, err)
+	}
+	v := newRouter(t, Options{Servers: []Server{{Name: "v", URL: ag.URL, Dialect: VLLM, Model: "m"}}})
+	if err := v.PublishWeights(context.Background(), 5, path, ""); err == nil || !strings.Contains(err.Error(), "no route to load them") {
+		t.Fatalf("publishing to vLLM: %v", err)
+	}
+}
