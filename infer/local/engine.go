@@ -53,9 +53,10 @@ type Engine struct {
 
 // job is one request in flight; its fields after req are owned by the engine goroutine.
 type job struct {
-	ctx  context.Context
-	req  infer.Request
-	done chan result
+	ctx    context.Context
+	req    infer.Request
+	done   chan result
+	onStep func(Step) // nil, or called with every sampled token (GenerateStream)
 
 	rng    *rand.Rand
 	slot   int
@@ -153,10 +154,14 @@ func (e *Engine) Close() error {
 
 // Generate implements Generator.
 func (e *Engine) Generate(ctx context.Context, req infer.Request) (infer.Completion, error) {
+	return e.generate(ctx, req, nil)
+}
+
+func (e *Engine) generate(ctx context.Context, req infer.Request, onStep func(Step)) (infer.Completion, error) {
 	if err := e.check(req); err != nil {
 		return infer.Completion{}, err
 	}
-	j := &job{ctx: ctx, req: req, done: make(chan result, 1)}
+	j := &job{ctx: ctx, req: req, done: make(chan result, 1), onStep: onStep}
 	select {
 	case e.submit <- j:
 	case <-ctx.Done():
@@ -372,6 +377,9 @@ func (e *Engine) emit(j *job, row []float32, version int32, sp *sampler) (bool, 
 	j.out.Versions = append(j.out.Versions, version)
 	j.next = tok
 	j.budget--
+	if j.onStep != nil {
+		j.onStep(Step{Token: tok, Logprob: lp, Version: version, Logits: row})
+	}
 	for _, s := range j.req.Stop {
 		if tok == s {
 			j.out.Finish = infer.FinishStop
