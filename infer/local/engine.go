@@ -40,6 +40,7 @@ type Engine struct {
 	mcfg   model.Config
 	vocab  int
 	submit chan *job
+	wake   chan struct{} // a weight load for an idle loop (buffered: a wake-up is never lost)
 	quit   chan struct{}
 	wg     sync.WaitGroup
 
@@ -90,6 +91,7 @@ func NewEngine(m *model.Model, version int32, cfg EngineConfig) (*Engine, error)
 		mcfg:    m.Cfg,
 		vocab:   m.Cfg.Vocab,
 		submit:  make(chan *job),
+		wake:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		version: version,
 	}
@@ -132,7 +134,7 @@ func (e *Engine) LoadWeights(src *model.Model, version int32) (<-chan struct{}, 
 	applied := e.applied
 	// Wake an idle loop so the switch happens now rather than at the next request.
 	select {
-	case e.submit <- nil:
+	case e.wake <- struct{}{}:
 	default:
 	}
 	return applied, nil
@@ -258,6 +260,8 @@ func (e *Engine) loop(m *model.Model, cache *model.KVCache) {
 			select {
 			case j := <-e.submit:
 				enqueue(j)
+			case <-e.wake:
+				continue
 			case <-e.quit:
 				return
 			}
