@@ -17,6 +17,8 @@ import (
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/optim"
 	"github.com/agentrl/agentrl/tokenizer"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // The conversation the test policy is trained to answer: asked the question with the calculator
@@ -237,3 +239,12 @@ type errorBody struct {
 		Code    *string `json:"code"`
 	} `json:"error"`
 }
+
+func newHTTPTest(t testing.TB, srv *Server) *httptest.Server {
+	t.Helper()
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+func testutilCounter(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
