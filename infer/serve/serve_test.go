@@ -271,7 +271,7 @@ func TestAuth(t *testing.T) {
 
 func TestCheckAddr(t *testing.T) {
 	for _, c := range []struct {
-		addr             string
+		addr              string
 		key, insecure, ok bool
 	}{
 		{"127.0.0.1:8000", false, false, true}, {"localhost:0", false, false, true}, {"[::1]:80", false, false, true},
