@@ -304,6 +304,9 @@ func (s *Server) streamCompletions(ctx context.Context, w http.ResponseWriter, p
 				offset = len(p.texts[i/p.n])
 			}
 			res, err := s.run(ctx, spec, func(d delta) error {
+				if d.text == "" && p.req.Logprobs == nil && !p.req.ReturnTokenIDs {
+					return nil // nothing to show yet (half a character, or text that may be a stop string)
+				}
 				ch := completionChoice{Index: i, Text: d.text}
 				if p.req.Logprobs != nil && len(d.steps) > 0 {
 					ch.Logprobs = s.completionLogprobsOf(d.steps, spec.top, p.req.ReturnTokensAsTokenIDs, offset)

@@ -78,20 +78,19 @@ func writeError(w http.ResponseWriter, err error) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // tool-call tags stay readable
+	_ = enc.Encode(v)
 }
 
 // bodyReadTimeout bounds reading one request body, so a client that trickles its body does not
 // hold a handler; the weights route has its own.
 const bodyReadTimeout = 30 * time.Second
 
-// decodeJSON reads r's body, at most limit bytes within timeout, into v. strict refuses unknown
-// fields (the agentrl routes); the OpenAI routes ignore them as OpenAI-compatible servers do.
+// decodeJSON reads r's body, at most limit bytes within timeout, into v, whatever the
+// Content-Type says (curl -d sends a form type). strict refuses unknown fields (the agentrl
+// routes); the OpenAI routes ignore them as OpenAI-compatible servers do.
 func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, v any, strict bool) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
-		return &apiError{status: http.StatusUnsupportedMediaType, typ: typeInvalid, code: "unsupported_media_type",
-			message: fmt.Sprintf("the body must be JSON (Content-Type application/json), got %q", ct)}
-	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(timeout))
 	defer rc.SetReadDeadline(time.Time{})

@@ -24,8 +24,6 @@ import (
 	"github.com/agentrl/agentrl/tokenizer"
 )
 
-func intp(v int) *int { return &v }
-
 func TestHealthModelsMetrics(t *testing.T) {
 	_, hs := testServer(t, Options{ModelName: "tiny", Version: 3})
 	for _, path := range []string{"/health", "/v1/models", "/agentrl/v1/version"} {
@@ -352,8 +350,8 @@ func TestErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 415 {
-		t.Fatalf("form body: %d", resp.StatusCode)
+	if resp.StatusCode != 400 {
+		t.Fatalf("a form body: %d, want 400", resp.StatusCode)
 	}
 }
 

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"sync"
@@ -30,11 +31,15 @@ func startSSE(w http.ResponseWriter) *sse {
 }
 
 func (e *sse) send(v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
+	var b bytes.Buffer
+	b.WriteString("data: ")
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // ends the line
 		return err
 	}
-	return e.write(append(append([]byte("data: "), data...), '\n', '\n'))
+	b.WriteByte('\n')
+	return e.write(b.Bytes())
 }
 
 func (e *sse) write(b []byte) error {
