@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentrl/agentrl/checkpoint"
@@ -49,19 +50,34 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) error {
 	s.met.promptTokens.Add(float64(len(req.Prompt)))
 	s.met.queued.Inc()
 	start := time.Now()
-	started := false
-	c, err := s.eng.GenerateStream(ctx, req, func(local.Step) {
-		if !started {
-			started = true
+	var started atomic.Bool
+	type result struct {
+		c   infer.Completion
+		err error
+	}
+	fin := make(chan result, 1)
+	go func() {
+		c, err := s.eng.GenerateStream(ctx, req, func(local.Step) {
+			if !started.Load() {
+				started.Store(true)
+				s.met.queued.Dec()
+				s.met.running.Inc()
+				s.met.ttft.Observe(time.Since(start).Seconds())
+			}
+		})
+		if started.Load() {
+			s.met.running.Dec()
+		} else {
 			s.met.queued.Dec()
-			s.met.running.Inc()
-			s.met.ttft.Observe(time.Since(start).Seconds())
 		}
-	})
-	if started {
-		s.met.running.Dec()
-	} else {
-		s.met.queued.Dec()
+		fin <- result{c, err}
+	}()
+	var c infer.Completion
+	select {
+	case r := <-fin:
+		c, err = r.c, r.err
+	case <-ctx.Done(): // see run: a request still queued is dropped by the engine unrun
+		err = ctx.Err()
 	}
 	if err != nil {
 		if ctx.Err() != nil {

@@ -48,6 +48,8 @@ func toAPIError(err error) *apiError {
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.Is(err, context.Canceled): // the client went away: nobody reads this
+		return &apiError{status: 499, typ: typeInvalid, code: "client_closed_request", message: "the client closed the request"}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &apiError{status: http.StatusGatewayTimeout, typ: typeServer, code: "timeout", message: "the request took longer than the server allows"}
 	}

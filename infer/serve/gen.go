@@ -150,6 +150,10 @@ func (s *Server) run(ctx context.Context, spec genSpec, onDelta func(delta) erro
 	}
 	for {
 		select {
+		case <-ctx.Done():
+			// A request still waiting for a slot stays in the engine's queue until one frees, and
+			// is dropped there unrun; the handler need not wait for that.
+			return genResult{}, ctx.Err()
 		case ts := <-steps:
 			if err := take(ts); err != nil {
 				return genResult{}, err

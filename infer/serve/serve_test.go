@@ -22,6 +22,7 @@ import (
 	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/tokenizer"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestHealthModelsMetrics(t *testing.T) {
@@ -503,4 +504,39 @@ func TestWeightUpdateMidRequest(t *testing.T) {
 	if code, body := push(next, weights); code != 200 || srv.Version() != next {
 		t.Fatalf("push: %d %s (version %d)", code, body, srv.Version())
 	}
+}
+
+// A client that gives up while its request waits for a slot is answered at once: its handler
+// does not wait for a slot to free.
+func TestQueuedCancelReturns(t *testing.T) {
+	srv, err := Open(slowCheckpoint(t), Options{Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	hs := newHTTPTest(t, srv)
+	long := make(chan struct{})
+	go func() {
+		defer close(long)
+		post(t, hs.URL+"/agentrl/v1/generate", "", infer.Request{Prompt: []int32{1, 2}, MaxTokens: slowMaxSeq - 10, Sampling: infer.Sampling{Temperature: 1}})
+	}()
+	for srv.met.running.Load() == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	body, _ := json.Marshal(infer.Request{Prompt: []int32{1, 2}, MaxTokens: 4})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+"/agentrl/v1/generate", bytes.NewReader(body))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the queued request was answered %d while the only slot was busy", resp.StatusCode)
+	}
+	for testutil.CollectAndCount(srv.met.requests) == 0 { // the abandoned request's handler returned
+		select {
+		case <-long:
+			t.Fatal("the handler of the abandoned request waited for the slot")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	<-long
 }
