@@ -75,7 +75,7 @@ func testCheckpoint(t testing.TB) string {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if fixtureDir != "" {
-		os.RemoveAll(fixtureDir)
+		os.RemoveAll(filepath.Dir(fixtureDir)) // the checkpoints of this binary live in one temporary folder
 	}
 	os.Exit(code)
 }
