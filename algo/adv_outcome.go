@@ -16,6 +16,9 @@ func newGRPO(c AdvantageConfig) (Estimator, error) {
 	return grpo{noStd: c.GRPO.NoStd}, nil
 }
 
+// GroupRelative is true: the baseline is the group's mean.
+func (grpo) GroupRelative() bool { return true }
+
 func (e grpo) Estimate(b *Batch) (Metrics, error) {
 	if err := prepare(b, false); err != nil {
 		return nil, err
@@ -52,6 +55,9 @@ func newRLOO(c AdvantageConfig) (Estimator, error) {
 	}
 	return rloo{}, nil
 }
+
+// GroupRelative is true: the baseline is the mean of the group's other episodes.
+func (rloo) GroupRelative() bool { return true }
 
 func (rloo) Estimate(b *Batch) (Metrics, error) {
 	if err := prepare(b, false); err != nil {
@@ -147,6 +153,9 @@ func newRPP(baseline bool) EstimatorFactory {
 		return rpp{gamma: c.RPP.Gamma, baseline: baseline}, nil
 	}
 }
+
+// GroupRelative is true for the "-baseline" variant, whose baseline is the group's mean.
+func (e rpp) GroupRelative() bool { return e.baseline }
 
 func (e rpp) Estimate(b *Batch) (Metrics, error) {
 	if err := prepare(b, false); err != nil {

@@ -40,6 +40,9 @@ type stepRef struct {
 	ret float64
 }
 
+// GroupRelative is true: both levels compare with the episode group.
+func (gigpo) GroupRelative() bool { return true }
+
 func (e gigpo) Estimate(b *Batch) (Metrics, error) {
 	if err := prepare(b, false); err != nil {
 		return nil, err
@@ -132,6 +135,9 @@ func newTurnReturn(c AdvantageConfig) (Estimator, error) {
 	}
 	return turnReturn{gamma: c.TurnRe.Gamma, noStd: c.TurnRe.NoStd}, nil
 }
+
+// GroupRelative is true: the baseline is the group's first-turn returns.
+func (turnReturn) GroupRelative() bool { return true }
 
 func (e turnReturn) Estimate(b *Batch) (Metrics, error) {
 	if err := prepare(b, false); err != nil {

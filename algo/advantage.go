@@ -92,6 +92,14 @@ func NeedsValues(e Estimator) bool {
 	return ok && v.NeedsValues()
 }
 
+// Relative reports whether e baselines each episode against the other episodes of its group
+// (Batch.Groups): a group of one has nothing to be compared with, so such an estimator needs
+// groups of at least two episodes to give a learning signal.
+func Relative(e Estimator) bool {
+	v, ok := e.(interface{ GroupRelative() bool })
+	return ok && v.GroupRelative()
+}
+
 // NewEstimator builds a built-in estimator.
 func NewEstimator(c AdvantageConfig) (Estimator, error) { return Estimators().New(c) }
 

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,7 +45,8 @@ func Load(dir string) (*Checkpoint, error) {
 
 // LoadModel reads only config.json and model.safetensors. Every tensor the config implies must
 // be present with its shape (F32, or F16/BF16 converted to float32), and no other tensor may be:
-// an unknown tensor means the file describes a model this one is not.
+// an unknown tensor means the file describes a model this one is not. A NaN or infinite weight
+// is an error naming the tensor and its first bad index (Load checks optimizer moments too).
 func LoadModel(dir string) (*model.Model, error) {
 	data, err := os.ReadFile(filepath.Join(dir, configFile))
 	if err != nil {
@@ -103,8 +105,41 @@ func loadWeights(path string, cfg model.Config) (*model.Model, error) {
 		if err := h.readInto(f, h.entries[h.byName[t.Name]], t.Data); err != nil {
 			return nil, err
 		}
+		if err := checkFinite(t); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
+}
+
+// checkFinite refuses a tensor holding NaN or ±Inf, naming it and its first bad value: weights
+// like that make every logit non-finite, so a policy loaded from them could never act. It is one
+// pass over values just read.
+func checkFinite(t Tensor) error {
+	i := firstNonFinite(t.Data)
+	if i < 0 {
+		return nil
+	}
+	at := ""
+	if len(t.Shape) > 1 {
+		idx := make([]int, len(t.Shape))
+		for r, k := len(t.Shape)-1, i; r >= 0; r-- {
+			idx[r], k = k%t.Shape[r], k/t.Shape[r]
+		}
+		at = fmt.Sprintf(" %v", idx)
+	}
+	return fmt.Errorf("tensor %q holds a non-finite value at index %d%s: %v (the checkpoint is broken: use an earlier one)", t.Name, i, at, t.Data[i])
+}
+
+// firstNonFinite is the index of the first NaN or ±Inf in x (all exponent bits set), or -1.
+func firstNonFinite(x []float32) int {
+	const exp = 0x7f800000
+	for i, v := range x {
+		if math.Float32bits(v)&exp == exp {
+			return i
+		}
+	}
+	return -1
 }
 
 // checkTensorSet requires h to hold exactly the tensors of want with their shapes; f32Only

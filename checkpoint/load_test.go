@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -79,6 +80,18 @@ func editSafetensors(t *testing.T, path string, edit func([]Tensor, map[string]s
 	editFile(t, path, func([]byte) []byte { return data })
 }
 
+// setValue sets value i of the named tensor to v.
+func setValue(name string, i int, v float32) func([]Tensor) []Tensor {
+	return func(ts []Tensor) []Tensor {
+		for _, tn := range ts {
+			if tn.Name == name {
+				tn.Data[i] = v
+			}
+		}
+		return ts
+	}
+}
+
 func without(name string) func([]Tensor) []Tensor {
 	return func(ts []Tensor) []Tensor {
 		out := ts[:0]
@@ -125,7 +138,7 @@ func TestLoadRejectsBadCheckpoints(t *testing.T) {
 		}, []string{"vocab_size must be a positive"}},
 		{"config huge layer count", func(t *testing.T) {
 			editConfig(t, dir, func(c map[string]any) { c["num_hidden_layers"] = 2000000000 })
-		}, []string{"config.json implies"}},
+		}, []string{"config.json", "layers 2000000000 exceeds the limit"}},
 		{"vocab below tokenizer", func(t *testing.T) {
 			editConfig(t, dir, func(c map[string]any) { c["vocab_size"] = 100 })
 			editTensors(t, weights, func(ts []Tensor) []Tensor {
@@ -177,6 +190,15 @@ func TestLoadRejectsBadCheckpoints(t *testing.T) {
 				return rawFile(`{"model.norm.weight":{"dtype":"F64","shape":[16],"data_offsets":[0,128]}}`, make([]byte, 128))
 			})
 		}, []string{"model.norm.weight", "F64"}},
+		{"weights NaN", func(t *testing.T) {
+			editTensors(t, weights, setValue(q0, 37, float32(math.NaN())))
+		}, []string{weightsFile, q0, "index 37", "NaN"}},
+		{"weights infinite", func(t *testing.T) {
+			editTensors(t, weights, setValue("model.norm.weight", 0, float32(math.Inf(-1))))
+		}, []string{weightsFile, "model.norm.weight", "index 0", "-Inf"}},
+		{"optimizer moment NaN", func(t *testing.T) {
+			editTensors(t, optimizer, setValue("exp_avg_sq."+q0, 5, float32(math.NaN())))
+		}, []string{optimizerFile, "exp_avg_sq." + q0, "index 5", "NaN"}},
 		{"optimizer half precision", func(t *testing.T) {
 			editFile(t, optimizer, func(b []byte) []byte { return asF16(t, b) })
 		}, []string{optimizerFile, "dtype F16, want F32"}},
@@ -247,4 +269,23 @@ func asF16(t *testing.T, b []byte) []byte {
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+func TestFirstNonFinite(t *testing.T) {
+	nan16 := halfToFloat(0x7e00) // a half-precision NaN as the reader converts it
+	for _, c := range []struct {
+		x    []float32
+		want int
+	}{
+		{nil, -1},
+		{[]float32{0, float32(math.Copysign(0, -1)), math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32}, -1},
+		{[]float32{1, 2, float32(math.NaN())}, 2},
+		{[]float32{float32(math.Inf(1)), float32(math.NaN())}, 0},
+		{[]float32{1, float32(math.Inf(-1))}, 1},
+		{[]float32{3, nan16}, 1},
+	} {
+		if got := firstNonFinite(c.x); got != c.want {
+			t.Errorf("firstNonFinite(%v) = %d, want %d", c.x, got, c.want)
+		}
+	}
 }

@@ -135,6 +135,9 @@ func loadOptimizer(path string, m *model.Model) (*optim.State, error) {
 		if err := h.readInto(f, h.entries[h.byName[t.Name]], t.Data); err != nil {
 			return nil, err
 		}
+		if err := checkFinite(t); err != nil {
+			return nil, err
+		}
 	}
 	return o, nil
 }

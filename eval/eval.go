@@ -7,6 +7,7 @@ package eval
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/infer"
@@ -30,6 +31,37 @@ type Options struct {
 	Envs *env.Registry
 	// NewEnv makes the episodes' environments (nil: Envs.New).
 	NewEnv rollout.EnvFactory
+	// Progress, when set, is called as each episode ends with the episodes done and the total,
+	// Tasks × (1 + K); calls are serialized.
+	Progress func(done, total int)
+}
+
+// Limits of an evaluation's size, checked before anything is allocated. An evaluation keeps its
+// episodes until it has scored them: Tasks × (1 + K) of them, each up to max_context tokens at
+// about 14 bytes a token (MaxEpisodeTokens: under 1 GiB).
+const (
+	MaxTasks         = 100_000
+	MaxK             = 1024
+	MaxEpisodeTokens = 1 << 26
+)
+
+// CheckSizes refuses counts outside their limits: Tasks in [1, MaxTasks], K in [0, MaxK],
+// Slots in [1, local.MaxSlots] and, when Rollout.MaxContext is set, the episodes' tokens within
+// MaxEpisodeTokens. Flags and settings are named as the command line names them.
+func (o Options) CheckSizes() error {
+	switch {
+	case o.Tasks < 1 || o.Tasks > MaxTasks:
+		return fmt.Errorf("eval: tasks %d must be in [1, %d] (eval.MaxTasks)", o.Tasks, MaxTasks)
+	case o.K < 0 || o.K > MaxK:
+		return fmt.Errorf("eval: k %d must be in [0, %d] (eval.MaxK)", o.K, MaxK)
+	case o.Slots < 1 || o.Slots > local.MaxSlots:
+		return fmt.Errorf("eval: slots %d must be in [1, %d] (local.MaxSlots)", o.Slots, local.MaxSlots)
+	}
+	if toks := int64(o.Tasks) * int64(1+o.K) * int64(o.Rollout.MaxContext); toks > MaxEpisodeTokens {
+		return fmt.Errorf("eval: %d tasks × (1 + k %d) episodes × max_context %d = %d tokens exceed the limit of %d (eval.MaxEpisodeTokens); evaluate fewer tasks or samples",
+			o.Tasks, o.K, o.Rollout.MaxContext, toks, MaxEpisodeTokens)
+	}
+	return nil
 }
 
 // Result is one environment's held-out result.
@@ -50,10 +82,36 @@ type Result struct {
 	MeanTurns   float64        `json:"mean_turns"`
 	MeanTokens  float64        `json:"mean_tokens"`
 	Statuses    map[string]int `json:"statuses"`
+	// StatusesSampled counts the sampled episodes by status as Statuses does the greedy ones
+	// (absent when K = 0). An episode that is not ok counts as unsolved in every pass rate.
+	StatusesSampled map[string]int `json:"statuses_sampled,omitempty"`
+	// FirstFailure is the error of the first episode that failed (env_error or timeout), greedy
+	// episodes first, in task order; empty when none failed.
+	FirstFailure string `json:"first_failure,omitempty"`
 }
 
-// Run runs a policy (m with tok) on held-out tasks of one environment.
+// Failed counts the episodes, greedy and sampled, whose environment failed or timed out.
+func (r Result) Failed() int {
+	n := 0
+	for _, m := range []map[string]int{r.Statuses, r.StatusesSampled} {
+		n += m[traj.StatusEnvError.String()] + m[traj.StatusTimeout.String()]
+	}
+	return n
+}
+
+// noteFailure records the error of t when it is the first failure seen.
+func (r *Result) noteFailure(t *traj.Trajectory) {
+	if t.Status.Failed() && r.FirstFailure == "" {
+		r.FirstFailure = fmt.Sprintf("%s: %s", t.Status, t.Error)
+	}
+}
+
+// Run runs a policy (m with tok) on held-out tasks of one environment. A policy that produces
+// non-finite logits (broken weights) makes it fail with an error wrapping infer.ErrNonFinite.
 func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version int32, o Options) (Result, error) {
+	if err := o.CheckSizes(); err != nil {
+		return Result{}, err
+	}
 	spec, err := o.Envs.Lookup(o.Env)
 	if err != nil {
 		return Result{}, err
@@ -76,7 +134,8 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 	defer eng.Close()
 	greedyCfg := o.Rollout
 	greedyCfg.Sampling = infer.Sampling{Temperature: 0}
-	runner := &rollout.Runner{Gen: eng, Tok: tok, Cfg: greedyCfg, SampleSeed: o.Seed}
+	onEpisode := progressFunc(o.Progress, int(n)*(1+o.K))
+	runner := &rollout.Runner{Gen: eng, Tok: tok, Cfg: greedyCfg, SampleSeed: o.Seed, OnEpisode: onEpisode}
 	groups, err := runner.RunGroups(ctx, o.NewEnv, tasks, 1, max(o.Slots, 1))
 	if err != nil {
 		return Result{}, err
@@ -94,6 +153,7 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 		turns += len(t.Turns)
 		toks += t.Len()
 		res.Statuses[t.Status.String()]++
+		res.noteFailure(t)
 	}
 	res.Pass1Greedy = float64(succ) / float64(n)
 	res.ToolUseRate = float64(tools) / float64(n)
@@ -102,15 +162,18 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 	if o.K > 0 {
 		sampled := o.Rollout
 		sampled.Sampling = infer.Sampling{Temperature: 1}
-		runner = &rollout.Runner{Gen: eng, Tok: tok, Cfg: sampled, SampleSeed: o.Seed ^ 0x5A}
+		runner = &rollout.Runner{Gen: eng, Tok: tok, Cfg: sampled, SampleSeed: o.Seed ^ 0x5A, OnEpisode: onEpisode}
 		groups, err := runner.RunGroups(ctx, o.NewEnv, tasks, o.K, max(o.Slots, 1))
 		if err != nil {
 			return Result{}, err
 		}
 		var p1, pk, tu float64
+		res.StatusesSampled = map[string]int{}
 		for _, g := range groups {
 			c := 0
 			for _, t := range g.Trajs {
+				res.StatusesSampled[t.Status.String()]++
+				res.noteFailure(t)
 				if rollout.Succeeded(t) {
 					c++
 				}
@@ -126,6 +189,22 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 		res.Pass1Sampled, res.PassK, res.ToolUseSampled = &p1, &pk, &tu
 	}
 	return res, nil
+}
+
+// progressFunc adapts report to rollout.Runner.OnEpisode: one call per episode, serialized,
+// with the count done so far (nil when report is nil).
+func progressFunc(report func(done, total int), total int) func() {
+	if report == nil {
+		return nil
+	}
+	var mu sync.Mutex
+	done := 0
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		report(done, total)
+	}
 }
 
 // PassAtK is the unbiased estimator of pass@k from n samples of which c are correct:

@@ -4,7 +4,16 @@
 // model; the local batched engine over the built-in model is in infer/local.
 package infer
 
-import "context"
+import (
+	"context"
+	"errors"
+)
+
+// ErrNonFinite is wrapped by a Generator's error when the policy itself produced NaN or infinite
+// logits: its weights are broken, so no request can succeed. It is a failure of the policy, not
+// of a request or an environment: the rollout loop returns it instead of recording an episode
+// status, and a training run stops on it.
+var ErrNonFinite = errors.New("policy produced non-finite logits")
 
 // FinishReason says why a completion stopped.
 type FinishReason string
@@ -28,6 +37,9 @@ type Request struct {
 	Sampling  Sampling `json:"sampling"`
 	Stop      []int32  `json:"stop"` // token ids that end the completion
 	Seed      uint64   `json:"seed"`
+	// Session groups the requests of one episode so that a router can send them to the same
+	// server, whose prefix cache then holds the episode's history. It does not change sampling.
+	Session string `json:"session,omitempty"`
 }
 
 // Completion is the generated continuation. Per-token slices have len(Tokens).

@@ -2,7 +2,9 @@
 // Supervised steps minimise cross entropy on assistant tokens; RL steps recompute the proximal
 // ("old") and reference logprobs, then run epochs of minibatches through an algo.Loss, pass
 // d(loss)/d(logprob) and d(loss)/d(entropy) to the model's backward, clip the global gradient
-// norm and step AdamW. It does not sample, step environments or decide what to train on: the
+// norm and step AdamW. An update with a non-finite loss or gradient is skipped; one that leaves a
+// weight non-finite is an error (ErrBrokenWeights), so broken weights are never trained on or
+// published. It does not sample, step environments or decide what to train on: the
 // pipeline hands it a batch.
 package learn
 
@@ -102,9 +104,14 @@ type Update struct {
 	LR       float64
 }
 
-// ErrNonFinite is returned when the gradient is NaN or infinite; the update is skipped and the
-// weights are left untouched.
-var ErrNonFinite = errors.New("learn: non-finite gradient, update skipped")
+// ErrNonFinite is returned when the loss or the gradient is NaN or infinite; the update is
+// skipped and the weights are left untouched.
+var ErrNonFinite = errors.New("learn: non-finite loss or gradient, update skipped")
+
+// ErrBrokenWeights is wrapped by the error of an update that left a weight NaN or infinite (a
+// finite gradient times a learning rate that overflows). The weights are broken: the caller
+// must stop, not train on or publish them.
+var ErrBrokenWeights = errors.New("learn: the update made the weights non-finite")
 
 // apply clips the accumulated gradient, steps AdamW at the current step's learning rate and
 // clears the gradient.
@@ -125,8 +132,32 @@ func (l *Learner) apply() (Update, error) {
 		return Update{}, err
 	}
 	l.Model.ZeroGrad()
+	if err := checkWeights(l.Model); err != nil {
+		return Update{GradNorm: float64(norm), LR: float64(lr)}, fmt.Errorf("%w at learning rate %g (gradient norm %g): %v; lower the learning rate or resume from an earlier checkpoint", ErrBrokenWeights, lr, norm, err)
+	}
 	return Update{GradNorm: float64(norm), LR: float64(lr)}, nil
 }
+
+// checkWeights names the first NaN or infinite weight of m: one read-only pass over the
+// parameters, cheap beside the AdamW step that precedes it.
+func checkWeights(m *model.Model) error {
+	const exp = 0x7f800000 // all exponent bits set: ±Inf or NaN
+	for i, v := range m.Params.Data {
+		if math.Float32bits(v)&exp != exp {
+			continue
+		}
+		for _, t := range m.Params.Tensors() {
+			if i >= t.Offset && i < t.Offset+len(t.Data) {
+				return fmt.Errorf("tensor %q index %d is %v", t.Name, i-t.Offset, v)
+			}
+		}
+		return fmt.Errorf("weight %d is %v", i, v)
+	}
+	return nil
+}
+
+// finite reports whether x is neither NaN nor infinite.
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // forward packs seqs (logprobs wanted where want is true; nil want means every token after the
 // first) and runs m forward, leaving per-position logprobs and entropies in l.lp and l.ent.
@@ -211,6 +242,10 @@ func (l *Learner) SFTStep(trajs []*traj.Trajectory) (SFTStats, error) {
 	}
 	st.Loss = sum / float64(st.Tokens)
 	st.Entropy = ent / float64(st.Tokens)
+	if !finite(st.Loss) {
+		l.Step++
+		return st, fmt.Errorf("%w (the loss is %v)", ErrNonFinite, st.Loss)
+	}
 	if err := l.Model.Backward(&p.Batch, l.dlp, l.dent); err != nil {
 		return st, err
 	}
@@ -254,7 +289,7 @@ type RLStats struct {
 	GradNorm float64 // mean pre-clip norm over minibatches
 	MaxGrad  float64
 	LR       float64 // of the last update
-	Skipped  int     // updates skipped for a non-finite gradient
+	Skipped  int     // updates skipped for a non-finite loss or gradient
 	Entropy  float64 // mean entropy of masked tokens in the first epoch
 	Metrics  algo.Metrics
 }
@@ -301,6 +336,10 @@ func (l *Learner) RLStep(b *algo.Batch, loss *algo.Loss, epochs, minibatches int
 			}
 			if err := loss.Compute(&l.out, mb, cur); err != nil {
 				return st, err
+			}
+			if !finite(l.out.Loss) {
+				st.Skipped++ // as for a non-finite gradient: nothing is learned from it
+				continue
 			}
 			n := p.Batch.Rows * p.Batch.T
 			l.dlp, l.dent = grow(l.dlp, n), grow(l.dent, n)

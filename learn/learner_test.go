@@ -1,9 +1,11 @@
 package learn
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/agentrl/agentrl/algo"
@@ -234,6 +236,28 @@ func TestRLStepRunsAtItsStepsRate(t *testing.T) {
 		}
 		if l.Step != step+1 {
 			t.Fatalf("after step %d the schedule is at %d", step, l.Step)
+		}
+	}
+}
+
+// An update that overflows the weights stops the learner with an error naming the tensor:
+// training on, or publishing, non-finite weights would make every later episode fail.
+func TestUpdateThatBreaksWeightsIsAnError(t *testing.T) {
+	m := tinyModel(t, 2)
+	l := newLearner(t, m, 3e-3)
+	// A finite learning rate so large that one AdamW step overflows float32.
+	l.Sched = optim.Schedule{PeakLR: math.MaxFloat32, MinLR: math.MaxFloat32, TotalSteps: 10}
+	data := []*traj.Trajectory{episode("a", 1, []int32{1, 2}, []int32{3, 4, 5, 6}, 1)}
+	var err error
+	for i := 0; i < 3 && err == nil; i++ {
+		_, err = l.SFTStep(data)
+	}
+	if err == nil || errors.Is(err, ErrNonFinite) || !errors.Is(err, ErrBrokenWeights) {
+		t.Fatalf("err = %v, want ErrBrokenWeights", err)
+	}
+	for _, want := range []string{"non-finite", "tensor", "index"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not mention %q", err, want)
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/agentrl/agentrl/model/kernels"
 )
 
 // Config fixes the architecture. Field meanings follow Hugging Face's LlamaConfig: Dim is
@@ -49,6 +51,16 @@ func (c Config) Validate() error {
 	positive("kv_heads", c.KVHeads)
 	positive("hidden", c.Hidden)
 	positive("max_seq", c.MaxSeq)
+	atMost := func(name string, v, limit int) {
+		if v > limit {
+			errs = append(errs, fmt.Errorf("%s %d exceeds the limit of %d", name, v, limit))
+		}
+	}
+	atMost("vocabulary size", c.Vocab, MaxVocab)
+	atMost("dim", c.Dim, MaxDim)
+	atMost("layers", c.Layers, MaxLayers)
+	atMost("hidden", c.Hidden, MaxHidden)
+	atMost("max_seq", c.MaxSeq, MaxSeqLen)
 	if len(errs) > 0 {
 		return fmt.Errorf("model: %w", errors.Join(errs...))
 	}
@@ -66,7 +78,46 @@ func (c Config) Validate() error {
 	case int64(c.Vocab)*int64(c.Dim) > math.MaxInt32:
 		return fmt.Errorf("model: vocabulary × dim %d×%d is too large", c.Vocab, c.Dim)
 	}
+	if n := c.NumParams(); n > MaxParams {
+		return fmt.Errorf("model: %d parameters (dim %d, layers %d, hidden %d, vocabulary %d) exceed the limit of %d (model.MaxParams): training keeps 16 bytes a parameter (weights, gradients, AdamW moments)",
+			n, c.Dim, c.Layers, c.Hidden, c.Vocab, MaxParams)
+	}
 	return nil
+}
+
+// Limits of the sizes a Config may give, checked by Validate before anything is allocated (a
+// checkpoint's config.json included). MaxParams bounds the training state: weights, gradients
+// and AdamW's two moments take 16 bytes a parameter, 4 GiB at the limit, about 80 times the
+// default model at a 2k vocabulary.
+const (
+	MaxDim    = 1 << 14
+	MaxLayers = 1 << 10
+	MaxHidden = 1 << 16
+	MaxSeqLen = 1 << 17
+	MaxVocab  = 1 << 21
+	MaxParams = 1 << 28
+)
+
+// NumParams is the number of weights a model of c has (a tied LM head counts once), computed
+// without allocating; c must hold positive sizes within the limits above.
+func (c Config) NumParams() int64 {
+	hd := int64(c.Dim / c.Heads)
+	dim, vocab := int64(c.Dim), int64(c.Vocab)
+	layer := 2*dim + int64(c.Heads+2*c.KVHeads)*hd*dim + dim*int64(c.Heads)*hd + 3*int64(c.Hidden)*dim
+	n := vocab*dim + int64(c.Layers)*layer + dim
+	if !c.TieEmbeddings {
+		n += vocab * dim
+	}
+	return n
+}
+
+// KVCacheBytes is the memory of a KV cache of slots sequences of maxLen tokens (NewKVCache),
+// computed without allocating.
+func (c Config) KVCacheBytes(slots, maxLen int) int64 {
+	hd := c.Dim / c.Heads
+	keys := int64(kernels.KeyBlocksLen(maxLen, hd))
+	vals := int64(maxLen) * int64(hd)
+	return 4 * int64(c.Layers) * int64(slots) * int64(c.KVHeads) * (keys + vals)
 }
 
 // DefaultConfig is the model for built-in tasks: Dim 256, 4 layers, 8 query / 4 key-value

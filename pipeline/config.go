@@ -10,6 +10,8 @@ import (
 
 	"github.com/agentrl/agentrl/algo"
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/eval"
+	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/rollout"
@@ -97,6 +99,8 @@ type RLConfig struct {
 	// AllowSamplingMismatch must be set when rollout sampling (temperature ≠ 1, top-k, top-p)
 	// makes the behaviour distribution differ from what the learner recomputes.
 	AllowSamplingMismatch bool `yaml:"allow_sampling_mismatch"`
+	// Async runs generation ahead of the learner (absent: synchronous steps).
+	Async *AsyncConfig `yaml:"async,omitempty"`
 }
 
 // DynamicSamplingConfig bounds the extra sampling.
@@ -128,6 +132,55 @@ type MonitorConfig struct {
 	MaxKL           float64 `yaml:"max_kl"`             // shift: behaviour-vs-learner k3 KL per token
 }
 
+// Limits of the sizes a run's configuration may give, checked by Validate before any work:
+// with the model's (model.MaxParams and its sizes), the engine's (local.MaxSlots,
+// local.MaxCacheBytes) and an evaluation's (eval.MaxTasks, eval.MaxK, eval.MaxEpisodeTokens),
+// they bound what a run allocates. A token kept in memory (an episode's or a demonstration's)
+// takes about 14 bytes.
+const (
+	MaxCorpusSamples = 1_000_000 // tokenizer.corpus_samples, per environment
+	MaxDemos         = 1_000_000 // sft.demos
+	MaxDemoTokens    = 1 << 27   // sft.demos × rollout.max_context: under 2 GiB of demonstrations
+	MaxGroupsPerStep = 4096      // rl.groups_per_step
+	MaxGroupSize     = 1024      // rl.group_size
+	MaxEpochs        = 1000      // rl.epochs
+	MaxRounds        = 100       // rl.dynamic_sampling.max_rounds
+	MaxStepTokens    = 1 << 26   // episodes sampled for one RL step × rollout.max_context: under 1 GiB
+	// MaxBatchTokens bounds one update's tokens (sft.batch_size, or an RL minibatch, ×
+	// rollout.max_context), and MaxActivationBytes the activations the model keeps for them.
+	MaxBatchTokens     = 1 << 20
+	MaxActivationBytes = 8 << 30
+)
+
+// DefaultTokenizer is the presets' tokenizer: 512 tokens trained on 2,000 samples of each
+// environment's text.
+func DefaultTokenizer() TokenizerConfig { return TokenizerConfig{VocabSize: 512, CorpusSamples: 2000} }
+
+// checkBatch refuses an update of n sequences of up to rollout.max_context tokens whose tokens
+// or activations exceed MaxBatchTokens or MaxActivationBytes; what names the setting.
+func (c *Config) checkBatch(what string, n int) error {
+	ctx := c.Rollout.MaxContext
+	toks := int64(n) * int64(ctx)
+	if toks > MaxBatchTokens {
+		return fmt.Errorf("%s %d × rollout.max_context %d = %d tokens in one update exceed the limit of %d (pipeline.MaxBatchTokens)", what, n, ctx, toks, MaxBatchTokens)
+	}
+	m := c.Model
+	if m.Heads < 1 || m.Dim > model.MaxDim || m.Layers > model.MaxLayers || m.Hidden > model.MaxHidden || m.KVHeads > m.Heads {
+		return nil // the model block's own error says why
+	}
+	hd := int64(m.Dim / m.Heads)
+	C, L, H := int64(m.Dim), int64(m.Layers), int64(m.Hidden)
+	qkv := int64(m.Heads+2*m.KVHeads) * hd
+	// What the model keeps per token for the backward pass (model's trainWorkspace) and its
+	// gradient scratch, and a row of logits.
+	perTok := 4 * (L*(5*C+qkv+int64(m.Heads)+3*H+2) + 5*C + qkv + 3*H + int64(c.Tokenizer.VocabSize))
+	if b := toks * perTok; b > MaxActivationBytes {
+		return fmt.Errorf("%s %d × rollout.max_context %d tokens take %.1f GiB of activations with this model, over the limit of %d GiB (pipeline.MaxActivationBytes)",
+			what, n, ctx, float64(b)/(1<<30), MaxActivationBytes>>30)
+	}
+	return nil
+}
+
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // Validate reports the first problem, naming the setting. envs holds the environments the
@@ -141,13 +194,25 @@ func (c *Config) Validate(envs *env.Registry) error {
 	if c.RunsDir == "" {
 		bad("runs_dir must be set")
 	}
-	if c.Tokenizer.VocabSize < 300 || c.Tokenizer.VocabSize > 65536 {
-		bad("tokenizer.vocab_size %d must be in [300, 65536]", c.Tokenizer.VocabSize)
+	vocab := c.Tokenizer.VocabSize
+	if c.Init != "" {
+		// The checkpoint's tokenizer is used: a tokenizer block other than the default would
+		// be ignored.
+		if t := c.Tokenizer; t != (TokenizerConfig{}) && t != DefaultTokenizer() {
+			bad("tokenizer: init %s brings its own tokenizer; tokenizer.vocab_size and tokenizer.corpus_samples do nothing with it (remove the tokenizer block)", c.Init)
+		}
+		vocab = DefaultTokenizer().VocabSize // the checkpoint's is checked when it is loaded
+	} else {
+		if c.Tokenizer.VocabSize < 300 || c.Tokenizer.VocabSize > 65536 {
+			bad("tokenizer.vocab_size %d must be in [300, 65536]", c.Tokenizer.VocabSize)
+		}
+		if c.Tokenizer.CorpusSamples < 1 || c.Tokenizer.CorpusSamples > MaxCorpusSamples {
+			bad("tokenizer.corpus_samples %d must be in [1, %d]", c.Tokenizer.CorpusSamples, MaxCorpusSamples)
+		}
 	}
-	if c.Tokenizer.CorpusSamples < 1 {
-		bad("tokenizer.corpus_samples must be positive")
-	}
-	if err := c.modelConfig(c.Tokenizer.VocabSize).Validate(); err != nil {
+	mc := c.modelConfig(vocab)
+	modelOK := mc.Validate() == nil
+	if err := mc.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	r := c.Rollout
@@ -157,8 +222,12 @@ func (c *Config) Validate(envs *env.Registry) error {
 	if r.MaxContext > c.Model.MaxSeq {
 		bad("rollout.max_context %d exceeds model.max_seq %d", r.MaxContext, c.Model.MaxSeq)
 	}
-	if r.EngineSlots < 1 || r.EngineSlots > 4096 {
-		bad("rollout.engine_slots %d must be in [1, 4096]", r.EngineSlots)
+	if r.EngineSlots < 1 || r.EngineSlots > local.MaxSlots {
+		bad("rollout.engine_slots %d must be in [1, %d]", r.EngineSlots, local.MaxSlots)
+	} else if modelOK && r.MaxContext > 0 && r.MaxContext <= c.Model.MaxSeq {
+		if err := local.CheckSize(mc, local.EngineConfig{Slots: r.EngineSlots, MaxLen: r.MaxContext}); err != nil {
+			bad("rollout.engine_slots and rollout.max_context: %v", err)
+		}
 	}
 	if len(c.Phases) == 0 {
 		bad("phases: at least one phase is needed")
@@ -178,6 +247,11 @@ func (c *Config) Validate(envs *env.Registry) error {
 	}
 	if c.Eval.Tasks < 1 || c.Eval.Samples < 1 {
 		bad("eval.tasks and eval.samples must be positive")
+	} else if c.Eval.Tasks > eval.MaxTasks || c.Eval.Samples > eval.MaxK {
+		bad("eval.tasks %d and eval.samples %d must be at most %d and %d", c.Eval.Tasks, c.Eval.Samples, eval.MaxTasks, eval.MaxK)
+	} else if toks := int64(c.Eval.Tasks) * int64(1+c.Eval.Samples) * int64(r.MaxContext); toks > eval.MaxEpisodeTokens {
+		bad("eval: tasks %d × (1 + samples %d) episodes × rollout.max_context %d = %d tokens exceed the limit of %d (eval.MaxEpisodeTokens)",
+			c.Eval.Tasks, c.Eval.Samples, r.MaxContext, toks, eval.MaxEpisodeTokens)
 	}
 	if c.Init != "" {
 		if _, err := os.Stat(c.Init); err != nil {
@@ -210,6 +284,7 @@ func (c *Config) Validate(envs *env.Registry) error {
 }
 
 func (p *Phase) validate(c *Config, envs *env.Registry) error {
+	ctx := c.Rollout.MaxContext
 	if len(p.Envs) == 0 {
 		return errors.New("envs: at least one environment is needed")
 	}
@@ -242,6 +317,15 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 		if s.Demos < 1 || s.BatchSize < 1 || s.BatchSize > s.Demos {
 			return fmt.Errorf("sft: demos (%d) and batch_size (%d) must be positive, batch_size <= demos", s.Demos, s.BatchSize)
 		}
+		if s.Demos > MaxDemos {
+			return fmt.Errorf("sft.demos %d exceeds the limit of %d (pipeline.MaxDemos)", s.Demos, MaxDemos)
+		}
+		if toks := int64(s.Demos) * int64(ctx); toks > MaxDemoTokens {
+			return fmt.Errorf("sft.demos %d × rollout.max_context %d = %d tokens exceed the limit of %d kept in memory (pipeline.MaxDemoTokens)", s.Demos, ctx, toks, MaxDemoTokens)
+		}
+		if err := c.checkBatch("sft.batch_size", s.BatchSize); err != nil {
+			return err
+		}
 		if s.Noise < 0 || s.Noise > 1 {
 			return fmt.Errorf("sft.noise must be in [0, 1], got %v", s.Noise)
 		}
@@ -262,8 +346,27 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 		if r.GroupsPerStep < 1 || r.GroupSize < 1 || r.Epochs < 1 || r.Minibatches < 1 {
 			return errors.New("rl: groups_per_step, group_size, epochs and minibatches must be positive")
 		}
-		if r.Minibatches > r.GroupsPerStep*r.GroupSize {
-			return fmt.Errorf("rl: %d minibatches for %d episodes per step", r.Minibatches, r.GroupsPerStep*r.GroupSize)
+		if r.GroupsPerStep > MaxGroupsPerStep || r.GroupSize > MaxGroupSize || r.Epochs > MaxEpochs {
+			return fmt.Errorf("rl: groups_per_step %d, group_size %d and epochs %d must be at most %d, %d and %d",
+				r.GroupsPerStep, r.GroupSize, r.Epochs, MaxGroupsPerStep, MaxGroupSize, MaxEpochs)
+		}
+		episodes := r.GroupsPerStep * r.GroupSize
+		if r.Minibatches > episodes {
+			return fmt.Errorf("rl: %d minibatches for %d episodes per step", r.Minibatches, episodes)
+		}
+		if r.DynamicSampling != nil && (r.DynamicSampling.MaxRounds < 1 || r.DynamicSampling.MaxRounds > MaxRounds) {
+			return fmt.Errorf("rl.dynamic_sampling.max_rounds %d must be in [1, %d]", r.DynamicSampling.MaxRounds, MaxRounds)
+		}
+		rounds := 1
+		if r.DynamicSampling != nil {
+			rounds = r.DynamicSampling.MaxRounds
+		}
+		if toks := int64(episodes) * int64(max(rounds, 1)) * int64(ctx); toks > MaxStepTokens {
+			return fmt.Errorf("rl: groups_per_step %d × group_size %d × dynamic_sampling.max_rounds %d episodes × rollout.max_context %d = %d tokens exceed the limit of %d a step (pipeline.MaxStepTokens)",
+				r.GroupsPerStep, r.GroupSize, rounds, ctx, toks, MaxStepTokens)
+		}
+		if err := c.checkBatch("rl: groups_per_step × group_size / minibatches", (episodes+r.Minibatches-1)/r.Minibatches); err != nil {
+			return err
 		}
 		if err := r.Advantage.Validate(); err != nil {
 			return fmt.Errorf("rl.advantage: %w", err)
@@ -272,6 +375,11 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 			return fmt.Errorf("rl.advantage: %w", err)
 		} else if algo.NeedsValues(est) {
 			return fmt.Errorf("rl.advantage.name: %q needs a critic's value estimates and the built-in model has no value head; use one of %s", r.Advantage.Name, strings.Join(criticFreeEstimators(), ", "))
+		} else if algo.Relative(est) && r.GroupSize < 2 {
+			return fmt.Errorf("rl.group_size: %q compares each episode with the others of its group, and a group of %d gives no learning signal: use group_size >= 2 (or an estimator without groups: reinforce-baseline, reinforce++)", r.Advantage.Name, r.GroupSize)
+		}
+		if r.DynamicSampling != nil && r.GroupSize < 2 {
+			return errors.New("rl.dynamic_sampling: keeps only groups whose rewards differ, which a group of one never has: use group_size >= 2 or remove dynamic_sampling")
 		}
 		if err := r.Loss.Validate(); err != nil {
 			return fmt.Errorf("rl.loss: %w", err)
@@ -279,8 +387,10 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 		if r.Loss.Critic.Coef > 0 {
 			return errors.New("rl.loss.critic: the built-in model has no value head; use a critic-free estimator")
 		}
-		if r.DynamicSampling != nil && r.DynamicSampling.MaxRounds < 1 {
-			return errors.New("rl.dynamic_sampling.max_rounds must be positive")
+		if r.Async != nil {
+			if err := r.Async.validate(r); err != nil {
+				return err
+			}
 		}
 		exact := c.Rollout.Sampling.Exact()
 		if !exact && !r.AllowSamplingMismatch {

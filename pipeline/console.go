@@ -12,6 +12,7 @@ import (
 type progress struct {
 	r     *Run
 	name  string
+	unit  string // what is counted: "step", "episode"
 	total int
 	bar   *progressbar.ProgressBar
 	start time.Time
@@ -19,7 +20,16 @@ type progress struct {
 }
 
 func (r *Run) newProgress(name string, total int) *progress {
-	p := &progress{r: r, name: name, total: total, start: r.now()}
+	return r.newCounter(name, "step", total)
+}
+
+// newCounter is newProgress counting unit (e.g. episodes) instead of steps; update may be
+// called from several goroutines.
+func (r *Run) newCounter(name, unit string, total int) *progress {
+	p := &progress{r: r, name: name, unit: unit, total: total, start: r.now()}
+	if unit != "step" {
+		p.last = p.start // plain lines only for work that lasts: the first after 5 s
+	}
 	if r.opts.Terminal && r.opts.Out != nil {
 		p.bar = progressbar.NewOptions(total,
 			progressbar.OptionSetWriter(r.opts.Out),
@@ -41,12 +51,16 @@ func (p *progress) update(step int, status string) {
 		return
 	}
 	now := p.r.now()
-	// Plain lines: every step while steps are slow, at most one every 5 s otherwise.
-	if step == p.total || step == 1 || now.Sub(p.last) >= 5*time.Second {
+	// Plain lines: every step while steps are slow, at most one every 5 s otherwise (and for
+	// counters of episodes, none in the first 5 s).
+	if (p.unit == "step" && (step == p.total || step == 1)) || now.Sub(p.last) >= 5*time.Second {
 		p.last = now
 		el := now.Sub(p.start)
 		eta := time.Duration(float64(el) / float64(step) * float64(p.total-step))
-		p.r.printf("%s step %d/%d  %s  (%s, eta %s)\n", p.name, step, p.total, status, el.Round(time.Second), eta.Round(time.Second))
+		if status != "" {
+			status = "  " + status
+		}
+		p.r.printf("%s %s %d/%d%s  (%s, eta %s)\n", p.name, p.unit, step, p.total, status, el.Round(time.Second), eta.Round(time.Second))
 	}
 }
 
@@ -60,6 +74,6 @@ func (p *progress) warn(msg string) {
 func (p *progress) finish() {
 	if p.bar != nil {
 		p.bar.Finish()
-		p.r.printf("%s: %d steps in %s\n", p.name, p.total, p.r.now().Sub(p.start).Round(time.Second))
+		p.r.printf("%s: %d %ss in %s\n", p.name, p.total, p.unit, p.r.now().Sub(p.start).Round(time.Second))
 	}
 }

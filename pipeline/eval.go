@@ -21,10 +21,20 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 	t0 := r.now()
 	rep := EvalReport{When: when, Version: r.version}
 	for _, name := range r.Cfg.envNames() {
+		var bar *progress
 		e, err := eval.Run(ctx, r.model, r.tok, r.version, eval.Options{
 			Env: name, Tasks: r.Cfg.Eval.Tasks, K: r.Cfg.Eval.Samples, Seed: r.Cfg.Seed, Rollout: r.Cfg.Rollout.Config, Slots: r.Cfg.Rollout.EngineSlots,
 			Envs: r.opts.Envs, NewEnv: r.mcp.Factory(),
+			Progress: func(done, total int) {
+				if bar == nil {
+					bar = r.newCounter("eval "+when+" "+name, "episode", total)
+				}
+				bar.update(done, "")
+			},
 		})
+		if bar != nil {
+			bar.finish()
+		}
 		if err != nil {
 			return fmt.Errorf("evaluate %s: %w", name, err)
 		}

@@ -1,10 +1,8 @@
 package pipeline
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/agentrl/agentrl/optim"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/token"
 )
 
 // Presets lists the built-in configurations, one per built-in environment.
@@ -31,7 +30,7 @@ func Preset(name string) (Config, error) {
 		RunsDir: "runs",
 		Model: model.Config{Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 192, MaxSeq: 384, RopeTheta: 10000,
 			NormEps: model.DefaultNormEps, TieEmbeddings: true},
-		Tokenizer: TokenizerConfig{VocabSize: 512, CorpusSamples: 2000},
+		Tokenizer: DefaultTokenizer(),
 		Rollout: RolloutConfig{
 			Config: rollout.Config{
 				MaxTurns: 4, MaxContext: 384, MaxTokensPerTurn: 64, EpisodeTimeout: 2 * time.Minute,
@@ -121,7 +120,7 @@ func Load(envs *env.Registry, preset, path string, sets []string) (Config, error
 		if preset != "" {
 			return c, errors.New("pipeline: give a preset or a config file, not both")
 		}
-		data, err := os.ReadFile(path)
+		data, err := readConfigFile(path)
 		if err != nil {
 			return c, fmt.Errorf("pipeline: read config: %w", err)
 		}
@@ -149,14 +148,14 @@ func Load(envs *env.Registry, preset, path string, sets []string) (Config, error
 	return c, nil
 }
 
-// Decode parses YAML strictly: unknown keys are errors with line, column and a snippet.
+// Decode parses YAML strictly: unknown keys are errors with line, column and a snippet, a
+// fraction where an integer belongs is an error naming the key, and input over MaxConfigBytes
+// or nested deeper than MaxConfigDepth is refused before it is parsed.
 func Decode(data []byte) (Config, error) {
 	// norm_eps is absent from configurations written before it was a setting.
 	c := Config{Model: model.Config{NormEps: model.DefaultNormEps}}
-	if err := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict()).Decode(&c); err != nil {
-		return c, err
-	}
-	return c, nil
+	err := decodeYAML(data, &c)
+	return c, err
 }
 
 // Encode renders c as YAML (what `agentrl config show` prints and run directories keep).
@@ -164,7 +163,10 @@ func Encode(c Config) ([]byte, error) { return yaml.Marshal(c) }
 
 // Override applies key=value settings. A key is a dotted path: "seed", "phases.1.steps", or a
 // phase by name, "phases.rl.rl.group_size". The value is read as YAML ("16", "true", "1e-3",
-// "[a, b]"). A key that does not exist is an error, as in a file.
+// "[a, b]", "{name: calc, weight: 1}"). A key that does not exist is an error, as in a file.
+// Setting a loss's policy to another one ("phases.rl.rl.loss.policy=gspo") gives that loss
+// the new policy's paper defaults (algo.LossConfig.WithPolicy); such settings apply first, so
+// the new policy's own settings can follow in any order.
 func Override(c Config, sets []string) (Config, error) {
 	data, err := yaml.Marshal(c)
 	if err != nil {
@@ -174,16 +176,34 @@ func Override(c Config, sets []string) (Config, error) {
 	if err := yaml.Unmarshal(data, &tree); err != nil {
 		return c, err
 	}
+	ordered := make([]string, 0, len(sets))
 	for _, s := range sets {
+		if key, _, _ := strings.Cut(s, "="); isPolicyKey(key) {
+			ordered = append(ordered, s)
+		}
+	}
+	for _, s := range sets {
+		if key, _, _ := strings.Cut(s, "="); !isPolicyKey(key) {
+			ordered = append(ordered, s)
+		}
+	}
+	for _, s := range ordered {
 		key, val, ok := strings.Cut(s, "=")
 		if !ok || key == "" {
 			return c, fmt.Errorf("pipeline: --set %q: want key=value", s)
 		}
-		var v any
-		if err := yaml.Unmarshal([]byte(val), &v); err != nil {
+		v, err := parseSetValue(val)
+		if err != nil {
 			return c, fmt.Errorf("pipeline: --set %s: value %q: %w", key, val, err)
 		}
-		if tree, err = setPath(tree, strings.Split(key, "."), v, key); err != nil {
+		path := strings.Split(key, ".")
+		if name, ok := v.(string); ok && isPolicyKey(key) {
+			if tree, err = switchPolicy(tree, path[:len(path)-1], name, key); err != nil {
+				return c, err
+			}
+			continue
+		}
+		if tree, err = setPath(tree, path, v, key); err != nil {
 			return c, err
 		}
 	}
@@ -195,6 +215,88 @@ func Override(c Config, sets []string) (Config, error) {
 		return c, fmt.Errorf("pipeline: --set: %w", err)
 	}
 	return out, nil
+}
+
+// parseSetValue reads one --set value as YAML, under the bounds of a configuration file and
+// without anchors or aliases (which a value on a command line has no use for, and whose
+// expansion could be exponential).
+func parseSetValue(val string) (any, error) {
+	toks, err := scanYAML([]byte(val))
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range toks {
+		if t.Type == token.AnchorType || t.Type == token.AliasType {
+			return nil, errors.New("anchors and aliases (&, *) are not accepted in --set values")
+		}
+	}
+	var v any
+	if err := yaml.Unmarshal([]byte(val), &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func isPolicyKey(key string) bool { return strings.HasSuffix(key, ".loss.policy") }
+
+// switchPolicy gives the loss block at path the policy name with its paper defaults, when name
+// is not already its policy.
+func switchPolicy(tree any, path []string, name, full string) (any, error) {
+	cur, ok := lookupPath(tree, path)
+	m, isMap := cur.(map[string]any)
+	if !ok || !isMap {
+		return setPath(tree, append(path, "policy"), name, full)
+	}
+	if m["policy"] == name {
+		return tree, nil
+	}
+	data, err := yaml.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	var lc algo.LossConfig
+	if err := yaml.Unmarshal(data, &lc); err != nil {
+		return setPath(tree, append(path, "policy"), name, full) // the decode reports it
+	}
+	if data, err = yaml.Marshal(lc.WithPolicy(name)); err != nil {
+		return nil, err
+	}
+	var nm any
+	if err := yaml.Unmarshal(data, &nm); err != nil {
+		return nil, err
+	}
+	return setPath(tree, path, nm, full)
+}
+
+// lookupPath returns the node at path, resolving list entries by index or name as setPath does.
+func lookupPath(node any, path []string) (any, bool) {
+	for _, k := range path {
+		switch n := node.(type) {
+		case map[string]any:
+			v, ok := n[k]
+			if !ok {
+				return nil, false
+			}
+			node = v
+		case []any:
+			i, err := strconv.Atoi(k)
+			if err != nil {
+				i = -1
+				for j, el := range n {
+					if m, ok := el.(map[string]any); ok && m["name"] == k {
+						i = j
+					}
+				}
+			}
+			if i < 0 || i >= len(n) {
+				return nil, false
+			}
+			node = n[i]
+		default:
+			return nil, false
+		}
+	}
+	return node, true
 }
 
 func setPath(node any, path []string, v any, full string) (any, error) {

@@ -21,6 +21,9 @@ import (
 // current policy and filter them, let the learner train on what is kept, publish the new weights
 // to the engine, log the step.
 func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
+	if p.RL.Async != nil {
+		return r.runRLAsync(ctx, pi, p, start)
+	}
 	upd, err := r.newRLUpdate(p, start)
 	if err != nil {
 		return err

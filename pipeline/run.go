@@ -63,6 +63,8 @@ type Run struct {
 	restoredOpt *optim.State // optimizer state of the phase in progress
 
 	mcp *mcp.Toolbox // the MCP servers of Cfg.MCP, connected while Train runs
+
+	unlock func() // releases the run directory's lock (LockRun), taken by NewRun or Resume
 }
 
 // Summary is what a finished run reports.
@@ -87,6 +89,14 @@ func (r *Run) printf(format string, a ...any) {
 // NewRun creates a fresh run directory under cfg.RunsDir named after cfg.Name (with a numeric
 // suffix when that name is taken) and writes the resolved config into it.
 func NewRun(cfg Config, opts Options) (*Run, error) {
+	if cfg.Init != "" {
+		// Saved absolute, so that the run's config means the same from any directory.
+		abs, err := filepath.Abs(cfg.Init)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: init: %w", err)
+		}
+		cfg.Init = abs
+	}
 	if err := cfg.Validate(opts.Envs); err != nil {
 		return nil, err
 	}
@@ -104,14 +114,29 @@ func NewRun(cfg Config, opts Options) (*Run, error) {
 		}
 		dir = filepath.Join(cfg.RunsDir, fmt.Sprintf("%s-%d", cfg.Name, i))
 	}
-	data, err := Encode(cfg)
+	unlock, err := LockRun(dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, "config.yaml"), data); err != nil {
+	data, err := Encode(cfg)
+	if err != nil {
+		unlock()
 		return nil, err
 	}
-	return &Run{Cfg: cfg, Dir: dir, opts: opts}, nil
+	if err := writeFileAtomic(filepath.Join(dir, "config.yaml"), data); err != nil {
+		unlock()
+		return nil, err
+	}
+	return &Run{Cfg: cfg, Dir: dir, opts: opts, unlock: unlock}, nil
+}
+
+// Close releases the run directory's lock, which NewRun and Resume take and Train releases when
+// it returns; it is for a Run that is not trained. Calling it again does nothing.
+func (r *Run) Close() {
+	if r.unlock != nil {
+		r.unlock()
+		r.unlock = nil
+	}
 }
 
 // envFactory makes the episodes' environments: the registry's, with the MCP tools attached.
@@ -172,6 +197,7 @@ func (r *Run) buildTokenizer() error {
 // Train runs the phases, evaluating on held-out tasks before training and after each phase.
 // A run opened by Resume continues where its latest checkpoint left off.
 func (r *Run) Train(ctx context.Context) (*Summary, error) {
+	defer r.Close()
 	r.start = r.now()
 	// MCP servers first: one that does not start fails the run before any work. They stay
 	// connected, shared by every episode, until Train returns however it returns.
@@ -201,6 +227,9 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		}
 	}
 	r.printf("run %s: model %.2fM parameters, vocabulary %d\n", r.Dir, float64(r.model.NumParams())/1e6, r.tok.VocabSize())
+	if err := r.checkPrompts(ctx); err != nil {
+		return nil, err
+	}
 	if err := r.openLogs(); err != nil {
 		return nil, err
 	}
@@ -315,6 +344,11 @@ func (r *Run) openLogs() error {
 	tw, _, err := traj.OpenFile(filepath.Join(r.Dir, "trajectories.atrs"), traj.WriterOptions{Compression: traj.CompressZstd})
 	if err != nil {
 		mf.Close()
+		if errors.Is(err, traj.ErrCorrupt) {
+			// Resuming has already cut the file back to the checkpoint, so a repair now keeps
+			// exactly the intact records the checkpoint covers.
+			return fmt.Errorf("%w\nthe trajectory file is damaged before its end: 'agentrl traj repair %s' rewrites it with only its intact records (keeping the original as trajectories.atrs.damaged); then resume again", err, r.Dir)
+		}
 		return err
 	}
 	r.trajs = tw

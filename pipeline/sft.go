@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/eval"
@@ -56,7 +57,17 @@ func (r *Run) synthesize(ctx context.Context, tasks []rollout.Task, noise float6
 			return &rollout.AgentGenerator{Agent: spec.Expert(t.Seed, noise, rng), Tok: r.tok, Version: r.version}
 		},
 	}
+	bar := r.newCounter("demonstrations", "episode", len(tasks))
+	var mu sync.Mutex
+	done := 0
+	runner.OnEpisode = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		bar.update(done, "")
+	}
 	groups, err := runner.RunGroups(ctx, r.envFactory(), tasks, 1, max(r.Cfg.Rollout.EngineSlots, 8))
+	bar.finish()
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +111,14 @@ func (r *Run) runSFT(ctx context.Context, pi int, p Phase, start int) error {
 		}
 	}
 	if len(demos) < s.BatchSize {
-		return fmt.Errorf("only %d usable demonstrations for a batch of %d", len(demos), s.BatchSize)
+		trunc := 0
+		for _, t := range all {
+			if t.Status == traj.StatusTruncated {
+				trunc++
+			}
+		}
+		return fmt.Errorf("only %d usable demonstrations for a batch of %d (of %d synthesized, %d truncated at rollout.max_context %d or rollout.max_turns %d, %d successful)",
+			len(demos), s.BatchSize, len(all), trunc, r.Cfg.Rollout.MaxContext, r.Cfg.Rollout.MaxTurns, ok)
 	}
 	if start == 0 {
 		if err := r.record(p.Name, 0, all); err != nil {

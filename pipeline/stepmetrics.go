@@ -17,6 +17,7 @@ type rlStep struct {
 	sample  stepStats
 	fill    reward.FillStats
 	learn   *learn.RLReport // nil when no group was kept, so nothing was trained
+	async   *asyncStats     // nil in a synchronous phase
 	times   stepTimes
 }
 
@@ -64,6 +65,11 @@ func (s *rlStep) fields() map[string]any {
 	m["time/train_s"] = s.times.train
 	m["time/step_s"] = s.times.step
 	m["time/elapsed_s"] = s.times.elapsed
+	if a := s.async; a != nil {
+		m["async/dropped_stale"] = a.droppedStale
+		m["async/batches_ahead"] = a.ahead
+		m["time/learner_wait_s"] = a.learnerWait
+	}
 	return m
 }
 

@@ -7,7 +7,9 @@
 // It records roles, the loss mask (sampled assistant tokens only), behaviour logprobs and the
 // per-token policy version reported by the generator; it caps context length (status truncated)
 // and episode time (status timeout), and records infrastructure failures as env_error rather than
-// as rewards. It does not compute rewards beyond what the environment returns, nor advantages.
+// as rewards. A generator's report that the policy itself is broken (infer.ErrNonFinite) is not
+// an episode's status: it is returned, and stops every episode of the batch. It does not compute
+// rewards beyond what the environment returns, nor advantages.
 package rollout
 
 import (
@@ -105,6 +107,9 @@ type Runner struct {
 	SampleSeed uint64
 	// Now is the clock for timings (time.Now when nil).
 	Now func() time.Time
+	// OnEpisode, when set, is called as each episode of RunGroups ends (progress reporting). It is
+	// called from the worker goroutines and must be safe for concurrent use.
+	OnEpisode func()
 }
 
 func (r *Runner) now() time.Time {
@@ -135,7 +140,8 @@ func requestSeed(base uint64, t Task, turn int) uint64 {
 
 // Episode runs one episode of task t in e (which the caller owns and closes). Environment,
 // generator and time-limit failures are recorded in the trajectory's status; the returned error
-// is non-nil only when ctx itself is cancelled, in which case the partial trajectory is returned
+// is non-nil only when ctx itself is cancelled or the generator reports a broken policy
+// (infer.ErrNonFinite, which the error wraps), in which case the partial trajectory is returned
 // for inspection and must not be trained on.
 func (r *Runner) Episode(ctx context.Context, e env.Env, t Task) (*traj.Trajectory, error) {
 	ep := episode{r: r, ctx: ctx, ectx: ctx, start: r.now(), b: bufPool.Get().(*buffers)}
@@ -221,6 +227,7 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 		Sampling:  cfg.Sampling,
 		Stop:      stop,
 		Seed:      requestSeed(r.SampleSeed, t, turn),
+		Session:   tr.ID, // a router keeps the episode's turns on one server's prefix cache
 	}
 	ep.lent = true
 	comp, err := gen.Generate(ep.ectx, req)

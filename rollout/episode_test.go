@@ -478,3 +478,31 @@ func TestRunGroupsReachesConcurrencyWhenEpisodesWait(t *testing.T) {
 		t.Fatalf("%d episodes never waited at once: %v", n, err)
 	}
 }
+
+// brokenGen is a generator whose policy has broken weights: every call fails as the local
+// engine does on non-finite logits.
+type brokenGen struct{}
+
+func (brokenGen) Generate(ctx context.Context, req infer.Request) (infer.Completion, error) {
+	return infer.Completion{}, fmt.Errorf("infer: %w at version 4: weights are broken", infer.ErrNonFinite)
+}
+
+// A broken policy is not an environment failure: the episode returns the error instead of an
+// env_error status, and RunGroups stops with it rather than returning a batch of failed episodes.
+func TestBrokenPolicyStopsRollout(t *testing.T) {
+	r := newRunner(t, DefaultConfig())
+	r.NewGen, r.Gen = nil, brokenGen{}
+	tr, err := r.Episode(context.Background(), &stepEnv{turns: 3}, Task{Env: "step", Seed: 5})
+	if !errors.Is(err, infer.ErrNonFinite) || !strings.Contains(err.Error(), "version 4") {
+		t.Fatalf("Episode: err = %v (status %s %q), want infer.ErrNonFinite", err, tr.Status, tr.Error)
+	}
+	newEnv := func(string) (env.Env, error) { return &stepEnv{turns: 3}, nil }
+	tasks := make([]Task, 20)
+	for i := range tasks {
+		tasks[i] = Task{Env: "step", Seed: int64(i), GroupID: uint64(i)}
+	}
+	groups, err := r.RunGroups(context.Background(), newEnv, tasks, 4, 8)
+	if !errors.Is(err, infer.ErrNonFinite) || groups != nil {
+		t.Fatalf("RunGroups: %d groups, err = %v, want infer.ErrNonFinite", len(groups), err)
+	}
+}

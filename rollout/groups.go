@@ -25,7 +25,8 @@ type EnvFactory func(name string) (env.Env, error)
 // each in a fresh environment from newEnv that is closed when its episode ends. Groups come
 // back in task order and episodes in index order, whatever order they finished in. Failures of
 // an environment (including failing to create one) are recorded in that trajectory's status;
-// the error is non-nil only when ctx is cancelled, and then no groups are returned.
+// the error is non-nil only when ctx is cancelled or an episode met a broken policy
+// (infer.ErrNonFinite), and then the other episodes are cancelled and no groups are returned.
 func (r *Runner) RunGroups(ctx context.Context, newEnv EnvFactory, tasks []Task, groupSize, concurrency int) ([]Group, error) {
 	if groupSize < 1 {
 		return nil, fmt.Errorf("rollout: group size must be at least 1, got %d", groupSize)
@@ -81,6 +82,9 @@ func (r *Runner) RunGroups(ctx context.Context, newEnv EnvFactory, tasks []Task,
 				return
 			}
 			out[i] = tr
+			if r.OnEpisode != nil {
+				r.OnEpisode()
+			}
 		}
 	}
 	startWorker()

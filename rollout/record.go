@@ -120,11 +120,17 @@ func (ep *episode) end(status traj.Status, msg string) {
 	ep.t.Error = msg
 }
 
-// fail records an infrastructure failure; it reports whether the caller's ctx ended.
+// fail records an infrastructure failure; it returns an error, ending the episode's caller too,
+// when the caller's ctx ended or when the generator reported a broken policy (infer.ErrNonFinite:
+// a failure of the policy, which every other episode would meet, not of this environment).
 func (ep *episode) fail(stage string, err error) error {
 	if ep.ctx.Err() != nil {
 		ep.end(traj.StatusEnvError, "cancelled")
 		return ep.ctx.Err()
+	}
+	if errors.Is(err, infer.ErrNonFinite) {
+		ep.end(traj.StatusEnvError, fmt.Sprintf("%s: %v", stage, err))
+		return fmt.Errorf("rollout: episode %s: %s: %w", ep.t.ID, stage, err)
 	}
 	if ep.ectx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
 		ep.end(traj.StatusTimeout, fmt.Sprintf("%s: %v", stage, err))

@@ -99,7 +99,133 @@ func FuzzStreamReader(f *testing.F) {
 			if r.Offset() > int64(len(data)) {
 				t.Fatalf("offset %d past the %d-byte input", r.Offset(), len(data))
 			}
-			return
+			break
+		}
+		checkResync(t, data, r.Records())
+	})
+}
+
+// checkResync reads data with a resynchronizing reader: it never returns ErrCorrupt, reads at
+// least the plain reader's intact records, and reports damage in order, inside the input, and
+// never over a record it returned.
+func checkResync(t *testing.T, data []byte, plainRecords int) {
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("header read once, not twice: %v", err)
+	}
+	defer r.Close()
+	var ds []Damage
+	if err := r.Resync(func(d Damage) { ds = append(ds, d) }); err != nil {
+		t.Fatal(err)
+	}
+	end := int64(StreamHeaderLen)
+	for {
+		before := r.Offset()
+		_, err := r.Read()
+		for _, d := range ds {
+			if d.Offset < end || d.Bytes <= 0 || d.Offset+d.Bytes > int64(len(data)) || !errors.Is(d.Cause, ErrCorrupt) {
+				t.Fatalf("bad damage report %v after offset %d (input %d bytes)", d, end, len(data))
+			}
+			end = d.Offset + d.Bytes
+		}
+		ds = ds[:0]
+		if err == nil {
+			if r.Offset() <= before || r.Offset() <= end-1 || r.Offset() > int64(len(data)) {
+				t.Fatalf("record ends at %d: before %d, damage to %d, input %d", r.Offset(), before, end, len(data))
+			}
+			end = r.Offset()
+			continue
+		}
+		if err != io.EOF && !errors.Is(err, ErrTornTail) {
+			t.Fatalf("resynchronizing reader returned %v", err)
+		}
+		if r.Records() < plainRecords {
+			t.Fatalf("resync read %d records, the plain reader %d", r.Records(), plainRecords)
+		}
+		return
+	}
+}
+
+// FuzzStreamResync damages a valid stream anywhere (overwriting, inserting or cutting bytes): a
+// resynchronizing reader returns, in order, every record whose frame the damage did not touch.
+func FuzzStreamResync(f *testing.F) {
+	f.Add(uint8(0), uint16(20), uint16(9), []byte{0xff}, uint8(0))
+	f.Add(uint8(2), uint16(300), uint16(40), []byte("garbage"), uint8(1))
+	f.Add(uint8(3), uint16(5), uint16(0), []byte("ATRS"), uint8(2))
+	f.Add(uint8(4), uint16(1000), uint16(200), []byte{0, 0, 0, 0}, uint8(0))
+	ts := sampleTrajectories(5)
+	type stream struct {
+		b    []byte
+		ends []int64
+	}
+	var streams []stream
+	for _, opts := range streamOptions {
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, opts)
+		if err != nil {
+			f.Fatal(err)
+		}
+		ends := []int64{w.Offset()}
+		for _, tr := range ts {
+			if err := w.Write(tr); err != nil {
+				f.Fatal(err)
+			}
+			ends = append(ends, w.Offset())
+		}
+		w.Close()
+		streams = append(streams, stream{buf.Bytes(), ends})
+	}
+	f.Fuzz(func(t *testing.T, which uint8, at, n uint16, junk []byte, mode uint8) {
+		s := streams[int(which)%len(streams)]
+		body := len(s.b) - StreamHeaderLen
+		pos := StreamHeaderLen + int(at)%body
+		var data []byte
+		var lo, hi int // the original bytes [lo, hi) are changed or gone; hi == lo for an insertion
+		switch mode % 3 {
+		case 0: // overwrite with junk, repeated over n bytes
+			if len(junk) == 0 {
+				return
+			}
+			data = bytes.Clone(s.b)
+			k := min(int(n%512)+1, len(data)-pos)
+			for i := range k {
+				data[pos+i] = junk[i%len(junk)]
+			}
+			lo, hi = pos, pos+k
+			if bytes.Equal(data, s.b) {
+				return
+			}
+		case 1: // insert junk
+			if len(junk) == 0 {
+				return
+			}
+			data = append(append(bytes.Clone(s.b[:pos]), junk...), s.b[pos:]...)
+			lo, hi = pos, pos
+		case 2: // cut n bytes out
+			k := min(int(n%2048)+1, len(s.b)-pos)
+			data = append(bytes.Clone(s.b[:pos]), s.b[pos+k:]...)
+			lo, hi = pos, pos+k
+		}
+		var want []*Trajectory
+		for i := range ts {
+			a, b := int(s.ends[i]), int(s.ends[i+1])
+			touched := hi > lo && a < hi && lo < b || hi == lo && a < lo && lo < b
+			if !touched {
+				want = append(want, ts[i])
+			}
+		}
+		got, _, err := readResync(t, data)
+		if err != nil && !isTorn(err) {
+			t.Fatalf("resync read: %v", err)
+		}
+		j := 0
+		for _, tr := range got {
+			if j < len(want) && Equal(tr, want[j]) {
+				j++
+			}
+		}
+		if j < len(want) && !(isTorn(err) && j == len(want)-1 && Equal(want[j], ts[len(ts)-1])) {
+			t.Fatalf("resync read back %d of the %d untouched records in order (%d read)", j, len(want), len(got))
 		}
 	})
 }

@@ -24,7 +24,9 @@ import (
 // leave the file's last bytes as zeros (its length reached the disk before its data): a failing
 // record from which everything to the end is zero bytes is torn too. Readers report that as ErrTornTail
 // (anything earlier that fails is ErrCorrupt); Reader.Offset then gives the end of the last good
-// record, and OpenFile truncates there and appends.
+// record, and OpenFile truncates there and appends. A Reader made to resynchronize
+// (Reader.Resync) skips damage before the end instead, scanning for the next frame whose two
+// checksums hold, and reports each skipped stretch; Repair rewrites a file without them.
 
 var (
 	// ErrTornTail means the stream ends inside its final record, as a writer killed mid-write leaves

@@ -22,6 +22,11 @@ type Reader struct {
 	records int
 	err     error // sticky
 	skip    bool  // verify frames without decoding trajectories (OpenFile's scan)
+
+	src      io.Reader    // what br reads; an io.ReadSeeker makes Resync possible
+	base     int64        // src's position of the stream's first byte (set by Resync)
+	resync   func(Damage) // non-nil: skip damage and report it here
+	frameLen int64        // length of the frame that failed to decode with both checksums intact (else 0)
 }
 
 // NewReader reads and checks the stream header. A stream shorter than its header is ErrTornTail
@@ -56,7 +61,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{br: br, format: opts.Format, comp: opts.Compression, dec: dec, offset: StreamHeaderLen}, nil
+	return &Reader{br: br, src: r, format: opts.Format, comp: opts.Compression, dec: dec, offset: StreamHeaderLen}, nil
 }
 
 // Format is the stream's record format.
@@ -80,6 +85,9 @@ func (r *Reader) Read() (*Trajectory, error) {
 		return nil, r.err
 	}
 	t, err := r.next()
+	for err != nil && r.resync != nil && errors.Is(err, ErrCorrupt) {
+		t, err = r.skipDamage(err)
+	}
 	if err != nil {
 		r.err = err
 		return nil, err
@@ -117,6 +125,7 @@ func (r *Reader) Close() error {
 }
 
 func (r *Reader) next() (*Trajectory, error) {
+	r.frameLen = 0
 	var hdr [frameHeaderLen]byte
 	n, err := io.ReadFull(r.br, hdr[:])
 	switch {
@@ -159,6 +168,7 @@ func (r *Reader) next() (*Trajectory, error) {
 	var t *Trajectory
 	if !r.skip {
 		if t, err = r.decode(); err != nil {
+			r.frameLen = frameHeaderLen + int64(size)
 			return nil, r.fail(ErrCorrupt, "%v", err)
 		}
 	}

@@ -17,6 +17,6 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agentrl:", err)
-		os.Exit(1)
+		os.Exit(cli.ExitCode(err))
 	}
 }

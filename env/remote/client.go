@@ -181,7 +181,7 @@ func (c *Client) closeSession(ctx context.Context) error {
 	id := c.session
 	c.session = ""
 	err := c.call(ctx, "close", http.MethodPost, "/close", closeRequest{SessionID: id}, nil)
-	if errors.Is(err, ErrSessionNotFound) || errors.Is(err, ErrSessionExpired) {
+	if errors.Is(err, ErrSessionNotFound) || errors.Is(err, ErrSessionExpired) || errors.Is(err, ErrSessionEvicted) {
 		return nil
 	}
 	return err

@@ -12,11 +12,17 @@
 //	GET    /schema    → JSON schemas of the action, observation, transition and state
 //
 // Every error is a JSON body {"error": {"code", "message"}} with a 4xx status for a bad request
-// (bad JSON, unknown fields, wrong method, unknown or expired session, body over the limit → 413,
-// step before reset or after done → 409) and a 5xx status when the environment itself failed
-// (500) or ran out of time (504). Strings that are not valid UTF-8 (model text can hold such
+// (bad JSON, unknown fields, wrong method, unknown, expired or evicted session, body over the
+// limit → 413, step before reset or after done → 409) and a 5xx status when the environment
+// itself failed (500) or ran out of time (504). Strings that are not valid UTF-8 (model text can hold such
 // bytes) travel as {"b64": "…"} and non-finite rewards as "NaN", "+Inf", "-Inf", so nothing is
 // altered in transit; plain JSON strings are accepted everywhere.
+//
+// Sessions are bounded (MaxSessions): a reset that finds them all taken ends the least recently
+// used one idle for at least EvictIdle, whose client hears 410 session_evicted on its next call,
+// and gets 503 only when every session is in use. Serve bounds reading a request's headers and
+// body, the whole exchange and idle keep-alive connections, so a client that trickles its
+// request is disconnected rather than holding a connection open.
 //
 // The client (Dial, Spec) implements env.Env and env.Closer: each Reset starts a new server
 // session, and every transport failure, non-2xx answer or timeout is an error — never a reward —

@@ -17,6 +17,7 @@ const (
 	CodeTooLarge         = "too_large"
 	CodeSessionNotFound  = "session_not_found"
 	CodeSessionExpired   = "session_expired"
+	CodeSessionEvicted   = "session_evicted"
 	CodeSessionExists    = "session_exists"
 	CodeSessionBusy      = "session_busy"
 	CodeNotReset         = "not_reset"
@@ -34,6 +35,7 @@ const (
 var (
 	ErrSessionNotFound = errors.New("remote: session not found")
 	ErrSessionExpired  = errors.New("remote: session expired after being idle")
+	ErrSessionEvicted  = errors.New("remote: session evicted to make room for another client's")
 	ErrTooLarge        = errors.New("remote: request body too large")
 	ErrUnavailable     = errors.New("remote: server cannot take the session now")
 	ErrEnv             = errors.New("remote: environment failed on the server")
@@ -60,6 +62,8 @@ func (e *Error) Unwrap() []error {
 		return []error{ErrSessionNotFound}
 	case CodeSessionExpired:
 		return []error{ErrSessionExpired}
+	case CodeSessionEvicted:
+		return []error{ErrSessionEvicted}
 	case CodeTooLarge:
 		return []error{ErrTooLarge}
 	case CodeTooManySessions, CodeShuttingDown, CodeSessionBusy:

@@ -60,8 +60,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancelBase()
 	hs := &http.Server{
 		Handler:           s,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		ReadTimeout:       s.opts.ReadTimeout,
+		WriteTimeout:      s.opts.WriteTimeout,
+		IdleTimeout:       s.opts.ConnIdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          log.New(io.Discard, "", 0), // client hang-ups are not the server's news
 	}

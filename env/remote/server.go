@@ -35,8 +35,25 @@ type ServerOptions struct {
 	// StepTimeout bounds one Reset or Step of the environment; past it the answer is 504
 	// (0: no bound beyond the request's own context).
 	StepTimeout time.Duration
+	// EvictIdle lets a reset that finds every session taken end the least recently used session
+	// idle for at least this long (30s), so clients that leave sessions open cannot lock others
+	// out until the idle timeout; that session's client is told on its next call (410
+	// session_evicted). Negative never evicts: a full server answers 503.
+	EvictIdle time.Duration
 	// Clock drives idle expiry (the system clock).
 	Clock Clock
+
+	// The HTTP connection limits of Serve. ReadHeaderTimeout bounds reading a request's headers
+	// (10s) and ReadTimeout the whole request with its body (1m): a client that trickles its
+	// request is cut off there (net/http lifts the deadline once the body is read, so the
+	// environment's work afterwards is not bounded by it).
+	// WriteTimeout bounds a request from the end of its headers to the end of the answer, the
+	// environment's work included (StepTimeout + 1m when StepTimeout is set, 10m otherwise).
+	// ConnIdleTimeout closes a keep-alive connection idle this long between requests (2m).
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	ConnIdleTimeout   time.Duration
 }
 
 func (o ServerOptions) withDefaults() (ServerOptions, error) {
@@ -55,6 +72,24 @@ func (o ServerOptions) withDefaults() (ServerOptions, error) {
 	if o.Clock == nil {
 		o.Clock = systemClock{}
 	}
+	if o.EvictIdle == 0 {
+		o.EvictIdle = 30 * time.Second
+	}
+	if o.ReadHeaderTimeout == 0 {
+		o.ReadHeaderTimeout = 10 * time.Second
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = time.Minute
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = 10 * time.Minute
+		if o.StepTimeout > 0 {
+			o.WriteTimeout = o.StepTimeout + time.Minute
+		}
+	}
+	if o.ConnIdleTimeout == 0 {
+		o.ConnIdleTimeout = 2 * time.Minute
+	}
 	switch {
 	case o.IdleTimeout < 0:
 		return o, fmt.Errorf("remote: idle timeout %v is negative", o.IdleTimeout)
@@ -64,6 +99,9 @@ func (o ServerOptions) withDefaults() (ServerOptions, error) {
 		return o, fmt.Errorf("remote: max body bytes %d is negative", o.MaxBodyBytes)
 	case o.StepTimeout < 0:
 		return o, fmt.Errorf("remote: step timeout %v is negative", o.StepTimeout)
+	case o.ReadHeaderTimeout < 0 || o.ReadTimeout < 0 || o.WriteTimeout < 0 || o.ConnIdleTimeout < 0:
+		return o, fmt.Errorf("remote: connection timeouts must not be negative (read header %v, read %v, write %v, connection idle %v)",
+			o.ReadHeaderTimeout, o.ReadTimeout, o.WriteTimeout, o.ConnIdleTimeout)
 	}
 	return o, nil
 }

@@ -225,6 +225,7 @@ func TestServerReusesEnvironments(t *testing.T) {
 func TestNewServerRejectsBadOptions(t *testing.T) {
 	for name, o := range map[string]ServerOptions{
 		"idle": {IdleTimeout: -1}, "sessions": {MaxSessions: -1}, "body": {MaxBodyBytes: -1}, "step": {StepTimeout: -1},
+		"read header": {ReadHeaderTimeout: -1}, "read": {ReadTimeout: -1}, "write": {WriteTimeout: -1}, "conn idle": {ConnIdleTimeout: -1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := NewServer(guessSpec(nil, nil, nil), o); err == nil {

@@ -1,12 +1,14 @@
 package remote
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"net/http"
 	"regexp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,13 +95,16 @@ func (s *Server) openSession(id string, seed int64) (*session, error) {
 	}
 	full := len(s.sessions) >= s.opts.MaxSessions
 	s.mu.Unlock()
-	if full {
-		s.ExpireIdle() // make room from idle sessions before refusing
+	if full && s.ExpireIdle() == 0 { // make room from idle sessions before refusing
+		s.evictLRU()
 	}
 	s.mu.Lock()
 	if len(s.sessions) >= s.opts.MaxSessions {
 		s.mu.Unlock()
-		return nil, errorf(http.StatusServiceUnavailable, CodeTooManySessions, "%d sessions are open (the maximum)", s.opts.MaxSessions)
+		if s.opts.EvictIdle < 0 {
+			return nil, errorf(http.StatusServiceUnavailable, CodeTooManySessions, "%d sessions are open (the maximum)", s.opts.MaxSessions)
+		}
+		return nil, errorf(http.StatusServiceUnavailable, CodeTooManySessions, "%d sessions are open (the maximum), each used within the last %v", s.opts.MaxSessions, s.opts.EvictIdle)
 	}
 	sess := &session{id: id, seed: seed}
 	sess.mu.Lock()
@@ -140,8 +145,12 @@ func (s *Server) lookup(id string) (*session, error) {
 	if sess, ok := s.sessions[id]; ok {
 		return sess, nil
 	}
-	if s.expired.has(id) {
+	switch s.expired.get(id) {
+	case endExpired:
 		return nil, errorf(http.StatusGone, CodeSessionExpired, "session %s expired after %v idle", id, s.opts.IdleTimeout)
+	case endEvicted:
+		return nil, errorf(http.StatusGone, CodeSessionEvicted, "session %s was evicted: all %d sessions were taken when another client reset, and it was the least recently used, idle over %v (reset to start again)",
+			id, s.opts.MaxSessions, s.opts.EvictIdle)
 	}
 	return nil, errorf(http.StatusNotFound, CodeSessionNotFound, "no session %s (never opened, or closed)", id)
 }
@@ -286,12 +295,47 @@ func (s *Server) ExpireIdle() int {
 		}
 		sess.mu.Unlock()
 		s.mu.Lock()
-		s.expired.add(sess.id)
+		s.expired.add(sess.id, endExpired)
 		s.mu.Unlock()
 		s.endSession(sess)
 		n++
 	}
 	return n
+}
+
+// evictLRU ends the least recently used session that has been idle for at least EvictIdle and
+// is not in an environment call, and reports whether there was one. Its id is remembered, so its
+// client hears why on its next call.
+func (s *Server) evictLRU() bool {
+	if s.opts.EvictIdle < 0 {
+		return false
+	}
+	cutoff := s.opts.Clock.Now().Add(-s.opts.EvictIdle).UnixNano()
+	s.mu.Lock()
+	var idle []*session
+	for _, sess := range s.sessions {
+		if sess.lastUsed.Load() <= cutoff {
+			idle = append(idle, sess)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(idle, func(a, b *session) int { return cmp.Compare(a.lastUsed.Load(), b.lastUsed.Load()) })
+	for _, sess := range idle {
+		if !sess.mu.TryLock() { // in an env call: in use
+			continue
+		}
+		if sess.ended || sess.lastUsed.Load() > cutoff {
+			sess.mu.Unlock()
+			continue
+		}
+		sess.mu.Unlock()
+		s.mu.Lock()
+		s.expired.add(sess.id, endEvicted)
+		s.mu.Unlock()
+		s.endSession(sess)
+		return true
+	}
+	return false
 }
 
 // reap runs ExpireIdle on a ticker until Close.
@@ -344,25 +388,34 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// tombstones remembers recently expired session ids (bounded, oldest forgotten first) so a late
-// request hears "expired" rather than "never existed".
+// tombstones remembers recently expired or evicted session ids (bounded, oldest forgotten
+// first) so a late request hears why its session ended rather than "never existed".
 type tombstones struct {
-	set  map[string]struct{}
+	set  map[string]endReason
 	ring []string
 	next int
 }
 
+// endReason is why the server ended a session.
+type endReason uint8
+
+const (
+	endNone    endReason = iota // not remembered
+	endExpired                  // idle past the idle timeout
+	endEvicted                  // made room for another client's session
+)
+
 func newTombstones(n int) tombstones {
-	return tombstones{set: make(map[string]struct{}, n), ring: make([]string, n)}
+	return tombstones{set: make(map[string]endReason, n), ring: make([]string, n)}
 }
 
-func (t *tombstones) add(id string) {
+func (t *tombstones) add(id string, why endReason) {
 	if old := t.ring[t.next]; old != "" {
 		delete(t.set, old)
 	}
 	t.ring[t.next] = id
-	t.set[id] = struct{}{}
+	t.set[id] = why
 	t.next = (t.next + 1) % len(t.ring)
 }
 
-func (t *tombstones) has(id string) bool { _, ok := t.set[id]; return ok }
+func (t *tombstones) get(id string) endReason { return t.set[id] }

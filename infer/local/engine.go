@@ -21,6 +21,17 @@ import (
 // ErrClosed is returned by Generate after the engine is closed.
 var ErrClosed = errors.New("infer: engine closed")
 
+// Limits of an engine's size, checked by NewEngine before it allocates: the KV cache
+// (model.Config.KVCacheBytes) is preallocated whole.
+const (
+	MaxSlots      = 4096
+	MaxCacheBytes = 8 << 30
+)
+
+// ErrNonFinite is infer.ErrNonFinite: Generate's error wraps it when the model's logits are NaN or
+// infinite (broken weights), naming the policy version.
+var ErrNonFinite = infer.ErrNonFinite
+
 // EngineConfig sizes the local engine.
 type EngineConfig struct {
 	// Slots is how many sequences decode together (the continuous batch); further requests wait.
@@ -71,6 +82,23 @@ type result struct {
 	err error
 }
 
+// CheckSize refuses an engine over MaxSlots slots or whose KV cache would exceed MaxCacheBytes
+// (cfg.MaxLen 0 meaning the model's max_seq), before anything is allocated.
+func CheckSize(mc model.Config, cfg EngineConfig) error {
+	if cfg.Slots > MaxSlots {
+		return fmt.Errorf("infer: %d engine slots exceed the limit of %d (local.MaxSlots)", cfg.Slots, MaxSlots)
+	}
+	n := cfg.MaxLen
+	if n == 0 {
+		n = mc.MaxSeq
+	}
+	if b := mc.KVCacheBytes(max(cfg.Slots, 1), n); b > MaxCacheBytes {
+		return fmt.Errorf("infer: a KV cache of %d slots × %d tokens takes %.1f GiB, over the limit of %d GiB (local.MaxCacheBytes); use fewer slots or a shorter context",
+			cfg.Slots, n, float64(b)/(1<<30), MaxCacheBytes>>30)
+	}
+	return nil
+}
+
 // NewEngine starts an engine over a private copy of m's weights at the given policy version,
 // packed for decoding (model.PackDecodeWeights) and repacked at every weight load.
 func NewEngine(m *model.Model, version int32, cfg EngineConfig) (*Engine, error) {
@@ -85,6 +113,9 @@ func NewEngine(m *model.Model, version int32, cfg EngineConfig) (*Engine, error)
 	}
 	if cfg.MaxLen == 0 {
 		cfg.MaxLen = m.Cfg.MaxSeq
+	}
+	if err := CheckSize(m.Cfg, cfg); err != nil {
+		return nil, err
 	}
 	e := &Engine{
 		cfg:     cfg,
@@ -370,9 +401,10 @@ type emitResult struct {
 
 // emit samples the next token of j from row and reports whether j is finished.
 func (e *Engine) emit(j *job, row []float32, version int32, sp *sampler) (bool, error) {
-	for _, l := range row {
+	for i, l := range row {
 		if math.IsNaN(float64(l)) || math.IsInf(float64(l), 0) {
-			return true, errors.New("infer: the model produced non-finite logits")
+			return true, fmt.Errorf("infer: %w at version %d: weights are broken (the logit of token %d is %v after %d prompt and %d generated tokens)",
+				infer.ErrNonFinite, version, i, l, len(j.req.Prompt), len(j.out.Tokens))
 		}
 	}
 	tok, lp := sp.sample(row, j.req.Sampling, j.rng)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -366,5 +367,32 @@ func TestEngineReusesPrefixExactly(t *testing.T) {
 	}
 	if !slices.Equal(a.Tokens, b.Tokens) || !slices.Equal(a.Logprobs, b.Logprobs) {
 		t.Fatalf("diverging prompt: warm %v, cold %v", a.Tokens, b.Tokens)
+	}
+}
+
+// Broken weights give an error that says so, naming the version, and that callers can tell from
+// a failed request (infer.ErrNonFinite); the engine keeps serving once the weights are mended.
+func TestEngineNonFiniteLogits(t *testing.T) {
+	m := tinyModel(t, 1)
+	bad := m.Clone()
+	bad.Params.Data[len(bad.Params.Data)/2] = float32(math.NaN())
+	e := newEngine(t, bad, 2)
+	req := infer.Request{Prompt: prompt(1, 6), MaxTokens: 4, Sampling: infer.Sampling{Temperature: 1}, Seed: 1}
+	_, err := e.Generate(context.Background(), req)
+	if !errors.Is(err, infer.ErrNonFinite) || !errors.Is(err, ErrNonFinite) {
+		t.Fatalf("err = %v, want infer.ErrNonFinite", err)
+	}
+	for _, want := range []string{"non-finite logits", "version 7", "weights are broken"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not mention %q", err, want)
+		}
+	}
+	applied, err := e.LoadWeights(m, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-applied
+	if _, err := e.Generate(context.Background(), req); err != nil {
+		t.Fatalf("after finite weights: %v", err)
 	}
 }

@@ -53,6 +53,11 @@ var rules = []rule{
 		why:      "infer is the Generator contract; rollout workers and remote generators must not link the local engine",
 	},
 	{
+		subjects: []string{"infer/remote"},
+		forbid:   []string{"model", "learn", "pipeline"},
+		why:      "the remote generator is what a rollout worker on another host links; generation happens on the servers",
+	},
+	{
 		subjects: []string{"rollout"},
 		forbid:   []string{"model/kernels"},
 		why:      "a rollout worker talks to a Generator; it must not link the kernels of the local engine",

@@ -32,9 +32,13 @@ type CLI struct {
 	Serve  ServeCmd  `cmd:"" help:"Serve a checkpoint as an OpenAI-compatible HTTP server (completions, chat with tools, the agentrl token route, weight updates)."`
 	Traj   TrajCmd   `cmd:"" help:"List, replay and export a run's trajectories."`
 	Bench  BenchCmd  `cmd:"" help:"Measure performance."`
+	Help   HelpCmd   `cmd:"" help:"Show help for agentrl or one of its commands."`
+
+	Version kong.VersionFlag `help:"Print the version (module, commit, Go) and exit."`
 }
 
-// Main parses args and runs the chosen subcommand with the built-in environments.
+// Main parses args and runs the chosen subcommand with the built-in environments. ExitCode
+// gives the process status for what it returns.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return mainWith(ctx, args, stdout, stderr, all.Builtins())
 }
@@ -49,7 +53,7 @@ func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, envs
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exitCode = code }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
-		kong.Vars{"presets": strings.Join(pipeline.Presets(), ", ")},
+		kong.Vars{"presets": strings.Join(pipeline.Presets(), ", "), "version": Version()},
 	)
 	if err != nil {
 		return err
@@ -64,5 +68,9 @@ func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, envs
 	if err != nil {
 		return err
 	}
-	return kctx.Run(&Globals{Ctx: ctx, Stdout: stdout, Stderr: stderr, Envs: envs})
+	err = kctx.Run(&Globals{Ctx: ctx, Stdout: stdout, Stderr: stderr, Envs: envs})
+	if exitCode == 0 { // `help` printed the help asked for
+		return nil
+	}
+	return asInterrupted(ctx, err)
 }

@@ -13,7 +13,7 @@ type ConfigCmd struct {
 type ConfigShowCmd struct {
 	Preset string   `help:"Built-in configuration (${presets}); default calc." placeholder:"NAME"`
 	Config string   `help:"YAML configuration file." type:"existingfile" placeholder:"FILE"`
-	Set    []string `help:"Override a setting." placeholder:"KEY=VALUE"`
+	Set    []string `help:"Override a setting, one KEY=VALUE per flag (the value is YAML, commas included)." placeholder:"KEY=VALUE" sep:"none"`
 }
 
 // Run prints the configuration.

@@ -66,6 +66,13 @@ type EnvServeCmd struct {
 	StepTimeout  time.Duration `default:"0s" help:"Bound on one reset or step of the environment (0: none)."`
 	AllowRemote  bool          `help:"Allow a non-loopback listen address. The protocol has no authentication: put it behind a proxy that adds it."`
 	Config       string        `help:"Run configuration (YAML) whose mcp block attaches MCP servers' tools to --env, connected once and shared by every session; its other settings are not used." type:"existingfile" placeholder:"FILE"`
+
+	// Sharing the server: sessions left open, and connections that trickle.
+	EvictIdle         time.Duration `default:"30s" help:"When every session is taken, a reset ends the least recently used session idle at least this long; its client is told on its next call (0 or negative: never evict, a full server answers 503)."`
+	ReadHeaderTimeout time.Duration `default:"10s" help:"Bound on reading a request's headers."`
+	ReadTimeout       time.Duration `default:"1m" help:"Bound on reading a whole request, body included: a client that trickles its request is disconnected."`
+	WriteTimeout      time.Duration `default:"0s" help:"Bound on a request from its headers to the end of the answer, the environment's work included (0: --step-timeout plus 1m, or 10m without one)."`
+	ConnIdleTimeout   time.Duration `default:"2m" help:"Close a keep-alive connection idle this long between requests."`
 }
 
 // Run serves until g.Ctx ends, then shuts down gracefully.
@@ -76,6 +83,13 @@ func (c *EnvServeCmd) Run(g *Globals) (err error) {
 	}
 	if c.IdleTimeout <= 0 || c.MaxSessions <= 0 || c.MaxBodyBytes <= 0 || c.StepTimeout < 0 {
 		return fmt.Errorf("env serve: --idle-timeout, --max-sessions and --max-body-bytes must be positive, --step-timeout not negative")
+	}
+	if c.ReadHeaderTimeout <= 0 || c.ReadTimeout <= 0 || c.WriteTimeout < 0 || c.ConnIdleTimeout <= 0 {
+		return fmt.Errorf("env serve: --read-header-timeout, --read-timeout and --conn-idle-timeout must be positive, --write-timeout not negative")
+	}
+	evict := c.EvictIdle
+	if evict <= 0 {
+		evict = -1 // never (ServerOptions reads 0 as its default)
 	}
 	tools, err := connectMCP(g, "env serve", c.Config, c.Env)
 	if err != nil {
@@ -89,7 +103,8 @@ func (c *EnvServeCmd) Run(g *Globals) (err error) {
 	}()
 	spec = tools.Spec(spec)
 	srv, err := remote.NewServer(spec, remote.ServerOptions{IdleTimeout: c.IdleTimeout, MaxSessions: c.MaxSessions,
-		MaxBodyBytes: c.MaxBodyBytes, StepTimeout: c.StepTimeout})
+		MaxBodyBytes: c.MaxBodyBytes, StepTimeout: c.StepTimeout, EvictIdle: evict,
+		ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, ConnIdleTimeout: c.ConnIdleTimeout})
 	if err != nil {
 		return err
 	}

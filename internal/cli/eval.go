@@ -3,11 +3,14 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/traj"
 )
 
 // EvalCmd evaluates a checkpoint on held-out tasks.
@@ -24,11 +27,16 @@ type EvalCmd struct {
 	Config     string `help:"Run configuration (YAML, e.g. the run's config.yaml) whose mcp block attaches MCP servers' tools to --env as in training; its other settings are not used." type:"existingfile" placeholder:"FILE"`
 }
 
-// Run prints pass@1 (greedy and sampled), pass@k, tool-use rate and mean turns.
+// Run prints pass@1 (greedy and sampled), pass@k, the episodes that did not end ok, tool-use
+// rate and mean turns.
 func (c *EvalCmd) Run(g *Globals) (err error) {
-	if c.Tasks < 1 || c.K < 0 || c.Slots < 1 || c.MaxTurns < 1 {
-		return fmt.Errorf("eval: --tasks, --slots and --max-turns must be positive and --k non-negative")
+	if c.MaxTurns < 1 {
+		return fmt.Errorf("eval: --max-turns must be positive, got %d", c.MaxTurns)
 	}
+	if err := (eval.Options{Tasks: c.Tasks, K: c.K, Slots: c.Slots, Rollout: rollout.Config{MaxContext: c.MaxContext}}).CheckSizes(); err != nil {
+		return err
+	}
+	fmt.Fprintf(g.Stderr, "loading checkpoint %s\n", c.Checkpoint)
 	ck, err := checkpoint.Load(c.Checkpoint)
 	if err != nil {
 		return err
@@ -53,6 +61,7 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 	}()
 	res, err := eval.Run(g.Ctx, ck.Model, ck.Tokenizer, 0, eval.Options{
 		Env: c.Env, Tasks: c.Tasks, K: c.K, Seed: c.Seed, Rollout: rc, Slots: c.Slots, Envs: g.Envs, NewEnv: tools.Factory(),
+		Progress: progressReporter(g.Stderr, isTerminal(g.Stderr), "eval "+c.Env, "episode"),
 	})
 	if err != nil {
 		return err
@@ -62,15 +71,45 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	w := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
+	return printEval(g.Stdout, res)
+}
+
+// printEval prints res as a table. Beside each pass rate it counts the episodes that did not end
+// ok, by status, so a 0% that comes from failing environments reads as such; a warning with the
+// first failure's error follows when any episode failed.
+func printEval(out io.Writer, res eval.Result) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	if res.Pass1Sampled == nil { // --k 0: greedy only
-		fmt.Fprintf(w, "env\ttasks\tpass@1 greedy\ttool use\tmean turns\tmean tokens\n")
-		fmt.Fprintf(w, "%s\t%d\t%.1f%%\t%.1f%%\t%.2f\t%.0f\n", res.Env, res.Tasks, 100*res.Pass1Greedy,
+		fmt.Fprintf(w, "env\ttasks\tpass@1 greedy\tnot ok\ttool use\tmean turns\tmean tokens\n")
+		fmt.Fprintf(w, "%s\t%d\t%.1f%%\t%s\t%.1f%%\t%.2f\t%.0f\n", res.Env, res.Tasks, 100*res.Pass1Greedy, notOK(res.Statuses),
 			100*res.ToolUseRate, res.MeanTurns, res.MeanTokens)
-		return w.Flush()
+	} else {
+		fmt.Fprintf(w, "env\ttasks\tpass@1 greedy\tnot ok greedy\tpass@1 sampled\tpass@%d\tnot ok sampled\ttool use\tmean turns\tmean tokens\n", res.K)
+		fmt.Fprintf(w, "%s\t%d\t%.1f%%\t%s\t%.1f%%\t%.1f%%\t%s\t%.1f%%\t%.2f\t%.0f\n", res.Env, res.Tasks, 100*res.Pass1Greedy, notOK(res.Statuses),
+			100**res.Pass1Sampled, 100**res.PassK, notOK(res.StatusesSampled), 100*res.ToolUseRate, res.MeanTurns, res.MeanTokens)
 	}
-	fmt.Fprintf(w, "env\ttasks\tpass@1 greedy\tpass@1 sampled\tpass@%d\ttool use\tmean turns\tmean tokens\n", c.K)
-	fmt.Fprintf(w, "%s\t%d\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%.2f\t%.0f\n", res.Env, res.Tasks, 100*res.Pass1Greedy,
-		100**res.Pass1Sampled, 100**res.PassK, 100*res.ToolUseRate, res.MeanTurns, res.MeanTokens)
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if n := res.Failed(); n > 0 {
+		total := res.Tasks * (1 + res.K)
+		_, err := fmt.Fprintf(out, "warning: %d of %d episodes failed (env_error or timeout) and count as unsolved; the first: %s\n",
+			n, total, res.FirstFailure)
+		return err
+	}
+	return nil
+}
+
+// notOK lists the counts of the statuses other than ok ("truncated 3, env_error 200"), or "0".
+func notOK(statuses map[string]int) string {
+	var parts []string
+	for s := traj.StatusOK + 1; s.Valid(); s++ {
+		if n := statuses[s.String()]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", s, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, ", ")
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,7 +16,7 @@ import (
 type TrainCmd struct {
 	Preset string   `help:"Built-in configuration (${presets}); default calc." placeholder:"NAME"`
 	Config string   `help:"YAML configuration file (instead of a preset)." type:"existingfile" placeholder:"FILE"`
-	Set    []string `help:"Override a setting, e.g. --set seed=2 --set phases.rl.steps=100." placeholder:"KEY=VALUE"`
+	Set    []string `help:"Override a setting, one KEY=VALUE per flag (the value is YAML, commas included), e.g. --set seed=2 --set phases.rl.steps=100 --set 'phases.rl.envs=[{name: calc, weight: 1}]'." placeholder:"KEY=VALUE" sep:"none"`
 	Resume string   `help:"Continue the run in this directory from its latest checkpoint (its own config is used)." type:"existingdir" placeholder:"DIR"`
 }
 
@@ -28,6 +29,7 @@ func (c *TrainCmd) Run(g *Globals) error {
 			return errors.New("train --resume continues a run with its own config: --preset, --config and --set do nothing with it")
 		}
 		var err error
+		fmt.Fprintf(g.Stderr, "resuming %s: loading its latest checkpoint\n", c.Resume)
 		if run, err = pipeline.Resume(c.Resume, opts); err != nil {
 			return err
 		}
@@ -42,6 +44,9 @@ func (c *TrainCmd) Run(g *Globals) error {
 	}
 	_, err := run.Train(g.Ctx)
 	if err != nil {
+		if g.Ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return &interrupted{msg: fmt.Sprintf("train %s stopped; its last checkpoint keeps its progress. Continue it with:\n  agentrl train --resume %s", run.Dir, shellQuote(run.Dir))}
+		}
 		return fmt.Errorf("train %s: %w", run.Dir, err)
 	}
 	return nil

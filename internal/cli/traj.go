@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/agentrl/agentrl/pipeline"
 	"github.com/agentrl/agentrl/tokenizer"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -19,6 +20,7 @@ type TrajCmd struct {
 	List   TrajListCmd   `cmd:"" help:"One line per trajectory: phase, step, env, seed, status, reward, turns, tokens."`
 	Show   TrajShowCmd   `cmd:"" help:"Replay trajectories as text, turn by turn, with tool calls, rewards and status."`
 	Export TrajExportCmd `cmd:"" help:"Write trajectories as JSON lines (the traj JSONL codec) to standard output."`
+	Repair TrajRepairCmd `cmd:"" help:"Rewrite a damaged trajectory file with only its intact records (the original is kept as <file>.damaged)."`
 }
 
 // trajSource is the PATH argument and the filters every traj command shares.
@@ -51,7 +53,8 @@ type entry struct {
 
 // read returns the trajectories that pass the filters, in file order. A file that ends in a torn
 // record (a run still writing, or one that was killed) yields every intact record and a note on
-// warn; damage before the end is an error, returned with what was read before it.
+// warn; damage before the end is skipped (the reader resynchronizes on the next intact record),
+// each stretch reported on warn with a pointer to 'traj repair'.
 func (s *trajSource) read(warn io.Writer) ([]entry, error) {
 	if s.First < 0 || s.Last < 0 {
 		return nil, errors.New("traj: --first and --last must not be negative")
@@ -81,6 +84,20 @@ func (s *trajSource) read(warn io.Writer) ([]entry, error) {
 		return nil, fmt.Errorf("traj: %s: %w", path, err)
 	}
 	defer r.Close()
+	var damaged, skipped int64
+	if err := r.Resync(func(d traj.Damage) {
+		damaged++
+		skipped += d.Bytes
+		fmt.Fprintf(warn, "warning: %s: skipped %s\n", path, d)
+	}); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if damaged > 0 {
+			fmt.Fprintf(warn, "warning: %s: skipped %d damaged stretch(es), %d bytes in all; every intact record was read. 'agentrl traj repair %s' rewrites the file without them (keeping the original)\n",
+				path, damaged, skipped, s.Path)
+		}
+	}()
 	var out []entry
 	for i := 0; ; i++ {
 		t, err := r.Read()
@@ -343,4 +360,42 @@ func (c *TrajExportCmd) Run(g *Globals) error {
 		rerr = err
 	}
 	return rerr
+}
+
+// TrajRepairCmd rewrites a damaged trajectory file with only its intact records.
+type TrajRepairCmd struct {
+	Path string `arg:"" help:"A run directory or a trajectories .atrs file."`
+}
+
+// Run repairs the file and prints what it dropped. A run directory is locked while it is
+// repaired, so a training writing to it is never cut under.
+func (c *TrajRepairCmd) Run(g *Globals) error {
+	src := trajSource{Path: c.Path}
+	path, err := src.file()
+	if err != nil {
+		return err
+	}
+	if st, err := os.Stat(c.Path); err == nil && st.IsDir() {
+		unlock, err := pipeline.LockRun(c.Path)
+		if err != nil {
+			return fmt.Errorf("traj repair: %w", err)
+		}
+		defer unlock()
+	}
+	rep, err := traj.Repair(path, "")
+	if err != nil {
+		return err
+	}
+	if rep.Unchanged {
+		fmt.Fprintf(g.Stdout, "%s: %d intact records, no damage: left as it was\n", path, rep.Records)
+		return nil
+	}
+	for _, d := range rep.Damage {
+		fmt.Fprintf(g.Stdout, "dropped %s\n", d)
+	}
+	if rep.Torn > 0 {
+		fmt.Fprintf(g.Stdout, "dropped a torn final record of %d bytes\n", rep.Torn)
+	}
+	fmt.Fprintf(g.Stdout, "%s: kept %d intact records, dropped %d bytes; the original is at %s\n", path, rep.Records, rep.Dropped(), rep.Backup)
+	return nil
 }

@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -146,14 +146,34 @@ func TestTrajListShowExport(t *testing.T) {
 	if err != nil || tableRows(out) != len(all)-1 || !strings.Contains(errOut, "torn record") {
 		t.Fatalf("torn tail: %d rows, %v, stderr %q", tableRows(out), err, errOut)
 	}
-	// Damage before the end is an error, after the rows read before it.
+	// Damage before the end is skipped and reported: every intact record after it is read, and
+	// the warning says how to repair the file.
 	damaged := bytes.Clone(b)
 	damaged[traj.StreamHeaderLen+20] ^= 0xff
 	if err := os.WriteFile(torn, damaged, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := runSplit("traj", "list", torn); !errors.Is(err, traj.ErrCorrupt) {
-		t.Fatalf("damaged stream: %v", err)
+	out, errOut, err = runSplit("traj", "list", torn)
+	if err != nil || tableRows(out) != len(all)-1 || !strings.Contains(errOut, "skipped") || !strings.Contains(errOut, "agentrl traj repair "+torn) {
+		t.Fatalf("damaged stream: %d rows, %v, stderr %q", tableRows(out), err, errOut)
+	}
+	if out, _, err := runSplit("traj", "export", torn); err != nil || strings.Count(out, "\n") != len(all)-1 {
+		t.Fatalf("export of a damaged stream: %v, %d lines", err, strings.Count(out, "\n"))
+	}
+	// traj repair keeps the intact records, says what it dropped and keeps the original.
+	out, _, err = runSplit("traj", "repair", torn)
+	if err != nil || !strings.Contains(out, fmt.Sprintf("kept %d intact records", len(all)-1)) || !strings.Contains(out, torn+".damaged") {
+		t.Fatalf("repair: %v\n%s", err, out)
+	}
+	if orig, err := os.ReadFile(torn + ".damaged"); err != nil || !bytes.Equal(orig, damaged) {
+		t.Fatalf("the original is not kept: %v", err)
+	}
+	out, errOut, err = runSplit("traj", "list", torn)
+	if err != nil || tableRows(out) != len(all)-1 || errOut != "" {
+		t.Fatalf("repaired stream: %d rows, %v, stderr %q", tableRows(out), err, errOut)
+	}
+	if out, _, err := runSplit("traj", "repair", dir); err != nil || !strings.Contains(out, "no damage") {
+		t.Fatalf("repair of an intact run: %v\n%s", err, out)
 	}
 }
 

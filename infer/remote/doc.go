@@ -1,0 +1,29 @@
+// Package remote is an infer.Generator over HTTP: token ids go to inference servers and token
+// ids, their logprobs and policy versions come back, so rollouts can generate on other processes
+// and hosts without re-tokenizing anything.
+//
+// One client speaks three dialects, chosen per server:
+//
+//   - "agentrl": `agentrl serve`'s training route, POST /agentrl/v1/generate with an
+//     infer.Request, answered by an infer.Completion: logprobs under the distribution actually
+//     sampled from and the policy version of every token, exactly as the in-process engine gives
+//     them (the same seed gives the same tokens).
+//   - "vllm": POST /v1/completions with the prompt as token ids, logprobs 0 (the sampled token's),
+//     return_token_ids and return_tokens_as_token_ids (vLLM ≥ 0.10.2). vLLM reports no version
+//     per token: a completion carries the version last confirmed for that server (SetVersion,
+//     called after a weight update succeeded there).
+//   - "sglang": POST /generate with input_ids and return_logprob (SGLang ≥ 0.4.6); tokens and
+//     logprobs come from meta_info.output_token_logprobs, the version from
+//     meta_info.weight_version when the server reports one.
+//
+// A Router spreads requests over servers: least outstanding requests, sticky by Request.Session
+// (an episode's turns share a server's prefix cache), a deadline on every call, health checks
+// that eject a failing server and re-admit it when it answers again. A call that fails before a
+// completion arrived is resubmitted to another server: generation is idempotent until the
+// environment sees its output. A completion whose token ids are missing, or whose logprobs do not
+// match its tokens one to one, is refused with an error (never zero-padded); so are vLLM logprobs
+// taken before temperature, top-k and top-p unless the server is declared to return processed
+// logprobs.
+//
+// It does not start servers, publish weights or decide what to train on; the trainer does.
+package remote

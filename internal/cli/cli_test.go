@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// cancelWriter cancels when what it has been written contains at.
+type cancelWriter struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	at     string
+	cancel context.CancelFunc
+}
+
+func (w *cancelWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.at) {
+		w.cancel()
+	}
+	return n, err
+}
+
+// An interrupted training says how to resume it, exactly, and exits 130 (issue 13, item 11).
+func TestInterruptPrintsResumeCommand(t *testing.T) {
+	runs := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &cancelWriter{at: "sft step 1/3", cancel: cancel}
+	err := Main(ctx, tinyTrain(runs), w, w)
+	if err == nil {
+		t.Fatal("an interrupted run reported success")
+	}
+	want := "agentrl train --resume " + runs + "/cli"
+	if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "context canceled") {
+		t.Fatalf("err = %v, want the resume command %q", err, want)
+	}
+	if code := ExitCode(err); code != 130 {
+		t.Fatalf("exit status %d, want 130", code)
+	}
+	if code := ExitCode(context.Canceled); code != 1 {
+		t.Fatalf("a plain error's exit status %d, want 1", code)
+	}
+}
+
+// --version and the help command (item 12).
+func TestVersionAndHelp(t *testing.T) {
+	out, err := runCLI(t, "--version")
+	if err != nil || !strings.HasPrefix(out, "agentrl ") || !strings.Contains(out, runtime.Version()) {
+		t.Fatalf("--version: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, "help")
+	if err != nil || !strings.Contains(out, "Usage: agentrl <command>") {
+		t.Fatalf("help: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, "help", "env", "serve")
+	if err != nil || !strings.Contains(out, "Usage: agentrl env serve") {
+		t.Fatalf("help env serve: %v\n%s", err, out)
+	}
+}
+
+// --set takes one KEY=VALUE per flag: a list value keeps its commas, and switching a loss's
+// policy gives its defaults (item 10).
+func TestSetKeepsCommas(t *testing.T) {
+	out, err := runCLI(t, "config", "show", "--set", "phases.rl.envs=[{name: calc, weight: 1}, {name: maze, weight: 2}]",
+		"--set", "phases.rl.rl.loss.policy=gspo")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"name: maze", "weight: 2", "policy: gspo", "clip_low: 0.0003"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("config show lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// Sizes given on eval's command line are bounded before the checkpoint is read (item 8).
+func TestEvalSizeFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--k", "99999999999"}, "eval.MaxK"},
+		{[]string{"--tasks", "99999999999"}, "eval.MaxTasks"},
+		{[]string{"--slots", "100000000"}, "local.MaxSlots"},
+		{[]string{"--tasks", "100000", "--k", "1000", "--max-context", "512"}, "eval.MaxEpisodeTokens"},
+	} {
+		out, err := runCLI(t, append([]string{"eval", "--checkpoint", dir}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("eval %v: err = %v, want %q\n%s", c.args, err, c.want, out)
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentrl/agentrl/infer/local"
+	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/traj"
+)
+
+// AsyncConfig makes an RL phase asynchronous: generation of the next steps' episodes runs while
+// the learner trains, under whatever weights are current (partial rollouts: an episode in flight
+// continues under new weights, and every token records the version that sampled it).
+type AsyncConfig struct {
+	// MaxStaleness η bounds how many policy versions a trained token may lag the learner. It is
+	// enforced where episodes start (generation runs at most η steps ahead of the learner) and where
+	// the learner consumes them (an episode whose oldest policy token lags by more than η is
+	// dropped and counted). 1 is one-step overlap.
+	MaxStaleness int `yaml:"max_staleness"`
+}
+
+// maxStaleness is the largest accepted η; above warnStaleness the run says the bound is loose.
+const (
+	maxStaleness  = 16
+	warnStaleness = 8
+)
+
+func (a *AsyncConfig) validate(r *RLConfig) error {
+	if a.MaxStaleness < 1 || a.MaxStaleness > maxStaleness {
+		return fmt.Errorf("rl.async.max_staleness must be in [1, %d], got %d", maxStaleness, a.MaxStaleness)
+	}
+	if r.Loss.Correction.Level == "" {
+		return fmt.Errorf("rl.async trains on tokens sampled by older policies: it needs an importance correction against the behaviour logprobs (rl.loss.correction.level: token or sequence, decoupled PPO), not plain on-policy PPO")
+	}
+	return nil
+}
+
+// asyncBatch is one step's sampling, made ahead of the learner.
+type asyncBatch struct {
+	step    int
+	sampled []*traj.Trajectory
+	groups  [][]*traj.Trajectory
+	fill    reward.FillStats
+	genTime time.Duration
+	err     error
+}
+
+// asyncStats are what an asynchronous step adds to the metrics.
+type asyncStats struct {
+	droppedStale int     // trajectories past the staleness bound
+	learnerWait  float64 // seconds the learner waited for the batch
+	ahead        int     // batches sampled or sampling beyond this one when it was taken
+}
+
+// runRLAsync is runRL with generation running ahead of the learner. A producer samples the steps'
+// batches in order, each under the weights current while it runs; it may start step s only
+// while s − (steps the learner has finished) ≤ η. The learner takes them in order, drops what
+// lags more than η versions, trains, and loads the new weights into the engine without waiting
+// for the switch: episodes in flight continue under them.
+//
+// Sampling order depends on when weights change, so an asynchronous run is not reproducible to
+// the bit; the staleness bound and the accounting of every drop are what hold.
+func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error {
+	c := p.RL
+	eta := c.Async.MaxStaleness
+	if eta > warnStaleness {
+		r.printf("warning: %s: rl.async.max_staleness %d trains on tokens up to %d versions old\n", p.Name, eta, eta)
+	}
+	upd, err := r.newRLUpdate(p, start)
+	if err != nil {
+		return err
+	}
+	eng, err := local.NewEngine(r.model, r.version, local.EngineConfig{Slots: r.Cfg.Rollout.EngineSlots, MaxLen: r.Cfg.Rollout.MaxContext})
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	mon := newMonitor(r.Cfg.Monitor)
+	bar := r.newProgress(p.Name, p.Steps)
+	defer bar.finish()
+
+	pctx, cancel := context.WithCancel(ctx)
+	// admit holds one token per step sampled or sampling and not yet trained: η+1 of them let the
+	// producer run η steps ahead of the step the learner trains.
+	admit := make(chan struct{}, eta+1)
+	batches := make(chan asyncBatch, eta+1)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	wg.Go(func() {
+		defer close(batches)
+		for s := start; s < p.Steps; s++ {
+			select {
+			case admit <- struct{}{}:
+			case <-pctx.Done():
+				return
+			}
+			t0 := r.now()
+			sampled, groups, fill, err := r.sampleRL(pctx, eng, p, s, r.stepRNG(pi, s, 3))
+			b := asyncBatch{step: s, sampled: sampled, groups: groups, fill: fill, genTime: r.now().Sub(t0), err: err}
+			select {
+			case batches <- b:
+			case <-pctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+
+	for step := start; step < p.Steps; step++ {
+		w0 := r.now()
+		var b asyncBatch
+		var ok bool
+		select {
+		case b, ok = <-batches:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !ok {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return fmt.Errorf("step %d: sampling stopped", step)
+		}
+		if b.err != nil {
+			return fmt.Errorf("step %d: sample: %w", step, b.err)
+		}
+		if b.step != step {
+			return fmt.Errorf("step %d: sampler delivered step %d", step, b.step) // a programming error
+		}
+		st0 := r.now()
+		as := &asyncStats{learnerWait: st0.Sub(w0).Seconds(), ahead: len(batches)}
+		if err := r.record(p.Name, step+1, b.sampled); err != nil {
+			return err
+		}
+		groups, dropped := dropStale(b.groups, r.version, int32(eta))
+		as.droppedStale = dropped
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(b.sampled, groups), fill: b.fill, async: as}
+		if trajs := slices.Concat(groups...); len(trajs) > 0 {
+			upd.Learner.Step = step
+			// The sampling RNG belongs to the producer; the learner shuffles with its own.
+			rep, err := upd.Step(trajs, r.version, r.stepRNG(pi, step, 4))
+			if err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
+			}
+			st.learn = &rep
+			r.version++
+			if _, err := eng.LoadWeights(r.model, r.version); err != nil {
+				return err
+			}
+		}
+		<-admit // this step is trained: the producer may start one more
+		st.times = stepTimes{generateEnv: b.genTime.Seconds(), train: r.now().Sub(st0).Seconds(), step: r.now().Sub(w0).Seconds(), elapsed: r.now().Sub(r.start).Seconds()}
+		if err := r.logRL(st, mon, bar); err != nil {
+			return err
+		}
+		if e := r.Cfg.Eval.Every; e > 0 && (step+1)%e == 0 && step+1 < p.Steps {
+			if err := r.evaluate(ctx, fmt.Sprintf("%s-%d", p.Name, step+1)); err != nil {
+				return err
+			}
+		}
+		if err := r.afterStep(upd.Learner, pi, step); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropStale removes from groups every trajectory whose oldest policy token lags version by more
+// than eta, and returns the groups left (empty ones removed) and how many it dropped. A group
+// keeps its other members: their advantages are then estimated within the smaller group.
+func dropStale(groups [][]*traj.Trajectory, version, eta int32) ([][]*traj.Trajectory, int) {
+	var out [][]*traj.Trajectory
+	dropped := 0
+	for _, g := range groups {
+		var keep []*traj.Trajectory
+		for _, t := range g {
+			if oldest, ok := oldestVersion(t); ok && version-oldest > eta {
+				dropped++
+				continue
+			}
+			keep = append(keep, t)
+		}
+		if len(keep) > 0 {
+			out = append(out, keep)
+		}
+	}
+	return out, dropped
+}
+
+// oldestVersion is the smallest policy version among t's sampled tokens.
+func oldestVersion(t *traj.Trajectory) (int32, bool) {
+	oldest, ok := int32(0), false
+	for i, v := range t.Versions {
+		if t.LossMask[i] && v != traj.NoVersion && (!ok || v < oldest) {
+			oldest, ok = v, true
+		}
+	}
+	return oldest, ok
+}
