@@ -51,6 +51,7 @@ type Engine struct {
 	mcfg   model.Config
 	vocab  int
 	submit chan *job
+	wake   chan struct{} // a weight load for an idle loop (buffered: a wake-up is never lost)
 	quit   chan struct{}
 	wg     sync.WaitGroup
 
@@ -64,9 +65,10 @@ type Engine struct {
 
 // job is one request in flight; its fields after req are owned by the engine goroutine.
 type job struct {
-	ctx  context.Context
-	req  infer.Request
-	done chan result
+	ctx    context.Context
+	req    infer.Request
+	done   chan result
+	onStep func(Step) // nil, or called with every sampled token (GenerateStream)
 
 	rng    *rand.Rand
 	slot   int
@@ -120,6 +122,7 @@ func NewEngine(m *model.Model, version int32, cfg EngineConfig) (*Engine, error)
 		mcfg:    m.Cfg,
 		vocab:   m.Cfg.Vocab,
 		submit:  make(chan *job),
+		wake:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		version: version,
 	}
@@ -162,7 +165,7 @@ func (e *Engine) LoadWeights(src *model.Model, version int32) (<-chan struct{}, 
 	applied := e.applied
 	// Wake an idle loop so the switch happens now rather than at the next request.
 	select {
-	case e.submit <- nil:
+	case e.wake <- struct{}{}:
 	default:
 	}
 	return applied, nil
@@ -184,10 +187,14 @@ func (e *Engine) Close() error {
 
 // Generate implements Generator.
 func (e *Engine) Generate(ctx context.Context, req infer.Request) (infer.Completion, error) {
+	return e.generate(ctx, req, nil)
+}
+
+func (e *Engine) generate(ctx context.Context, req infer.Request, onStep func(Step)) (infer.Completion, error) {
 	if err := e.check(req); err != nil {
 		return infer.Completion{}, err
 	}
-	j := &job{ctx: ctx, req: req, done: make(chan result, 1)}
+	j := &job{ctx: ctx, req: req, done: make(chan result, 1), onStep: onStep}
 	select {
 	case e.submit <- j:
 	case <-ctx.Done():
@@ -284,6 +291,8 @@ func (e *Engine) loop(m *model.Model, cache *model.KVCache) {
 			select {
 			case j := <-e.submit:
 				enqueue(j)
+			case <-e.wake:
+				continue
 			case <-e.quit:
 				return
 			}
@@ -404,6 +413,9 @@ func (e *Engine) emit(j *job, row []float32, version int32, sp *sampler) (bool, 
 	j.out.Versions = append(j.out.Versions, version)
 	j.next = tok
 	j.budget--
+	if j.onStep != nil {
+		j.onStep(Step{Token: tok, Logprob: lp, Version: version, Logits: row})
+	}
 	for _, s := range j.req.Stop {
 		if tok == s {
 			j.out.Finish = infer.FinishStop

@@ -63,6 +63,11 @@ var rules = []rule{
 		why:      "a rollout worker talks to a Generator; it must not link the kernels of the local engine",
 	},
 	{
+		subjects: []string{"infer/serve"},
+		forbid:   []string{"learn", "pipeline", "rollout", "algo"},
+		why:      "agentrl serve holds a policy and its engine, never the trainer or the agent loop",
+	},
+	{
 		subjects: []string{"eval", "tool/mcp"},
 		forbid:   []string{"learn", "pipeline"},
 		why:      "agentrl eval and agentrl env serve must not link the trainer",

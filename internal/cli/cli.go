@@ -29,6 +29,7 @@ type CLI struct {
 	Eval   EvalCmd   `cmd:"" help:"Evaluate a checkpoint on held-out tasks (pass@1, pass@k)."`
 	Config ConfigCmd `cmd:"" help:"Inspect configuration."`
 	Env    EnvCmd    `cmd:"" help:"List and serve environments."`
+	Serve  ServeCmd  `cmd:"" help:"Serve a checkpoint as an OpenAI-compatible HTTP server (completions, chat with tools, the agentrl token route, weight updates)."`
 	Traj   TrajCmd   `cmd:"" help:"List, replay and export a run's trajectories."`
 	Bench  BenchCmd  `cmd:"" help:"Measure performance."`
 	Help   HelpCmd   `cmd:"" help:"Show help for agentrl or one of its commands."`

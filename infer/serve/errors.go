@@ -1,0 +1,131 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Error types, as OpenAI names them.
+const (
+	typeInvalid  = "invalid_request_error"
+	typeAuth     = "authentication_error"
+	typePerm     = "permission_error"
+	typeNotFound = "not_found_error"
+	typeConflict = "conflict_error"
+	typeOverload = "overloaded_error"
+	typeServer   = "server_error"
+)
+
+// apiError is an error answered as OpenAI does: {"error": {"message", "type", "param", "code"}}.
+type apiError struct {
+	status  int
+	typ     string
+	code    string
+	param   string
+	message string
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func badRequest(param, format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, typ: typeInvalid, code: "invalid_value", param: param, message: fmt.Sprintf(format, args...)}
+}
+
+func unsupported(param, format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, typ: typeInvalid, code: "unsupported_value", param: param, message: fmt.Sprintf(format, args...)}
+}
+
+// toAPIError makes err an *apiError: a deadline is a 504, anything else unknown a 500 whose
+// message is kept.
+func toAPIError(err error) *apiError {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, context.Canceled): // the client went away: nobody reads this
+		return &apiError{status: 499, typ: typeInvalid, code: "client_closed_request", message: "the client closed the request"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &apiError{status: http.StatusGatewayTimeout, typ: typeServer, code: "timeout", message: "the request took longer than the server allows"}
+	}
+	return &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "internal_error", message: err.Error()}
+}
+
+// writeError answers err as JSON.
+func writeError(w http.ResponseWriter, err error) {
+	ae := toAPIError(err)
+	body := struct {
+		Error struct {
+			Message string  `json:"message"`
+			Type    string  `json:"type"`
+			Param   *string `json:"param"`
+			Code    *string `json:"code"`
+		} `json:"error"`
+	}{}
+	body.Error.Message, body.Error.Type = ae.message, ae.typ
+	if ae.param != "" {
+		body.Error.Param = &ae.param
+	}
+	if ae.code != "" {
+		body.Error.Code = &ae.code
+	}
+	writeJSON(w, ae.status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // tool-call tags stay readable
+	_ = enc.Encode(v)
+}
+
+// bodyReadTimeout bounds reading one request body, so a client that trickles its body does not
+// hold a handler; the weights route has its own.
+const bodyReadTimeout = 30 * time.Second
+
+// decodeJSON reads r's body, at most limit bytes within timeout, into v, whatever the
+// Content-Type says (curl -d sends a form type). strict refuses unknown fields (the agentrl
+// routes); the OpenAI routes ignore them as OpenAI-compatible servers do.
+func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, v any, strict bool) error {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(timeout))
+	defer rc.SetReadDeadline(time.Time{})
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		return bodyError(err, limit)
+	}
+	return decodeBody(data, v, strict)
+}
+
+// decodeBody decodes one JSON value from data into v; the fuzz tests call it directly.
+func decodeBody(data []byte, v any, strict bool) error {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return badRequest("", "the request body is empty: it must be a JSON object")
+		}
+		return badRequest("", "malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return badRequest("", "malformed JSON body: data after the JSON object")
+	}
+	return nil
+}
+
+func bodyError(err error, limit int64) error {
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return &apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalid, code: "body_too_large",
+			message: fmt.Sprintf("the request body is larger than %d bytes", limit)}
+	}
+	return &apiError{status: http.StatusBadRequest, typ: typeInvalid, code: "body_unreadable", message: "reading the request body: " + err.Error()}
+}

@@ -1,0 +1,349 @@
+// Package serve is a trained policy as an HTTP server (agentrl serve): OpenAI-compatible
+// completions and chat completions (with tools, streaming, logprobs and vLLM's token-id
+// extensions), the agentrl token route that gives training exactly what the in-process
+// Generator gives (tokens, logprobs under the distribution actually sampled from, the policy
+// version of every token), weight updates while requests are in flight, /health, /v1/models and
+// Prometheus /metrics. Every client shares one local.Engine, so requests from all of them are
+// decoded together (continuous batching); a client that disconnects ends its generation at the
+// next decode step and frees its slot.
+//
+// Security: Listen refuses a non-loopback address unless the server has an API key or insecure
+// is asked for explicitly; with a key, every /v1 and /agentrl route needs it as a bearer token;
+// the weight routes always need it (without a key they are disabled). Bodies are bounded and
+// read under a deadline; malformed requests get OpenAI-style JSON errors with a 4xx status.
+//
+// It does not tokenize with anything but the checkpoint's tokenizer and ChatML template, run
+// tools (the client runs them: tool calls come back as tool_calls), compute prompt logprobs
+// (echo with logprobs is refused), or route between servers (the remote Generator does).
+package serve
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/infer/local"
+	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/tokenizer"
+)
+
+// Options configure a Server. Zero fields take the defaults below.
+type Options struct {
+	// ModelName is the id of the one model served (/v1/models, the "model" field). Default "agentrl".
+	ModelName string
+	// Slots is how many sequences decode together; more requests wait. Default 32.
+	Slots int
+	// MaxLen bounds prompt + completion tokens of one sequence; 0 means the model's max_seq.
+	MaxLen int
+	// Version is the policy version of the checkpoint's weights. Weight updates must exceed it.
+	Version int32
+	// APIKey, when set, is required as "Authorization: Bearer KEY" on /v1 and /agentrl routes.
+	// Without it the weight routes are disabled.
+	APIKey string
+	// MaxBodyBytes bounds a generation request's body. Default 8 MiB.
+	MaxBodyBytes int64
+	// MaxWeightBytes bounds a pushed model.safetensors. Default 4 GiB.
+	MaxWeightBytes int64
+	// MaxPending bounds the generations in flight (running or waiting for a slot); a request that
+	// would exceed it gets 429. Default 4096.
+	MaxPending int
+	// RequestTimeout bounds one request's generation. Default 10 minutes.
+	RequestTimeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.ModelName == "" {
+		o.ModelName = "agentrl"
+	}
+	if o.Slots == 0 {
+		o.Slots = 32
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = 8 << 20
+	}
+	if o.MaxWeightBytes == 0 {
+		o.MaxWeightBytes = 4 << 30
+	}
+	if o.MaxPending == 0 {
+		o.MaxPending = 4096
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = 10 * time.Minute
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.Slots < 1:
+		return fmt.Errorf("serve: slots must be at least 1, got %d", o.Slots)
+	case o.MaxLen < 0:
+		return fmt.Errorf("serve: max length must not be negative, got %d", o.MaxLen)
+	case o.MaxBodyBytes < 1 || o.MaxWeightBytes < 1 || o.MaxPending < 1 || o.RequestTimeout < 0:
+		return errors.New("serve: body limits, max pending and the request timeout must be positive")
+	case o.Version < 0:
+		return fmt.Errorf("serve: version must not be negative, got %d", o.Version)
+	}
+	return nil
+}
+
+// Server serves one policy. It is an http.Handler; Serve runs it on a listener.
+type Server struct {
+	opts       Options
+	eng        *local.Engine
+	tok        *tokenizer.Tokenizer
+	mcfg       model.Config
+	maxLen     int
+	configJSON []byte // the checkpoint's config.json, for pushed weights
+	created    int64
+	met        *metrics
+	routes     map[string]route
+
+	stopIDs []int32 // the end of a chat turn and of text: default stop tokens
+
+	wmu    sync.Mutex // serializes weight updates
+	latest int32      // the highest version accepted (loaded or being loaded); under wmu
+
+	pending atomic.Int64 // generations in flight
+}
+
+type route struct {
+	method string
+	auth   authLevel
+	handle func(w http.ResponseWriter, r *http.Request) error
+}
+
+type authLevel int
+
+const (
+	authNone   authLevel = iota // /health, /metrics
+	authKey                     // the key when the server has one
+	authAlways                  // the key, and the server must have one
+)
+
+// Open loads the checkpoint folder dir (model.safetensors, config.json, tokenizer.json) and
+// starts a server over it.
+func Open(dir string, opts Options) (*Server, error) {
+	ck, err := checkpoint.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	cfgJSON, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	return New(ck.Model, ck.Tokenizer, cfgJSON, opts)
+}
+
+// New starts a server over m (copied: the caller may keep using it) and tok. configJSON is the
+// checkpoint's config.json, which pushed weights are read against.
+func New(m *model.Model, tok *tokenizer.Tokenizer, configJSON []byte, opts Options) (*Server, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if m == nil || tok == nil {
+		return nil, errors.New("serve: New needs a model and a tokenizer")
+	}
+	if tok.VocabSize() > m.Cfg.Vocab {
+		return nil, fmt.Errorf("serve: the tokenizer has %d ids but the model only %d", tok.VocabSize(), m.Cfg.Vocab)
+	}
+	eng, err := local.NewEngine(m, opts.Version, local.EngineConfig{Slots: opts.Slots, MaxLen: opts.MaxLen})
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	s := &Server{
+		opts:       opts,
+		eng:        eng,
+		tok:        tok,
+		mcfg:       m.Cfg,
+		maxLen:     opts.MaxLen,
+		configJSON: configJSON,
+		created:    time.Now().Unix(),
+		latest:     opts.Version,
+	}
+	if s.maxLen == 0 {
+		s.maxLen = m.Cfg.MaxSeq
+	}
+	s.stopIDs = []int32{tok.EndOfTurn()}
+	if id, ok := tok.SpecialID(tokenizer.EndOfText); ok && id != tok.EndOfTurn() {
+		s.stopIDs = append(s.stopIDs, id)
+	}
+	s.met = newMetrics(s)
+	s.routes = map[string]route{
+		"/health":                {http.MethodGet, authNone, s.handleHealth},
+		"/metrics":               {http.MethodGet, authNone, s.handleMetrics},
+		"/v1/models":             {http.MethodGet, authKey, s.handleModels},
+		"/v1/completions":        {http.MethodPost, authKey, s.handleCompletions},
+		"/v1/chat/completions":   {http.MethodPost, authKey, s.handleChat},
+		"/agentrl/v1/generate":   {http.MethodPost, authKey, s.handleGenerate},
+		"/agentrl/v1/weights":    {http.MethodPost, authAlways, s.handleWeights},
+		"/agentrl/v1/version":    {http.MethodGet, authKey, s.handleVersion},
+		"/agentrl/v1/tokenize":   {http.MethodPost, authKey, s.handleTokenize},
+		"/agentrl/v1/detokenize": {http.MethodPost, authKey, s.handleDetokenize},
+	}
+	return s, nil
+}
+
+// Version is the policy version of the weights in use.
+func (s *Server) Version() int32 { return s.eng.Version() }
+
+// Engine is the engine every request shares.
+func (s *Server) Engine() *local.Engine { return s.eng }
+
+// Close stops the engine; requests in flight fail.
+func (s *Server) Close() error { return s.eng.Close() }
+
+// ServeHTTP routes a request, checks its method and key, and answers every failure, including a
+// panic, as an OpenAI-style JSON error.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w}
+	rt, ok := s.routes[r.URL.Path]
+	name := r.URL.Path
+	if !ok {
+		name = "other"
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			if !rec.wrote {
+				writeError(rec, fmt.Errorf("serve: internal error: %v", p))
+			}
+		}
+		s.met.observe(name, rec.status, time.Since(start))
+	}()
+	if !ok {
+		writeError(rec, &apiError{status: http.StatusNotFound, typ: typeNotFound, code: "unknown_url",
+			message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
+		return
+	}
+	if r.Method != rt.method {
+		rec.Header().Set("Allow", rt.method)
+		writeError(rec, &apiError{status: http.StatusMethodNotAllowed, typ: typeInvalid, code: "method_not_allowed",
+			message: fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, rt.method)})
+		return
+	}
+	if err := s.authorize(r, rt.auth); err != nil {
+		writeError(rec, err)
+		return
+	}
+	if err := rt.handle(rec, r); err != nil {
+		if !rec.wrote {
+			writeError(rec, err)
+		}
+	}
+}
+
+func (s *Server) authorize(r *http.Request, lvl authLevel) error {
+	if lvl == authNone || (lvl == authKey && s.opts.APIKey == "") {
+		return nil
+	}
+	if s.opts.APIKey == "" {
+		return &apiError{status: http.StatusForbidden, typ: typePerm, code: "weights_disabled",
+			message: "weight updates are disabled: start the server with an API key (--api-key or AGENTRL_API_KEY)"}
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.opts.APIKey)) != 1 {
+		return &apiError{status: http.StatusUnauthorized, typ: typeAuth, code: "invalid_api_key",
+			message: "missing or wrong API key: send Authorization: Bearer KEY"}
+	}
+	return nil
+}
+
+// statusRecorder remembers the status written, for metrics and the panic handler.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(p []byte) (int, error) {
+	if !r.wrote {
+		r.status, r.wrote = http.StatusOK, true
+	}
+	return r.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flushes, deadlines).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// CheckAddr refuses a listen address that is not loopback unless the server has an API key or
+// insecure is set.
+func CheckAddr(addr string, hasKey, insecure bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("serve: listen address %q: %w", addr, err)
+	}
+	if hasKey || insecure {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("serve: refusing to listen on %q without an API key: it is not a loopback address (give --api-key or AGENTRL_API_KEY, or --insecure to serve anyone who can connect)", addr)
+}
+
+// ShutdownGrace is how long Serve waits for requests in flight when its context ends.
+const ShutdownGrace = 10 * time.Second
+
+// Serve answers requests on ln until ctx ends, then shuts down gracefully and closes the engine.
+// Request contexts are not ctx's children: a request in flight finishes within ShutdownGrace.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          log.New(io.Discard, "", 0), // client hang-ups are not the server's news
+		// No ReadTimeout or WriteTimeout: bodies are read under their own deadline, streams write
+		// under a deadline per chunk, and a generation is bounded by Options.RequestTimeout.
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.Close()
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	grace, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	err := hs.Shutdown(grace)
+	cancel()
+	cancelBase()
+	if err != nil {
+		hs.Close()
+	}
+	<-errc
+	return s.Close()
+}
+
+// newID returns a response id with prefix.
+func newID(prefix string) string {
+	return fmt.Sprintf("%s-%016x", prefix, rand.Uint64())
+}

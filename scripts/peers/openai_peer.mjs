@@ -1,0 +1,46 @@
+// The official npm OpenAI client against `agentrl serve` (run by infer/serve's TestOpenAINodeClient):
+// completions with logprobs, streaming, chat with tools and the tool's answer, streamed chat.
+// Environment: AGENTRL_BASE_URL, AGENTRL_API_KEY, PEER_QUESTION, PEER_ANSWER. Prints "ok" or fails.
+import OpenAI from "openai";
+import assert from "node:assert/strict";
+
+const client = new OpenAI({ baseURL: process.env.AGENTRL_BASE_URL, apiKey: process.env.AGENTRL_API_KEY, maxRetries: 0, timeout: 60000 });
+const question = process.env.PEER_QUESTION;
+const answer = process.env.PEER_ANSWER;
+
+const comp = await client.completions.create({ model: "agentrl", prompt: "the agent", max_tokens: 6, seed: 3, logprobs: 2, ignore_eos: true, return_token_ids: true });
+assert.equal(comp.choices.length, 1);
+assert.equal(comp.choices[0].logprobs.token_logprobs.length, 6);
+assert.equal(comp.choices[0].token_ids.length, 6);
+
+let streamed = "";
+const stream = await client.completions.create({ model: "agentrl", prompt: "the agent", max_tokens: 6, seed: 3, ignore_eos: true, stream: true });
+for await (const chunk of stream) {
+  for (const ch of chunk.choices) streamed += ch.text;
+}
+assert.equal(streamed, comp.choices[0].text);
+
+const tools = [{ type: "function", function: { name: "calculator", description: "Evaluate an arithmetic expression.",
+  parameters: { type: "object", properties: { expression: { type: "string" } }, required: ["expression"] } } }];
+const messages = [{ role: "system", content: "You are a careful calculator." }, { role: "user", content: question }];
+const chat = await client.chat.completions.create({ model: "agentrl", messages, tools, temperature: 0, logprobs: true, top_logprobs: 2 });
+const msg = chat.choices[0].message;
+assert.equal(chat.choices[0].finish_reason, "tool_calls");
+assert.equal(msg.tool_calls.length, 1);
+assert.equal(msg.tool_calls[0].function.name, "calculator");
+assert.deepEqual(JSON.parse(msg.tool_calls[0].function.arguments), { expression: "12 + 30" });
+assert.ok(chat.choices[0].logprobs.content.length > 0);
+
+const second = await client.chat.completions.create({ model: "agentrl", tools, temperature: 0,
+  messages: [...messages, msg, { role: "tool", tool_call_id: msg.tool_calls[0].id, content: "42" }] });
+assert.equal(second.choices[0].finish_reason, "stop");
+assert.equal(second.choices[0].message.content, answer);
+
+// The client's stream helper accumulates content and tool-call deltas.
+const runner = client.chat.completions.stream({ model: "agentrl", messages, tools, temperature: 0 });
+const final = await runner.finalChatCompletion();
+assert.equal(final.choices[0].finish_reason, "tool_calls");
+assert.equal(final.choices[0].message.tool_calls[0].function.arguments, '{"expression":"12 + 30"}');
+
+await assert.rejects(client.completions.create({ model: "agentrl", prompt: "a", logprobs: 50 }), (err) => err.status === 400);
+console.log("ok");
