@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/agentrl/agentrl/env"
@@ -33,24 +30,6 @@ func mcpEnvs() *env.Registry {
 		panic(err)
 	}
 	return r
-}
-
-// everythingServer returns node and the entry point of @modelcontextprotocol/server-everything
-// installed by scripts/setup, skipping when either is absent.
-func everythingServer(t *testing.T) (node, script string) {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: MCP stdio test against server-everything skipped")
-	}
-	script, err = filepath.Abs("../scripts/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(script); err != nil {
-		t.Skip("server-everything is not installed (run scripts/setup): MCP stdio test skipped")
-	}
-	return node, script
 }
 
 // mcpRunYAML is a complete, small run configuration (one supervised phase on test-mcp-echo,
@@ -81,51 +60,13 @@ func mcpRunYAML(t *testing.T, runs, mcpBlock string) string {
 	return path
 }
 
-// stdioBlock is an mcp block running server-everything through sh, which first writes its
-// process id to $PIDFILE: a relative name, so the file lands in dir, which proves both env and
-// dir reach the server. The server attaches to test-mcp-echo as ev_echo.
-func stdioBlock(t *testing.T, dir string) string {
-	node, script := everythingServer(t)
-	return fmt.Sprintf(`mcp:
-  servers:
-  - name: everything
-    command: /bin/sh
-    args: ["-c", 'echo $$ > "$PIDFILE"; exec "$0" "$@"', %q, %q, stdio]
-    env: {PIDFILE: server.pid}
-    dir: %q
-  envs:
-    test-mcp-echo:
-    - server: everything
-      tools: [echo]
-      prefix: ev_
-`, node, script, dir)
-}
-
-func serverPID(t *testing.T, dir string) int {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "server.pid"))
-	if err != nil {
-		t.Fatalf("the server did not write its pid in dir (env or dir not applied): %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid
-}
-
-// processGone reports whether pid no longer exists (the server exited and was reaped).
-func processGone(pid int) bool {
-	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
-}
-
 // A run configured from YAML connects the stdio server once, attaches its echo tool to the
 // environment, and the episodes call it: every demonstration of the supervised phase holds an
 // ev_echo call whose result is the server's reply, and the reward the environment gave for
 // answering with it. When the run ends the server has exited.
 func TestMCPRunFromYAML(t *testing.T) {
 	serverDir := t.TempDir()
-	path := mcpRunYAML(t, t.TempDir(), stdioBlock(t, serverDir))
+	path := mcpRunYAML(t, t.TempDir(), mcptest.StdioBlock(t, serverDir))
 	cfg, err := Load(mcpEnvs(), "", path, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +82,7 @@ func TestMCPRunFromYAML(t *testing.T) {
 	if !strings.Contains(out.String(), "mcp tools: test-mcp-echo gets ev_echo") {
 		t.Errorf("the run's log does not say what was attached:\n%s", out.String())
 	}
-	if pid := serverPID(t, serverDir); !processGone(pid) {
+	if pid := mcptest.ServerPID(t, serverDir); !mcptest.ProcessGone(pid) {
 		t.Errorf("server process %d still exists after the run", pid)
 	}
 	saved, err := os.ReadFile(filepath.Join(run.Dir, "config.yaml"))
@@ -184,7 +125,7 @@ func TestMCPRunFromYAML(t *testing.T) {
 // A run that is cancelled mid-phase returns and leaves no server running.
 func TestMCPRunCancelledClosesServers(t *testing.T) {
 	serverDir := t.TempDir()
-	cfg, err := Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), stdioBlock(t, serverDir)), nil)
+	cfg, err := Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), mcptest.StdioBlock(t, serverDir)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +140,7 @@ func TestMCPRunCancelledClosesServers(t *testing.T) {
 	if _, err := run.Train(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Train: %v, want cancellation", err)
 	}
-	if pid := serverPID(t, serverDir); !processGone(pid) {
+	if pid := mcptest.ServerPID(t, serverDir); !mcptest.ProcessGone(pid) {
 		t.Errorf("server process %d still exists after the cancelled run", pid)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentrl/agentrl/tool/mcp/mcptest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -22,24 +23,6 @@ import (
 
 	"github.com/agentrl/agentrl/tool"
 )
-
-// everythingServer returns node and the entry point of @modelcontextprotocol/server-everything
-// installed by scripts/setup, skipping when either is absent.
-func everythingServer(t *testing.T) (node, script string) {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: MCP stdio test against server-everything skipped")
-	}
-	script, err = filepath.Abs("../../scripts/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(script); err != nil {
-		t.Skip("server-everything is not installed (run scripts/setup): MCP stdio test skipped")
-	}
-	return node, script
-}
 
 func toolByName(t *testing.T, tools []tool.Tool, name string) tool.Tool {
 	t.Helper()
@@ -88,7 +71,7 @@ func runMCPCalls(t *testing.T, tools []tool.Tool, calls []mcpCall) {
 }
 
 func TestMCPStdioEverything(t *testing.T) {
-	node, script := everythingServer(t)
+	node, script := mcptest.EverythingServer(t)
 	ctx := context.Background()
 	c, err := ConnectCommand(ctx, node, []string{script, "stdio"}, Options{Prefix: "ev_"})
 	if err != nil {
@@ -131,7 +114,7 @@ func TestMCPStdioEverything(t *testing.T) {
 // not repeated: the server may have acted on it); the next call starts the server again, and
 // Close ends the new process.
 func TestMCPStdioServerDies(t *testing.T) {
-	node, script := everythingServer(t)
+	node, script := mcptest.EverythingServer(t)
 	ctx := context.Background()
 	c, err := ConnectCommand(ctx, node, []string{script, "stdio"}, Options{Only: []string{"echo"}})
 	if err != nil {
@@ -342,7 +325,7 @@ func TestJoinContentAndTruncate(t *testing.T) {
 // ConnectExec runs the prepared command: the script path is relative to cmd.Dir and a
 // variable of cmd.Env reaches the server (its get-env tool prints its environment).
 func TestMCPExecDirAndEnv(t *testing.T) {
-	node, script := everythingServer(t)
+	node, script := mcptest.EverythingServer(t)
 	cmd := exec.Command(node, "dist/index.js", "stdio")
 	cmd.Dir = filepath.Dir(filepath.Dir(script))
 	cmd.Env = append(os.Environ(), "AGENTRL_MCP_TEST=dir-and-env")
@@ -430,7 +413,7 @@ func TestMCPConcurrentCalls(t *testing.T) {
 			func(i int) string { return strconv.Itoa(i + 1000) })
 	})
 	t.Run("stdio", func(t *testing.T) {
-		node, script := everythingServer(t)
+		node, script := mcptest.EverythingServer(t)
 		c, err := ConnectCommand(context.Background(), node, []string{script, "stdio"}, Options{Only: []string{"echo"}})
 		if err != nil {
 			t.Fatal(err)

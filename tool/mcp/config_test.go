@@ -2,13 +2,11 @@ package mcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,44 +49,6 @@ func runYAML(t *testing.T, mcpBlock string, envs ...string) string {
 	return path
 }
 
-// stdioBlock is an mcp block running server-everything through sh, which first writes its
-// process id to $PIDFILE: a relative name, so the file lands in dir, which proves both env and
-// dir reach the server. The server attaches to test-mcp-echo as ev_echo.
-func stdioBlock(t *testing.T, dir string) string {
-	node, script := everythingServer(t)
-	return fmt.Sprintf(`mcp:
-  servers:
-  - name: everything
-    command: /bin/sh
-    args: ["-c", 'echo $$ > "$PIDFILE"; exec "$0" "$@"', %q, %q, stdio]
-    env: {PIDFILE: server.pid}
-    dir: %q
-  envs:
-    test-mcp-echo:
-    - server: everything
-      tools: [echo]
-      prefix: ev_
-`, node, script, dir)
-}
-
-func serverPID(t *testing.T, dir string) int {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "server.pid"))
-	if err != nil {
-		t.Fatalf("the server did not write its pid in dir (env or dir not applied): %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid
-}
-
-// processGone reports whether pid no longer exists (the server exited and was reaped).
-func processGone(pid int) bool {
-	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
-}
-
 // mcpTok is a tokenizer for driving episodes without a run.
 func mcpTok(t *testing.T) *tokenizer.Tokenizer {
 	t.Helper()
@@ -125,7 +85,7 @@ func runEchoEpisodes(t *testing.T, tools *Toolbox, tok *tokenizer.Tokenizer, see
 // the server again.
 func TestMCPServerDiesMidRun(t *testing.T) {
 	serverDir := t.TempDir()
-	cfg, err := Load(testEnvs(), runYAML(t, stdioBlock(t, serverDir)))
+	cfg, err := Load(testEnvs(), runYAML(t, mcptest.StdioBlock(t, serverDir)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +100,7 @@ func TestMCPServerDiesMidRun(t *testing.T) {
 			t.Fatalf("before the server died: status %v reward %v %s", tr.Status, tr.Reward, tr.Error)
 		}
 	}
-	pid := serverPID(t, serverDir)
+	pid := mcptest.ServerPID(t, serverDir)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -162,8 +122,8 @@ func TestMCPServerDiesMidRun(t *testing.T) {
 			t.Errorf("after the restart: status %v reward %v %s", tr.Status, tr.Reward, tr.Error)
 		}
 	}
-	if again := serverPID(t, serverDir); again == pid || !processGone(pid) {
-		t.Errorf("server pid %d before, %d after; old one gone: %v", pid, again, processGone(pid))
+	if again := mcptest.ServerPID(t, serverDir); again == pid || !mcptest.ProcessGone(pid) {
+		t.Errorf("server pid %d before, %d after; old one gone: %v", pid, again, mcptest.ProcessGone(pid))
 	}
 	if err := tools.Close(); err != nil {
 		t.Errorf("Close after the restart: %v", err)
