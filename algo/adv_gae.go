@@ -17,9 +17,14 @@ import (
 // token (the state the action was taken in), r_k the turn's reward plus its dense token rewards
 // plus the outcome on the last turn. Every masked token of turn k gets A_k and the value target
 // R_k = A_k + V_k.
+//
+// The value targets R use the raw advantages; the advantages the loss sees are then whitened over
+// all masked tokens of the batch's non-failed sequences (mean 0, unbiased variance 1, ε = 1e-8),
+// as verl does, unless NoWhiten.
 type gae struct {
 	gamma, lambda float64
 	turn          bool
+	noWhiten      bool
 }
 
 func newGAE(turn bool) EstimatorFactory {
@@ -33,7 +38,7 @@ func newGAE(turn bool) EstimatorFactory {
 		if !(c.GAE.Lambda >= 0 && c.GAE.Lambda <= 1) {
 			return nil, fmt.Errorf("gae.lambda = %v, want 0 ≤ lambda ≤ 1", c.GAE.Lambda)
 		}
-		return gae{gamma: c.GAE.Gamma, lambda: c.GAE.Lambda, turn: turn}, nil
+		return gae{gamma: c.GAE.Gamma, lambda: c.GAE.Lambda, turn: turn, noWhiten: c.GAE.NoWhiten}, nil
 	}
 }
 
@@ -76,6 +81,9 @@ func (e gae) Estimate(b *Batch) (Metrics, error) {
 			b.Returns[t] = float32(lastGAE + v)
 			nextV = v
 		}
+	}
+	if !e.noWhiten {
+		whiten(b)
 	}
 	return e.metrics(b), nil
 }

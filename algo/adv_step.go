@@ -13,7 +13,9 @@ import (
 //
 // Step groups gather the turns of one episode group (same Groups id) whose Anchor keys are equal,
 // i.e. actions taken from the same environment state. F_norm is the unbiased std + ε, or 1 with
-// NoStd. The episode level follows GRPO's conventions (a group of one: mean 0, std 1). A step
+// NoStd. The episode level follows GRPO's conventions (a group of one: mean 0, std 1; a
+// non-failed episode with no loss-masked token has no step and no advantage, but its return
+// R(τ) counts in its group's statistics, as GRPO counts its reward). A step
 // group of one has nothing to be compared with and gets A^S = 0 (its own mean); the metric
 // "adv/singleton_step_frac" says how often that happens.
 type gigpo struct {
@@ -75,6 +77,9 @@ func (e gigpo) Estimate(b *Batch) (Metrics, error) {
 				refs = append(refs, stepRef{s: steps[j], ret: ret})
 				episode[k] += steps[j].reward
 			}
+			if len(steps) == 0 {
+				episode[k] = seqReturn(b, i) // no step to credit, but its reward is in the baseline
+			}
 		}
 		ep := groupStats(episode)
 		zero, single = zero+b2i(ep.equal), single+b2i(len(g) == 1)
@@ -120,7 +125,9 @@ func (e gigpo) Estimate(b *Batch) (Metrics, error) {
 //
 // With γ = 1 and only an outcome reward every R_{i,k} equals R_{i,0} and this is exactly GRPO.
 // When a group's first-turn returns are all equal, the std is replaced by 1 (the group is flagged
-// zero-variance) so that later turns' differences are not divided by ε.
+// zero-variance) so that later turns' differences are not divided by ε. A non-failed episode with
+// no loss-masked token contributes its undiscounted return to the group's statistics (as GRPO
+// counts its reward) and receives no advantage.
 type turnReturn struct {
 	gamma float64
 	noStd bool
@@ -162,6 +169,9 @@ func (e turnReturn) Estimate(b *Batch) (Metrics, error) {
 			for j := len(steps) - 1; j >= 0; j-- {
 				ret = steps[j].reward + e.gamma*ret
 				refs[j] = stepRef{s: steps[j], ret: ret}
+			}
+			if len(steps) == 0 {
+				ret = seqReturn(b, i) // no step to credit, but its reward is in the baseline
 			}
 			first[k] = ret
 			perSeq = append(perSeq, refs)

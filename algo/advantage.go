@@ -43,6 +43,10 @@ type RPPConfig struct {
 type GAEConfig struct {
 	Gamma  float64 `yaml:"gamma"`  // discount, in (0, 1]
 	Lambda float64 `yaml:"lambda"` // bias/variance trade-off, in [0, 1]
+	// NoWhiten keeps the raw GAE advantages. By default they are whitened over the batch's masked
+	// tokens, as verl's compute_gae_advantage_return does (masked_whiten); the paper's estimator
+	// itself is unnormalised, and cleanrl normalises per minibatch instead.
+	NoWhiten bool `yaml:"no_whiten,omitempty"`
 }
 
 // GiGPOConfig: group-in-group policy optimisation (arXiv 2505.10978).

@@ -116,16 +116,25 @@ func TestGAE(t *testing.T) {
 		gamma, lambda float64
 		values        []float32
 		want, wantRet []float64
+		whiten        bool
 	}{
 		// Tokens m m . m, outcome 1. Token level, γ = 1, λ = 0.5: the env token is skipped.
 		// t3: δ = 1 − 0.7 = 0.3; t1: δ = 0.7 − 0.6 = 0.1, A = 0.1 + 0.5·0.3 = 0.25;
 		// t0: δ = 0.6 − 0.5 = 0.1, A = 0.1 + 0.5·0.25 = 0.225.
-		{"token", "gae", 1, 0.5, []float32{0.5, 0.6, 99, 0.7},
-			[]float64{0.225, 0.25, 0, 0.3}, []float64{0.725, 0.85, 0, 1}},
+		{"token raw", "gae", 1, 0.5, []float32{0.5, 0.6, 99, 0.7},
+			[]float64{0.225, 0.25, 0, 0.3}, []float64{0.725, 0.85, 0, 1}, false},
 		// Turn level: turns [0,2) reward 0.1 and [3,4); V0 = 0.5, V1 = 0.7; γ = 0.9, λ = 0.5.
 		// k1: δ = 1 − 0.7 = 0.3; k0: δ = 0.1 + 0.9·0.7 − 0.5 = 0.23, A = 0.23 + 0.45·0.3 = 0.365.
-		{"turn", "gae-turn", 0.9, 0.5, []float32{0.5, 0.6, 99, 0.7},
-			[]float64{0.365, 0.365, 0, 0.3}, []float64{0.865, 0.865, 0, 1}},
+		{"turn raw", "gae-turn", 0.9, 0.5, []float32{0.5, 0.6, 99, 0.7},
+			[]float64{0.365, 0.365, 0, 0.3}, []float64{0.865, 0.865, 0, 1}, false},
+		// By default (verl's masked_whiten) the advantages are whitened over the masked tokens with
+		// the unbiased variance; the returns keep the raw ones. Token: {0.225, 0.25, 0.3} has mean
+		// 0.258333 and variance 0.00145833 → (A − mean)/sqrt(var + 1e-8).
+		{"token whitened", "gae", 1, 0.5, []float32{0.5, 0.6, 99, 0.7},
+			[]float64{-0.8728686, -0.2182171, 0, 1.0910857}, []float64{0.725, 0.85, 0, 1}, true},
+		// Turn: {0.365, 0.365, 0.3} has mean 0.343333 and variance 0.00140833.
+		{"turn whitened", "gae-turn", 0.9, 0.5, []float32{0.5, 0.6, 99, 0.7},
+			[]float64{0.5773482, 0.5773482, 0, -1.1546964}, []float64{0.865, 0.865, 0, 1}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,7 +145,9 @@ func TestGAE(t *testing.T) {
 				b.TokenRewards = make([]float32, 4)
 			}
 			b.Values = tc.values
-			mustEstimate(t, b, tc.est, func(c *AdvantageConfig) { c.GAE = GAEConfig{Gamma: tc.gamma, Lambda: tc.lambda} })
+			mustEstimate(t, b, tc.est, func(c *AdvantageConfig) {
+				c.GAE = GAEConfig{Gamma: tc.gamma, Lambda: tc.lambda, NoWhiten: !tc.whiten}
+			})
 			for i := range tc.want {
 				if !near(float64(b.Advantages[i]), tc.want[i], 1e-6) || !near(float64(b.Returns[i]), tc.wantRet[i], 1e-6) {
 					t.Errorf("token %d: advantage %v return %v, want %v %v", i, b.Advantages[i], b.Returns[i], tc.want[i], tc.wantRet[i])
@@ -195,6 +206,53 @@ func TestStepLevelEstimators(t *testing.T) {
 			}
 			if tc.est == "gigpo" && !near(m["adv/singleton_step_frac"], 1.0/6, 1e-12) {
 				t.Errorf("singleton_step_frac = %v, want 1/6", m["adv/singleton_step_frac"])
+			}
+		})
+	}
+}
+
+// TestStepLevelCountUntrainedReward: a fourth, non-failed episode of the group with no
+// loss-masked token (reward 1) gets no advantage but counts with its reward in the group's
+// statistics, as GRPO and RLOO count it (not as return 0).
+func TestStepLevelCountUntrainedReward(t *testing.T) {
+	const (
+		ae = 0.5773502691896258 // step group s0, as in TestStepLevelEstimators
+		r3 = 0.7071067811865476
+	)
+	// Episode returns [1, 0, 1, 1]: mean 0.75, unbiased std 0.5 → A^E = [0.5, −1.5, 0.5].
+	// turn-return (γ = 0.5): first-turn returns [0.5, 0, 0.5, 1]: mean 0.5, std sqrt(1/6).
+	sd := math.Sqrt(1.0/6) + 1e-6
+	tests := []struct {
+		est  string
+		edit func(*AdvantageConfig)
+		want [3][2]float64
+	}{
+		{"gigpo", func(c *AdvantageConfig) { c.GiGPO.Gamma = 0.5 },
+			[3][2]float64{{0.5 + ae, 0.5 + r3}, {-1.5 - 2*ae, -1.5 - r3}, {0.5 + ae, 0.5}}},
+		{"turn-return", func(c *AdvantageConfig) { c.TurnRe.Gamma = 0.5 },
+			[3][2]float64{{0, 0.5 / sd}, {-0.5 / sd, -0.5 / sd}, {0, 0.5 / sd}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.est, func(t *testing.T) {
+			b := stepBatch()
+			untrained := build(seqSpec{mask: "..", reward: 1, turns: []Turn{{Start: 0, End: 2, Anchor: "s0"}}})
+			b.Mask = append(b.Mask, untrained.Mask...)
+			b.Behaviour = append(b.Behaviour, untrained.Behaviour...)
+			b.Offsets = append(b.Offsets, b.Offsets[3]+2)
+			b.Groups, b.Rewards, b.Status = append(b.Groups, 0), append(b.Rewards, 1), append(b.Status, traj.StatusOK)
+			b.Turns = append(b.Turns, untrained.Turns...)
+			b.TurnOffsets = append(b.TurnOffsets, len(b.Turns))
+			mustEstimate(t, b, tc.est, tc.edit)
+			for i := 0; i < 3; i++ {
+				lo, _ := b.Seq(i)
+				for k := 0; k < 2; k++ {
+					if got := float64(b.Advantages[lo+2*k]); !near(got, tc.want[i][k], 1e-5) {
+						t.Errorf("traj %d turn %d: advantage %v, want %v", i, k, got, tc.want[i][k])
+					}
+				}
+			}
+			if lo, hi := b.Seq(3); b.Advantages[lo] != 0 || b.Advantages[hi-1] != 0 {
+				t.Errorf("untrained episode got advantages %v", b.Advantages[lo:hi])
 			}
 		})
 	}

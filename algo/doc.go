@@ -25,7 +25,13 @@
 // is no global state to reset. Each extension point has exactly one signature.
 //
 // Every formula cites its paper and uses cleanrl's names (ratio, pgLoss1, pgLoss2, clipFrac,
-// approxKL). Reference conventions follow what verl implements, so numbers are comparable across
-// stacks: ratio = exp(clamp(logπ − logπ_old, −20, 20)); GRPO uses the unbiased std with ε = 1e-6
-// and treats a group of one as mean 0, std 1.
+// approxKL). Reference conventions follow what verl's core_algos implements, so numbers are
+// comparable across stacks: ratio = exp(clamp(logπ − logπ_old, −20, 20)); GSPO's log sequence
+// ratio is clamped above at 10 only; k3 is clamped at 10 (zero gradient beyond); GRPO uses the
+// unbiased std with ε = 1e-6 and treats a group of one as mean 0, std 1; GAE and REINFORCE++
+// whiten their advantages over the batch's masked tokens; the aggregation modes keep verl's names
+// and numbers. Where agentrl departs from verl it says so under a name or option of its own:
+// "dr-grpo" aggregation, gae.no_whiten, and turn-level estimators (gigpo, turn-return) that verl
+// lacks. A non-failed sequence with no trainable token counts with its return in every group
+// baseline, as verl's GRPO counts it.
 package algo

@@ -15,7 +15,7 @@ func lossConfigs() map[string]LossConfig {
 		for _, agg := range aggModes {
 			c := DefaultLossConfig().WithPolicy(p)
 			c.Agg = agg
-			if agg == AggSeqMeanTokenSumNm {
+			if aggNormed(agg) {
 				c.AggNorm = 40
 			}
 			if p == "gspo" {

@@ -11,8 +11,11 @@ import (
 //	k1   logπ − logπ_ref                       (unbiased, high variance, can be negative)
 //	abs  |logπ − logπ_ref|
 //	k2   ½(logπ − logπ_ref)²                   (its gradient is the unbiased KL gradient)
-//	k3   e^δ − δ − 1, δ = clamp(logπ_ref − logπ, ±20)   (unbiased, non-negative, low variance)
+//	k3   min(e^δ − δ − 1, 10), δ = clamp(logπ_ref − logπ, ±20)   (unbiased, non-negative, low variance)
 //
+// k3's value is clamped at 10 with zero gradient beyond, as verl's kl_penalty does ("low_var_kl"):
+// e^δ grows without bound when the reference finds a token far likelier than the policy, and one
+// such token would otherwise dominate the loss (logπ = −1, logπ_ref = 2: 16.09 unclamped).
 // A "+" suffix (k1+, abs+, k2+, k3+) is the straight-through form: the value of the named
 // estimator with the gradient of k2, i.e. k2 − sg(k2) + sg(k) (verl's kl_penalty "+" variants).
 type KLEstimator struct {
@@ -27,6 +30,9 @@ const (
 	klK2
 	klK3
 )
+
+// k3Max bounds the k3 estimate (verl: torch.clamp(kld, min=-10, max=10); k3 is never negative).
+const k3Max = 10
 
 var klNames = []string{"k1", "abs", "k2", "k3", "k1+", "abs+", "k2+", "k3+"}
 
@@ -72,6 +78,9 @@ func (k KLEstimator) Eval(logp, ref float64) (value, grad float64) {
 		delta = clamp(delta, -logRatioClamp, logRatioClamp)
 		e := math.Exp(delta)
 		value, grad = e-delta-1, liveGrad(live, 1-e)
+		if value > k3Max {
+			value, grad = k3Max, 0
+		}
 	}
 	if k.straight {
 		grad = diff

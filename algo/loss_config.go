@@ -19,7 +19,7 @@ type LossConfig struct {
 	CISPO  CISPOConfig `yaml:"cispo,omitzero"`
 
 	Agg     string  `yaml:"agg"`      // one of the Agg* modes
-	AggNorm float64 `yaml:"agg_norm"` // the constant divisor L of seq-mean-token-sum-norm (e.g. the max response length)
+	AggNorm float64 `yaml:"agg_norm"` // the constant divisor L of seq-mean-token-sum-norm and dr-grpo (e.g. the max response length)
 
 	KL          KLLossConfig     `yaml:"kl"`
 	EntropyCoef float64          `yaml:"entropy_coef"` // ≥ 0; the bonus needs Current.Entropies
@@ -90,7 +90,7 @@ func (c LossConfig) validateTerms() error {
 	if err := oneOf("aggregation", c.Agg, aggModes); err != nil {
 		return err
 	}
-	if c.Agg == AggSeqMeanTokenSumNm {
+	if aggNormed(c.Agg) {
 		if !(c.AggNorm > 0) || math.IsInf(c.AggNorm, 0) {
 			return fmt.Errorf("algo: %s needs a finite agg_norm > 0 (the constant divisor), have %v", c.Agg, c.AggNorm)
 		}

@@ -44,6 +44,10 @@ func TestPolicyLossTable(t *testing.T) {
 		{"cispo inside", "cispo", nil, 0.5, 2, -0.5, 0.5, -1, ""},
 		{"reinforce", "reinforce", nil, 1.5, 2, -1, -3, -3, ""},
 		{"gspo one token equals ppo", "gspo", func(l *LossConfig) { l.GSPO = GSPOConfig{ClipLow: 0.2, ClipHigh: 0.2} }, 1.1, 1, -1, -1.1, -1.1, ""},
+		// verl clamps log s at 10 above: log s = 12, A = −1 gives e^10 = 22026.47 (not e^12 =
+		// 162754.79) and no gradient.
+		{"gspo log s clamped at 10", "gspo", nil, math.Exp(12), -1, -1, math.Exp(10), 0, ""},
+		{"gspo log s at 9 is live", "gspo", nil, math.Exp(9), -1, -1, math.Exp(9), math.Exp(9), ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,6 +97,39 @@ func TestGSPOSequenceRatio(t *testing.T) {
 	}
 }
 
+// TestGSPONoLowerClamp: verl bounds log s only above, so log s = −25 keeps ratio e^−25 and its
+// gradient −A·e^−25 (a ±20 clamp would give e^−20 and no gradient).
+func TestGSPONoLowerClamp(t *testing.T) {
+	c := DefaultLossConfig().WithPolicy("gspo")
+	l, _ := NewLoss(c)
+	b, cur := oneToken(math.Exp(-25), 1, -1)
+	var out Output
+	if err := l.Compute(&out, b, cur); err != nil {
+		t.Fatal(err)
+	}
+	want := -math.Exp(-25)
+	if math.Abs(out.Loss/want-1) > 1e-5 || math.Abs(float64(out.DLogprobs[0])/want-1) > 1e-5 {
+		t.Fatalf("loss %v grad %v, want %v %v", out.Loss, out.DLogprobs[0], want, want)
+	}
+}
+
+// TestKLTermClamped: the in-loss k3 term at logπ = −1, logπ_ref = 2, β = 1 is verl's 10 with no
+// gradient, not 16.09 with −19.09.
+func TestKLTermClamped(t *testing.T) {
+	c := DefaultLossConfig().WithPolicy("reinforce")
+	c.KL = KLLossConfig{Estimator: "k3", Coef: 1}
+	l, _ := NewLoss(c)
+	b, cur := oneToken(1, 0, -1)
+	b.Ref = []float32{2}
+	var out Output
+	if err := l.Compute(&out, b, cur); err != nil {
+		t.Fatal(err)
+	}
+	if !near(out.Loss, 10, 1e-9) || out.DLogprobs[0] != 0 {
+		t.Fatalf("loss %v grad %v, want 10 0", out.Loss, out.DLogprobs[0])
+	}
+}
+
 func TestAggregationModes(t *testing.T) {
 	// REINFORCE at ratio 1 gives ℓ = −A: seq0 one token A=2 (Σ −2), seq1 three tokens A=1 (Σ −3),
 	// seq2 failed (must not count anywhere), seq3 no masked token (must not count in N).
@@ -105,7 +142,8 @@ func TestAggregationModes(t *testing.T) {
 		{AggTokenSum, 0, -5},
 		{AggSeqMeanTokenSum, 0, -2.5},
 		{AggSeqMeanTokenMean, 0, -1.5},
-		{AggSeqMeanTokenSumNm, 4, -5.0 / 8},
+		{AggSeqMeanTokenSumNm, 4, -5.0 / 4}, // verl: Σ/L, no 1/N
+		{AggDrGRPO, 4, -5.0 / 8},            // Dr. GRPO: Σ/(N·L)
 	}
 	for _, tc := range tests {
 		t.Run(tc.agg, func(t *testing.T) {
@@ -133,22 +171,28 @@ func TestAggregationModes(t *testing.T) {
 }
 
 func TestKLEstimators(t *testing.T) {
-	// logπ = −1, logπ_ref = −1.5: diff 0.5, δ = −0.5.
+	// logπ = −1, logπ_ref = −1.5: diff 0.5, δ = −0.5 (the first eight rows).
 	e := math.Exp(-0.5)
 	tests := []struct {
 		name        string
 		value, grad float64
+		logp, ref   float64 // 0, 0: the default −1, −1.5
 	}{
-		{"k1", 0.5, 1}, {"abs", 0.5, 1}, {"k2", 0.125, 0.5}, {"k3", e + 0.5 - 1, 1 - e},
-		{"k1+", 0.5, 0.5}, {"abs+", 0.5, 0.5}, {"k2+", 0.125, 0.5}, {"k3+", e + 0.5 - 1, 0.5},
+		{"k1", 0.5, 1, -1, -1.5}, {"abs", 0.5, 1, -1, -1.5}, {"k2", 0.125, 0.5, -1, -1.5}, {"k3", e + 0.5 - 1, 1 - e, -1, -1.5},
+		{"k1+", 0.5, 0.5, -1, -1.5}, {"abs+", 0.5, 0.5, -1, -1.5}, {"k2+", 0.125, 0.5, -1, -1.5}, {"k3+", e + 0.5 - 1, 0.5, -1, -1.5},
+		// logπ = −1, logπ_ref = 2: δ = 3, e³ − 4 = 16.09 is clamped to 10 with no gradient (verl);
+		// the straight-through form keeps k2's gradient diff = −3.
+		{"k3 clamped at 10", 10, 0, -1, 2}, {"k3+ clamped at 10", 10, -3, -1, 2},
+		// Just under the clamp: δ = 2.5, e^2.5 − 3.5 = 8.68, gradient 1 − e^2.5.
+		{"k3 under the clamp", math.Exp(2.5) - 3.5, 1 - math.Exp(2.5), -1, 1.5},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			k, err := ParseKL(tc.name)
+			k, err := ParseKL(strings.Fields(tc.name)[0])
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, g := k.Eval(-1, -1.5)
+			v, g := k.Eval(tc.logp, tc.ref)
 			if !near(v, tc.value, 1e-12) || !near(g, tc.grad, 1e-12) {
 				t.Fatalf("value %v grad %v, want %v %v", v, g, tc.value, tc.grad)
 			}
@@ -317,6 +361,7 @@ func TestLossConfigValidate(t *testing.T) {
 		{"unused sub-config", func(c *LossConfig) { c.SAPO.TauPos = 1 }, "sapo.* does nothing"},
 		{"norm without mode", func(c *LossConfig) { c.AggNorm = 10 }, "agg_norm does nothing"},
 		{"norm missing", func(c *LossConfig) { c.Agg = AggSeqMeanTokenSumNm }, "agg_norm"},
+		{"dr-grpo norm missing", func(c *LossConfig) { c.Agg = AggDrGRPO }, "agg_norm"},
 		{"clip low ≥ 1", func(c *LossConfig) { c.PPO.ClipLow = 1 }, "clip_low"},
 		{"dual clip ≤ 1", func(c *LossConfig) { c.PPO.DualClip = 0.5 }, "dual_clip"},
 		{"kl estimator unknown", func(c *LossConfig) { c.KL = KLLossConfig{Estimator: "kl", Coef: 1} }, "unknown KL estimator"},

@@ -14,6 +14,9 @@ type GSPOConfig struct {
 
 type gspo struct{ GSPOConfig }
 
+// gspoLogRatioMax is verl's upper clamp of GSPO's log sequence ratio.
+const gspoLogRatioMax = 10
+
 func newGSPO(c LossConfig) (PolicyLoss, error) {
 	if err := c.onlyUses("gspo"); err != nil {
 		return nil, err
@@ -32,6 +35,10 @@ func newGSPO(c LossConfig) (PolicyLoss, error) {
 // whose value is s_i and whose gradient with respect to logπ_t is s_i. The token loss is PPO's
 // clipped surrogate on s_{i,t}. The gradient is the straight-through one by design; it equals the
 // derivative of the reported loss when the advantage is constant within the sequence.
+//
+// log s_i is clamped above at 10 with no lower bound, as verl's compute_policy_loss_gspo does
+// (torch.clamp(·, max=10)), with zero gradient where the clamp holds: the per-token ratio's ±20
+// clamp would let one sequence's e^20 swamp a batch, and a tiny s_i needs no bound.
 func (p gspo) Sequence(s SeqInput, grad []float64, st *PolicyStats) float64 {
 	sum, n := 0.0, 0
 	for t, m := range s.Mask {
@@ -44,8 +51,8 @@ func (p gspo) Sequence(s SeqInput, grad []float64, st *PolicyStats) float64 {
 		return 0
 	}
 	logS := sum / float64(n)
-	live := logS > -logRatioClamp && logS < logRatioClamp
-	logS = clamp(logS, -logRatioClamp, logRatioClamp)
+	live := logS <= gspoLogRatioMax
+	logS = math.Min(logS, gspoLogRatioMax)
 	seqRatio := math.Exp(logS)
 	loss := 0.0
 	for t, m := range s.Mask {
