@@ -166,3 +166,37 @@ func (a *AdaptiveKL) Update(kl float64, nSteps int) error {
 	a.Coef *= 1 + e*float64(nSteps)/a.Horizon
 	return nil
 }
+
+// KLPenaltyConfig is the KL to the reference as a per-token reward penalty (ApplyKLPenalty), with
+// a fixed coefficient or, when Adaptive is set, the adaptive controller of Ziegler et al.
+// (AdaptiveKL; verl's AdaptiveKLController) starting from Coef.
+type KLPenaltyConfig struct {
+	Estimator string            `yaml:"estimator"` // see KLEstimator; verl's default is "k1"
+	Coef      float64           `yaml:"coef"`      // β > 0: fixed, or the adaptive controller's start
+	Adaptive  *AdaptiveKLConfig `yaml:"adaptive,omitempty"`
+}
+
+// AdaptiveKLConfig is the target and horizon of AdaptiveKL.
+type AdaptiveKLConfig struct {
+	Target  float64 `yaml:"target"`  // per-token KL the coefficient steers toward, > 0
+	Horizon float64 `yaml:"horizon"` // episodes over which the error is corrected, > 0 (Ziegler et al.: 10000)
+}
+
+// Validate checks the estimator and the coefficients; errors name the key at fault.
+func (c KLPenaltyConfig) Validate() error {
+	if _, err := ParseKL(c.Estimator); err != nil {
+		return fmt.Errorf("estimator: %w", err)
+	}
+	if !(c.Coef > 0) || math.IsInf(c.Coef, 0) {
+		return fmt.Errorf("coef = %v, want a finite β > 0 (a zero coefficient penalises nothing)", c.Coef)
+	}
+	if a := c.Adaptive; a != nil {
+		if !(a.Target > 0) || math.IsInf(a.Target, 0) {
+			return fmt.Errorf("adaptive.target = %v, want a finite KL per token > 0", a.Target)
+		}
+		if !(a.Horizon > 0) || math.IsInf(a.Horizon, 0) {
+			return fmt.Errorf("adaptive.horizon = %v, want a finite number of episodes > 0", a.Horizon)
+		}
+	}
+	return nil
+}

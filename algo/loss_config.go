@@ -28,7 +28,7 @@ type LossConfig struct {
 }
 
 // KLLossConfig adds β·KL(π_θ‖π_ref) to the loss (GRPO's in-loss KL, arXiv 2402.03300 eq. 3).
-// Both zero = off. For the KL as a reward penalty use ApplyKLPenalty instead.
+// Both zero = off. For the KL as a reward penalty see KLPenaltyConfig and ApplyKLPenalty.
 type KLLossConfig struct {
 	Estimator string  `yaml:"estimator"` // see KLEstimator; GRPO uses "k3"
 	Coef      float64 `yaml:"coef"`      // β > 0

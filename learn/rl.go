@@ -11,22 +11,57 @@ import (
 )
 
 // RL is the RL update of one phase: the learner, the advantage estimator, the policy loss, the
-// frozen reference policy of a KL term and the epoch/minibatch schedule.
+// frozen reference policy of a KL term or penalty, the KL penalty and the epoch/minibatch schedule.
 type RL struct {
-	Learner     *Learner
-	Estimator   algo.Estimator
-	Loss        *algo.Loss
-	Ref         *model.Model // frozen reference policy; nil when the loss has no KL term
+	Learner   *Learner
+	Estimator algo.Estimator
+	Loss      *algo.Loss
+	// Ref is the frozen reference policy; nil when neither the loss's KL term nor KLPenalty
+	// needs it.
+	Ref *model.Model
+	// KLPenalty, when set, charges the KL to Ref as a per-token reward before advantages are
+	// estimated; its coefficient is state that a resumed phase must restore.
+	KLPenalty   *KLPenalty
 	Epochs      int
 	Minibatches int
 	// Chunk is how many sequences one recomputation forward pass holds (memory bound).
 	Chunk int
 }
 
+// KLPenalty is the KL to the reference as a dense reward (Ouyang et al., arXiv 2203.02155 eq. 2):
+// every trainable token of a non-failed episode loses Coef·KL(π_old‖π_ref) from its reward. With
+// Target > 0 the coefficient is adaptive (Ziegler et al., arXiv 1909.08593 §2.2, verl's
+// AdaptiveKLController): after each step it moves toward keeping the step's mean per-token KL at
+// Target, over Horizon episodes (each step counts its episodes, as verl counts its batch).
+type KLPenalty struct {
+	Estimator       algo.KLEstimator
+	Coef            float64 // β of the next step
+	Target, Horizon float64 // both 0: β stays fixed
+}
+
+// apply charges the penalty to b's token rewards and moves an adaptive coefficient.
+func (p *KLPenalty) apply(b *algo.Batch) (algo.Metrics, error) {
+	m, err := algo.ApplyKLPenalty(b, p.Estimator, p.Coef)
+	if err != nil {
+		return nil, err
+	}
+	kl, ok := m["kl/reward_kl_mean"]
+	if p.Target > 0 && ok {
+		a := algo.AdaptiveKL{Coef: p.Coef, Target: p.Target, Horizon: p.Horizon}
+		if err := a.Update(kl, b.NumSeqs()); err != nil {
+			return nil, err
+		}
+		p.Coef = a.Coef
+	}
+	m["kl/reward_coef_next"] = p.Coef
+	return m, nil
+}
+
 // RLReport is what one RL step reports: the shift between behaviour and learner before the
-// update, the advantages, the estimator's own metrics and the update.
+// update, the KL penalty, the advantages, the estimator's own metrics and the update.
 type RLReport struct {
 	Shift      algo.Shift
+	Penalty    algo.Metrics // "kl/reward_…"; nil without a KL penalty
 	Advantages algo.AdvantageSummary
 	Estimator  algo.Metrics // "adv/…"
 	RLStats
@@ -34,12 +69,15 @@ type RLReport struct {
 
 // Step trains on one step's trajectories, sampled by policy versions up to version: it lays them
 // out as a batch, recomputes the proximal ("old") logprobs under the current weights and the
-// reference logprobs, measures the shift, estimates advantages and runs the loss's epochs of
-// minibatches. rng shuffles the minibatches.
+// reference logprobs, measures the shift, charges the KL penalty, estimates advantages and runs
+// the loss's epochs of minibatches. rng shuffles the minibatches.
 func (r *RL) Step(trajs []*traj.Trajectory, version int32, rng *rand.Rand) (RLReport, error) {
 	var rep RLReport
 	if len(trajs) == 0 {
 		return rep, errors.New("learn: RL step with no trajectories")
+	}
+	if r.KLPenalty != nil && r.Ref == nil {
+		return rep, errors.New("learn: the KL penalty needs a reference policy (RL.Ref)")
 	}
 	l := r.Learner
 	b, err := algo.FromTrajectories(trajs)
@@ -59,6 +97,11 @@ func (r *RL) Step(trajs []*traj.Trajectory, version int32, rng *rand.Rand) (RLRe
 		b.Ref = make([]float32, b.NumTokens())
 		if err := l.Logprobs(r.Ref, b, chunk, b.Ref, nil); err != nil {
 			return rep, fmt.Errorf("reference logprobs: %w", err)
+		}
+	}
+	if r.KLPenalty != nil {
+		if rep.Penalty, err = r.KLPenalty.apply(b); err != nil {
+			return rep, fmt.Errorf("KL penalty: %w", err)
 		}
 	}
 	if rep.Estimator, err = r.Estimator.Estimate(b); err != nil {

@@ -152,6 +152,7 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 				return fmt.Errorf("step %d: %w", step, err)
 			}
 			st.learn = &rep
+			r.keepKLCoef(upd.KLPenalty)
 			r.version++
 			if _, err := eng.LoadWeights(r.model, r.version); err != nil {
 				return err

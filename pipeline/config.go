@@ -94,6 +94,9 @@ type RLConfig struct {
 	Minibatches   int                  `yaml:"minibatches"`
 	Advantage     algo.AdvantageConfig `yaml:"advantage"`
 	Loss          algo.LossConfig      `yaml:"loss"`
+	// KLPenalty charges the KL to the phase's frozen start as a per-token reward before
+	// advantages are estimated, with a fixed or adaptive coefficient (absent: none).
+	KLPenalty *algo.KLPenaltyConfig `yaml:"kl_penalty,omitempty"`
 	// DynamicSampling drops zero-variance groups and samples more to fill the step (DAPO).
 	DynamicSampling *DynamicSamplingConfig `yaml:"dynamic_sampling,omitempty"`
 	// AllowSamplingMismatch must be set when rollout sampling (temperature ≠ 1, top-k, top-p)
@@ -383,6 +386,11 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 		}
 		if err := r.Loss.Validate(); err != nil {
 			return fmt.Errorf("rl.loss: %w", err)
+		}
+		if r.KLPenalty != nil {
+			if err := r.KLPenalty.Validate(); err != nil {
+				return fmt.Errorf("rl.kl_penalty.%w", err)
+			}
 		}
 		if r.Loss.Critic.Coef > 0 {
 			return errors.New("rl.loss.critic: the built-in model has no value head; use a critic-free estimator")

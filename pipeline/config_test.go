@@ -84,6 +84,10 @@ func TestLoadErrors(t *testing.T) {
 		{name: "heads", sets: []string{"model.heads=3"}, want: "model: dim 64 is not a multiple of heads 3"},
 		{name: "inf temperature", sets: []string{"rollout.temperature=.inf", "phases.rl.rl.allow_sampling_mismatch=true"}, want: "rollout: sampling"},
 		{name: "nan top_p", sets: []string{"rollout.top_p=.nan", "phases.rl.rl.allow_sampling_mismatch=true"}, want: "rollout: sampling"},
+		{name: "kl_penalty without coef", sets: []string{"phases.rl.rl.kl_penalty.estimator=k1"}, want: "rl.kl_penalty.coef = 0"},
+		{name: "kl_penalty estimator", sets: []string{"phases.rl.rl.kl_penalty.estimator=kl", "phases.rl.rl.kl_penalty.coef=0.1"}, want: "rl.kl_penalty.estimator: "},
+		{name: "kl_penalty target", sets: []string{"phases.rl.rl.kl_penalty.estimator=k1", "phases.rl.rl.kl_penalty.coef=0.1", "phases.rl.rl.kl_penalty.adaptive.horizon=100"}, want: "rl.kl_penalty.adaptive.target = 0"},
+		{name: "kl_penalty horizon", sets: []string{"phases.rl.rl.kl_penalty.estimator=k1", "phases.rl.rl.kl_penalty.coef=0.1", "phases.rl.rl.kl_penalty.adaptive.target=0.1"}, want: "rl.kl_penalty.adaptive.horizon = 0"},
 		{name: "critic estimator", path: write("gae.yaml", strings.Replace(string(good), "      name: grpo\n", "      name: gae\n      gae:\n        gamma: 1.0\n        lambda: 0.95\n", 1)),
 			want: `rl.advantage.name: "gae" needs a critic's value estimates`},
 	}

@@ -30,6 +30,9 @@ type progressState struct {
 	TrajOffset    int64        `json:"traj_offset"`
 	Evals         []EvalReport `json:"evals"`
 	Best          float64      `json:"best"` // best mean held-out pass@1 so far (-1 before any)
+	// KLCoef is the adaptive KL penalty's coefficient in the RL phase in progress (absent
+	// without one).
+	KLCoef *float64 `json:"kl_coef,omitempty"`
 }
 
 const (

@@ -60,6 +60,7 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
 			st.learn = &rep
+			r.keepKLCoef(upd.KLPenalty)
 			r.version++
 			applied, err := eng.LoadWeights(r.model, r.version)
 			if err != nil {
@@ -83,8 +84,9 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 	return nil
 }
 
-// newRLUpdate makes the phase's RL update: estimator, loss, the frozen reference of a KL term and
-// the learner (restored when resuming mid-phase).
+// newRLUpdate makes the phase's RL update: estimator, loss, the frozen reference of a KL term or
+// penalty, the penalty (its adaptive coefficient restored when resuming mid-phase) and the
+// learner (restored likewise).
 func (r *Run) newRLUpdate(p Phase, start int) (*learn.RL, error) {
 	c := p.RL
 	est, err := algo.NewEstimator(c.Advantage)
@@ -95,8 +97,12 @@ func (r *Run) newRLUpdate(p Phase, start int) (*learn.RL, error) {
 	if err != nil {
 		return nil, err
 	}
+	pen, err := r.newKLPenalty(c.KLPenalty, start)
+	if err != nil {
+		return nil, err
+	}
 	var ref *model.Model
-	if c.Loss.KL.Coef > 0 {
+	if c.Loss.KL.Coef > 0 || pen != nil {
 		// The frozen reference is the policy as the phase starts; it is kept on disk so that a
 		// resumed phase compares against the same one.
 		if start == 0 {
@@ -112,7 +118,42 @@ func (r *Run) newRLUpdate(p Phase, start int) (*learn.RL, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &learn.RL{Learner: l, Estimator: est, Loss: loss, Ref: ref, Epochs: c.Epochs, Minibatches: c.Minibatches}, nil
+	return &learn.RL{Learner: l, Estimator: est, Loss: loss, Ref: ref, KLPenalty: pen, Epochs: c.Epochs, Minibatches: c.Minibatches}, nil
+}
+
+// newKLPenalty makes the phase's KL penalty (nil when c is): a fresh phase starts from c.Coef, a
+// resumed one from the adaptive coefficient its checkpoint saved.
+func (r *Run) newKLPenalty(c *algo.KLPenaltyConfig, start int) (*learn.KLPenalty, error) {
+	saved := r.state.KLCoef // the checkpoint's, when resuming mid-phase
+	r.state.KLCoef = nil
+	if c == nil {
+		return nil, nil
+	}
+	est, err := algo.ParseKL(c.Estimator)
+	if err != nil {
+		return nil, err
+	}
+	pen := &learn.KLPenalty{Estimator: est, Coef: c.Coef}
+	if a := c.Adaptive; a != nil {
+		pen.Target, pen.Horizon = a.Target, a.Horizon
+	}
+	if pen.Target > 0 && start > 0 {
+		if saved == nil {
+			return nil, fmt.Errorf("resume: the checkpoint holds no adaptive KL coefficient for rl.kl_penalty (was the phase started without it?)")
+		}
+		pen.Coef = *saved
+	}
+	r.keepKLCoef(pen)
+	return pen, nil
+}
+
+// keepKLCoef records an adaptive penalty's coefficient in the progress state, so that a checkpoint
+// taken after this step resumes with it.
+func (r *Run) keepKLCoef(pen *learn.KLPenalty) {
+	if pen != nil && pen.Target > 0 {
+		c := pen.Coef
+		r.state.KLCoef = &c
+	}
 }
 
 // sampleRL samples one step's groups with the engine's current weights and filters them (dynamic
