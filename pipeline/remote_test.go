@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,9 +21,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/infer/remote"
 	"github.com/agentrl/agentrl/infer/serve"
+	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -335,4 +338,94 @@ func TestRemoteServerKilled(t *testing.T) {
 	}
 	t.Logf("killed %s with %v generations in flight", a, n)
 	sameRun(t, ref, got)
+}
+
+// episodesOn runs 8 groups of 2 calc episodes of the tiny run in dir's policy, generating on
+// the servers of g.
+func episodesOn(t *testing.T, dir string, g *remote.Config) ([]*traj.Trajectory, *remote.Router) {
+	t.Helper()
+	ck, err := checkpoint.Load(filepath.Join(dir, "checkpoints", bestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := g.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.HealthInterval = -1
+	router, err := remote.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { router.Close() })
+	c := tinyConfig(t, t.TempDir())
+	runner := &rollout.Runner{Gen: router, Tok: ck.Tokenizer, Cfg: c.Rollout.Config, SampleSeed: 1}
+	spec, err := all.Builtins().Lookup("calc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []rollout.Task
+	for i := range 8 {
+		tasks = append(tasks, rollout.Task{Env: "calc", Seed: spec.Train.Lo + int64(i), GroupID: uint64(i)})
+	}
+	groups, err := runner.RunGroups(context.Background(), all.Builtins().New, tasks, 2, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*traj.Trajectory
+	for _, gr := range groups {
+		out = append(out, gr.Trajs...)
+	}
+	return out, router
+}
+
+// A server that hangs is ejected once its calls pass their deadline; the episodes it held are
+// resubmitted to the other server and complete.
+func TestRemoteHangingServerIsEjected(t *testing.T) {
+	dir := trainTiny(t, t.TempDir(), nil)
+	t.Setenv(testKeyVar, "k")
+	good := startServer(t, filepath.Join(dir, "checkpoints", bestName), "k")
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hang.Close()
+	defer close(release)
+	g := generatorConfig(hang.URL, good)
+	g.Timeout = 300 * time.Millisecond
+	t0 := time.Now()
+	trajs, router := episodesOn(t, dir, g)
+	t.Logf("episodes took %s", time.Since(t0))
+	for _, tr := range trajs {
+		if tr.Status == traj.StatusEnvError || tr.Status == traj.StatusTimeout {
+			t.Fatalf("%s: %s %q", tr.ID, tr.Status, tr.Error)
+		}
+	}
+	st := router.Stats()
+	if st[0].Healthy || st[0].Failures < 2 || !st[1].Healthy {
+		t.Fatalf("stats %+v: want the hanging server ejected after its deadlines", st)
+	}
+	t.Logf("hanging server: %d calls, %d failed; good server: %d calls", st[0].Requests, st[0].Failures, st[1].Requests)
+}
+
+// A server that returns a logprob fewer than its tokens fails each episode as env_error with an
+// error that says so: never trained on, never a reward of 0.
+func TestRemoteWrongLogprobsFailTheEpisode(t *testing.T) {
+	dir := trainTiny(t, t.TempDir(), nil)
+	t.Setenv(testKeyVar, "k")
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"tokens":[5,6,7],"logprobs":[-0.5,-0.25],"versions":[0,0,0],"finish":"stop"}`)
+	}))
+	defer bad.Close()
+	trajs, _ := episodesOn(t, dir, generatorConfig(bad.URL))
+	for _, tr := range trajs {
+		if tr.Status != traj.StatusEnvError || !strings.Contains(tr.Error, "protocol violation: 3 tokens but 2 logprobs") {
+			t.Fatalf("%s: status %s, error %q; want env_error naming the logprobs", tr.ID, tr.Status, tr.Error)
+		}
+	}
+	t.Logf("recorded as: %s %q", trajs[0].Status, trajs[0].Error)
 }
