@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -59,8 +58,8 @@ type asyncStats struct {
 // runRLAsync is runRL with generation running ahead of the learner. A producer samples the steps'
 // batches in order, each under the weights current while it runs; it may start step s only
 // while s − (steps the learner has finished) ≤ η. The learner takes them in order, drops what
-// lags more than η versions, trains, and loads the new weights into the engine without waiting
-// for the switch: episodes in flight continue under them.
+// lags more than η versions, trains, and loads the new weights into the engine (or publishes them
+// to the servers) without waiting for the switch: episodes in flight continue under them.
 //
 // Sampling order depends on when weights change, so an asynchronous run is not reproducible to
 // the bit; the staleness bound and the accounting of every drop are what hold.
@@ -74,11 +73,11 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 	if err != nil {
 		return err
 	}
-	eng, err := local.NewEngine(r.model, r.version, local.EngineConfig{Slots: r.Cfg.Rollout.EngineSlots, MaxLen: r.Cfg.Rollout.MaxContext})
+	smp, err := r.newSampler(ctx)
 	if err != nil {
 		return err
 	}
-	defer eng.Close()
+	defer smp.close()
 	mon := newMonitor(r.Cfg.Monitor)
 	bar := r.newProgress(p.Name, p.Steps)
 	defer bar.finish()
@@ -102,7 +101,7 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 				return
 			}
 			t0 := r.now()
-			sampled, groups, fill, err := r.sampleRL(pctx, eng, p, s, r.stepRNG(pi, s, 3))
+			sampled, groups, fill, err := r.sampleRL(pctx, smp.gen, p, s, r.stepRNG(pi, s, 3))
 			b := asyncBatch{step: s, sampled: sampled, groups: groups, fill: fill, genTime: r.now().Sub(t0), err: err}
 			select {
 			case batches <- b:
@@ -154,8 +153,8 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 			st.learn = &rep
 			r.keepKLCoef(upd.KLPenalty)
 			r.version++
-			if _, err := eng.LoadWeights(r.model, r.version); err != nil {
-				return err
+			if err := smp.publish(ctx, false); err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
 			}
 		}
 		<-admit // this step is trained: the producer may start one more
@@ -172,7 +171,7 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 			return err
 		}
 	}
-	return nil
+	return smp.settle() // the last publish to servers, if one is in flight
 }
 
 // dropStale removes from groups every trajectory whose oldest policy token lags version by more

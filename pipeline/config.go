@@ -12,6 +12,7 @@ import (
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/infer/local"
+	"github.com/agentrl/agentrl/infer/remote"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/rollout"
@@ -53,6 +54,10 @@ type RolloutConfig struct {
 	rollout.Config `yaml:",inline"`
 	// EngineSlots is the continuous batch of the local engine; also the episode concurrency.
 	EngineSlots int `yaml:"engine_slots"`
+	// Generator makes RL phases sample on inference servers (absent: the local engine). The
+	// trainer publishes its weights to them at the start of an RL phase and after every update;
+	// evaluation stays in-process.
+	Generator *remote.Config `yaml:"generator,omitempty"`
 }
 
 // EnvWeight is one environment of a phase's mix.
@@ -266,6 +271,13 @@ func (c *Config) Validate(envs *env.Registry) error {
 	}
 	if c.Eval.Every > 0 && !hasRL {
 		bad("eval.every does nothing without an rl phase")
+	}
+	if g := r.Generator; g != nil {
+		if !hasRL {
+			bad("rollout.generator does nothing without an rl phase (supervised phases and evaluation run in-process)")
+		} else if err := g.Validate("rollout.generator", true, r.Sampling.Exact()); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.Checkpoint.Every < 1 || c.Checkpoint.Keep < 1 {
 		bad("checkpoint.every and checkpoint.keep must be positive")

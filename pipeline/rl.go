@@ -9,7 +9,6 @@ import (
 	"github.com/agentrl/agentrl/algo"
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/infer"
-	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/reward"
@@ -19,7 +18,7 @@ import (
 
 // runRL is an RL phase. Each step reads as the loop it is: sample groups of episodes with the
 // current policy and filter them, let the learner train on what is kept, publish the new weights
-// to the engine, log the step.
+// to the engine (or the inference servers of rollout.generator), log the step.
 func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 	if p.RL.Async != nil {
 		return r.runRLAsync(ctx, pi, p, start)
@@ -28,11 +27,11 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 	if err != nil {
 		return err
 	}
-	eng, err := local.NewEngine(r.model, r.version, local.EngineConfig{Slots: r.Cfg.Rollout.EngineSlots, MaxLen: r.Cfg.Rollout.MaxContext})
+	smp, err := r.newSampler(ctx)
 	if err != nil {
 		return err
 	}
-	defer eng.Close()
+	defer smp.close()
 	mon := newMonitor(r.Cfg.Monitor)
 	bar := r.newProgress(p.Name, p.Steps)
 	defer bar.finish()
@@ -43,7 +42,7 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 		}
 		st0 := r.now()
 		rng := r.stepRNG(pi, step, 3)
-		sampled, groups, fill, err := r.sampleRL(ctx, eng, p, step, rng)
+		sampled, groups, fill, err := r.sampleRL(ctx, smp.gen, p, step, rng)
 		if err != nil {
 			return fmt.Errorf("step %d: sample: %w", step, err)
 		}
@@ -62,11 +61,9 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 			st.learn = &rep
 			r.keepKLCoef(upd.KLPenalty)
 			r.version++
-			applied, err := eng.LoadWeights(r.model, r.version)
-			if err != nil {
-				return err
+			if err := smp.publish(ctx, true); err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
 			}
-			<-applied
 		}
 		st.times = stepTimes{generateEnv: genTime.Seconds(), train: r.now().Sub(tt).Seconds(), step: r.now().Sub(st0).Seconds(), elapsed: r.now().Sub(r.start).Seconds()}
 		if err := r.logRL(st, mon, bar); err != nil {

@@ -61,6 +61,7 @@ type server struct {
 	healthy     bool
 	fails       int // consecutive
 	version     int32
+	behind      bool // a weight update failed here: it serves an older policy and gets no requests
 	requests    int
 	failures    int
 }
@@ -73,6 +74,9 @@ type ServerStats struct {
 	Requests    int // calls sent
 	Failures    int // calls that failed (transport, deadline, 5xx, protocol)
 	Version     int32
+	// Behind says the last weight update failed on this server: it gets no requests until a later
+	// one succeeds there.
+	Behind bool
 }
 
 // New makes a router over opts.Servers, all healthy until they fail.
@@ -170,7 +174,7 @@ func (r *Router) Stats() []ServerStats {
 	defer r.mu.Unlock()
 	out := make([]ServerStats, len(r.servers))
 	for i, s := range r.servers {
-		out[i] = ServerStats{Name: s.Name, Healthy: s.healthy, Outstanding: s.outstanding, Requests: s.requests, Failures: s.failures, Version: s.version}
+		out[i] = ServerStats{Name: s.Name, Healthy: s.healthy, Outstanding: s.outstanding, Requests: s.requests, Failures: s.failures, Version: s.version, Behind: s.behind}
 	}
 	return out
 }
@@ -211,13 +215,14 @@ func (r *Router) Generate(ctx context.Context, req infer.Request) (infer.Complet
 
 // pick chooses the session's server when it is healthy and untried, otherwise the healthy
 // untried server with the fewest outstanding requests (then the fewest sent); when no healthy
-// one is left, an ejected one as a last resort. It counts the request as outstanding.
+// one is left, an ejected one as a last resort. A server that missed a weight update is never
+// chosen. It counts the request as outstanding.
 func (r *Router) pick(session string, tried []bool) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	best := -1
 	if session != "" {
-		if i, ok := r.sticky[session]; ok && !tried[i] && r.servers[i].healthy {
+		if i, ok := r.sticky[session]; ok && !tried[i] && r.servers[i].healthy && !r.servers[i].behind {
 			best = i
 		}
 	}
@@ -226,7 +231,7 @@ func (r *Router) pick(session string, tried []bool) int {
 			break
 		}
 		for i, s := range r.servers {
-			if tried[i] || (healthyOnly && !s.healthy) {
+			if tried[i] || s.behind || (healthyOnly && !s.healthy) {
 				continue
 			}
 			if best < 0 || s.outstanding < r.servers[best].outstanding ||

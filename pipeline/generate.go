@@ -1,0 +1,172 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/infer"
+	"github.com/agentrl/agentrl/infer/local"
+	"github.com/agentrl/agentrl/infer/remote"
+)
+
+// publishedDir holds, under the run directory, the weights last published to inference servers
+// (one folder, published/vN, a checkpoint the servers load: agentrl servers are sent its
+// model.safetensors, SGLang servers load the folder from disk).
+const publishedDir = "published"
+
+// policySampler is where an RL phase generates: the local engine, or the inference servers of
+// rollout.generator through a router. publish makes the run's current weights (r.model as
+// r.version) the policy that generates next.
+type policySampler struct {
+	gen    infer.Generator
+	eng    *local.Engine  // in-process
+	router *remote.Router // on servers
+	r      *Run
+	// pending carries the outcome of an asynchronous publish to the servers, when one is in flight.
+	pending chan error
+}
+
+// newSampler starts the phase's generator. Servers are brought to the run's current policy
+// first: an agentrl server already at exactly that version keeps its weights, every other is
+// sent them.
+func (r *Run) newSampler(ctx context.Context) (*policySampler, error) {
+	g := r.Cfg.Rollout.Generator
+	if g == nil {
+		eng, err := local.NewEngine(r.model, r.version, local.EngineConfig{Slots: r.Cfg.Rollout.EngineSlots, MaxLen: r.Cfg.Rollout.MaxContext})
+		if err != nil {
+			return nil, err
+		}
+		return &policySampler{gen: eng, eng: eng, r: r}, nil
+	}
+	opts, err := g.Options()
+	if err != nil {
+		return nil, err
+	}
+	router, err := remote.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &policySampler{gen: router, router: router, r: r}
+	if err := s.toServers(ctx, true); err != nil {
+		router.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// publish makes r.model, as r.version, the policy that generates next. With wait it returns once
+// every server (or the engine) uses it; without, once the weights are copied (the local engine)
+// or written to disk (servers), and the update continues while the caller goes on.
+func (s *policySampler) publish(ctx context.Context, wait bool) error {
+	if s.eng != nil {
+		applied, err := s.eng.LoadWeights(s.r.model, s.r.version)
+		if err != nil {
+			return err
+		}
+		if wait {
+			<-applied
+		}
+		return nil
+	}
+	if err := s.settle(); err != nil {
+		return err
+	}
+	if wait {
+		return s.toServers(ctx, false)
+	}
+	v, dir, err := s.save()
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	s.pending = done
+	go func() { done <- s.send(ctx, v, dir, false) }()
+	return nil
+}
+
+// settle waits for an asynchronous publish in flight and returns its error.
+func (s *policySampler) settle() error {
+	if s.pending == nil {
+		return nil
+	}
+	err := <-s.pending
+	s.pending = nil
+	return err
+}
+
+// toServers writes the weights and publishes them, waiting; atStart accepts servers already at
+// the version.
+func (s *policySampler) toServers(ctx context.Context, atStart bool) error {
+	v, dir, err := s.save()
+	if err != nil {
+		return err
+	}
+	return s.send(ctx, v, dir, atStart)
+}
+
+// save writes the current weights once as published/vN, for the servers to load.
+func (s *policySampler) save() (int32, string, error) {
+	r := s.r
+	v := r.version
+	dir, err := filepath.Abs(filepath.Join(r.Dir, publishedDir, fmt.Sprintf("v%d", v)))
+	if err != nil {
+		return 0, "", err
+	}
+	if err := checkpoint.Save(dir, r.model, r.tok, nil); err != nil {
+		return 0, "", fmt.Errorf("publishing version %d: %w", v, err)
+	}
+	return v, dir, nil
+}
+
+// send publishes the folder dir as version v. A server the update did not reach gets no more
+// requests until a later one reaches it; the run goes on while at least one server serves v.
+// Older published folders are removed once v is published.
+func (s *policySampler) send(ctx context.Context, v int32, dir string, atStart bool) error {
+	path := filepath.Join(dir, "model.safetensors")
+	var err error
+	if atStart {
+		err = s.router.SyncWeights(ctx, v, path, dir)
+	} else {
+		err = s.router.PublishWeights(ctx, v, path, dir)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if s.router.Current(v) == 0 {
+			return fmt.Errorf("no inference server serves policy version %d: %w", v, err)
+		}
+		s.r.printf("warning: %v (generation continues on the other servers)\n", err)
+	}
+	return pruneDirs(filepath.Dir(dir), filepath.Base(dir))
+}
+
+// pruneDirs removes every entry of parent but keep.
+func pruneDirs(parent, keep string) error {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.Name() != keep && strings.HasPrefix(e.Name(), "v") {
+			errs = append(errs, os.RemoveAll(filepath.Join(parent, e.Name())))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// close waits for a publish in flight and stops the generator; it returns the publish's error.
+func (s *policySampler) close() error {
+	if s.eng != nil {
+		return s.eng.Close()
+	}
+	err := s.settle()
+	s.router.Close()
+	return err
+}
