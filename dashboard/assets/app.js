@@ -219,10 +219,10 @@ async function showTrajs(name, params) {
   const table = h("table", { id: "traj-table" }, h("tr", {}, ["#", "phase", "step", "env", "seed", "status", "reward", "turns", "tool calls", "tokens"].map((c) => h("th", {}, c))),
     page.items.map((t) => h("tr", { class: "row", onclick: () => { location.hash = `#/traj/${enc(name)}/${t.i}`; } },
       [t.i, t.phase, t.step, t.env, t.seed, t.status, t.reward.toFixed(3), t.turns, t.tool_calls, t.tokens].map((c) => h("td", {}, String(c))))));
-  main.replaceChildren(form, table, h("div", { class: "filters" },
+  main.replaceChildren(...[form, table, h("div", { class: "filters" },
     off > 0 ? h("button", { onclick: () => nav(-50) }, "previous") : null,
     off + page.items.length < page.matched ? h("button", { onclick: () => nav(50) }, "next") : null),
-  page.damage ? h("div", { class: "warnings" }, "damaged stretches skipped: " + page.damage.join("; ")) : null);
+  page.damage ? h("div", { class: "warnings" }, "damaged stretches skipped: " + page.damage.join("; ")) : null].filter((x) => x != null));
 }
 
 // heat colours a trained token by its behaviour logprob: green near 0, red at -5 and below.
@@ -265,14 +265,14 @@ async function showTraj(name, i) {
   });
   body.append(...messages(pos, toks.length));
   const s = v.summary;
-  main.replaceChildren(
+  main.replaceChildren(...[
     h("div", {}, h("a", { href: `#/trajs/${enc(name)}` }, "← trajectories")),
     h("h2", {}, `${s.id}: ${s.env} seed ${s.seed}, ${s.phase} step ${s.step}, ${s.status}, reward ${s.reward}`),
     h("div", { class: "filters" }, h("label", {}, heatBox, " logprob heat map"),
       h("span", { class: "legend-note" }, "underlined: trained (loss mask); grey: not trained" + (v.decoded ? "" : "; no tokenizer in the run directory: token ids shown"))),
     v.error ? h("div", { class: "warnings" }, v.error) : null,
     v.meta && v.meta.length ? h("div", { class: "legend-note" }, v.meta.map((kv) => kv.k + "=" + kv.v).join("  ")) : null,
-    body);
+    body].filter((x) => x != null));
 }
 // The heat map is a style, so toggling it redraws nothing.
 document.head.append(h("style", {}, ".heat .tok.trained { background: var(--heat); }"));
@@ -301,6 +301,7 @@ async function route() {
   const r = runs.find((r) => r.name === name);
   current = { hash: location.hash, name, lines: r ? r.lines : 0, live: parts[0] !== "traj" && parts[0] !== "trajs" };
   document.body.dataset.renderMs = String(Math.round(performance.now() - t0));
+  if (!document.body.dataset.loadMs) document.body.dataset.loadMs = String(Math.round(performance.now()));
   document.body.dataset.ready = "1";
 }
 
