@@ -68,6 +68,11 @@ var rules = []rule{
 		why:      "agentrl serve holds a policy and its engine, never the trainer or the agent loop",
 	},
 	{
+		subjects: []string{"dashboard"},
+		forbid:   []string{"pipeline", "learn", "model", "infer", "rollout", "algo", "env", "checkpoint"},
+		why:      "the dashboard reads run directories (metrics.jsonl, config.yaml, trajectories.atrs); it must run beside a training, or on a copied run, without linking the trainer or a model",
+	},
+	{
 		subjects: []string{"eval", "tool/mcp"},
 		forbid:   []string{"learn", "pipeline"},
 		why:      "agentrl eval and agentrl env serve must not link the trainer",

@@ -25,14 +25,15 @@ type Globals struct {
 
 // CLI is the command tree.
 type CLI struct {
-	Train  TrainCmd  `cmd:"" help:"Train a policy (default: the built-in calc task with the built-in model)."`
-	Eval   EvalCmd   `cmd:"" help:"Evaluate a checkpoint on held-out tasks (pass@1, pass@k)."`
-	Config ConfigCmd `cmd:"" help:"Inspect configuration."`
-	Env    EnvCmd    `cmd:"" help:"List and serve environments."`
-	Serve  ServeCmd  `cmd:"" help:"Serve a checkpoint as an OpenAI-compatible HTTP server (completions, chat with tools, the agentrl token route, weight updates)."`
-	Traj   TrajCmd   `cmd:"" help:"List, replay and export a run's trajectories."`
-	Bench  BenchCmd  `cmd:"" help:"Measure performance."`
-	Help   HelpCmd   `cmd:"" help:"Show help for agentrl or one of its commands."`
+	Train     TrainCmd     `cmd:"" help:"Train a policy (default: the built-in calc task with the built-in model)."`
+	Eval      EvalCmd      `cmd:"" help:"Evaluate a checkpoint on held-out tasks (pass@1, pass@k)."`
+	Config    ConfigCmd    `cmd:"" help:"Inspect configuration."`
+	Env       EnvCmd       `cmd:"" help:"List and serve environments."`
+	Serve     ServeCmd     `cmd:"" help:"Serve a checkpoint as an OpenAI-compatible HTTP server (completions, chat with tools, the agentrl token route, weight updates)."`
+	Traj      TrajCmd      `cmd:"" help:"List, replay and export a run's trajectories."`
+	Dashboard DashboardCmd `cmd:"" help:"Serve a local web page of runs: curves, invariants, comparison, trajectories; and Prometheus metrics."`
+	Bench     BenchCmd     `cmd:"" help:"Measure performance."`
+	Help      HelpCmd      `cmd:"" help:"Show help for agentrl or one of its commands."`
 
 	Version kong.VersionFlag `help:"Print the version (module, commit, Go) and exit."`
 }

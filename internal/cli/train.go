@@ -18,6 +18,10 @@ type TrainCmd struct {
 	Config string   `help:"YAML configuration file (instead of a preset)." type:"existingfile" placeholder:"FILE"`
 	Set    []string `help:"Override a setting, one KEY=VALUE per flag (the value is YAML, commas included), e.g. --set seed=2 --set phases.rl.steps=100 --set 'phases.rl.envs=[{name: calc, weight: 1}]'." placeholder:"KEY=VALUE" sep:"none"`
 	Resume string   `help:"Continue the run in this directory from its latest checkpoint (its own config is used)." type:"existingdir" placeholder:"DIR"`
+
+	Dashboard       string `help:"Serve the run's dashboard (and Prometheus metrics on /metrics) on this address while it trains, e.g. 127.0.0.1:8090." placeholder:"ADDR"`
+	DashboardPublic bool   `help:"Allow a non-loopback --dashboard address (needs --dashboard-key)."`
+	DashboardKey    string `env:"AGENTRL_DASHBOARD_KEY" help:"Key required by the dashboard." placeholder:"KEY"`
 }
 
 // Run trains and prints held-out success before and after each phase.
@@ -41,6 +45,13 @@ func (c *TrainCmd) Run(g *Globals) error {
 		if run, err = pipeline.NewRun(cfg, opts); err != nil {
 			return err
 		}
+	}
+	if c.Dashboard != "" {
+		stop, err := serveDashboard(g, c.Dashboard, c.DashboardPublic, c.DashboardKey, run.Dir)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	_, err := run.Train(g.Ctx)
 	if err != nil {

@@ -1,0 +1,332 @@
+// agentrl dashboard: curves, comparison and trajectories of run directories, drawn with uPlot.
+"use strict";
+const $ = (sel, el) => (el || document).querySelector(sel);
+const h = (tag, attrs, ...kids) => {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v; else if (k.startsWith("on")) e.addEventListener(k.slice(2), v); else e.setAttribute(k, v);
+  }
+  for (const k of kids.flat()) if (k != null) e.append(k);
+  return e;
+};
+const api = async (path) => { const r = await fetch(path); if (!r.ok) throw new Error(path + ": " + r.status + " " + (await r.text())); return r.json(); };
+const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777", "#4b5563", "#65a30d"];
+const WIDTH = () => Math.max(360, Math.min(560, (window.innerWidth - 60) / 2));
+
+// The panels of the run view: one chart per entry; thr names the metric a monitor threshold bounds.
+const PANELS = [
+  ["Outcome", [
+    { id: "reward", title: "reward and success", keys: ["reward/mean", "reward/success"], warn: true },
+  ]],
+  ["Loss", [
+    { id: "loss", title: "loss terms", keys: ["loss/total", "loss/pg", "sft/loss"] },
+    { id: "loss-aux", title: "entropy term and approx KL", keys: ["loss/entropy", "loss/approx_kl", "loss/kl"] },
+  ]],
+  ["Exploration", [
+    { id: "entropy", title: "token entropy", keys: ["explore/entropy"], thr: "explore/entropy", warn: true },
+    { id: "distinct", title: "distinct actions per group, tool-call rate", keys: ["explore/distinct_per_group", "explore/tool_call_rate"] },
+    { id: "toolmix", title: "tool mix", keys: ["explore/tool_mix/"] },
+  ]],
+  ["Learning signal", [
+    { id: "zerovar", title: "zero-variance share", keys: ["signal/zero_var_share"], thr: "signal/zero_var_share", warn: true },
+    { id: "effbatch", title: "effective batch", keys: ["signal/effective_batch"] },
+    { id: "advspread", title: "advantage spread", keys: ["signal/adv_spread", "signal/adv_mean_abs"] },
+    { id: "gradnorm", title: "grad norm", keys: ["signal/grad_norm", "signal/grad_norm_max"] },
+  ]],
+  ["Distribution shift", [
+    { id: "kl", title: "behaviour KL", keys: ["shift/behaviour_kl"], thr: "shift/behaviour_kl", warn: true },
+    { id: "isq", title: "IS weight quantiles", keys: ["is/weight_p50", "is/weight_p90", "is/weight_p99", "is/weight_max", "shift/is_ess"] },
+    { id: "clip", title: "clip fractions", keys: ["loss/pg_clipfrac", "loss/pg_clipfrac_low", "loss/pg_clipfrac_high", "loss/pg_clipfrac_dual"] },
+    { id: "lag", title: "version lag", keys: ["shift/version_lag_mean", "shift/version_lag_max"] },
+  ]],
+];
+const STAGES = ["generate", "env", "train", "learner wait", "other"];
+
+let runs = [];
+let current = null; // the view being shown: {route, lines}
+let charts = [];
+
+function clearCharts() { for (const c of charts) c.destroy(); charts = []; }
+
+// overlay draws phase boundaries, threshold lines and warning marks over a chart.
+function overlay(ev, spec) {
+  return (u) => {
+    const ctx = u.ctx, top = u.bbox.top, bottom = u.bbox.top + u.bbox.height;
+    ctx.save();
+    ctx.lineWidth = 1;
+    for (const p of ev.phases || []) {
+      const x = u.valToPos(p.start - 0.5, "x", true);
+      ctx.strokeStyle = "#9ca3af"; ctx.setLineDash([4, 4]);
+      ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, bottom); ctx.stroke();
+      ctx.fillStyle = "#6b7280"; ctx.font = "11px system-ui"; ctx.fillText(p.name, x + 3, top + 11);
+    }
+    if (spec.thr) for (const t of ev.thresholds || []) if (t.metric === spec.thr) {
+      const y = u.valToPos(t.value, "y", true);
+      ctx.strokeStyle = "#dc2626"; ctx.setLineDash([6, 3]);
+      ctx.beginPath(); ctx.moveTo(u.bbox.left, y); ctx.lineTo(u.bbox.left + u.bbox.width, y); ctx.stroke();
+      ctx.fillStyle = "#dc2626"; ctx.fillText(t.name + " " + t.value, u.bbox.left + 4, y - 3);
+    }
+    if (spec.warn) {
+      ctx.fillStyle = "rgba(220,38,38,0.8)"; ctx.setLineDash([]);
+      for (const w of ev.warnings || []) {
+        if (spec.thr && !warnMatches(w.text, spec.thr)) continue;
+        const x = u.valToPos(w.x, "x", true);
+        ctx.beginPath(); ctx.moveTo(x - 4, bottom); ctx.lineTo(x + 4, bottom); ctx.lineTo(x, bottom - 7); ctx.fill();
+      }
+    }
+    ctx.restore();
+  };
+}
+function warnMatches(text, metric) {
+  if (metric.startsWith("explore")) return text.startsWith("exploration");
+  if (metric.startsWith("signal")) return text.startsWith("learning signal");
+  if (metric.startsWith("shift")) return text.startsWith("distribution shift");
+  return true;
+}
+
+// chart draws data ([x, ...ys]) with series labels into a new box; it records the number of
+// points and series on the box for tests.
+function chart(parent, id, title, labels, data, opts) {
+  const box = h("div", { class: "chart", "data-chart": id }, h("div", { class: "title" }, title));
+  parent.append(box);
+  const series = [{ label: opts.xLabel || "step" }];
+  labels.forEach((l, i) => series.push(Object.assign({ label: l, stroke: COLORS[i % COLORS.length], width: 1.2, spanGaps: true,
+    points: { show: opts.points || false } }, (opts.seriesOpts || [])[i] || {})));
+  const u = new uPlot({ width: WIDTH(), height: 220, series, scales: { x: { time: false } },
+    hooks: { draw: opts.draw ? [opts.draw] : [] }, legend: { live: true } }, data, box);
+  charts.push(u);
+  box.dataset.points = String(data[0].length);
+  box.dataset.series = String(labels.length);
+  return box;
+}
+
+async function showRun(name) {
+  const main = $("#main");
+  const [ev, ...series] = await Promise.all([api(`/api/run/${enc(name)}/events`),
+    ...PANELS.flatMap(([, specs]) => specs.map((s) => api(`/api/run/${enc(name)}/series?keys=${enc(s.keys.join(","))}`))),
+    api(`/api/run/${enc(name)}/series?keys=${enc("time/generate_s,time/env_s,time/generate_env_s,time/train_s,time/learner_wait_s,time/step_s")}&max=1500`)]);
+  const timeData = series.pop();
+  clearCharts();
+  main.replaceChildren();
+  main.append(h("div", { class: "legend-note" }, `${name}: ${series[0] ? series[0].total : 0} training lines; ` +
+    `${ev.warnings.length} monitor warnings; phases ${ev.phases.map((p) => p.name + " " + p.start + "–" + p.end).join(", ")}` +
+    (ev.config_error ? "; config: " + ev.config_error : "")));
+  let k = 0;
+  for (const [title, specs] of PANELS) {
+    main.append(h("h2", {}, title));
+    const panel = h("div", { class: "panel" });
+    main.append(panel);
+    for (const spec of specs) {
+      const s = series[k++];
+      const labels = Object.keys(s.series);
+      if (labels.length === 0) continue;
+      chart(panel, spec.id, spec.title + (s.x.length < s.total ? ` (${s.x.length} of ${s.total} points)` : ""), labels,
+        [s.x, ...labels.map((l) => s.series[l])], { draw: overlay(ev, spec) });
+    }
+    if (title === "Outcome") evalChart(panel, ev);
+  }
+  main.append(h("h2", {}, "Time per step"));
+  const tp = h("div", { class: "panel" });
+  main.append(tp);
+  timeChart(tp, timeData, ev);
+  if (ev.warnings.length) {
+    main.append(h("h2", {}, "Monitor warnings"));
+    main.append(h("div", { class: "warnings" }, ev.warnings.slice(-200).map((w) => h("div", {}, `${w.phase} step ${w.step}: ${w.text}`))));
+  }
+}
+
+// evalChart plots held-out pass@1 (sampled and greedy) per environment at the lines they followed.
+function evalChart(parent, ev) {
+  if (!ev.evals.length) return;
+  const xs = [...new Set(ev.evals.map((e) => e.x))].sort((a, b) => a - b);
+  const envs = [...new Set(ev.evals.map((e) => e.env))];
+  const labels = [], cols = [];
+  for (const env of envs) for (const [key, tag] of [["eval/pass1", "sampled"], ["eval/pass1_greedy", "greedy"]]) {
+    labels.push(`${env} pass@1 ${tag}`);
+    cols.push(xs.map((x) => { const e = ev.evals.find((e) => e.x === x && e.env === env); return e && key in e.metrics ? e.metrics[key] : null; }));
+  }
+  chart(parent, "evals", "held-out pass@1", labels, [xs, ...cols], { points: true, draw: overlay(ev, {}) });
+}
+
+// timeChart stacks each step's stages as bars: sampling wall time split into generation and
+// environment by their per-episode sums, then training, learner wait and the rest of the step.
+function timeChart(parent, s, ev) {
+  const n = s.x.length, g = s.series;
+  const get = (k, i) => (g[k] && g[k][i] != null ? g[k][i] : 0);
+  const parts = STAGES.map(() => new Array(n).fill(0));
+  for (let i = 0; i < n; i++) {
+    const wall = get("time/generate_env_s", i), gs = get("time/generate_s", i), es = get("time/env_s", i);
+    const share = gs + es > 0 ? gs / (gs + es) : 1;
+    parts[0][i] = wall * share; parts[1][i] = wall * (1 - share);
+    parts[2][i] = get("time/train_s", i); parts[3][i] = get("time/learner_wait_s", i);
+    parts[4][i] = Math.max(0, get("time/step_s", i) - wall - parts[2][i] - parts[3][i]);
+  }
+  // Cumulative sums, drawn largest first so each stage shows as its band of the bar.
+  const cum = []; let acc = new Array(n).fill(0);
+  for (const p of parts) { acc = acc.map((v, i) => v + p[i]); cum.push(acc); }
+  const bars = uPlot.paths.bars({ size: [0.9, 40] });
+  const labels = STAGES.slice().reverse(), data = [s.x, ...cum.slice().reverse()];
+  const seriesOpts = labels.map((_, i) => ({ paths: bars, fill: COLORS[(STAGES.length - 1 - i) % COLORS.length] + "cc", width: 0 }));
+  chart(parent, "time", "seconds per step by stage (stacked)", labels, data, { seriesOpts, draw: overlay(ev, {}) });
+}
+
+async function showCompare(params) {
+  const main = $("#main");
+  const chosen = (params.get("runs") || runs.slice(0, 2).map((r) => r.name).join(",")).split(",").filter(Boolean);
+  const keys = ["reward/mean", "reward/success", "explore/entropy", "signal/zero_var_share", "shift/behaviour_kl", "signal/grad_norm", "loss/total", "time/step_s"];
+  const picks = h("div", { class: "filters" }, "runs:", runs.map((r) => h("label", {},
+    h("input", Object.assign({ type: "checkbox", value: r.name, onchange: () => {
+      const sel = [...main.querySelectorAll(".filters input:checked")].map((i) => i.value);
+      location.hash = "#/compare?runs=" + sel.map(enc).join(",");
+    } }, chosen.includes(r.name) ? { checked: "" } : {})), r.name)));
+  const rep = chosen.length ? await api(`/api/compare?runs=${chosen.map(enc).join(",")}&keys=${enc(keys.join(","))}&max=2000`) : { runs: [], series: [], diff: [] };
+  clearCharts();
+  main.replaceChildren(picks);
+  const panel = h("div", { class: "panel" });
+  main.append(h("h2", {}, "Curves"), panel);
+  for (const key of keys) {
+    const tables = [], labels = [];
+    rep.series.forEach((s, i) => { if (s.series[key]) { tables.push([s.x, s.series[key]]); labels.push(rep.runs[i]); } });
+    if (!tables.length) continue;
+    const data = tables.length === 1 ? tables[0] : uPlot.join(tables);
+    const box = chart(panel, "cmp-" + key, key, labels, data, {});
+    box.dataset.runs = String(labels.length);
+  }
+  main.append(h("h2", {}, "Config differences"));
+  main.append(rep.diff.length ? h("table", { class: "diff", id: "config-diff" }, h("tr", {}, h("th", {}, "key"), rep.runs.map((r) => h("th", {}, r))),
+    rep.diff.map((d) => h("tr", {}, h("td", {}, d.key), d.values.map((v) => h("td", {}, v || "—")))))
+    : h("div", { id: "config-diff" }, "the configs are the same"));
+  if (rep.errors) main.append(h("div", { class: "warnings" }, rep.errors.join("; ")));
+}
+
+async function showTrajs(name, params) {
+  const main = $("#main");
+  const q = new URLSearchParams(params);
+  const off = +(q.get("offset") || 0);
+  const page = await api(`/api/run/${enc(name)}/trajs?${q.toString()}`);
+  clearCharts();
+  const field = (k, attrs) => h("input", Object.assign({ name: k, value: q.get(k) || "", placeholder: k }, attrs || {}));
+  const sel = (k, opts) => { const s = h("select", { name: k }, h("option", { value: "" }, "any " + k), opts.map((o) => h("option", { value: o }, o || "(none)"))); s.value = q.get(k) || ""; return s; };
+  const form = h("form", { class: "filters", onsubmit: (e) => {
+    e.preventDefault();
+    const p = new URLSearchParams();
+    for (const el of form.elements) if (el.name && el.value) p.set(el.name, el.value);
+    location.hash = `#/trajs/${enc(name)}?${p.toString()}`;
+  } }, sel("phase", page.phases || []), sel("env", page.envs || []), sel("status", ["ok", "truncated", "env_error", "timeout"]),
+  field("step"), field("min_reward"), field("max_reward"), h("button", {}, "filter"),
+  h("span", { class: "legend-note" }, `${page.matched} of ${page.total} trajectories`));
+  const nav = (d) => { q.set("offset", String(Math.max(0, off + d))); location.hash = `#/trajs/${enc(name)}?${q.toString()}`; };
+  const table = h("table", { id: "traj-table" }, h("tr", {}, ["#", "phase", "step", "env", "seed", "status", "reward", "turns", "tool calls", "tokens"].map((c) => h("th", {}, c))),
+    page.items.map((t) => h("tr", { class: "row", onclick: () => { location.hash = `#/traj/${enc(name)}/${t.i}`; } },
+      [t.i, t.phase, t.step, t.env, t.seed, t.status, t.reward.toFixed(3), t.turns, t.tool_calls, t.tokens].map((c) => h("td", {}, String(c))))));
+  main.replaceChildren(...[form, table, h("div", { class: "filters" },
+    off > 0 ? h("button", { onclick: () => nav(-50) }, "previous") : null,
+    off + page.items.length < page.matched ? h("button", { onclick: () => nav(50) }, "next") : null),
+  page.damage ? h("div", { class: "warnings" }, "damaged stretches skipped: " + page.damage.join("; ")) : null].filter((x) => x != null));
+}
+
+// heat colours a trained token by its behaviour logprob: green near 0, red at -5 and below.
+function heat(lp) { const t = Math.max(0, Math.min(1, -lp / 5)); return `hsla(${120 * (1 - t)}, 80%, 70%, 0.8)`; }
+
+async function showTraj(name, i) {
+  const main = $("#main");
+  const v = await api(`/api/run/${enc(name)}/traj/${i}`);
+  clearCharts();
+  const heatBox = h("input", { type: "checkbox", id: "heat-toggle", onchange: () => body.classList.toggle("heat", heatBox.checked) });
+  const body = h("div", { id: "traj-body" });
+  const toks = v.tokens;
+  const span = (j) => {
+    const t = toks[j];
+    const e = h("span", { class: "tok " + (t.m ? "trained" : "untrained"), title: t.m ? `logprob ${t.lp.toFixed(3)} (version ${t.v})` : "not trained" }, t.t);
+    if (t.m) e.style.setProperty("--heat", heat(t.lp));
+    return e;
+  };
+  // messages groups the tokens [a, b) into runs of one role.
+  const messages = (a, b) => {
+    const out = [];
+    for (let j = a; j < b;) {
+      let k = j; while (k < b && toks[k].r === toks[j].r) k++;
+      const m = h("div", { class: "msg " + toks[j].r }, h("span", { class: "role" }, toks[j].r));
+      for (let x = j; x < k; x++) m.append(span(x));
+      out.push(m); j = k;
+    }
+    return out;
+  };
+  let pos = 0;
+  v.turns.forEach((tu, n) => {
+    body.append(...messages(pos, tu.start));
+    const a = messages(tu.start, tu.end);
+    if (a[0]) a[0].querySelector(".role").textContent = `assistant · turn ${n + 1}` + (tu.reward ? ` · reward ${tu.reward}` : "");
+    body.append(...a);
+    for (const c of tu.tool_calls || []) body.append(h("div", { class: "tool-call" }, `tool call ${c.name}(${c.arguments})` +
+      (c.error ? `\nerror: ${c.error}` : "") + (c.result != null && c.result !== "" ? `\n→ ${c.result}` : "")));
+    body.append(...messages(tu.end, tu.obs_end));
+    pos = tu.obs_end;
+  });
+  body.append(...messages(pos, toks.length));
+  const s = v.summary;
+  main.replaceChildren(...[
+    h("div", {}, h("a", { href: `#/trajs/${enc(name)}` }, "← trajectories")),
+    h("h2", {}, `${s.id}: ${s.env} seed ${s.seed}, ${s.phase} step ${s.step}, ${s.status}, reward ${s.reward}`),
+    h("div", { class: "filters" }, h("label", {}, heatBox, " logprob heat map"),
+      h("span", { class: "legend-note" }, "underlined: trained (loss mask); grey: not trained" + (v.decoded ? "" : "; no tokenizer in the run directory: token ids shown"))),
+    v.error ? h("div", { class: "warnings" }, v.error) : null,
+    v.meta && v.meta.length ? h("div", { class: "legend-note" }, v.meta.map((kv) => kv.k + "=" + kv.v).join("  ")) : null,
+    body].filter((x) => x != null));
+}
+// The heat map is a style, so toggling it redraws nothing.
+document.head.append(h("style", {}, ".heat .tok.trained { background: var(--heat); }"));
+
+const enc = encodeURIComponent;
+
+async function route() {
+  const hash = location.hash.replace(/^#/, "") || "/run/";
+  const [path, query] = hash.split("?");
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  const params = new URLSearchParams(query || "");
+  const name = parts[1] || (runs[0] && runs[0].name);
+  for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("on", a.id === "nav-" + (parts[0] === "traj" ? "trajs" : parts[0] || "run"));
+  $("#run-select").value = name || "";
+  const t0 = performance.now();
+  document.body.dataset.ready = "0";
+  try {
+    if (parts[0] === "compare") await showCompare(params);
+    else if (parts[0] === "trajs") await showTrajs(name, params);
+    else if (parts[0] === "traj") await showTraj(name, +parts[2]);
+    else if (name) await showRun(name);
+    else $("#main").textContent = "no runs";
+  } catch (e) {
+    $("#main").replaceChildren(h("pre", { class: "warnings" }, String(e)));
+  }
+  const r = runs.find((r) => r.name === name);
+  current = { hash: location.hash, name, lines: r ? r.lines : 0, live: parts[0] !== "traj" && parts[0] !== "trajs" };
+  document.body.dataset.renderMs = String(Math.round(performance.now() - t0));
+  if (!document.body.dataset.loadMs) document.body.dataset.loadMs = String(Math.round(performance.now()));
+  document.body.dataset.ready = "1";
+}
+
+async function loadRuns() {
+  runs = await api("/api/runs");
+  const sel = $("#run-select");
+  const keep = sel.value;
+  sel.replaceChildren(...runs.map((r) => h("option", { value: r.name }, r.name)));
+  sel.value = keep || (runs[0] && runs[0].name) || "";
+}
+
+// poll re-reads the runs every few seconds and redraws the view when its run logged new lines.
+async function poll() {
+  try {
+    await loadRuns();
+    const r = current && runs.find((r) => r.name === current.name);
+    $("#live").textContent = r ? `${r.name}: ${r.lines} lines, step ${r.step}` : "";
+    if (current && current.live && r && r.lines !== current.lines && document.body.dataset.ready === "1") await route();
+  } catch (e) { $("#live").textContent = "offline"; }
+  setTimeout(poll, 3000);
+}
+
+$("#run-select").addEventListener("change", (e) => {
+  const seg = (location.hash.replace(/^#\//, "").split("/")[0]) || "run";
+  location.hash = `#/${seg === "traj" ? "trajs" : seg === "compare" ? "run" : seg}/${enc(e.target.value)}`;
+});
+window.addEventListener("hashchange", route);
+loadRuns().then(route).then(() => setTimeout(poll, 3000));

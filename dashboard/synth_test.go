@@ -1,0 +1,111 @@
+package dashboard
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentrl/agentrl/traj"
+)
+
+// synthRun writes a run directory: config.yaml (with seed and the monitor block), metrics.jsonl
+// with sft SFT lines then rl RL lines (a warning on every tenth RL step, evaluations before and
+// after), and trajectories trajs of an RL phase, each a tool call with its response.
+func synthRun(t testing.TB, dir string, seed, sft, rl, trajs int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("name: %s\nseed: %d\nmonitor:\n  min_entropy: 0.02\n  max_zero_var_share: 0.9\n  max_kl: 0.05\nphases:\n  - name: rl\n    rl:\n      group_size: %d\n", filepath.Base(dir), seed, 4+seed)
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	line := func(m map[string]any) {
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(append(b, '\n'))
+	}
+	line(map[string]any{"eval": "before", "env": "calc", "eval/pass1": 0.1, "eval/pass1_greedy": 0.2, "version": 0})
+	for s := 1; s <= sft; s++ {
+		line(map[string]any{"phase": "sft", "step": s, "sft/loss": 5 - float64(s)/float64(sft), "explore/entropy": 2.0, "signal/grad_norm": 1.0, "time/train_s": 0.05, "version": s})
+	}
+	for s := 1; s <= rl; s++ {
+		p := float64(s) / float64(rl)
+		m := map[string]any{"phase": "rl", "step": s, "version": sft + s,
+			"reward/mean": 0.3 + 0.5*p + 0.01*float64(seed), "reward/success": 0.3 + 0.5*p, "episodes/sampled": 16, "episodes/failed": s % 2, "episodes/truncated": 1,
+			"explore/entropy": 0.5 * (1 - p), "explore/distinct_per_group": 0.5, "explore/tool_call_rate": 0.4, "explore/tool_mix/calculator": 1,
+			"signal/zero_var_share": 0.2, "signal/effective_batch": 12, "signal/adv_spread": 0.8, "signal/grad_norm": 0.5, "signal/partial_batch": false,
+			"shift/behaviour_kl": 0.001, "is/weight_p50": 1, "is/weight_p90": 1.01, "is/weight_p99": 1.05, "loss/pg_clipfrac": 0.01,
+			"shift/version_lag_mean": 0, "loss/total": -0.1, "loss/pg": -0.1,
+			"time/generate_env_s": 0.2, "time/generate_s": 1.5, "time/env_s": 0.1, "time/train_s": 0.3, "time/step_s": 0.55}
+		if s%10 == 0 {
+			m["warnings"] = []string{"exploration collapsing: mean token entropy 0.0100 below 0.0200"}
+		}
+		line(m)
+	}
+	line(map[string]any{"eval": "after-rl", "env": "calc", "eval/pass1": 0.6, "eval/pass1_greedy": 0.7, "version": sft + rl})
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if trajs == 0 {
+		return
+	}
+	tf, err := os.Create(filepath.Join(dir, "trajectories.atrs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw, err := traj.NewWriter(tf, traj.WriterOptions{Compression: traj.CompressZstd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range trajs {
+		if err := tw.Write(synthTraj(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tf.Close()
+}
+
+// synthTraj is episode i: system and user prompt, an assistant turn that calls the calculator,
+// the tool's response, and a final assistant answer. Odd episodes fail with reward 0.
+func synthTraj(i int) *traj.Trajectory {
+	roles := []traj.Role{traj.RoleSystem, traj.RoleSystem, traj.RoleUser, traj.RoleUser,
+		traj.RoleAssistant, traj.RoleAssistant, traj.RoleAssistant, traj.RoleTool, traj.RoleTool, traj.RoleAssistant, traj.RoleAssistant}
+	t := &traj.Trajectory{ID: fmt.Sprintf("calc-%d", i), Env: "calc", TaskSeed: int64(1000 + i), GroupID: uint64(i / 4),
+		Reward: float64(1 - i%2), Status: traj.StatusOK,
+		Meta: []traj.KV{{Key: "phase", Value: "rl"}, {Key: "step", Value: fmt.Sprint(1 + i/8)}}}
+	for j, r := range roles {
+		t.Tokens = append(t.Tokens, int32(10+j))
+		t.Roles = append(t.Roles, r)
+		sampled := r == traj.RoleAssistant
+		t.LossMask = append(t.LossMask, sampled)
+		lp, v := float32(0), traj.NoVersion
+		if sampled {
+			lp, v = -0.5*float32(j%4), 3
+		}
+		t.Logprobs = append(t.Logprobs, lp)
+		t.Versions = append(t.Versions, v)
+	}
+	t.Turns = []traj.Turn{
+		{Start: 4, End: 7, ObsEnd: 9, ToolCalls: []traj.ToolCall{{Name: "calculator", Arguments: `{"expression":"2+3"}`, Result: "5"}}},
+		{Start: 9, End: 11, ObsEnd: 11},
+	}
+	if i%5 == 4 {
+		t.Status = traj.StatusTruncated
+	}
+	return t
+}
