@@ -10,8 +10,8 @@ import (
 	"strconv"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nuid"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/agentrl/agentrl/traj"
 )
