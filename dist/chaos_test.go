@@ -246,6 +246,22 @@ func runChaos(t *testing.T, cs *chaosServer) {
 			checkpoint()
 		}
 	}
+	// Every task is acked once its trajectory is stored; a server killed with SIGKILL may forget
+	// some acks (JetStream does not sync them), and those tasks run again: wait for the queue to
+	// empty, the learner drops their trajectories as duplicates.
+	for {
+		tq, err := l.JS.Stream(ctx, TasksStream(run))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tq.CachedInfo().State.Msgs == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d tasks never acknowledged", tq.CachedInfo().State.Msgs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	// Stop worker b gracefully, then take anything left on the stream (late duplicates).
 	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -267,6 +283,7 @@ func runChaos(t *testing.T, cs *chaosServer) {
 		}
 		t.Errorf("a trajectory handed out after every key was trained: %s (seq %d)", d.MsgID, d.Seq)
 	}
+
 	checkpoint()
 	k.Close()
 
