@@ -369,26 +369,36 @@ func (k *Consumer) Checkpointed(ctx context.Context, step int) error {
 	}
 	k.mu.Unlock()
 	slices.SortFunc(due, func(a, b *Delivery) int { return cmp.Compare(a.Seq, b.Seq) })
+	// Plain acks then one flush: the server has them all once the flush returns (it handles a
+	// connection's messages in order). An ack lost anyway (a server restart in between) makes the
+	// message come back; State, saved with the checkpoint, recognises it.
 	var first error
+	var sent []*Delivery
 	for _, d := range due {
-		err := retry(ctx, func() error {
-			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			return d.msg.DoubleAck(actx)
-		})
-		if err != nil {
+		if err := d.msg.Ack(); err != nil {
 			if first == nil {
 				first = fmt.Errorf("dist: ack seq %d: %w", d.Seq, err)
 			}
 			continue
 		}
-		k.mu.Lock()
+		sent = append(sent, d)
+	}
+	if len(sent) > 0 {
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := k.conn.NC.FlushWithContext(fctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("dist: acks of checkpoint %d not confirmed: %w", step, err)
+		}
+	}
+	k.mu.Lock()
+	for _, d := range sent {
 		delete(k.held, d.Seq)
 		if d.step >= 0 {
 			k.state.Trained[d.Key] = d.Seq
 		}
-		k.mu.Unlock()
 	}
+	k.mu.Unlock()
 	return first
 }
 
