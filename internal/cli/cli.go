@@ -31,6 +31,7 @@ type CLI struct {
 	Env    EnvCmd    `cmd:"" help:"List and serve environments."`
 	Traj   TrajCmd   `cmd:"" help:"List, replay and export a run's trajectories."`
 	Bench  BenchCmd  `cmd:"" help:"Measure performance."`
+	Worker WorkerCmd `cmd:"" help:"Run episodes for a distributed run: take tasks from the learner's NATS server, store trajectories."`
 	Help   HelpCmd   `cmd:"" help:"Show help for agentrl or one of its commands."`
 
 	Version kong.VersionFlag `help:"Print the version (module, commit, Go) and exit."`
