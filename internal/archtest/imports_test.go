@@ -77,6 +77,11 @@ var rules = []rule{
 		forbid:   []string{"learn", "pipeline"},
 		why:      "agentrl eval and agentrl env serve must not link the trainer",
 	},
+	{
+		subjects: []string{"dist"},
+		forbid:   []string{"model", "infer", "rollout", "env", "checkpoint", "learn", "pipeline"},
+		why:      "the data plane carries tasks, trajectories and weight files; the learner and any worker link it without a model or an engine",
+	},
 }
 
 // pkg is what go list reports of one package.

@@ -33,6 +33,7 @@ type CLI struct {
 	Traj      TrajCmd      `cmd:"" help:"List, replay and export a run's trajectories."`
 	Dashboard DashboardCmd `cmd:"" help:"Serve a local web page of runs: curves, invariants, comparison, trajectories; and Prometheus metrics."`
 	Bench     BenchCmd     `cmd:"" help:"Measure performance."`
+	Worker    WorkerCmd    `cmd:"" help:"Run episodes for a distributed run: take tasks from the learner's NATS server, store trajectories."`
 	Help      HelpCmd      `cmd:"" help:"Show help for agentrl or one of its commands."`
 
 	Version kong.VersionFlag `help:"Print the version (module, commit, Go) and exit."`

@@ -1,0 +1,191 @@
+package dist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Conn is a connection to the data plane's NATS server, learner's or worker's.
+type Conn struct {
+	NC *nats.Conn
+	JS jetstream.JetStream
+}
+
+// Connect connects to url (nats://host:port; credentials may be in the URL for a server that
+// authenticates users) with token, when not empty. It reconnects forever, so a restarted server
+// is found again; name identifies the client in the server's monitoring.
+func Connect(url, token, name string) (*Conn, error) {
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(200 * time.Millisecond),
+		nats.ReconnectBufSize(-1), // publishes during a reconnect fail rather than wait in a buffer
+		nats.RetryOnFailedConnect(false),
+		// Asynchronous errors (a permission refused to a library's clean-up call) are not
+		// printed: every operation that matters returns its error to its caller.
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}),
+	}
+	if token != "" {
+		opts = append(opts, nats.Token(token))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dist: connect %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("dist: %w", err)
+	}
+	return &Conn{NC: nc, JS: js}, nil
+}
+
+// Close closes the connection.
+func (c *Conn) Close() { c.NC.Close() }
+
+// RunConfig sizes the streams and buckets of one run (SetupRun).
+type RunConfig struct {
+	Run string
+	// TaskAckWait is how long a worker may hold a task without acknowledging it or saying it is
+	// in progress before it is redelivered to another worker (0: 30 s). Workers send "in
+	// progress" every third of it while an episode runs, so this bounds how long a killed worker's
+	// task waits, not how long an episode may take.
+	TaskAckWait time.Duration
+	// MaxDeliver bounds the deliveries of one task (0: unlimited).
+	MaxDeliver int
+	// DedupWindow is how long the trajectory stream remembers message ids (0: 10 min).
+	DedupWindow time.Duration
+	// HeartbeatTTL is how long a worker's heartbeat lives (0: 15 s).
+	HeartbeatTTL time.Duration
+	// TrajMaxBytes bounds the trajectory stream (0: unlimited); when full, publishing fails
+	// rather than discarding stored trajectories.
+	TrajMaxBytes int64
+}
+
+func (c RunConfig) withDefaults() RunConfig {
+	if c.TaskAckWait == 0 {
+		c.TaskAckWait = 30 * time.Second
+	}
+	if c.DedupWindow == 0 {
+		c.DedupWindow = 10 * time.Minute
+	}
+	if c.HeartbeatTTL == 0 {
+		c.HeartbeatTTL = 15 * time.Second
+	}
+	if c.TrajMaxBytes == 0 {
+		c.TrajMaxBytes = -1
+	}
+	return c
+}
+
+// SetupRun creates (or updates) the run's streams, the workers' task consumer, and the shared
+// buckets. It is the learner's; a worker's credentials may not create streams.
+func (c *Conn) SetupRun(ctx context.Context, cfg RunConfig) error {
+	if err := CheckRun(cfg.Run); err != nil {
+		return err
+	}
+	cfg = cfg.withDefaults()
+	run := cfg.Run
+	if _, err := c.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        TasksStream(run),
+		Description: "agentrl tasks of run " + run,
+		Subjects:    []string{TaskSubject(run)},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Discard:     jetstream.DiscardNew,
+		Duplicates:  cfg.DedupWindow,
+	}); err != nil {
+		return fmt.Errorf("dist: tasks stream: %w", err)
+	}
+	maxDeliver := cfg.MaxDeliver
+	if maxDeliver == 0 {
+		maxDeliver = -1
+	}
+	if _, err := c.JS.CreateOrUpdateConsumer(ctx, TasksStream(run), jetstream.ConsumerConfig{
+		Durable:       TasksConsumer,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.TaskAckWait,
+		MaxDeliver:    maxDeliver,
+		MaxAckPending: 1 << 16,
+		MaxWaiting:    4096,
+	}); err != nil {
+		return fmt.Errorf("dist: tasks consumer: %w", err)
+	}
+	if _, err := c.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        TrajStream(run),
+		Description: "agentrl trajectories of run " + run,
+		Subjects:    []string{SubjectPrefix + "." + run + ".traj.>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Discard:     jetstream.DiscardNew,
+		MaxBytes:    cfg.TrajMaxBytes,
+		Duplicates:  cfg.DedupWindow,
+	}); err != nil {
+		return fmt.Errorf("dist: trajectory stream: %w", err)
+	}
+	if _, err := c.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: PolicyBucket, Description: "agentrl policy pointers", History: 4, Storage: jetstream.FileStorage,
+	}); err != nil {
+		return fmt.Errorf("dist: policy bucket: %w", err)
+	}
+	if _, err := c.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: WorkersBucket, Description: "agentrl worker heartbeats", TTL: cfg.HeartbeatTTL, Storage: jetstream.MemoryStorage,
+	}); err != nil {
+		return fmt.Errorf("dist: workers bucket: %w", err)
+	}
+	for _, b := range []string{WeightsBucket, BlobsBucket} {
+		if _, err := c.JS.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket: b, Storage: jetstream.FileStorage,
+		}); err != nil {
+			return fmt.Errorf("dist: object store %s: %w", b, err)
+		}
+	}
+	return nil
+}
+
+// PublishTask queues a task. Its task id is its message id, so publishing the same task twice
+// within the dedup window stores it once.
+func (c *Conn) PublishTask(ctx context.Context, t Task) error {
+	if err := t.validate(t.Run); err != nil {
+		return fmt.Errorf("dist: %w", err)
+	}
+	data, err := jsonMarshal(t)
+	if err != nil {
+		return err
+	}
+	_, err = c.JS.Publish(ctx, TaskSubject(t.Run), data, jetstream.WithMsgID(t.Run+"/task/"+t.TaskID+"/"+itoa(t.Attempt)))
+	if err != nil {
+		return fmt.Errorf("dist: publish task %s: %w", t.TaskID, err)
+	}
+	return nil
+}
+
+// retry calls f until it succeeds, ctx ends, or it fails with an error retry cannot help.
+func retry(ctx context.Context, f func() error) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := f()
+		if err == nil || ctx.Err() != nil || permanent(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// permanent reports errors a retry does not fix.
+func permanent(err error) bool {
+	return errors.Is(err, nats.ErrPermissionViolation) || errors.Is(err, nats.ErrAuthorization) ||
+		errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, errPermanent)
+}
+
+var errPermanent = errors.New("permanent")
