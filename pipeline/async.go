@@ -143,7 +143,7 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 		}
 		groups, dropped := dropStale(b.groups, r.version, int32(eta))
 		as.droppedStale = dropped
-		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(b.sampled, groups), fill: b.fill, async: as}
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(b.sampled, groups), fill: b.fill, async: as, simLatency: simulatedLatency(p.Envs)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			upd.Learner.Step = step
 			// The sampling RNG belongs to the producer; the learner shuffles with its own.
