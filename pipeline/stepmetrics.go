@@ -20,7 +20,7 @@ type rlStep struct {
 	async   *asyncStats     // nil in a synchronous phase
 	// simLatency describes the simulated latency of the phase's environments ("" when none).
 	simLatency string
-	times   stepTimes
+	times      stepTimes
 }
 
 // stepTimes are a step's stages in seconds.
