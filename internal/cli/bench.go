@@ -5,4 +5,5 @@ type BenchCmd struct {
 	Rollout BenchRolloutCmd `cmd:"" help:"Agent-loop orchestration throughput and memory with a zero-latency scripted generator."`
 	Model   BenchModelCmd   `cmd:"" help:"Model kernels, training step and decode throughput."`
 	Train   BenchTrainCmd   `cmd:"" help:"End-to-end learning: held-out pass@1 lift over seeds."`
+	Async   BenchAsyncCmd   `cmd:"" help:"Synchronous vs asynchronous RL on calc with a simulated heavy-tailed step latency."`
 }
