@@ -30,6 +30,7 @@ type CLI struct {
 	Config ConfigCmd `cmd:"" help:"Inspect configuration."`
 	Env    EnvCmd    `cmd:"" help:"List and serve environments."`
 	Traj   TrajCmd   `cmd:"" help:"List, replay and export a run's trajectories."`
+	Replay ReplayCmd `cmd:"" help:"Train a run's RL phases again from its recorded trajectories, without environments, and compare the metrics."`
 	Bench  BenchCmd  `cmd:"" help:"Measure performance."`
 	Help   HelpCmd   `cmd:"" help:"Show help for agentrl or one of its commands."`
 
