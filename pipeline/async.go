@@ -46,6 +46,9 @@ type asyncBatch struct {
 	groups  [][]*traj.Trajectory
 	fill    reward.FillStats
 	genTime time.Duration
+	// genWait is how long the producer waited for admission before sampling this batch, because
+	// it was η steps ahead of the learner.
+	genWait time.Duration
 	err     error
 }
 
@@ -53,6 +56,7 @@ type asyncBatch struct {
 type asyncStats struct {
 	droppedStale int     // trajectories past the staleness bound
 	learnerWait  float64 // seconds the learner waited for the batch
+	genWait      float64 // seconds the producer waited on the staleness bound before this batch
 	ahead        int     // batches sampled or sampling beyond this one when it was taken
 }
 
@@ -96,6 +100,7 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 	wg.Go(func() {
 		defer close(batches)
 		for s := start; s < p.Steps; s++ {
+			a0 := r.now()
 			select {
 			case admit <- struct{}{}:
 			case <-pctx.Done():
@@ -103,8 +108,8 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 			}
 			t0 := r.now()
 			sampled, groups, fill, err := r.sampleRL(pctx, eng, p, s, r.stepRNG(pi, s, 3))
-			b := asyncBatch{step: s, sampled: sampled, groups: groups, fill: fill, genTime: r.now().Sub(t0), err: err}
-			select {
+			b := asyncBatch{step: s, sampled: sampled, groups: groups, fill: fill, genTime: r.now().Sub(t0), genWait: t0.Sub(a0), err: err}
+			select { // never blocks: the channel holds as many batches as admission lets start
 			case batches <- b:
 			case <-pctx.Done():
 				return
@@ -137,7 +142,7 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 			return fmt.Errorf("step %d: sampler delivered step %d", step, b.step) // a programming error
 		}
 		st0 := r.now()
-		as := &asyncStats{learnerWait: st0.Sub(w0).Seconds(), ahead: len(batches)}
+		as := &asyncStats{learnerWait: st0.Sub(w0).Seconds(), genWait: b.genWait.Seconds(), ahead: len(batches)}
 		if err := r.record(p.Name, step+1, b.sampled); err != nil {
 			return err
 		}

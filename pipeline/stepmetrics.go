@@ -74,6 +74,7 @@ func (s *rlStep) fields() map[string]any {
 		m["async/dropped_stale"] = a.droppedStale
 		m["async/batches_ahead"] = a.ahead
 		m["time/learner_wait_s"] = a.learnerWait
+		m["time/generator_wait_s"] = a.genWait
 	}
 	return m
 }

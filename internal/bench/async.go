@@ -53,8 +53,8 @@ type asyncArm struct {
 	wall       float64     // RL wall time, evaluations excluded
 	episodes   float64     // sampled
 	trained    float64     // ≈ episodes in the groups trained on
-	genBusy    float64     // seconds the sampler was busy
 	learnWait  float64     // seconds the learner waited for a batch
+	genWait    float64     // seconds the sampler waited on the staleness bound (async), or for the learner (sync)
 	lagMean    float64
 	lagMax     float64
 	lagHist    map[int]int // steps by their largest version lag
@@ -247,11 +247,12 @@ func readArmMetrics(dir string, groupSize int) (*asyncArm, map[int][2]float64, e
 		stale := num("async/dropped_stale")
 		trained := num("signal/groups_kept")*float64(groupSize) - stale
 		a.trained += trained
-		a.genBusy += num("time/generate_env_s")
 		a.learnWait += num("time/learner_wait_s")
 		if _, ok := m["time/learner_wait_s"]; !ok {
 			a.learnWait += num("time/generate_env_s") // a synchronous learner waits for the whole sampling
+			a.genWait += num("time/train_s")          // and sampling waits for the whole update
 		}
+		a.genWait += num("time/generator_wait_s")
 		lag := num("shift/version_lag_max")
 		a.lagMean += num("shift/version_lag_mean")
 		a.lagMax = max(a.lagMax, lag)
@@ -355,7 +356,7 @@ func printAsync(w io.Writer, o AsyncOptions, rs []*asyncArm) {
 		}
 		fmt.Fprintf(tw, "%g\t%d\t%s\t%s\t%s\t%.1f%%\t%.1f%% -> %.1f%%\t%.1fs\t%.2f\t%.0f%%\t%.0f%%\t%.2f / %.0f\t%s\t%.0f / %.0f / %.0f\n",
 			a.tail, a.seed, name, ttt, speed, 100*pass1At(a.points, equal), 100*a.points[0].pass1, 100*a.points[len(a.points)-1].pass1,
-			a.wall, a.episodes/a.wall, 100*a.learnWait/a.wall, 100*max(0, 1-a.genBusy/a.wall), a.lagMean, a.lagMax, strings.Join(hist, " "),
+			a.wall, a.episodes/a.wall, 100*a.learnWait/a.wall, 100*a.genWait/a.wall, a.lagMean, a.lagMax, strings.Join(hist, " "),
 			a.stale, a.filtered, a.failed)
 	}
 	tw.Flush()
