@@ -107,6 +107,7 @@ func Async(ctx context.Context, w io.Writer, o AsyncOptions) error {
 	}
 	fmt.Fprintf(w, "bench async: calc, RL %d steps per arm from a supervised checkpoint, evaluated every %d steps on %d held-out tasks × %d samples; env step latency SIMULATED (%s, median %v, p99/p50 %s)\n",
 		o.Steps, o.Every, o.Tasks, o.Samples, o.Dist, o.Median, o.Tails)
+	fmt.Fprintf(w, "shrunk from the calc preset: RL %d steps per arm (the preset trains 100), held-out evaluations of %d tasks (the preset: 200), one supervised checkpoint shared by every arm and seed; every arm runs in this process on the same cores, with the same loss, filters and engine\n", o.Steps, o.Tasks)
 	init := o.Init
 	if init == "" {
 		t0 := time.Now()
