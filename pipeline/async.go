@@ -45,6 +45,9 @@ type asyncBatch struct {
 	groups  [][]*traj.Trajectory
 	fill    reward.FillStats
 	genTime time.Duration
+	// genWait is how long the producer waited for admission before sampling this batch, because
+	// it was η steps ahead of the learner.
+	genWait time.Duration
 	err     error
 }
 
@@ -52,6 +55,7 @@ type asyncBatch struct {
 type asyncStats struct {
 	droppedStale int     // trajectories past the staleness bound
 	learnerWait  float64 // seconds the learner waited for the batch
+	genWait      float64 // seconds the producer waited on the staleness bound before this batch
 	ahead        int     // batches sampled or sampling beyond this one when it was taken
 }
 
@@ -95,6 +99,7 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 	wg.Go(func() {
 		defer close(batches)
 		for s := start; s < p.Steps; s++ {
+			a0 := r.now()
 			select {
 			case admit <- struct{}{}:
 			case <-pctx.Done():
@@ -102,8 +107,8 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 			}
 			t0 := r.now()
 			sampled, groups, fill, err := r.sampleRL(pctx, smp.gen, p, s, r.stepRNG(pi, s, 3))
-			b := asyncBatch{step: s, sampled: sampled, groups: groups, fill: fill, genTime: r.now().Sub(t0), err: err}
-			select {
+			b := asyncBatch{step: s, sampled: sampled, groups: groups, fill: fill, genTime: r.now().Sub(t0), genWait: t0.Sub(a0), err: err}
+			select { // never blocks: the channel holds as many batches as admission lets start
 			case batches <- b:
 			case <-pctx.Done():
 				return
@@ -136,13 +141,13 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 			return fmt.Errorf("step %d: sampler delivered step %d", step, b.step) // a programming error
 		}
 		st0 := r.now()
-		as := &asyncStats{learnerWait: st0.Sub(w0).Seconds(), ahead: len(batches)}
+		as := &asyncStats{learnerWait: st0.Sub(w0).Seconds(), genWait: b.genWait.Seconds(), ahead: len(batches)}
 		if err := r.record(p.Name, step+1, b.sampled); err != nil {
 			return err
 		}
 		groups, dropped := dropStale(b.groups, r.version, int32(eta))
 		as.droppedStale = dropped
-		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(b.sampled, groups), fill: b.fill, async: as}
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(b.sampled, groups), fill: b.fill, async: as, simLatency: simulatedLatency(p.Envs)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			upd.Learner.Step = step
 			// The sampling RNG belongs to the producer; the learner shuffles with its own.

@@ -64,6 +64,9 @@ type RolloutConfig struct {
 type EnvWeight struct {
 	Name   string  `yaml:"name"`
 	Weight float64 `yaml:"weight"`
+	// Latency, in an rl phase, adds a simulated heavy-tailed latency to every step of this
+	// environment's training episodes (env.WithLatency; a benchmark workload, not evaluation's).
+	Latency *env.LatencyConfig `yaml:"latency,omitempty"`
 }
 
 // Phase is one stage of a run.
@@ -309,6 +312,14 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 		}
 		if !(e.Weight > 0) || math.IsInf(e.Weight, 0) {
 			return fmt.Errorf("envs: weight of %s must be a positive number, got %v", e.Name, e.Weight)
+		}
+		if e.Latency != nil {
+			if p.Kind != "rl" {
+				return fmt.Errorf("envs: %s: latency simulates slow steps of RL episodes and does nothing in an %s phase", e.Name, p.Kind)
+			}
+			if err := e.Latency.Validate(); err != nil {
+				return fmt.Errorf("envs: %s: %w", e.Name, err)
+			}
 		}
 	}
 	if p.Steps < 1 {

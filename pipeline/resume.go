@@ -89,7 +89,8 @@ func (r *Run) stateSnapshot(l *learn.Learner) (*checkpoint.State, error) {
 }
 
 // pruneCheckpoints keeps the newest Keep step checkpoints (by their progress), the best one,
-// the reference policies and the one just written.
+// the reference policies, the one just written, and the checkpoints at the run's start and at
+// each phase's end (where `agentrl replay` starts a phase).
 func (r *Run) pruneCheckpoints(current string) error {
 	root := filepath.Join(r.Dir, checkpointsDir)
 	entries, err := os.ReadDir(root)
@@ -107,8 +108,8 @@ func (r *Run) pruneCheckpoints(current string) error {
 			continue
 		}
 		p, s, ok := parseStepName(n)
-		if !ok {
-			continue
+		if !ok || (p == 0 && s == 0) || (p < len(r.Cfg.Phases) && s == r.Cfg.Phases[p].Steps) {
+			continue // the run's start and each phase's end are kept: replay starts phases from them
 		}
 		cks = append(cks, ck{n, p, s})
 	}

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/agentrl/agentrl/algo"
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
@@ -50,7 +52,7 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 		if err := r.record(p.Name, step+1, sampled); err != nil {
 			return err
 		}
-		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups), fill: fill}
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups), fill: fill, simLatency: simulatedLatency(p.Envs)}
 		tt := r.now()
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			upd.Learner.Step = step // the schedule counts the phase's steps, trained on or not
@@ -167,7 +169,7 @@ func (r *Run) sampleRL(ctx context.Context, gen infer.Generator, p Phase, step i
 		if err != nil {
 			return nil, err
 		}
-		groups, err := runner.RunGroups(ctx, r.envFactory(), tasks, c.GroupSize, r.Cfg.Rollout.EngineSlots)
+		groups, err := runner.RunGroups(ctx, withLatency(r.envFactory(), p.Envs), tasks, c.GroupSize, r.Cfg.Rollout.EngineSlots)
 		if err != nil {
 			return nil, err
 		}
@@ -184,6 +186,40 @@ func (r *Run) sampleRL(ctx context.Context, gen infer.Generator, p Phase, step i
 	}
 	groups, err := sample(ctx, c.GroupsPerStep)
 	return sampled, groups, reward.FillStats{Rounds: 1, Sampled: len(groups)}, err
+}
+
+// withLatency wraps the environments of envs that have a simulated latency in env.WithLatency.
+func withLatency(f rollout.EnvFactory, envs []EnvWeight) rollout.EnvFactory {
+	lat := map[string]env.LatencyConfig{}
+	for _, e := range envs {
+		if e.Latency != nil {
+			lat[e.Name] = *e.Latency
+		}
+	}
+	if len(lat) == 0 {
+		return f
+	}
+	return func(name string) (env.Env, error) {
+		e, err := f(name)
+		if err != nil {
+			return nil, err
+		}
+		if c, ok := lat[name]; ok {
+			return env.WithLatency(e, c), nil
+		}
+		return e, nil
+	}
+}
+
+// simulatedLatency describes the simulated latencies of a phase's environments ("" when none).
+func simulatedLatency(envs []EnvWeight) string {
+	var parts []string
+	for _, e := range envs {
+		if e.Latency != nil {
+			parts = append(parts, e.Name+": "+e.Latency.String())
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // logRL writes the step's metrics line with the monitor's warnings, and shows its progress.

@@ -18,7 +18,9 @@ type rlStep struct {
 	fill    reward.FillStats
 	learn   *learn.RLReport // nil when no group was kept, so nothing was trained
 	async   *asyncStats     // nil in a synchronous phase
-	times   stepTimes
+	// simLatency describes the simulated latency of the phase's environments ("" when none).
+	simLatency string
+	times      stepTimes
 }
 
 // stepTimes are a step's stages in seconds.
@@ -68,10 +70,14 @@ func (s *rlStep) fields() map[string]any {
 	m["time/train_s"] = s.times.train
 	m["time/step_s"] = s.times.step
 	m["time/elapsed_s"] = s.times.elapsed
+	if s.simLatency != "" {
+		m["sim/latency"] = s.simLatency
+	}
 	if a := s.async; a != nil {
 		m["async/dropped_stale"] = a.droppedStale
 		m["async/batches_ahead"] = a.ahead
 		m["time/learner_wait_s"] = a.learnerWait
+		m["time/generator_wait_s"] = a.genWait
 	}
 	return m
 }

@@ -32,6 +32,7 @@ type CLI struct {
 	Serve     ServeCmd     `cmd:"" help:"Serve a checkpoint as an OpenAI-compatible HTTP server (completions, chat with tools, the agentrl token route, weight updates)."`
 	Traj      TrajCmd      `cmd:"" help:"List, replay and export a run's trajectories."`
 	Dashboard DashboardCmd `cmd:"" help:"Serve a local web page of runs: curves, invariants, comparison, trajectories; and Prometheus metrics."`
+	Replay    ReplayCmd    `cmd:"" help:"Train a run's RL phases again from its recorded trajectories, without environments, and compare the metrics."`
 	Bench     BenchCmd     `cmd:"" help:"Measure performance."`
 	Worker    WorkerCmd    `cmd:"" help:"Run episodes for a distributed run: take tasks from the learner's NATS server, store trajectories."`
 	Help      HelpCmd      `cmd:"" help:"Show help for agentrl or one of its commands."`

@@ -1,0 +1,372 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/eval"
+	"github.com/agentrl/agentrl/pipeline"
+)
+
+// AsyncOptions says what Async runs; `agentrl bench async` documents each field.
+type AsyncOptions struct {
+	Envs     *env.Registry
+	RunsDir  string        // where the supervised checkpoint and the arms' runs go
+	Init     string        // supervised checkpoint to start RL from ("" = train one first)
+	SFTSteps int           // steps of the supervised phase when Init is empty
+	Arms     string        // comma-separated: sync, or an η for async
+	Tails    string        // comma-separated p99/p50 ratios of the step latency (1 = no tail)
+	Dist     string        // lognormal or pareto
+	Median   time.Duration // median step latency
+	Max      time.Duration // cap on one step's latency (0: none)
+	Seeds    string        // comma-separated RL seeds
+	Steps    int           // RL steps per arm
+	Every    int           // RL steps between held-out evaluations (checkpoints evaluated after the run)
+	Tasks    int           // held-out tasks per evaluation
+	Samples  int           // samples per task for the sampled pass@1
+	Target   float64       // held-out sampled pass@1 whose wall time is the primary figure
+	Set      []string      // further overrides for every arm
+	Quiet    bool
+	Terminal bool
+}
+
+// asyncArm is one run of the bench: an arm at one tail and seed, and what it measured.
+type asyncArm struct {
+	arm        string
+	tail       float64
+	seed       uint64
+	points     []evalPoint // step 0 (the supervised checkpoint) first
+	wall       float64     // RL wall time, evaluations excluded
+	episodes   float64     // sampled
+	trained    float64     // ≈ episodes in the groups trained on
+	learnWait  float64     // seconds the learner waited for a batch
+	genWait    float64     // seconds the sampler waited on the staleness bound (async), or for the learner (sync)
+	lagMean    float64
+	lagMax     float64
+	lagHist    map[int]int // steps by their largest version lag
+	stale      float64     // episodes dropped past the staleness bound
+	filtered   float64     // episodes in groups the filter dropped
+	failed     float64     // episodes whose environment failed
+	stepsTaken int
+}
+
+// evalPoint is one held-out evaluation of a checkpoint the arm saved.
+type evalPoint struct {
+	step    int
+	wall    float64 // RL seconds to reach the step
+	trained float64 // episodes trained on by then
+	pass1   float64 // sampled
+	greedy  float64
+}
+
+// Async compares synchronous RL with the asynchronous controller on calc whose environment
+// steps wait a simulated heavy-tailed latency. Every arm starts RL from the same supervised
+// checkpoint (Init, or one trained first); checkpoints taken every Every steps are evaluated on
+// held-out tasks after the arm has run, so evaluation takes no time from either side, and wall
+// time counts RL steps only.
+func Async(ctx context.Context, w io.Writer, o AsyncOptions) error {
+	if o.Steps < 1 || o.Every < 1 || o.Every > o.Steps {
+		return fmt.Errorf("bench async: need steps >= 1 and 1 <= every <= steps")
+	}
+	arms, tails, seeds := splitList(o.Arms), splitList(o.Tails), splitList(o.Seeds)
+	for _, a := range arms {
+		if a != "sync" {
+			if n, err := strconv.Atoi(a); err != nil || n < 1 {
+				return fmt.Errorf("bench async: arm %q is neither sync nor a max_staleness", a)
+			}
+		}
+	}
+	var tailVals []float64
+	for _, t := range tails {
+		v, err := strconv.ParseFloat(t, 64)
+		if err != nil {
+			return fmt.Errorf("bench async: bad tail %q", t)
+		}
+		if err := (env.LatencyConfig{Dist: o.Dist, Median: o.Median, P99OverP50: v, Max: o.Max}).Validate(); err != nil {
+			return fmt.Errorf("bench async: tail %v: %w", v, err)
+		}
+		tailVals = append(tailVals, v)
+	}
+	out := w
+	if o.Quiet {
+		out = nil
+	}
+	fmt.Fprintf(w, "bench async: calc, RL %d steps per arm from a supervised checkpoint, evaluated every %d steps on %d held-out tasks × %d samples; env step latency SIMULATED (%s, median %v, p99/p50 %s)\n",
+		o.Steps, o.Every, o.Tasks, o.Samples, o.Dist, o.Median, o.Tails)
+	fmt.Fprintf(w, "shrunk from the calc preset: RL %d steps per arm (the preset trains 100), held-out evaluations of %d tasks (the preset: 200), one supervised checkpoint shared by every arm and seed; every arm runs in this process on the same cores, with the same loss, filters and engine\n", o.Steps, o.Tasks)
+	init := o.Init
+	if init == "" {
+		t0 := time.Now()
+		var err error
+		if init, err = trainSupervised(ctx, out, o); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "supervised checkpoint: %s (%d SFT steps, %s)\n", init, o.SFTSteps, time.Since(t0).Round(time.Second))
+	}
+	var results []*asyncArm
+	for _, s := range seeds {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("bench async: bad seed %q", s)
+		}
+		base, err := evalCheckpoint(ctx, init, seed, o)
+		if err != nil {
+			return err
+		}
+		for _, tail := range tailVals {
+			for _, arm := range arms {
+				a, err := runAsyncArm(ctx, out, o, init, arm, tail, seed)
+				if err != nil {
+					return fmt.Errorf("arm %s tail %g seed %d: %w", arm, tail, seed, err)
+				}
+				a.points = append([]evalPoint{{pass1: base.pass1, greedy: base.greedy}}, a.points...)
+				results = append(results, a)
+				fmt.Fprintf(w, "done: arm %s tail %g seed %d: RL wall %.1fs, held-out pass@1 %.1f%% -> %.1f%%\n", arm, tail, seed, a.wall, 100*a.points[0].pass1, 100*a.points[len(a.points)-1].pass1)
+			}
+		}
+	}
+	printAsync(w, o, results)
+	return nil
+}
+
+// trainSupervised trains the calc preset's supervised phase alone and returns its checkpoint.
+func trainSupervised(ctx context.Context, out io.Writer, o AsyncOptions) (string, error) {
+	cfg, err := pipeline.Load(o.Envs, "calc", "", []string{"runs_dir=" + o.RunsDir, "name=bench-async-sft",
+		fmt.Sprintf("phases.sft.steps=%d", o.SFTSteps), "eval.tasks=8", "eval.samples=1"})
+	if err != nil {
+		return "", err
+	}
+	cfg.Phases = cfg.Phases[:1]
+	run, err := pipeline.NewRun(cfg, pipeline.Options{Out: out, Terminal: o.Terminal, Envs: o.Envs})
+	if err != nil {
+		return "", err
+	}
+	sum, err := run.Train(ctx)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(sum.Dir, "checkpoints", fmt.Sprintf("sft-p0.s%06d", o.SFTSteps)), nil
+}
+
+// armSets are the overrides of one arm. Every arm trains with the same loss (PPO with a
+// token-level importance correction against the behaviour logprobs, which asynchronous training
+// requires and which is the identity on on-policy data), filters and engine.
+func armSets(o AsyncOptions, init, arm string, tail float64, seed uint64) []string {
+	lat := fmt.Sprintf("{dist: %s, median: %s, p99_over_p50: %g", o.Dist, o.Median, tail)
+	if o.Max > 0 {
+		lat += ", max: " + o.Max.String()
+	}
+	lat += "}"
+	sets := []string{
+		"runs_dir=" + o.RunsDir, fmt.Sprintf("name=bench-async-%s-tail%g-seed%d", arm, tail, seed), fmt.Sprintf("seed=%d", seed), "init=" + init,
+		fmt.Sprintf("phases.rl.steps=%d", o.Steps), "phases.rl.envs=[{name: calc, weight: 1, latency: " + lat + "}]",
+		"phases.rl.rl.loss.correction.level=token", "phases.rl.rl.loss.correction.cap=2",
+		fmt.Sprintf("checkpoint.every=%d", o.Every), "checkpoint.keep=100000", "eval.tasks=8", "eval.samples=1", "eval.every=0",
+	}
+	if arm != "sync" {
+		sets = append(sets, "phases.rl.rl.async.max_staleness="+arm)
+	}
+	return append(sets, o.Set...)
+}
+
+// runAsyncArm runs one arm's RL phase, reads its metrics and evaluates its checkpoints.
+func runAsyncArm(ctx context.Context, out io.Writer, o AsyncOptions, init, arm string, tail float64, seed uint64) (*asyncArm, error) {
+	cfg, err := pipeline.Load(o.Envs, "calc", "", armSets(o, init, arm, tail, seed))
+	if err != nil {
+		return nil, err
+	}
+	cfg.Phases = cfg.Phases[1:] // RL only, from the supervised checkpoint
+	run, err := pipeline.NewRun(cfg, pipeline.Options{Out: out, Terminal: o.Terminal, Envs: o.Envs})
+	if err != nil {
+		return nil, err
+	}
+	sum, err := run.Train(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a, byStep, err := readArmMetrics(sum.Dir, cfg.Phases[0].RL.GroupSize)
+	if err != nil {
+		return nil, err
+	}
+	a.arm, a.tail, a.seed = arm, tail, seed
+	for s := o.Every; s <= o.Steps; s += o.Every {
+		dir := filepath.Join(sum.Dir, "checkpoints", fmt.Sprintf("rl-p0.s%06d", s))
+		p, err := evalCheckpoint(ctx, dir, seed, o)
+		if err != nil {
+			return nil, err
+		}
+		p.step, p.wall, p.trained = s, byStep[s][0], byStep[s][1]
+		a.points = append(a.points, p)
+	}
+	return a, nil
+}
+
+// readArmMetrics sums an RL run's metrics.jsonl, and gives per step the wall seconds and
+// episodes trained up to it.
+func readArmMetrics(dir string, groupSize int) (*asyncArm, map[int][2]float64, error) {
+	f, err := os.Open(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	a := &asyncArm{lagHist: map[int]int{}}
+	byStep := map[int][2]float64{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	origin := math.NaN()
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			return nil, nil, err
+		}
+		if m["phase"] != "rl" {
+			continue
+		}
+		num := func(k string) float64 { v, _ := m[k].(float64); return v }
+		if math.IsNaN(origin) {
+			// The RL phase starts when its first step starts waiting for its batch; what came
+			// before (loading, the run's first evaluation) is not RL time.
+			origin = num("time/elapsed_s") - num("time/step_s")
+		}
+		a.stepsTaken++
+		a.wall = num("time/elapsed_s") - origin
+		a.episodes += num("episodes/sampled")
+		stale := num("async/dropped_stale")
+		trained := num("signal/groups_kept")*float64(groupSize) - stale
+		a.trained += trained
+		a.learnWait += num("time/learner_wait_s")
+		if _, ok := m["time/learner_wait_s"]; !ok {
+			a.learnWait += num("time/generate_env_s") // a synchronous learner waits for the whole sampling
+			a.genWait += num("time/train_s")          // and sampling waits for the whole update
+		}
+		a.genWait += num("time/generator_wait_s")
+		lag := num("shift/version_lag_max")
+		a.lagMean += num("shift/version_lag_mean")
+		a.lagMax = max(a.lagMax, lag)
+		a.lagHist[int(lag)]++
+		a.stale += stale
+		a.failed += num("episodes/failed")
+		a.filtered += max(num("episodes/sampled")-stale-num("signal/groups_kept")*float64(groupSize), 0)
+		byStep[int(num("step"))] = [2]float64{a.wall, a.trained}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, err
+	}
+	if a.stepsTaken == 0 {
+		return nil, nil, fmt.Errorf("%s: no RL step in metrics.jsonl", dir)
+	}
+	a.lagMean /= float64(a.stepsTaken)
+	return a, byStep, nil
+}
+
+// evalCheckpoint evaluates the checkpoint in dir on held-out calc tasks (no simulated latency:
+// evaluation measures the policy).
+func evalCheckpoint(ctx context.Context, dir string, seed uint64, o AsyncOptions) (evalPoint, error) {
+	ck, err := checkpoint.Load(dir)
+	if err != nil {
+		return evalPoint{}, err
+	}
+	cfg, err := pipeline.Load(o.Envs, "calc", "", nil)
+	if err != nil {
+		return evalPoint{}, err
+	}
+	r, err := eval.Run(ctx, ck.Model, ck.Tokenizer, 0, eval.Options{Env: "calc", Tasks: o.Tasks, K: o.Samples, Seed: seed,
+		Rollout: cfg.Rollout.Config, Slots: cfg.Rollout.EngineSlots, Envs: o.Envs})
+	if err != nil {
+		return evalPoint{}, err
+	}
+	return evalPoint{pass1: *r.Pass1Sampled, greedy: r.Pass1Greedy}, nil
+}
+
+// timeToTarget is the wall time at which the held-out sampled pass@1 first reaches target,
+// interpolated linearly between the evaluations around it; ok is false when it never does.
+func timeToTarget(ps []evalPoint, target float64) (float64, bool) {
+	for i, p := range ps {
+		if p.pass1 >= target {
+			if i == 0 {
+				return 0, true
+			}
+			q := ps[i-1]
+			return q.wall + (p.wall-q.wall)*(target-q.pass1)/(p.pass1-q.pass1), true
+		}
+	}
+	return 0, false
+}
+
+// pass1At is the held-out sampled pass@1 after n trained episodes, interpolated linearly.
+func pass1At(ps []evalPoint, n float64) float64 {
+	for i := 1; i < len(ps); i++ {
+		if ps[i].trained >= n {
+			q, p := ps[i-1], ps[i]
+			if p.trained == q.trained {
+				return p.pass1
+			}
+			return q.pass1 + (p.pass1-q.pass1)*(n-q.trained)/(p.trained-q.trained)
+		}
+	}
+	return ps[len(ps)-1].pass1
+}
+
+func printAsync(w io.Writer, o AsyncOptions, rs []*asyncArm) {
+	if len(rs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nheld-out sampled pass@1 target %.0f%%; wall = RL steps only (evaluation excluded); step latency SIMULATED\n", 100*o.Target)
+	// Sample efficiency is compared at the fewest episodes any arm trained on.
+	equal := math.Inf(1)
+	for _, a := range rs {
+		equal = min(equal, a.points[len(a.points)-1].trained)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "tail p99/p50\tseed\tarm\ttime to target\tspeedup\tpass@1 at %.0f trained eps\tpass@1 start -> end\tRL wall\tepisodes/s\tlearner idle\tgenerator idle\tlag mean / max\tlag-max histogram\tdropped: stale / filter / failed\n", equal)
+	syncTime := map[string]float64{}
+	for _, a := range rs {
+		if t, ok := timeToTarget(a.points, o.Target); ok && a.arm == "sync" {
+			syncTime[fmt.Sprint(a.tail, a.seed)] = t
+		}
+	}
+	for _, a := range rs {
+		ttt, speed := "not reached", "-"
+		if t, ok := timeToTarget(a.points, o.Target); ok {
+			ttt = fmt.Sprintf("%.0fs", t)
+			if s, ok := syncTime[fmt.Sprint(a.tail, a.seed)]; ok && t > 0 {
+				speed = fmt.Sprintf("%.2f×", s/t)
+			}
+		}
+		var hist []string
+		for _, k := range slices.Sorted(maps.Keys(a.lagHist)) {
+			hist = append(hist, fmt.Sprintf("%d:%d", k, a.lagHist[k]))
+		}
+		name := a.arm
+		if name != "sync" {
+			name = "async η=" + name
+		}
+		fmt.Fprintf(tw, "%g\t%d\t%s\t%s\t%s\t%.1f%%\t%.1f%% -> %.1f%%\t%.1fs\t%.2f\t%.0f%%\t%.0f%%\t%.2f / %.0f\t%s\t%.0f / %.0f / %.0f\n",
+			a.tail, a.seed, name, ttt, speed, 100*pass1At(a.points, equal), 100*a.points[0].pass1, 100*a.points[len(a.points)-1].pass1,
+			a.wall, a.episodes/a.wall, 100*a.learnWait/a.wall, 100*a.genWait/a.wall, a.lagMean, a.lagMax, strings.Join(hist, " "),
+			a.stale, a.filtered, a.failed)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nheld-out sampled pass@1 (greedy) at each evaluation, with RL wall seconds and ≈ episodes trained:\n")
+	for _, a := range rs {
+		var cells []string
+		for _, p := range a.points {
+			cells = append(cells, fmt.Sprintf("s%d %.1f%% (%.1f%%) %.0fs %.0f", p.step, 100*p.pass1, 100*p.greedy, p.wall, p.trained))
+		}
+		fmt.Fprintf(w, "  tail %g seed %d %s: %s\n", a.tail, a.seed, a.arm, strings.Join(cells, " | "))
+	}
+}

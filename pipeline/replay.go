@@ -1,0 +1,330 @@
+package pipeline
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/traj"
+)
+
+// ReplayOptions are the settings of Replay.
+type ReplayOptions struct {
+	// Out receives progress and the summary (nothing when nil).
+	Out io.Writer
+	// OutDir receives the replay's metrics.jsonl (default: <run>/replay).
+	OutDir string
+	Opts   Options // the environment registry (for the phases' seed ranges) and the clock
+}
+
+// ReplaySummary is what Replay did.
+type ReplaySummary struct {
+	Dir      string // the replay's directory, holding its metrics.jsonl
+	Steps    int    // RL steps replayed
+	Compared int    // of them, steps whose metrics line the run had and that were compared
+	// Mismatch describes the first metric that differs from the run's (timings and the
+	// asynchronous queue depth aside); empty when every compared line is identical.
+	Mismatch string
+}
+
+// Replay trains the RL phases of the run in runDir again from its recorded trajectories
+// (trajectories.atrs), without generating or running an environment: for each RL step, the
+// trajectories recorded for it are grouped and filtered exactly as the run filtered them
+// (dynamic sampling's rounds are reconstructed from the tasks the step's random stream draws, and
+// checked against the recording; an asynchronous phase's staleness bound drops the same
+// episodes), then fed to the same learner update with the same random streams, starting from
+// the checkpoint the run took when the phase started. The metrics it writes are then those of
+// the run, timings aside, so a learner bug can be reproduced, bisected and debugged without the
+// environments. It compares them with the run's metrics.jsonl line by line.
+func Replay(ctx context.Context, runDir string, o ReplayOptions) (*ReplaySummary, error) {
+	data, err := os.ReadFile(filepath.Join(runDir, "config.yaml"))
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	cfg, err := Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %s config.yaml: %w", runDir, err)
+	}
+	recorded, err := readRecorded(filepath.Join(runDir, "trajectories.atrs"))
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	out := o.OutDir
+	if out == "" {
+		out = filepath.Join(runDir, "replay")
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	mpath := filepath.Join(out, "metrics.jsonl")
+	if err := os.Remove(mpath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	opts := o.Opts
+	opts.Out = o.Out
+	r := &Run{Cfg: cfg, Dir: out, opts: opts}
+	if r.metrics, err = openMetrics(mpath); err != nil {
+		return nil, err
+	}
+	defer r.metrics.Close()
+	r.start = r.now()
+	sum := &ReplaySummary{Dir: out}
+	for pi, p := range cfg.Phases {
+		if p.Kind != "rl" {
+			continue
+		}
+		start := r.stepName(0, 0)
+		if pi > 0 {
+			start = r.stepName(pi-1, cfg.Phases[pi-1].Steps)
+		}
+		ck, err := checkpoint.Load(filepath.Join(runDir, checkpointsDir, start))
+		if err != nil {
+			return nil, fmt.Errorf("replay: phase %s starts from checkpoint %s, which the run must keep: %w", p.Name, start, err)
+		}
+		var st progressState
+		if ck.State == nil || json.Unmarshal(ck.State.Extra, &st) != nil {
+			return nil, fmt.Errorf("replay: checkpoint %s has no progress state", start)
+		}
+		r.model, r.tok, r.version = ck.Model, ck.Tokenizer, st.Version
+		n, err := r.replayRL(ctx, pi, p, recorded[p.Name])
+		sum.Steps += n
+		if err != nil {
+			return sum, fmt.Errorf("replay: phase %s step %d: %w", p.Name, n+1, err)
+		}
+	}
+	if err := r.metrics.f.Sync(); err != nil {
+		return sum, err
+	}
+	sum.Compared, sum.Mismatch, err = compareMetrics(filepath.Join(runDir, "metrics.jsonl"), mpath)
+	return sum, err
+}
+
+// replayRL replays one RL phase from the trajectories recorded for its steps (keyed by the
+// step's 1-based number) and returns how many steps it trained.
+func (r *Run) replayRL(ctx context.Context, pi int, p Phase, byStep map[int][]*traj.Trajectory) (int, error) {
+	upd, err := r.newRLUpdate(p, 0)
+	if err != nil {
+		return 0, err
+	}
+	mon := newMonitor(r.Cfg.Monitor)
+	bar := r.newProgress("replay "+p.Name, p.Steps)
+	defer bar.finish()
+	for step := range p.Steps {
+		if err := ctx.Err(); err != nil {
+			return step, err
+		}
+		rec, ok := byStep[step+1]
+		if !ok {
+			r.printf("replay: phase %s: nothing recorded for step %d: the run stopped there\n", p.Name, step+1)
+			return step, nil
+		}
+		st0 := r.now()
+		rng := r.stepRNG(pi, step, 3)
+		groups, fill, err := r.replaySample(p, step, rng, rec)
+		if err != nil {
+			return step, err
+		}
+		var as *asyncStats
+		if a := p.RL.Async; a != nil {
+			// The producer sampled with its own stream; the learner shuffles with another.
+			var dropped int
+			groups, dropped = dropStale(groups, r.version, int32(a.MaxStaleness))
+			as = &asyncStats{droppedStale: dropped}
+			rng = r.stepRNG(pi, step, 4)
+		}
+		s := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(rec, groups), fill: fill, async: as, simLatency: simulatedLatency(p.Envs)}
+		if trajs := slices.Concat(groups...); len(trajs) > 0 {
+			upd.Learner.Step = step
+			rep, err := upd.Step(trajs, r.version, rng)
+			if err != nil {
+				return step, err
+			}
+			s.learn = &rep
+			r.version++
+		}
+		el := r.now().Sub(st0).Seconds()
+		s.times = stepTimes{train: el, step: el, elapsed: r.now().Sub(r.start).Seconds()}
+		if err := r.logRL(s, mon, bar); err != nil {
+			return step, err
+		}
+	}
+	return p.Steps, nil
+}
+
+// replaySample rebuilds a step's groups from its recorded trajectories as sampleRL made them:
+// it draws the same tasks from rng (so rng ends where the run's did), checks that the recording
+// holds those tasks' groups, and filters them with the phase's dynamic sampling.
+func (r *Run) replaySample(p Phase, step int, rng *rand.Rand, rec []*traj.Trajectory) ([][]*traj.Trajectory, reward.FillStats, error) {
+	c := p.RL
+	_ = rng.Uint64() // the rollout runner's sample seed
+	var recGroups [][]*traj.Trajectory
+	for _, t := range rec {
+		if n := len(recGroups); n > 0 && recGroups[n-1][0].GroupID == t.GroupID {
+			recGroups[n-1] = append(recGroups[n-1], t)
+		} else {
+			recGroups = append(recGroups, []*traj.Trajectory{t})
+		}
+	}
+	next, round := 0, 0
+	sample := func(_ context.Context, n int) ([][]*traj.Trajectory, error) {
+		tasks, err := sampleTasks(r.opts.Envs, rng, p.Envs, n, uint64(step)<<16|uint64(round)<<12)
+		round++
+		if err != nil {
+			return nil, err
+		}
+		if next+len(tasks) > len(recGroups) {
+			return nil, fmt.Errorf("the run sampled %d groups in round %d, the recording holds %d more", len(tasks), round, len(recGroups)-next)
+		}
+		out := recGroups[next : next+len(tasks)]
+		next += len(tasks)
+		for i, g := range out {
+			t := tasks[i]
+			if g[0].GroupID != t.GroupID || g[0].TaskSeed != t.Seed || g[0].Env != t.Env || len(g) != c.GroupSize {
+				return nil, fmt.Errorf("recorded group %d (%s seed %d, %d episodes) is not the task the run drew (group %d, %s seed %d, %d episodes): the recording does not match the config", g[0].GroupID, g[0].Env, g[0].TaskSeed, len(g), t.GroupID, t.Env, t.Seed, c.GroupSize)
+			}
+		}
+		return out, nil
+	}
+	var groups [][]*traj.Trajectory
+	var fill reward.FillStats
+	var err error
+	if ds := c.DynamicSampling; ds != nil {
+		groups, fill, err = reward.DynamicSampling{Groups: c.GroupsPerStep, MaxRounds: ds.MaxRounds, AllowPartial: true}.Fill(context.Background(), sample)
+	} else {
+		groups, err = sample(context.Background(), c.GroupsPerStep)
+		fill = reward.FillStats{Rounds: 1, Sampled: len(groups)}
+	}
+	if err != nil {
+		return nil, fill, err
+	}
+	if next != len(recGroups) {
+		return nil, fill, fmt.Errorf("%d recorded groups were never drawn: the recording does not match the config", len(recGroups)-next)
+	}
+	return groups, fill, nil
+}
+
+// readRecorded reads a run's trajectory stream and sorts the trajectories by the phase and step
+// they were recorded for, in file order.
+func readRecorded(path string) (map[string]map[int][]*traj.Trajectory, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rd, err := traj.NewReader(bufio.NewReader(f))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	out := map[string]map[int][]*traj.Trajectory{}
+	for {
+		t, err := rd.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		phase, stepText := "", ""
+		for _, kv := range t.Meta {
+			switch kv.Key {
+			case "phase":
+				phase = kv.Value
+			case "step":
+				stepText = kv.Value
+			}
+		}
+		step, err := strconv.Atoi(stepText)
+		if phase == "" || err != nil {
+			continue // not tagged by a training step
+		}
+		if out[phase] == nil {
+			out[phase] = map[int][]*traj.Trajectory{}
+		}
+		out[phase][step] = append(out[phase][step], t)
+	}
+}
+
+// replayIgnored says which metrics a replay does not reproduce: wall-clock timings and how many
+// batches an asynchronous producer had ready.
+func replayIgnored(key string) bool {
+	return strings.HasPrefix(key, "time/") || key == "async/batches_ahead"
+}
+
+// compareMetrics compares the RL step lines of the replay's metrics (at path replay) with the
+// run's, and returns how many lines it compared and the first difference.
+func compareMetrics(run, replay string) (int, string, error) {
+	load := func(path string) (map[string]map[string]any, []string, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer f.Close()
+		lines := map[string]map[string]any{}
+		var order []string
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", path, err)
+			}
+			if _, ok := m["step"]; !ok || m["eval"] != nil {
+				continue
+			}
+			key := fmt.Sprintf("%v/%v", m["phase"], m["step"])
+			lines[key] = m
+			order = append(order, key)
+		}
+		return lines, order, sc.Err()
+	}
+	want, _, err := load(run)
+	if err != nil {
+		return 0, "", err
+	}
+	got, order, err := load(replay)
+	if err != nil {
+		return 0, "", err
+	}
+	n := 0
+	for _, key := range order {
+		w, ok := want[key]
+		if !ok {
+			continue
+		}
+		n++
+		g := got[key]
+		keys := map[string]bool{}
+		for k := range w {
+			keys[k] = true
+		}
+		for k := range g {
+			keys[k] = true
+		}
+		var sorted []string
+		for k := range keys {
+			if !replayIgnored(k) {
+				sorted = append(sorted, k)
+			}
+		}
+		sort.Strings(sorted)
+		for _, k := range sorted {
+			if !reflect.DeepEqual(w[k], g[k]) {
+				return n, fmt.Sprintf("step %s: %s is %v in the run, %v in the replay", key, k, w[k], g[k]), nil
+			}
+		}
+	}
+	return n, "", nil
+}
