@@ -148,6 +148,20 @@ func Load(envs *env.Registry, preset, path string, sets []string) (Config, error
 	return c, nil
 }
 
+// DecodeFile reads and strictly decodes the configuration file at path, as Load does, without
+// validating it: for commands that use only part of a run's configuration (its mcp block).
+func DecodeFile(path string) (Config, error) {
+	data, err := readConfigFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("pipeline: read config: %w", err)
+	}
+	c, err := Decode(data)
+	if err != nil {
+		return c, fmt.Errorf("pipeline: %s: %w", path, err)
+	}
+	return c, nil
+}
+
 // Decode parses YAML strictly: unknown keys are errors with line, column and a snippet, a
 // fraction where an integer belongs is an error naming the key, and input over MaxConfigBytes
 // or nested deeper than MaxConfigDepth is refused before it is parsed.

@@ -135,6 +135,23 @@ func TestMCPFromConfig(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "attaches no MCP tools to environment maze") {
 		t.Fatalf("eval --config for an environment without MCP tools: %v\n%s", err, out)
 	}
+	// The file is read as train reads it: a misspelt key outside the mcp block is an error too.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typo := filepath.Join(t.TempDir(), "typo.yaml")
+	if err := os.WriteFile(typo, []byte(strings.Replace(string(data), "seed:", "sede:", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"eval", "--checkpoint", ck, "--env", "calc", "--tasks", "1", "--k", "0", "--config", typo},
+		{"env", "serve", "--env", "calc", "--addr", "127.0.0.1:0", "--config", typo},
+	} {
+		if out, err := runCLI(t, args...); err == nil || !strings.Contains(err.Error(), "sede") {
+			t.Fatalf("%s with a misspelt key: %v\n%s", args[0], err, out)
+		}
+	}
 }
 
 // mcpSessions counts the sessions a streamable HTTP server sees opened (distinct session ids)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -181,14 +182,25 @@ func (m *Config) Validate(reg *env.Registry, used map[string]bool) error {
 	return errors.Join(errs...)
 }
 
+// maxConfigBytes bounds the file Load reads, as the run's configuration is bounded.
+const maxConfigBytes = 1 << 20
+
 // Load reads the run configuration at path and returns its mcp block, validated, or nil when it
 // has none. The block is decoded strictly (an unknown key is an error); of the rest only the
-// environments the phases use are read, to check that the block attaches tools to those: `eval`
-// and `env serve` use a run's config.yaml only for its MCP servers.
+// environments the phases use are read, to check that the block attaches tools to those. (The
+// command line decodes the whole file strictly with the run's own decoder first.)
 func Load(reg *env.Registry, path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("mcp: read config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("mcp: read config: %w", err)
+	}
+	if len(data) > maxConfigBytes {
+		return nil, fmt.Errorf("mcp: %s is larger than a configuration may be (%d bytes)", path, maxConfigBytes)
 	}
 	var doc struct {
 		MCP    *strictConfig `yaml:"mcp"`
