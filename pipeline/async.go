@@ -20,6 +20,9 @@ type AsyncConfig struct {
 	// the learner consumes them (an episode whose oldest policy token lags by more than η is
 	// dropped and counted). 1 is one-step overlap.
 	MaxStaleness int `yaml:"max_staleness"`
+	// Workers, when set, runs the episodes on rollout workers through the NATS data plane
+	// (distributed.go) instead of the in-process engine.
+	Workers *WorkersConfig `yaml:"workers,omitempty"`
 }
 
 // maxStaleness is the largest accepted η; above warnStaleness the run says the bound is loose.
@@ -34,6 +37,9 @@ func (a *AsyncConfig) validate(r *RLConfig) error {
 	}
 	if r.Loss.Correction.Level == "" {
 		return fmt.Errorf("rl.async trains on tokens sampled by older policies: it needs an importance correction against the behaviour logprobs (rl.loss.correction.level: token or sequence, decoupled PPO), not plain on-policy PPO")
+	}
+	if a.Workers != nil {
+		return a.Workers.validate(r)
 	}
 	return nil
 }
@@ -72,6 +78,9 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 	eta := c.Async.MaxStaleness
 	if eta > warnStaleness {
 		r.printf("warning: %s: rl.async.max_staleness %d trains on tokens up to %d versions old\n", p.Name, eta, eta)
+	}
+	if c.Async.Workers != nil {
+		return r.runRLDist(ctx, pi, p, start)
 	}
 	upd, err := r.newRLUpdate(p, start)
 	if err != nil {

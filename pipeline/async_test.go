@@ -60,6 +60,10 @@ func TestAsyncConfigErrors(t *testing.T) {
 	}{
 		{[]string{"phases.rl.rl.async.max_staleness=0", "phases.rl.rl.loss.correction.level=token"}, "max_staleness must be in [1, 16]"},
 		{[]string{"phases.rl.rl.async.max_staleness=1"}, "needs an importance correction"},
+		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.async.workers.listen=127.0.0.1:0"}, "dynamic sampling with remote workers is not supported"},
+		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.async.workers.listen=127.0.0.1:0", "phases.rl.rl.async.workers.token=secret"}, "${NAME}"},
+		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.async.workers.url=nats://h:1", "phases.rl.rl.async.workers.listen=127.0.0.1:0"}, "exactly one of listen"},
+		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.async.workers.bogus=1"}, "bogus"},
 	} {
 		_, err := Load(all.Builtins(), "", "", tc.sets)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/traj"
@@ -33,6 +34,9 @@ type progressState struct {
 	// KLCoef is the adaptive KL penalty's coefficient in the RL phase in progress (absent
 	// without one).
 	KLCoef *float64 `json:"kl_coef,omitempty"`
+	// Dist is the data plane's consumer state at the checkpoint (rl.async.workers): the
+	// trajectories trained and dropped, so that a resumed learner takes none twice.
+	Dist *dist.ConsumerState `json:"dist,omitempty"`
 }
 
 const (

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
@@ -63,6 +64,10 @@ type Run struct {
 	restoredOpt *optim.State // optimizer state of the phase in progress
 
 	mcp *mcp.Toolbox // the MCP servers of Cfg.MCP, connected while Train runs
+	// dist is the data plane of rl.async.workers, from the first phase that uses it to the end
+	// of Train.
+	dist        *distSession
+	onDistClose func(*dist.Consumer) // tests: sees the data plane's consumer before it closes
 
 	unlock func() // releases the run directory's lock (LockRun), taken by NewRun or Resume
 }
@@ -239,6 +244,10 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		return nil, err
 	}
 	defer r.closeLogs()
+	defer func() {
+		r.dist.close()
+		r.dist = nil
+	}()
 
 	if r.restored {
 		r.printf("resuming at phase %d step %d (policy version %d)\n", r.state.Phase, r.state.Step, r.version)
@@ -269,6 +278,9 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		r.state.Phase, r.state.Step = pi+1, 0
 		r.restoredOpt = nil
 		if err := r.saveCheckpoint(nil, r.stepName(pi, p.Steps)); err != nil {
+			return nil, err
+		}
+		if err := r.dist.checkpointed(ctx); err != nil {
 			return nil, err
 		}
 	}

@@ -16,8 +16,9 @@ type rlStep struct {
 	version int32 // the policy version that sampled the step
 	sample  stepStats
 	fill    reward.FillStats
-	learn   *learn.RLReport // nil when no group was kept, so nothing was trained
-	async   *asyncStats     // nil in a synchronous phase
+	learn   *learn.RLReport    // nil when no group was kept, so nothing was trained
+	async   *asyncStats        // nil in a synchronous phase
+	dist    map[string]float64 // the data plane's counters (dist/…), nil without workers
 	// simLatency describes the simulated latency of the phase's environments ("" when none).
 	simLatency string
 	times      stepTimes
@@ -72,6 +73,9 @@ func (s *rlStep) fields() map[string]any {
 	m["time/elapsed_s"] = s.times.elapsed
 	if s.simLatency != "" {
 		m["sim/latency"] = s.simLatency
+	}
+	for k, v := range s.dist {
+		m[k] = v
 	}
 	if a := s.async; a != nil {
 		m["async/dropped_stale"] = a.droppedStale

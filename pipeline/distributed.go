@@ -1,0 +1,589 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/dist"
+	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/traj"
+)
+
+// WorkersConfig makes an asynchronous RL phase's episodes run on rollout workers (`agentrl
+// worker`) through the NATS data plane (package dist, docs/wire.md) instead of the in-process
+// engine. Exactly one of Listen and URL is set.
+type WorkersConfig struct {
+	// Listen starts a NATS server inside the learner on host:port (port 0 picks one, kept for a
+	// resumed run), its store under the run directory (dist/). The workers' token and the URL
+	// are written to dist/ and printed.
+	Listen string `yaml:"listen,omitempty"`
+	// URL connects to a running NATS server with JetStream (nats://host:port).
+	URL string `yaml:"url,omitempty"`
+	// Token names an environment variable as ${NAME}; tokens are never written in a config.
+	// With URL it holds the learner's token (none: the server needs none, or it is in the URL);
+	// with Listen it holds the token workers must present (none: one is generated and kept in
+	// the run directory).
+	Token string `yaml:"token,omitempty"`
+	// Run names the run on the wire, what workers pass as --run (default: the run directory's
+	// name, its other characters replaced by '-').
+	Run string `yaml:"run,omitempty"`
+	// TaskAckWait is how long a killed worker's task waits before another worker gets it
+	// (default 30s).
+	TaskAckWait time.Duration `yaml:"task_ack_wait,omitempty"`
+	// GroupTimeout is how long the learner waits for a step's groups to fill once it needs them
+	// (default 10m). Then a group with at least two members (one when group_size is 1) is trained
+	// as it is and a smaller one is dropped (dist/dropped_group_timeout); its late members are
+	// dropped as they come (dist/filtered_late).
+	GroupTimeout time.Duration `yaml:"group_timeout,omitempty"`
+}
+
+var tokenRefRE = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
+
+func (w *WorkersConfig) validate(r *RLConfig) error {
+	switch {
+	case (w.Listen == "") == (w.URL == ""):
+		return errors.New("rl.async.workers: set exactly one of listen (host:port, a server in the learner) and url (nats://host:port, a running server)")
+	case w.Token != "" && !tokenRefRE.MatchString(w.Token):
+		return errors.New("rl.async.workers.token must name an environment variable as ${NAME}: tokens are never written in a run's config")
+	case w.TaskAckWait < 0 || w.GroupTimeout < 0:
+		return errors.New("rl.async.workers: task_ack_wait and group_timeout must not be negative")
+	case r.DynamicSampling != nil:
+		return errors.New("rl.async.workers: dynamic sampling with remote workers is not supported yet (it would publish more tasks when too few groups are informative); set rl.dynamic_sampling: null")
+	}
+	if w.Listen != "" {
+		host, port, err := net.SplitHostPort(w.Listen)
+		if err != nil {
+			return fmt.Errorf("rl.async.workers.listen: %w", err)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 || host == "" {
+			return fmt.Errorf("rl.async.workers.listen: want host:port, got %q", w.Listen)
+		}
+	} else if !strings.HasPrefix(w.URL, "nats://") && !strings.HasPrefix(w.URL, "tls://") {
+		return fmt.Errorf("rl.async.workers.url: want nats://host:port, got %q", w.URL)
+	}
+	if w.Run != "" {
+		if err := dist.CheckRun(w.Run); err != nil {
+			return fmt.Errorf("rl.async.workers.run: %w", err)
+		}
+	}
+	return nil
+}
+
+// token is the value of the environment variable Token names ("" without one).
+func (w *WorkersConfig) token() (string, error) {
+	if w.Token == "" {
+		return "", nil
+	}
+	name := tokenRefRE.FindStringSubmatch(w.Token)[1]
+	v, ok := os.LookupEnv(name)
+	if !ok || v == "" {
+		return "", fmt.Errorf("rl.async.workers.token: environment variable %s is not set", name)
+	}
+	return v, nil
+}
+
+// distDir holds, under the run directory, the embedded server's store, the workers' token and
+// the server's URL.
+const distDir = "dist"
+
+// distSession is the learner's side of the data plane: the server it embeds (if any), its
+// connection, and the trajectory consumer. It lasts from the first distributed phase to the end
+// of the run, so that one consumer's accounting spans the phases.
+type distSession struct {
+	srv  *dist.Server
+	conn *dist.Conn
+	cons *dist.Consumer
+	run  string
+	cfg  WorkersConfig
+
+	mu       sync.Mutex
+	live     map[uint64]*distGroup // groups admitted and not yet trained or given up
+	filtered map[string]int64      // trajectories the learner's filter refused, by reason
+	// key of the last step trained: Checkpointed acknowledges up to it.
+	lastKey int
+	stale   int64 // trajectories the learner dropped as stale
+	// onClose, when set (tests), sees the consumer before it closes.
+	onClose func(*dist.Consumer)
+}
+
+// distGroup is one group of a step: group_size samples of one task.
+type distGroup struct {
+	id      uint64
+	step    int
+	members map[int]*dist.Delivery // by sample index
+}
+
+// distStepKey numbers a step of phase pi across the run, for the consumer's accounting.
+func distStepKey(pi, step int) int { return pi<<32 | step }
+
+// distGroupID names group i of step of phase pi on the wire.
+func distGroupID(pi, step, i int) uint64 { return uint64(pi)<<40 | uint64(step)<<16 | uint64(i) }
+
+var wireRunRE = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// startDist starts (or returns) the run's data-plane session for phase p.
+func (r *Run) startDist(ctx context.Context, p Phase) (*distSession, error) {
+	w := *p.RL.Async.Workers
+	if s := r.dist; s != nil {
+		if s.cfg.Listen != w.Listen || s.cfg.URL != w.URL || s.cfg.Run != w.Run {
+			return nil, fmt.Errorf("rl.async.workers differs from an earlier phase's; one run has one data plane")
+		}
+		return s, nil
+	}
+	s := &distSession{cfg: w, live: map[uint64]*distGroup{}, filtered: map[string]int64{}, lastKey: -1, onClose: r.onDistClose}
+	s.run = w.Run
+	if s.run == "" {
+		s.run = strings.Trim(wireRunRE.ReplaceAllString(filepath.Base(r.Dir), "-"), "-")
+		if len(s.run) > 64 {
+			s.run = s.run[:64]
+		}
+		if s.run == "" {
+			s.run = "run"
+		}
+	}
+	tok, err := w.token()
+	if err != nil {
+		return nil, err
+	}
+	url, learnerTok := w.URL, tok
+	if w.Listen != "" {
+		if s.srv, err = r.startDistServer(w, tok); err != nil {
+			return nil, err
+		}
+		url, learnerTok = s.srv.URL(), s.srv.LearnerToken()
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.close()
+		}
+	}()
+	if s.conn, err = dist.Connect(url, learnerTok, "agentrl-learner"); err != nil {
+		return nil, err
+	}
+	ackWait := w.TaskAckWait
+	if ackWait == 0 {
+		ackWait = 30 * time.Second
+	}
+	if err := s.conn.SetupRun(ctx, dist.RunConfig{Run: s.run, TaskAckWait: ackWait}); err != nil {
+		return nil, err
+	}
+	settings, err := json.Marshal(r.Cfg.Rollout.Config)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.conn.PutRolloutSettings(ctx, s.run, settings); err != nil {
+		return nil, err
+	}
+	// Messages are acknowledged at checkpoints: the consumer holds every step's since the last
+	// one, and the steps admitted ahead.
+	batch := p.RL.GroupsPerStep * p.RL.GroupSize
+	pending := max(batch*(r.Cfg.Checkpoint.Every+p.RL.Async.MaxStaleness+2)*2, 1024)
+	// Staleness is judged by the learner when it trains a step (dropStale), not by the consumer
+	// as it takes a trajectory: a group whose member the consumer dropped would never fill.
+	s.cons, err = s.conn.NewConsumer(ctx, dist.ConsumerConfig{Run: s.run, MaxAckPending: pending, Filter: s.filter})
+	if err != nil {
+		return nil, err
+	}
+	if st := r.state.Dist; st != nil {
+		s.cons.Restore(*st)
+	}
+	if s.srv != nil {
+		r.printf("workers: run %s on %s; start each with\n  agentrl worker --connect %s --run %s --token \"$(cat %s)\"\n",
+			s.run, url, url, s.run, filepath.Join(r.Dir, distDir, "worker.token"))
+	} else {
+		r.printf("workers: run %s on %s (agentrl worker --connect %s --run %s)\n", s.run, url, url, s.run)
+	}
+	r.dist = s
+	ok = true
+	return s, nil
+}
+
+// startDistServer starts the embedded server: its store, the workers' token (unless the config
+// names one) and its URL kept under the run directory, so that a resumed run comes back on the
+// same port with the same queue and token.
+func (r *Run) startDistServer(w WorkersConfig, workerTok string) (*dist.Server, error) {
+	dir := filepath.Join(r.Dir, distDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	host, portStr, _ := net.SplitHostPort(w.Listen)
+	port, _ := strconv.Atoi(portStr)
+	tokFile, urlFile := filepath.Join(dir, "worker.token"), filepath.Join(dir, "url")
+	if workerTok == "" {
+		if b, err := os.ReadFile(tokFile); err == nil {
+			workerTok = strings.TrimSpace(string(b))
+		} else {
+			workerTok = dist.NewToken()
+		}
+	}
+	if port == 0 { // a resumed run keeps its port when it is free
+		if b, err := os.ReadFile(urlFile); err == nil {
+			if _, p, err := net.SplitHostPort(strings.TrimPrefix(strings.TrimSpace(string(b)), "nats://")); err == nil {
+				port, _ = strconv.Atoi(p)
+			}
+		}
+	}
+	cfg := dist.ServerConfig{StoreDir: filepath.Join(dir, "store"), Host: host, Port: port, WorkerToken: workerTok}
+	srv, err := dist.StartServer(cfg)
+	if err != nil && port != 0 && w.Listen != net.JoinHostPort(host, strconv.Itoa(port)) {
+		cfg.Port = 0 // the kept port is taken: pick another
+		srv, err = dist.StartServer(cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	err = os.WriteFile(tokFile, []byte(workerTok+"\n"), 0o600)
+	if err == nil {
+		err = os.Chmod(tokFile, 0o600) // a file kept from before
+	}
+	if err == nil {
+		err = writeFileAtomic(urlFile, []byte(srv.URL()+"\n"))
+	}
+	if err != nil {
+		srv.Shutdown()
+		return nil, err
+	}
+	return srv, nil
+}
+
+// filter refuses a trajectory whose group is not admitted: given up on at its timeout, of a
+// step already trained, or of another run's numbering.
+func (s *distSession) filter(t *traj.Trajectory) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.live[t.GroupID]; ok {
+		return ""
+	}
+	s.filtered["late"]++
+	return "late"
+}
+
+// metrics are the data plane's counters for a step's metrics line.
+func (s *distSession) metrics() map[string]float64 {
+	m := map[string]float64{}
+	for _, reason := range []string{dist.DropStale, dist.DropFailed, dist.DropDuplicate, dist.DropFilter, dist.DropCorrupt} {
+		m["dist/dropped_"+reason] = 0
+	}
+	for reason, n := range s.cons.Drops() {
+		m["dist/dropped_"+reason] = float64(n)
+	}
+	m["dist/dropped_stale"] += float64(s.stale)
+	s.mu.Lock()
+	for reason, n := range s.filtered {
+		m["dist/filtered_"+reason] = float64(n)
+	}
+	s.mu.Unlock()
+	m["dist/redelivered"] = float64(s.cons.Redelivered())
+	m["dist/held"] = float64(s.cons.Held())
+	return m
+}
+
+// checkpointed acknowledges what the checkpoint just written covers.
+func (s *distSession) checkpointed(ctx context.Context) error {
+	if s == nil || s.lastKey < 0 {
+		return nil
+	}
+	return s.cons.Checkpointed(ctx, s.lastKey)
+}
+
+func (s *distSession) close() {
+	if s == nil {
+		return
+	}
+	if s.cons != nil {
+		if s.onClose != nil {
+			s.onClose(s.cons)
+		}
+		s.cons.Close()
+	}
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	if s.srv != nil {
+		s.srv.Shutdown()
+	}
+}
+
+// publishWeights saves the current weights as published/vN and publishes them to the workers,
+// keeping the η+2 newest versions in the store.
+func (r *Run) publishDistWeights(ctx context.Context, s *distSession, eta int) error {
+	v := r.version
+	dir, err := filepath.Abs(filepath.Join(r.Dir, publishedDir, fmt.Sprintf("v%d", v)))
+	if err != nil {
+		return err
+	}
+	if err := checkpoint.Save(dir, r.model, r.tok, nil); err != nil {
+		return fmt.Errorf("publishing version %d: %w", v, err)
+	}
+	if _, err := s.conn.PublishWeights(ctx, s.run, v, dir, eta+2); err != nil {
+		return err
+	}
+	return pruneDirs(filepath.Dir(dir), filepath.Base(dir))
+}
+
+// runRLDist is runRLAsync with the episodes run by workers. The learner admits step s, by
+// publishing its tasks (the same tasks as the in-process sampler's, group_size samples of each),
+// only while s − (steps trained) ≤ η; the trajectories come back through the consumer, which
+// drops stale, duplicate, failed-to-decode and unadmitted ones and counts them; the learner
+// groups them by group id, waits for the step's groups (or their timeout), trains, and publishes
+// the new weights. Every trajectory is acknowledged at the first checkpoint after the step that
+// consumed it, so a killed learner gets back what its checkpoint did not cover, and a killed
+// worker's tasks go to another worker.
+func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
+	c := p.RL
+	eta := c.Async.MaxStaleness
+	upd, err := r.newRLUpdate(p, start)
+	if err != nil {
+		return err
+	}
+	s, err := r.startDist(ctx, p)
+	if err != nil {
+		return err
+	}
+	if err := r.publishDistWeights(ctx, s, eta); err != nil {
+		return err
+	}
+	mon := newMonitor(r.Cfg.Monitor)
+	bar := r.newProgress(p.Name, p.Steps)
+	defer bar.finish()
+	timeout := c.Async.Workers.GroupTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Minute
+	}
+	minMembers := min(2, c.GroupSize)
+
+	admitted := start // the next step to admit
+	admit := func(trained int) error {
+		for ; admitted < p.Steps && admitted-trained <= eta; admitted++ {
+			rng := r.stepRNG(pi, admitted, 3)
+			_ = rng.Uint64() // the in-process sampler's sampling seed: workers sample with their own
+			tasks, err := sampleTasks(r.opts.Envs, rng, p.Envs, c.GroupsPerStep, 0)
+			if err != nil {
+				return err
+			}
+			s.mu.Lock()
+			for i := range tasks {
+				id := distGroupID(pi, admitted, i)
+				s.live[id] = &distGroup{id: id, step: admitted, members: map[int]*dist.Delivery{}}
+			}
+			s.mu.Unlock()
+			for i, t := range tasks {
+				id := distGroupID(pi, admitted, i)
+				for k := range c.GroupSize {
+					task := dist.Task{Run: s.run, TaskID: fmt.Sprintf("%d-%d", id, k), Env: t.Env, Seed: t.Seed,
+						GroupID: id, Sample: k, AdmitVersion: r.version}
+					if err := s.conn.PublishTask(ctx, task); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	}
+	if err := admit(start); err != nil {
+		return err
+	}
+
+	rctx, cancel := context.WithCancel(ctx)
+	deliveries := make(chan *dist.Delivery, 256)
+	recvErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	wg.Go(func() {
+		for {
+			d, err := s.cons.Next(rctx)
+			if err != nil {
+				if rctx.Err() == nil {
+					recvErr <- err
+				}
+				return
+			}
+			select {
+			case deliveries <- d:
+			case <-rctx.Done():
+				return
+			}
+		}
+	})
+	// unclaimed holds deliveries whose group was given up on between the filter and here: they
+	// are settled with the next step trained.
+	var unclaimed []*dist.Delivery
+	take := func(d *dist.Delivery) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		g, ok := s.live[d.Traj.GroupID]
+		if !ok {
+			s.filtered["late"]++
+			unclaimed = append(unclaimed, d)
+			return
+		}
+		sample := -1
+		if i := strings.LastIndexByte(d.Key, '/'); i >= 0 {
+			sample, _ = strconv.Atoi(d.Key[i+1:])
+		}
+		if sample < 0 || sample >= c.GroupSize || g.members[sample] != nil {
+			s.filtered["bad_sample"]++
+			unclaimed = append(unclaimed, d)
+			return
+		}
+		g.members[sample] = d
+	}
+	full := func(step int) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i := range c.GroupsPerStep {
+			if g := s.live[distGroupID(pi, step, i)]; g != nil && len(g.members) < c.GroupSize {
+				return false
+			}
+		}
+		return true
+	}
+
+	for step := start; step < p.Steps; step++ {
+		w0 := r.now()
+		deadline := time.NewTimer(timeout)
+		timedOut := false
+		for !full(step) && !timedOut {
+			select {
+			case d := <-deliveries:
+				take(d)
+			case err := <-recvErr:
+				deadline.Stop()
+				return fmt.Errorf("step %d: %w", step, err)
+			case <-deadline.C:
+				timedOut = true
+			case <-ctx.Done():
+				deadline.Stop()
+				return ctx.Err()
+			}
+		}
+		deadline.Stop()
+		st0 := r.now()
+		// The step's groups, in order, members by sample index; they leave the admitted set.
+		var sampled []*traj.Trajectory
+		var groups [][]*traj.Trajectory
+		consumed := unclaimed
+		unclaimed = nil
+		partial, givenUp := 0, 0
+		s.mu.Lock()
+		for i := range c.GroupsPerStep {
+			id := distGroupID(pi, step, i)
+			g := s.live[id]
+			delete(s.live, id)
+			if g == nil {
+				continue
+			}
+			var trajs []*traj.Trajectory
+			for _, k := range slices.Sorted(maps.Keys(g.members)) {
+				d := g.members[k]
+				consumed = append(consumed, d)
+				trajs = append(trajs, d.Traj)
+			}
+			sampled = append(sampled, trajs...)
+			switch {
+			case len(trajs) == c.GroupSize:
+				groups = append(groups, trajs)
+			case len(trajs) >= minMembers:
+				partial++
+				groups = append(groups, trajs)
+			default:
+				givenUp += len(trajs)
+				s.filtered["group_timeout"] += int64(len(trajs))
+			}
+		}
+		s.mu.Unlock()
+		as := &asyncStats{learnerWait: st0.Sub(w0).Seconds(), ahead: admitted - step - 1}
+		if err := r.record(p.Name, step+1, sampled); err != nil {
+			return err
+		}
+		groups, dropped := dropStale(groups, r.version, int32(eta))
+		as.droppedStale = dropped
+		s.stale += int64(dropped)
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups),
+			fill: reward.FillStats{Rounds: 1, Sampled: c.GroupsPerStep}, async: as, simLatency: simulatedLatency(p.Envs)}
+		if trajs := slices.Concat(groups...); len(trajs) > 0 {
+			upd.Learner.Step = step
+			rep, err := upd.Step(trajs, r.version, r.stepRNG(pi, step, 4))
+			if err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
+			}
+			st.learn = &rep
+			r.keepKLCoef(upd.KLPenalty)
+			r.version++
+			if err := r.publishDistWeights(ctx, s, eta); err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
+			}
+		}
+		key := distStepKey(pi, step)
+		s.cons.Trained(key, consumed...)
+		s.lastKey = key
+		if err := admit(step + 1); err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
+		st.dist = s.metrics()
+		st.dist["dist/partial_groups"] = float64(partial)
+		st.dist["dist/groups_timed_out"] = float64(boolInt(timedOut))
+		st.times = stepTimes{train: r.now().Sub(st0).Seconds(), step: r.now().Sub(w0).Seconds(), elapsed: r.now().Sub(r.start).Seconds()}
+		if err := r.logRL(st, mon, bar); err != nil {
+			return err
+		}
+		if e := r.Cfg.Eval.Every; e > 0 && (step+1)%e == 0 && step+1 < p.Steps {
+			if err := r.evaluate(ctx, fmt.Sprintf("%s-%d", p.Name, step+1)); err != nil {
+				return err
+			}
+		}
+		done := step + 1
+		due := done%r.Cfg.Checkpoint.Every == 0 || done == p.Steps // the phase end's is written by Train
+		if due {
+			st := s.cons.State(key)
+			r.state.Dist = &st
+		}
+		if err := r.afterStep(upd.Learner, pi, step); err != nil {
+			return err
+		}
+		if due && done != p.Steps {
+			if err := s.checkpointed(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	// Every step is trained: what the receiver took meanwhile belongs to groups given up on, and
+	// is settled with the phase's last step.
+	cancel()
+	wg.Wait()
+	for {
+		select {
+		case d := <-deliveries:
+			unclaimed = append(unclaimed, d)
+			continue
+		default:
+		}
+		break
+	}
+	s.cons.Trained(s.lastKey, unclaimed...)
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

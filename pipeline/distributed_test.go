@@ -1,0 +1,246 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentrl/agentrl/dist"
+	"github.com/agentrl/agentrl/env/all"
+)
+
+// distSets run the tiny asynchronous phase's episodes on workers through a server the learner
+// embeds; a killed worker's tasks come back after 2 s.
+var distSets = append(append([]string{}, asyncSets...),
+	"phases.rl.rl.async.max_staleness=2",
+	"phases.rl.rl.async.workers.listen=127.0.0.1:0", "phases.rl.rl.async.workers.task_ack_wait=2s", "phases.rl.rl.async.workers.group_timeout=15s")
+
+// waitDistServer waits for the run's embedded server to write its URL and the workers' token.
+func waitDistServer(t *testing.T, ctx context.Context, dir string) (url, token string) {
+	t.Helper()
+	for ctx.Err() == nil {
+		u, err1 := os.ReadFile(filepath.Join(dir, distDir, "url"))
+		k, err2 := os.ReadFile(filepath.Join(dir, distDir, "worker.token"))
+		if err1 == nil && err2 == nil {
+			return strings.TrimSpace(string(u)), strings.TrimSpace(string(k))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the learner did not start its server")
+	return "", ""
+}
+
+// checkDistRun checks a finished distributed run: every RL step trained on whole groups within
+// the staleness bound and reported the drops by reason, and the consumer handed out exactly one
+// trajectory per episode, every other decision a counted drop.
+func checkDistRun(t *testing.T, dir string, decisions []dist.Decision, drops map[string]int64) {
+	t.Helper()
+	rl := 0
+	for _, m := range metricLines(t, dir) {
+		if m["phase"] != "rl" {
+			continue
+		}
+		rl++
+		if m["signal/effective_batch"] == nil {
+			t.Fatalf("step %v did not train: %v", m["step"], m)
+		}
+		if lag := m["shift/version_lag_max"].(float64); lag > 2 {
+			t.Fatalf("step %v trained on tokens %v versions old, bound 2", m["step"], lag)
+		}
+		for _, k := range []string{"dist/dropped_stale", "dist/dropped_duplicate", "dist/dropped_filter", "dist/partial_groups"} {
+			if _, ok := m[k]; !ok {
+				t.Fatalf("step %v lacks %s", m["step"], k)
+			}
+		}
+		if m["dist/partial_groups"].(float64) != 0 {
+			t.Fatalf("step %v trained partial groups", m["step"])
+		}
+	}
+	if rl != 6 {
+		t.Fatalf("%d RL steps logged, want 6", rl)
+	}
+	accepted := map[string]bool{}
+	dropped := map[string]int64{}
+	for _, d := range decisions {
+		if d.Reason != "" {
+			dropped[d.Reason]++
+			continue
+		}
+		key := d.MsgID[:strings.LastIndexByte(d.MsgID, '/')]
+		if accepted[key] {
+			t.Fatalf("episode %s handed out twice", key)
+		}
+		accepted[key] = true
+	}
+	if want := 6 * 2 * 4; len(accepted) != want {
+		t.Fatalf("%d episodes handed out, want %d (6 steps × 2 groups × 4)", len(accepted), want)
+	}
+	for r, n := range dropped {
+		if drops[r] != n {
+			t.Fatalf("drops %v do not count the decisions' %v", drops, dropped)
+		}
+	}
+	t.Logf("%d episodes trained; drops %v", len(accepted), drops)
+}
+
+// A distributed phase run by two in-process workers trains every step within the bound.
+func TestDistributedPhase(t *testing.T) {
+	c := tinyConfig(t, t.TempDir(), distSets...)
+	run, err := NewRun(c, Options{Envs: all.Builtins()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decisions []dist.Decision
+	var drops map[string]int64
+	run.onDistClose = func(k *dist.Consumer) { decisions, drops = k.Decisions(), k.Drops() }
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	wctx, stopWorkers := context.WithCancel(ctx)
+	wg.Go(func() {
+		url, tok := waitDistServer(t, wctx, run.Dir)
+		var inner sync.WaitGroup
+		for i := range 2 {
+			inner.Go(func() {
+				conn, err := dist.Connect(url, tok, "test-worker")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer conn.Close()
+				// The URL is written before the learner sets up the run's streams: a worker that
+				// comes too early finds no bucket and tries again, as a restarted one would.
+				for wctx.Err() == nil {
+					_, err = RunWorker(wctx, WorkerOptions{Conn: conn, Run: "tiny", ID: "w" + string(rune('0'+i)), Envs: all.Builtins(), Concurrency: 4, Slots: 8})
+					if err == nil {
+						return
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			})
+		}
+		inner.Wait()
+	})
+	_, err = run.Train(ctx)
+	stopWorkers()
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDistRun(t, run.Dir, decisions, drops)
+}
+
+// TestHelperDistWorker is the worker process of TestDistributedWorkerKilled.
+func TestHelperDistWorker(t *testing.T) {
+	url := os.Getenv("AGENTRL_TEST_DIST_URL")
+	if url == "" {
+		t.Skip("run by TestDistributedWorkerKilled")
+	}
+	conn, err := dist.Connect(url, os.Getenv("AGENTRL_TEST_DIST_TOKEN"), "test-worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // the test's end closes stdin
+		_, _ = os.Stdin.Read(make([]byte, 1))
+		cancel()
+	}()
+	if _, err := RunWorker(ctx, WorkerOptions{Conn: conn, Run: "tiny", ID: os.Getenv("AGENTRL_TEST_DIST_ID"), Envs: all.Builtins(),
+		Concurrency: 4, Slots: 8, Log: os.Stderr}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Two worker processes run the episodes; one is killed with SIGKILL mid-run. The run completes,
+// every episode trained once, the killed worker's tasks run again by the other.
+func TestDistributedWorkerKilled(t *testing.T) {
+	c := tinyConfig(t, t.TempDir(), distSets...)
+	run, err := NewRun(c, Options{Envs: all.Builtins()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decisions []dist.Decision
+	var drops map[string]int64
+	run.onDistClose = func(k *dist.Consumer) { decisions, drops = k.Decisions(), k.Drops() }
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type proc struct {
+		cmd   *exec.Cmd
+		stdin interface{ Close() error }
+		log   *bytes.Buffer
+	}
+	var mu sync.Mutex
+	var procs []proc
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		url, tok := waitDistServer(t, ctx, run.Dir)
+		for i := range 2 {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDistWorker$", "-test.count=1")
+			cmd.Env = append(os.Environ(), "AGENTRL_TEST_DIST_URL="+url, "AGENTRL_TEST_DIST_TOKEN="+tok, "AGENTRL_TEST_DIST_ID=p"+string(rune('0'+i)))
+			var log bytes.Buffer
+			cmd.Stderr, cmd.Stdout = &log, &log
+			in, err := cmd.StdinPipe()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if err := cmd.Start(); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			procs = append(procs, proc{cmd, in, &log})
+			mu.Unlock()
+		}
+	}()
+	killed := make(chan struct{})
+	go func() { // kill worker 0 once the phase has trained two steps
+		defer close(killed)
+		<-started
+		for ctx.Err() == nil {
+			if n := countRLLines(run.Dir); n >= 2 {
+				mu.Lock()
+				if len(procs) > 0 {
+					_ = procs[0].cmd.Process.Signal(syscall.SIGKILL)
+				}
+				mu.Unlock()
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	_, err = run.Train(ctx)
+	<-killed
+	mu.Lock()
+	for i, p := range procs {
+		_ = p.stdin.Close()
+		werr := p.cmd.Wait()
+		if i == 1 && werr != nil {
+			t.Errorf("worker 1: %v\n%s", werr, p.log)
+		}
+	}
+	mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDistRun(t, run.Dir, decisions, drops)
+}
+
+// countRLLines counts the RL steps in a run's metrics so far.
+func countRLLines(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), `"phase":"rl"`)
+}

@@ -1,0 +1,162 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/dist"
+	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/infer/local"
+	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/traj"
+)
+
+// WorkerOptions configures RunWorker, a rollout worker of the distributed data plane.
+type WorkerOptions struct {
+	Conn *dist.Conn
+	Run  string // the run whose tasks to take
+	ID   string // worker id in heartbeats and trajectory headers (default host-pid)
+	Envs *env.Registry
+	// Concurrency is how many episodes run at once; Slots how many sequences the engine decodes
+	// together.
+	Concurrency, Slots int
+	// Grace is how long, once ctx ends, episodes in flight may take to finish before their tasks
+	// are returned.
+	Grace time.Duration
+	// Dir keeps the downloaded weights ("": a temporary directory, removed at the end).
+	Dir string
+	// Log receives the worker's progress lines (nil: discarded).
+	Log io.Writer
+}
+
+// RunWorker pulls the run's rollout settings and weights, then takes tasks and runs them with
+// the rollout loop over a local engine, loading each new policy version as the learner publishes
+// it, until ctx ends. It returns what the worker did.
+func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
+	var none dist.WorkerStats
+	if o.Concurrency < 1 || o.Slots < 1 {
+		return none, fmt.Errorf("worker: concurrency and slots must be positive")
+	}
+	logw := o.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	logf := func(f string, a ...any) { fmt.Fprintf(logw, "worker: "+f+"\n", a...) }
+	conn := o.Conn
+	dir := o.Dir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "agentrl-worker-"); err != nil {
+			return none, err
+		}
+		defer os.RemoveAll(dir)
+	}
+	rc := rollout.DefaultConfig()
+	settings, err := conn.RolloutSettings(ctx, o.Run)
+	if err != nil {
+		return none, err
+	}
+	if settings != nil {
+		if err := json.Unmarshal(settings, &rc); err != nil {
+			return none, fmt.Errorf("worker: rollout settings of run %s: %w", o.Run, err)
+		}
+	}
+	if err := rc.Validate(); err != nil {
+		return none, fmt.Errorf("worker: rollout settings of run %s: %w", o.Run, err)
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	pointers, err := conn.WatchPointer(wctx, o.Run)
+	if err != nil {
+		return none, err
+	}
+	logf("waiting for run %s's weights", o.Run)
+	var p dist.Pointer
+	select {
+	case <-ctx.Done():
+		return none, nil
+	case p = <-pointers:
+	}
+	vdir := filepath.Join(dir, fmt.Sprintf("v%d", p.Version))
+	if err := conn.FetchWeights(ctx, p, vdir); err != nil {
+		return none, err
+	}
+	ck, err := checkpoint.Load(vdir)
+	if err != nil {
+		return none, err
+	}
+	rc.MaxContext = min(max(rc.MaxContext, 1), ck.Model.Cfg.MaxSeq)
+	eng, err := local.NewEngine(ck.Model, p.Version, local.EngineConfig{Slots: o.Slots, MaxLen: rc.MaxContext})
+	if err != nil {
+		return none, err
+	}
+	defer eng.Close()
+	var version atomic.Int32
+	version.Store(p.Version)
+	logf("policy v%d loaded", p.Version)
+	follow := make(chan struct{})
+	go func() { // follow the pointer
+		defer close(follow)
+		for p := range pointers {
+			if p.Version <= version.Load() {
+				continue
+			}
+			vdir := filepath.Join(dir, fmt.Sprintf("v%d", p.Version))
+			err := conn.FetchWeights(wctx, p, vdir)
+			var m *checkpoint.Checkpoint
+			if err == nil {
+				m, err = checkpoint.Load(vdir)
+			}
+			if err == nil {
+				_, err = eng.LoadWeights(m.Model, p.Version)
+			}
+			if err != nil {
+				if wctx.Err() == nil {
+					logf("policy v%d: %v", p.Version, err)
+				}
+				continue
+			}
+			old := filepath.Join(dir, fmt.Sprintf("v%d", version.Swap(p.Version)))
+			_ = os.RemoveAll(old)
+			logf("policy v%d loaded", p.Version)
+		}
+	}()
+	runner := &rollout.Runner{Gen: eng, Tok: ck.Tokenizer, Cfg: rc, SampleSeed: uint64(time.Now().UnixNano())}
+	w := &dist.Worker{Conn: conn, RunName: o.Run, ID: o.ID, Concurrency: o.Concurrency, Grace: o.Grace,
+		Version: version.Load,
+		Logf:    logf,
+		Episode: func(ctx context.Context, task dist.Task) (*traj.Trajectory, error) {
+			// The learner admitted the task at its policy version: the episode starts under that
+			// version or a newer one, which bounds how stale its tokens are when trained.
+			for version.Load() < task.AdmitVersion {
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			e, err := o.Envs.New(task.Env)
+			if err != nil {
+				return nil, err
+			}
+			if cl, ok := e.(env.Closer); ok {
+				defer cl.Close()
+			}
+			t, err := runner.Episode(ctx, e, rollout.Task{Env: task.Env, Seed: task.Seed, GroupID: task.GroupID, Index: task.Sample})
+			if err == nil && ctx.Err() != nil {
+				err = ctx.Err() // cut off by shutdown: the task goes back rather than a timeout trajectory
+			}
+			return t, err
+		}}
+	err = w.Run(ctx)
+	stopWatch()
+	<-follow // the pointer channel closes with wctx
+	return w.Stats(), err
+}
