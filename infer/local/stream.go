@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"math"
-	"sort"
 
 	"github.com/agentrl/agentrl/infer"
 )
@@ -55,48 +54,12 @@ func TopLogprobs(logits []float32, s infer.Sampling, n int) []TokenLogprob {
 	}
 	v := len(logits)
 	p := make([]float64, v)
-	inv := 1 / float64(s.Temperature)
-	maxL := math.Inf(-1)
-	for _, l := range logits {
-		if x := float64(l) * inv; x > maxL {
-			maxL = x
-		}
-	}
-	var sum float64
-	for i, l := range logits {
-		p[i] = math.Exp(float64(l)*inv - maxL)
-		sum += p[i]
-	}
-	idx := make([]int, v)
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.Slice(idx, func(a, b int) bool {
-		if p[idx[a]] != p[idx[b]] {
-			return p[idx[a]] > p[idx[b]]
-		}
-		return idx[a] < idx[b]
-	})
+	sum := tempered(p, logits, s.Temperature)
+	idx := byProbability(make([]int, v), p)
 	// The same kept set and normalizer as sampler.sample.
 	norm, keep := sum, v
-	if (s.TopK > 0 && s.TopK < v) || (s.TopP > 0 && s.TopP < 1) {
-		if s.TopK > 0 && s.TopK < keep {
-			keep = s.TopK
-		}
-		if s.TopP > 0 && s.TopP < 1 {
-			var cum float64
-			for i := 0; i < keep; i++ {
-				cum += p[idx[i]] / sum
-				if cum >= float64(s.TopP) {
-					keep = i + 1
-					break
-				}
-			}
-		}
-		norm = 0
-		for _, i := range idx[:keep] {
-			norm += p[i]
-		}
+	if filters(s, v) {
+		keep, norm = nucleus(p, idx, sum, s)
 	}
 	out := make([]TokenLogprob, 0, min(n, keep))
 	for _, i := range idx[:min(n, keep)] {
