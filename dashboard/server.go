@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentrl/agentrl/internal/httpserve"
 	"io/fs"
 	"net"
 	"net/http"
@@ -366,10 +367,7 @@ func CheckAddr(addr string, public, hasKey bool) error {
 	if err != nil {
 		return fmt.Errorf("dashboard: listen address %q: %w", addr, err)
 	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if httpserve.Loopback(host) {
 		return nil
 	}
 	if !public {
@@ -392,20 +390,5 @@ func (s *Server) Serve(ctx context.Context, addr string, ready func(net.Addr)) e
 		ready(ln.Addr())
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(shut)
-		case <-done:
-		}
-	}()
-	err = srv.Serve(ln)
-	close(done)
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
+	return httpserve.Run(ctx, srv, ln, 2*time.Second)
 }

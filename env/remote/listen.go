@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentrl/agentrl/internal/httpserve"
 	"io"
 	"log"
 	"net"
@@ -35,17 +36,14 @@ func checkLoopback(host string) error {
 	if host == "" {
 		return errors.New("no host means every interface")
 	}
-	if host == "localhost" {
+	if httpserve.Loopback(host) {
 		return nil
 	}
 	ip := net.ParseIP(host)
 	if ip == nil {
 		return fmt.Errorf("host %q is not an IP address or localhost", host)
 	}
-	if !ip.IsLoopback() {
-		return fmt.Errorf("%s is not a loopback address", ip)
-	}
-	return nil
+	return fmt.Errorf("%s is not a loopback address", ip)
 }
 
 // ShutdownGrace is how long Serve lets requests in flight finish after its context ends, before
@@ -56,32 +54,17 @@ const ShutdownGrace = 5 * time.Second
 // lets requests in flight finish (up to ShutdownGrace, then cancels them), and closes every
 // session. It returns nil after a shutdown caused by ctx, or the error that stopped serving.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelBase()
 	hs := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		ReadTimeout:       s.opts.ReadTimeout,
 		WriteTimeout:      s.opts.WriteTimeout,
 		IdleTimeout:       s.opts.ConnIdleTimeout,
-		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          log.New(io.Discard, "", 0), // client hang-ups are not the server's news
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
+	if err := httpserve.Run(ctx, hs, ln, ShutdownGrace); err != nil {
 		s.Close()
 		return fmt.Errorf("remote: serve: %w", err)
-	case <-ctx.Done():
 	}
-	grace, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
-	err := hs.Shutdown(grace)
-	cancel()
-	cancelBase()
-	if err != nil {
-		hs.Close()
-	}
-	<-errc // http.ErrServerClosed
 	return s.Close()
 }

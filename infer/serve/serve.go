@@ -22,6 +22,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"github.com/agentrl/agentrl/internal/httpserve"
 	"io"
 	"log"
 	"math/rand/v2"
@@ -297,10 +298,7 @@ func CheckAddr(addr string, hasKey, insecure bool) error {
 	if hasKey || insecure {
 		return nil
 	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if httpserve.Loopback(host) {
 		return nil
 	}
 	return fmt.Errorf("serve: refusing to listen on %q without an API key: it is not a loopback address (give --api-key or AGENTRL_API_KEY, or --insecure to serve anyone who can connect)", addr)
@@ -312,34 +310,19 @@ const ShutdownGrace = 10 * time.Second
 // Serve answers requests on ln until ctx ends, then shuts down gracefully and closes the engine.
 // Request contexts are not ctx's children: a request in flight finishes within ShutdownGrace.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelBase()
 	hs := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          log.New(io.Discard, "", 0), // client hang-ups are not the server's news
 		// No ReadTimeout or WriteTimeout: bodies are read under their own deadline, streams write
 		// under a deadline per chunk, and a generation is bounded by Options.RequestTimeout.
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
+	if err := httpserve.Run(ctx, hs, ln, ShutdownGrace); err != nil {
 		s.Close()
 		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
 	}
-	grace, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
-	err := hs.Shutdown(grace)
-	cancel()
-	cancelBase()
-	if err != nil {
-		hs.Close()
-	}
-	<-errc
 	return s.Close()
 }
 
