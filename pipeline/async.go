@@ -158,15 +158,12 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 		as.droppedStale = dropped
 		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(b.sampled, groups), fill: b.fill, async: as, simLatency: simulatedLatency(p.Envs)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
-			upd.Learner.Step = step
 			// The sampling RNG belongs to the producer; the learner shuffles with its own.
-			rep, err := upd.Step(trajs, r.version, r.stepRNG(pi, step, 4))
+			rep, err := r.learnStep(upd, trajs, step, r.stepRNG(pi, step, 4))
 			if err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
-			st.learn = &rep
-			r.keepKLCoef(upd.KLPenalty)
-			r.version++
+			st.learn = rep
 			if err := smp.publish(ctx, false); err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}

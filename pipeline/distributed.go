@@ -519,14 +519,11 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
 		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups),
 			fill: reward.FillStats{Rounds: 1, Sampled: c.GroupsPerStep}, async: as, simLatency: simulatedLatency(p.Envs)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
-			upd.Learner.Step = step
-			rep, err := upd.Step(trajs, r.version, r.stepRNG(pi, step, 4))
+			rep, err := r.learnStep(upd, trajs, step, r.stepRNG(pi, step, 4))
 			if err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
-			st.learn = &rep
-			r.keepKLCoef(upd.KLPenalty)
-			r.version++
+			st.learn = rep
 			if err := r.publishDistWeights(ctx, s, eta); err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}

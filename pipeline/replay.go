@@ -147,13 +147,11 @@ func (r *Run) replayRL(ctx context.Context, pi int, p Phase, byStep map[int][]*t
 		}
 		s := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(rec, groups), fill: fill, async: as, simLatency: simulatedLatency(p.Envs)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
-			upd.Learner.Step = step
-			rep, err := upd.Step(trajs, r.version, rng)
+			rep, err := r.learnStep(upd, trajs, step, rng)
 			if err != nil {
 				return step, err
 			}
-			s.learn = &rep
-			r.version++
+			s.learn = rep
 		}
 		el := r.now().Sub(st0).Seconds()
 		s.times = stepTimes{train: el, step: el, elapsed: r.now().Sub(r.start).Seconds()}

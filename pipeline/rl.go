@@ -55,14 +55,11 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups), fill: fill, simLatency: simulatedLatency(p.Envs)}
 		tt := r.now()
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
-			upd.Learner.Step = step // the schedule counts the phase's steps, trained on or not
-			rep, err := upd.Step(trajs, r.version, rng)
+			rep, err := r.learnStep(upd, trajs, step, rng)
 			if err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
-			st.learn = &rep
-			r.keepKLCoef(upd.KLPenalty)
-			r.version++
+			st.learn = rep
 			if err := smp.publish(ctx, true); err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
@@ -144,6 +141,20 @@ func (r *Run) newKLPenalty(c *algo.KLPenaltyConfig, start int) (*learn.KLPenalty
 	}
 	r.keepKLCoef(pen)
 	return pen, nil
+}
+
+// learnStep trains upd on trajs as step of the phase and moves the run to the next policy
+// version; publishing the weights is the caller's. The learning-rate schedule counts the phase's
+// steps, trained on or not, so the step is set here rather than counted by the learner.
+func (r *Run) learnStep(upd *learn.RL, trajs []*traj.Trajectory, step int, rng *rand.Rand) (*learn.RLReport, error) {
+	upd.Learner.Step = step
+	rep, err := upd.Step(trajs, r.version, rng)
+	if err != nil {
+		return nil, err
+	}
+	r.keepKLCoef(upd.KLPenalty)
+	r.version++
+	return &rep, nil
 }
 
 // keepKLCoef records an adaptive penalty's coefficient in the progress state, so that a checkpoint
