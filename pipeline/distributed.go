@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentrl/agentrl/internal/envref"
 	"maps"
 	"net"
 	"os"
@@ -50,13 +51,11 @@ type WorkersConfig struct {
 	GroupTimeout time.Duration `yaml:"group_timeout,omitempty"`
 }
 
-var tokenRefRE = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
-
 func (w *WorkersConfig) validate(r *RLConfig) error {
 	switch {
 	case (w.Listen == "") == (w.URL == ""):
 		return errors.New("rl.async.workers: set exactly one of listen (host:port, a server in the learner) and url (nats://host:port, a running server)")
-	case w.Token != "" && !tokenRefRE.MatchString(w.Token):
+	case w.Token != "" && !envref.IsRef(w.Token):
 		return errors.New("rl.async.workers.token must name an environment variable as ${NAME}: tokens are never written in a run's config")
 	case w.TaskAckWait < 0 || w.GroupTimeout < 0:
 		return errors.New("rl.async.workers: task_ack_wait and group_timeout must not be negative")
@@ -87,10 +86,9 @@ func (w *WorkersConfig) token() (string, error) {
 	if w.Token == "" {
 		return "", nil
 	}
-	name := tokenRefRE.FindStringSubmatch(w.Token)[1]
-	v, ok := os.LookupEnv(name)
-	if !ok || v == "" {
-		return "", fmt.Errorf("rl.async.workers.token: environment variable %s is not set", name)
+	v, err := envref.Resolve(w.Token)
+	if err != nil {
+		return "", fmt.Errorf("rl.async.workers.token: %w", err)
 	}
 	return v, nil
 }

@@ -3,8 +3,7 @@ package remote
 import (
 	"errors"
 	"fmt"
-	"os"
-	"regexp"
+	"github.com/agentrl/agentrl/internal/envref"
 	"strings"
 	"time"
 )
@@ -30,9 +29,6 @@ type ServerConfig struct {
 	// host, or a shared file system): weights are published to it as a folder it loads from disk.
 	SharedDisk bool `yaml:"shared_disk,omitempty"`
 }
-
-// keyRefRE is a reference to an environment variable, the only form an api_key takes.
-var keyRefRE = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
 
 // Validate checks the block; prefix names it in errors ("rollout.generator"). publish says that
 // the trainer must publish weights to every server (an RL phase): then each must be an agentrl
@@ -78,7 +74,7 @@ func (c *Config) Validate(prefix string, publish, exact bool) error {
 		if s.Dialect != Agentrl && !s.ProcessedLogprobs && !exact {
 			bad("%s: a %s server returns logprobs before temperature, top-k and top-p; sample exactly or declare processed_logprobs (vLLM: --logprobs-mode processed_logprobs)", where, s.Dialect)
 		}
-		if s.Key != "" && !keyRefRE.MatchString(s.Key) {
+		if s.Key != "" && !envref.IsRef(s.Key) {
 			bad("%s.api_key must name an environment variable as ${NAME}: keys are never written in a run's config", where)
 		}
 		if s.SharedDisk && s.Dialect != SGLang {
@@ -104,13 +100,12 @@ func (c *Config) Options() (Options, error) {
 	for _, s := range c.Servers {
 		srv := s.Server
 		if s.Key != "" {
-			m := keyRefRE.FindStringSubmatch(s.Key)
-			if m == nil {
+			if !envref.IsRef(s.Key) {
 				return opts, fmt.Errorf("remote: server %s: api_key must be ${NAME}", s.Name)
 			}
-			v, ok := os.LookupEnv(m[1])
-			if !ok || v == "" {
-				return opts, fmt.Errorf("remote: server %s: api_key: environment variable %s is not set", s.Name, m[1])
+			v, err := envref.Resolve(s.Key)
+			if err != nil {
+				return opts, fmt.Errorf("remote: server %s: api_key: %w", s.Name, err)
 			}
 			srv.APIKey = v
 		}
