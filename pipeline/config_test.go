@@ -43,23 +43,46 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 }
 
-func TestLoadErrors(t *testing.T) {
-	dir := t.TempDir()
+// loadCase is a configuration (a file, overrides, or both) that Load must refuse with an error
+// containing want.
+type loadCase struct {
+	name string
+	path string
+	sets []string
+	want string
+}
+
+// loadFixture gives a test a directory, the calc preset rendered as a file would hold it, and a
+// function writing a configuration file into the directory.
+func loadFixture(t *testing.T) (dir string, good []byte, write func(name, body string) string) {
+	dir = t.TempDir()
 	base, _ := Preset("calc")
-	good, _ := Encode(base)
-	write := func(name, body string) string {
+	good, _ = Encode(base)
+	write = func(name, body string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	cases := []struct {
-		name string
-		path string
-		sets []string
-		want string
-	}{
+	return dir, good, write
+}
+
+// checkLoadErrors runs each case through Load.
+func checkLoadErrors(t *testing.T, cases []loadCase) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load(all.Builtins(), "", c.path, c.sets)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	_, good, write := loadFixture(t)
+	cases := []loadCase{
 		{name: "unknown key in file", path: write("a.yaml", strings.Replace(string(good), "seed:", "sede:", 1)), want: "unknown field"},
 		{name: "unknown key in set", sets: []string{"phases.rl.rl.grup_size=4"}, want: "grup_size"},
 		{name: "no equals", sets: []string{"seed"}, want: "key=value"},
@@ -91,14 +114,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "critic estimator", path: write("gae.yaml", strings.Replace(string(good), "      name: grpo\n", "      name: gae\n      gae:\n        gamma: 1.0\n        lambda: 0.95\n", 1)),
 			want: `rl.advantage.name: "gae" needs a critic's value estimates`},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := Load(all.Builtins(), "", c.path, c.sets)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("err = %v, want one containing %q", err, c.want)
-			}
-		})
-	}
+	checkLoadErrors(t, cases)
 	if _, err := Load(all.Builtins(), "calc", write("b.yaml", string(good)), nil); err == nil {
 		t.Fatal("a preset and a file together were accepted")
 	}

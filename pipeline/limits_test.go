@@ -14,22 +14,8 @@ import (
 
 // Degenerate settings are errors at load, naming the key, before any work (issue 13, item 7).
 func TestDegenerateConfigsRefused(t *testing.T) {
-	dir := t.TempDir()
-	base, _ := Preset("calc")
-	good, _ := Encode(base)
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	cases := []struct {
-		name string
-		path string
-		sets []string
-		want string
-	}{
+	dir, good, write := loadFixture(t)
+	cases := []loadCase{
 		{name: "grpo with groups of one", sets: []string{"phases.rl.rl.group_size=1", "phases.rl.rl.minibatches=1"}, want: `rl.group_size: "grpo" compares each episode`},
 		{name: "gigpo with groups of one", sets: []string{"phases.rl.rl.group_size=1", "phases.rl.rl.minibatches=1", "phases.rl.rl.advantage={name: gigpo, gigpo: {gamma: 0.95, step_weight: 1}}"}, want: `rl.group_size: "gigpo"`},
 		{name: "dynamic sampling with groups of one", sets: []string{"phases.rl.rl.group_size=1", "phases.rl.rl.minibatches=1", "phases.rl.rl.advantage.name=reinforce-baseline"}, want: "rl.dynamic_sampling"},
@@ -40,14 +26,7 @@ func TestDegenerateConfigsRefused(t *testing.T) {
 		{name: "empty file", path: write("empty.yaml", ""), want: "the configuration is empty"},
 		{name: "comments only", path: write("comments.yaml", "# nothing yet\n"), want: "the configuration is empty"},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := Load(all.Builtins(), "", c.path, c.sets)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("err = %v, want one containing %q", err, c.want)
-			}
-		})
-	}
+	checkLoadErrors(t, cases)
 	// Integral numbers written as floats, init with the default tokenizer, and estimators
 	// without groups on groups of one stay valid.
 	for _, sets := range [][]string{
