@@ -20,6 +20,17 @@ type AsyncConfig struct {
 	// the learner consumes them (an episode whose oldest policy token lags by more than η is
 	// dropped and counted). 1 is one-step overlap.
 	MaxStaleness int `yaml:"max_staleness"`
+	// Mode is how generation is admitted: "continuous" (the default) starts one group whenever
+	// the bound lets one start, so a slow episode holds back only its own group (continuous.go);
+	// "overlap" samples whole steps' batches ahead of the learner, each still waiting for its
+	// slowest episode (one-step overlap when η is 1).
+	Mode string `yaml:"mode"`
+	// PartialRollouts (the default, true) lets a completion in flight continue under new weights
+	// from the next decode step on, each token recording its version. false switches weights only
+	// between completions: the engine finishes the completions in flight, starting no new one,
+	// then switches, so every completion is sampled by one version (episodes still span versions
+	// at turn boundaries). In-process engine only.
+	PartialRollouts *bool `yaml:"partial_rollouts"`
 	// Workers, when set, runs the episodes on rollout workers through the NATS data plane
 	// (distributed.go) instead of the in-process engine.
 	Workers *WorkersConfig `yaml:"workers,omitempty"`
@@ -31,9 +42,35 @@ const (
 	warnStaleness = 8
 )
 
-func (a *AsyncConfig) validate(r *RLConfig) error {
+// Async admission modes.
+const (
+	ModeContinuous = "continuous"
+	ModeOverlap    = "overlap"
+)
+
+// partial reports whether completions continue under new weights.
+func (a *AsyncConfig) partial() bool { return a.PartialRollouts == nil || *a.PartialRollouts }
+
+func (a *AsyncConfig) validate(r *RLConfig, remoteGen bool) error {
 	if a.MaxStaleness < 1 || a.MaxStaleness > maxStaleness {
 		return fmt.Errorf("rl.async.max_staleness must be in [1, %d], got %d", maxStaleness, a.MaxStaleness)
+	}
+	if a.Mode == "" {
+		a.Mode = ModeContinuous
+	}
+	if a.PartialRollouts == nil {
+		t := true
+		a.PartialRollouts = &t
+	}
+	switch {
+	case a.Mode != ModeContinuous && a.Mode != ModeOverlap:
+		return fmt.Errorf("rl.async.mode must be %q or %q, got %q", ModeContinuous, ModeOverlap, a.Mode)
+	case !a.partial() && remoteGen:
+		return fmt.Errorf("rl.async.partial_rollouts: false switches the in-process engine's weights between completions; with rollout.generator the inference servers decide when weights switch")
+	case !a.partial() && a.Workers != nil:
+		return fmt.Errorf("rl.async.partial_rollouts: false applies to the in-process engine, not to remote workers")
+	case a.Workers != nil && a.Mode != ModeContinuous:
+		return fmt.Errorf("rl.async.mode %q applies to in-process generation; remote workers are handed each step's tasks as the bound allows", a.Mode)
 	}
 	if r.Loss.Correction.Level == "" {
 		return fmt.Errorf("rl.async trains on tokens sampled by older policies: it needs an importance correction against the behaviour logprobs (rl.loss.correction.level: token or sequence, decoupled PPO), not plain on-policy PPO")
@@ -61,11 +98,19 @@ type asyncBatch struct {
 type asyncStats struct {
 	droppedStale int     // trajectories past the staleness bound
 	learnerWait  float64 // seconds the learner waited for the batch
-	genWait      float64 // seconds the producer waited on the staleness bound before this batch
-	ahead        int     // batches sampled or sampling beyond this one when it was taken
+	// genWait: seconds the producer waited on the staleness bound before this batch (overlap), or
+	// during which no group was in flight since the step before (continuous)
+	genWait float64
+	ahead   int // overlap: batches sampled or sampling beyond this one when it was taken
+	// continuous admission: groups in flight and finished-but-untaken when the batch was complete,
+	// and episodes cancelled in flight after the update because they could no longer train
+	continuous      bool
+	inFlight, ready int
+	cancelled       int
 }
 
-// runRLAsync is runRL with generation running ahead of the learner. A producer samples the steps'
+// runRLAsync is runRL with generation running ahead of the learner: continuous admission
+// (continuous.go), remote workers (distributed.go), or, in overlap mode, a producer that samples the steps'
 // batches in order, each under the weights current while it runs; it may start step s only
 // while s − (steps the learner has finished) ≤ η. The learner takes them in order, drops what
 // lags more than η versions, trains, and loads the new weights into the engine (or publishes them
@@ -82,11 +127,14 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 	if c.Async.Workers != nil {
 		return r.runRLDist(ctx, pi, p, start)
 	}
+	if c.Async.Mode != ModeOverlap {
+		return r.runRLContinuous(ctx, pi, p, start)
+	}
 	upd, err := r.newRLUpdate(p, start)
 	if err != nil {
 		return err
 	}
-	smp, err := r.newSampler(ctx)
+	smp, err := r.newSampler(ctx, p)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,9 +19,57 @@ var asyncSets = []string{
 }
 
 // An asynchronous phase trains every step, and no token it trains on lags the learner by more
-// than max_staleness versions.
+// than max_staleness versions, in both admission modes.
 func TestAsyncPhaseHoldsTheStalenessBound(t *testing.T) {
-	c := tinyConfig(t, t.TempDir(), asyncSets...)
+	for _, mode := range []string{ModeContinuous, ModeOverlap} {
+		t.Run(mode, func(t *testing.T) {
+			c := tinyConfig(t, t.TempDir(), append(asyncSets, "phases.rl.rl.async.mode="+mode)...)
+			run, err := NewRun(c, Options{Envs: all.Builtins()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := run.Train(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			rl, overlapped := 0, 0
+			for _, m := range metricLines(t, run.Dir) {
+				if m["phase"] != "rl" {
+					continue
+				}
+				rl++
+				if m["signal/effective_batch"] == nil && m["signal/groups_kept"].(float64) > 0 {
+					t.Fatalf("step %v kept groups but did not train: %v", m["step"], m)
+				}
+				lag := m["shift/version_lag_max"].(float64)
+				if lag > 1 {
+					t.Fatalf("step %v trained on tokens %v versions old, bound 1", m["step"], lag)
+				}
+				if lag == 1 {
+					overlapped++ // sampled while the learner trained the step before
+				}
+				if _, ok := m["async/dropped_stale"]; !ok {
+					t.Fatalf("step %v lacks async/dropped_stale", m["step"])
+				}
+				_, cont := m["async/groups_in_flight"]
+				if cont != (mode == ModeContinuous) {
+					t.Fatalf("step %v in mode %s: async/groups_in_flight present %v", m["step"], mode, cont)
+				}
+			}
+			if rl != 6 || overlapped == 0 {
+				t.Fatalf("%d RL steps logged (want 6), %d of them sampled while the learner trained (want some)", rl, overlapped)
+			}
+		})
+	}
+}
+
+// Continuous admission takes a step's batch from the first groups to finish: under a heavy-tailed
+// environment latency, steps are taken while other groups are still running (a step-at-a-time
+// producer would have none in flight when its batch is complete), and the admission bound holds:
+// groups in flight and ready never exceed (η+1)·B.
+func TestContinuousAdmissionDoesNotWaitForStragglers(t *testing.T) {
+	sets := append(asyncSets, "phases.rl.steps=5",
+		`phases.rl.envs=[{name: calc, weight: 1, latency: {dist: lognormal, median: 2ms, p99_over_p50: 50}}]`)
+	c := tinyConfig(t, t.TempDir(), sets...)
 	run, err := NewRun(c, Options{Envs: all.Builtins()})
 	if err != nil {
 		t.Fatal(err)
@@ -28,28 +77,63 @@ func TestAsyncPhaseHoldsTheStalenessBound(t *testing.T) {
 	if _, err := run.Train(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	rl, overlapped := 0, 0
+	p := c.Phases[len(c.Phases)-1].RL
+	bound := float64((p.Async.MaxStaleness + 1) * p.GroupsPerStep)
+	behind := 0
 	for _, m := range metricLines(t, run.Dir) {
 		if m["phase"] != "rl" {
 			continue
 		}
-		rl++
-		if m["signal/effective_batch"] == nil && m["signal/groups_kept"].(float64) > 0 {
-			t.Fatalf("step %v kept groups but did not train: %v", m["step"], m)
+		in, ready := m["async/groups_in_flight"].(float64), m["async/groups_ready"].(float64)
+		if in+ready > bound {
+			t.Fatalf("step %v: %v groups in flight and %v ready, above (η+1)·B = %v", m["step"], in, ready, bound)
 		}
-		lag := m["shift/version_lag_max"].(float64)
-		if lag > 1 {
-			t.Fatalf("step %v trained on tokens %v versions old, bound 1", m["step"], lag)
-		}
-		if lag == 1 {
-			overlapped++ // sampled while the learner trained the step before
-		}
-		if _, ok := m["async/dropped_stale"]; !ok {
-			t.Fatalf("step %v lacks async/dropped_stale", m["step"])
+		if in > 0 {
+			behind++
 		}
 	}
-	if rl != 6 || overlapped == 0 {
-		t.Fatalf("%d RL steps logged (want 6), %d of them sampled while the learner trained (want some)", rl, overlapped)
+	if behind == 0 {
+		t.Fatal("every step's batch was taken with no group in flight: admission waited for stragglers")
+	}
+}
+
+// The admission rule and the learner's fill, by hand.
+func TestAdmissionAndFill(t *testing.T) {
+	a := &admission{eta: 1, B: 2}
+	n := 0
+	for a.canAdmit() {
+		a.admitted++
+		n++
+	}
+	if n != 4 {
+		t.Fatalf("η=1, B=2 admitted %d groups before the first step, want (0+1+1)·2 = 4", n)
+	}
+	a.discarded++ // a filtered group is replaced
+	if !a.canAdmit() {
+		t.Fatal("a discarded group must free its place")
+	}
+	a.admitted++
+	a.trained++
+	if !a.canAdmit() {
+		t.Fatal("a trained step must let B more start")
+	}
+
+	ep := func(v int32, r float64) *traj.Trajectory {
+		return &traj.Trajectory{Tokens: []int32{1, 2}, Versions: []int32{traj.NoVersion, v}, LossMask: []bool{false, true}, Status: traj.StatusOK,
+			Turns: []traj.Turn{{Start: 1, End: 2, ObsEnd: 2}}, Reward: r}
+	}
+	p := Phase{RL: &RLConfig{GroupsPerStep: 2, GroupSize: 2, DynamicSampling: &DynamicSamplingConfig{MaxRounds: 2}, Async: &AsyncConfig{MaxStaleness: 1}}}
+	f := newStepFill(p, 5)
+	f.offer([]*traj.Trajectory{ep(3, 1), ep(3, 0)}) // 2 versions old: both dropped, group discarded
+	f.offer([]*traj.Trajectory{ep(5, 1), ep(5, 1)}) // no variance: filtered
+	f.offer([]*traj.Trajectory{ep(4, 1), ep(5, 0)}) // kept
+	if f.full() {
+		t.Fatal("full after 3 of a limit of 4 groups with 1 kept")
+	}
+	f.offer([]*traj.Trajectory{ep(5, 0), ep(5, 1)})
+	f.done()
+	if !f.full() || len(f.groups) != 2 || f.stale != 2 || f.discards != 2 || f.fill.ZeroVariance != 1 || f.fill.Sampled != 4 || f.fill.Rounds != 2 || f.fill.Partial || len(f.taken) != 8 {
+		t.Fatalf("fill %+v: groups %d, stale %d, discards %d, taken %d", f.fill, len(f.groups), f.stale, f.discards, len(f.taken))
 	}
 }
 
@@ -60,6 +144,9 @@ func TestAsyncConfigErrors(t *testing.T) {
 	}{
 		{[]string{"phases.rl.rl.async.max_staleness=0", "phases.rl.rl.loss.correction.level=token"}, "max_staleness must be in [1, 16]"},
 		{[]string{"phases.rl.rl.async.max_staleness=1"}, "needs an importance correction"},
+		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.async.mode=eager"}, "rl.async.mode must be"},
+		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.async.partial_rollouts=false", "phases.rl.rl.async.workers.listen=127.0.0.1:0"}, "not to remote workers"},
+		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.async.mode=overlap", "phases.rl.rl.async.workers.listen=127.0.0.1:0"}, "applies to in-process generation"},
 		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.async.workers.listen=127.0.0.1:0"}, "dynamic sampling with remote workers is not supported"},
 		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.async.workers.listen=127.0.0.1:0", "phases.rl.rl.async.workers.token=secret"}, "${NAME}"},
 		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.async.workers.url=nats://h:1", "phases.rl.rl.async.workers.listen=127.0.0.1:0"}, "exactly one of listen"},
@@ -89,5 +176,47 @@ func TestDropStale(t *testing.T) {
 	// The oldest policy token decides: an episode begun at version 2 that continued at 5 is 3 old.
 	if _, d := dropStale([][]*traj.Trajectory{{ep(2, 5)}}, 5, 2); d != 1 {
 		t.Fatal("an episode is as stale as its oldest policy token")
+	}
+}
+
+// With partial_rollouts: false every completion is sampled by one policy version, and the phase
+// still overlaps generation with training (some episodes span versions at turn boundaries or
+// were sampled one version behind).
+func TestAsyncWithoutPartialRolloutsKeepsCompletionsOnOneVersion(t *testing.T) {
+	c := tinyConfig(t, t.TempDir(), append(asyncSets, "phases.rl.rl.async.partial_rollouts=false")...)
+	run, err := NewRun(c, Options{Envs: all.Builtins()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	turns, lagged := 0, 0
+	for _, tr := range readTrajs(t, run.Dir) {
+		if !slices.ContainsFunc(tr.Meta, func(kv traj.KV) bool { return kv.Key == "phase" && kv.Value == "rl" }) {
+			continue
+		}
+		for _, tu := range tr.Turns {
+			turns++
+			var vs []int32 // the versions of the completion's sampled tokens
+			for i := tu.Start; i < tu.End; i++ {
+				if tr.LossMask[i] && tr.Versions[i] != traj.NoVersion {
+					vs = append(vs, tr.Versions[i])
+				}
+			}
+			for _, v := range vs {
+				if v != vs[0] {
+					t.Fatalf("trajectory %s: one completion sampled by versions %v", tr.ID, vs)
+				}
+			}
+		}
+	}
+	for _, m := range metricLines(t, run.Dir) {
+		if m["phase"] == "rl" && m["shift/version_lag_max"].(float64) > 0 {
+			lagged++
+		}
+	}
+	if turns == 0 || lagged == 0 {
+		t.Fatalf("%d completions checked, %d steps trained on older tokens: the test proves nothing", turns, lagged)
 	}
 }

@@ -419,7 +419,7 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 			return errors.New("rl.loss.critic: the built-in model has no value head; use a critic-free estimator")
 		}
 		if r.Async != nil {
-			if err := r.Async.validate(r); err != nil {
+			if err := r.Async.validate(r, c.Rollout.Generator != nil); err != nil {
 				return err
 			}
 		}

@@ -31,13 +31,14 @@ type policySampler struct {
 	pending chan error
 }
 
-// newSampler starts the phase's generator. Servers are brought to the run's current policy
+// newSampler starts phase p's generator. Servers are brought to the run's current policy
 // first: an agentrl server already at exactly that version keeps its weights, every other is
 // sent them.
-func (r *Run) newSampler(ctx context.Context) (*policySampler, error) {
+func (r *Run) newSampler(ctx context.Context, p Phase) (*policySampler, error) {
 	g := r.Cfg.Rollout.Generator
 	if g == nil {
-		eng, err := local.NewEngine(r.model, r.version, local.EngineConfig{Slots: r.Cfg.Rollout.EngineSlots, MaxLen: r.Cfg.Rollout.MaxContext})
+		swap := p.RL != nil && p.RL.Async != nil && !p.RL.Async.partial()
+		eng, err := local.NewEngine(r.model, r.version, local.EngineConfig{Slots: r.Cfg.Rollout.EngineSlots, MaxLen: r.Cfg.Rollout.MaxContext, SwapAtCompletion: swap})
 		if err != nil {
 			return nil, err
 		}

@@ -133,12 +133,20 @@ func (r *Run) replayRL(ctx context.Context, pi int, p Phase, byStep map[int][]*t
 		}
 		st0 := r.now()
 		rng := r.stepRNG(pi, step, 3)
-		groups, fill, err := r.replaySample(p, step, rng, rec)
-		if err != nil {
-			return step, err
-		}
+		var groups [][]*traj.Trajectory
+		var fill reward.FillStats
 		var as *asyncStats
-		if a := p.RL.Async; a != nil {
+		if a := p.RL.Async; a != nil && a.Mode == ModeContinuous && a.Workers == nil {
+			f, err := r.replayContinuous(pi, p, rec)
+			if err != nil {
+				return step, err
+			}
+			groups, fill = f.groups, f.fill
+			as = &asyncStats{droppedStale: f.stale, continuous: true}
+			rng = r.stepRNG(pi, step, 4)
+		} else if groups, fill, err = r.replaySample(p, step, rng, rec); err != nil {
+			return step, err
+		} else if a := p.RL.Async; a != nil {
 			// The producer sampled with its own stream; the learner shuffles with another.
 			var dropped int
 			groups, dropped = dropStale(groups, r.version, int32(a.MaxStaleness))
@@ -162,20 +170,52 @@ func (r *Run) replayRL(ctx context.Context, pi int, p Phase, byStep map[int][]*t
 	return p.Steps, nil
 }
 
+// replayContinuous rebuilds a step of continuous admission from its recorded trajectories: the
+// groups the learner took, in the order it took them. Each group's task is redrawn from its place
+// in the admission stream and checked, and the groups go through the same fill as the live step.
+func (r *Run) replayContinuous(pi int, p Phase, rec []*traj.Trajectory) (*stepFill, error) {
+	f := newStepFill(p, r.version)
+	for _, g := range recordedGroups(rec) {
+		start, k, ok := parseAsyncGroup(g[0])
+		if !ok {
+			return nil, fmt.Errorf("recorded group %d has no %s: it was not sampled by continuous admission", g[0].GroupID, asyncGroupKey)
+		}
+		t, err := r.asyncTask(pi, p, start, k)
+		if err != nil {
+			return nil, err
+		}
+		if g[0].GroupID != t.GroupID || g[0].TaskSeed != t.Seed || g[0].Env != t.Env || len(g) != p.RL.GroupSize {
+			return nil, fmt.Errorf("recorded group %d (%s seed %d, %d episodes) is not the task admission %d/%d draws (group %d, %s seed %d, %d episodes): the recording does not match the config", g[0].GroupID, g[0].Env, g[0].TaskSeed, len(g), start, k, t.GroupID, t.Env, t.Seed, p.RL.GroupSize)
+		}
+		if f.full() {
+			return nil, fmt.Errorf("the recording holds more groups than the step took (it was full before group %d)", g[0].GroupID)
+		}
+		f.offer(g)
+	}
+	f.done()
+	return f, nil
+}
+
+// recordedGroups splits a step's recorded trajectories into their groups, in order.
+func recordedGroups(rec []*traj.Trajectory) [][]*traj.Trajectory {
+	var out [][]*traj.Trajectory
+	for _, t := range rec {
+		if n := len(out); n > 0 && out[n-1][0].GroupID == t.GroupID {
+			out[n-1] = append(out[n-1], t)
+		} else {
+			out = append(out, []*traj.Trajectory{t})
+		}
+	}
+	return out
+}
+
 // replaySample rebuilds a step's groups from its recorded trajectories as sampleRL made them:
 // it draws the same tasks from rng (so rng ends where the run's did), checks that the recording
 // holds those tasks' groups, and filters them with the phase's dynamic sampling.
 func (r *Run) replaySample(p Phase, step int, rng *rand.Rand, rec []*traj.Trajectory) ([][]*traj.Trajectory, reward.FillStats, error) {
 	c := p.RL
 	_ = rng.Uint64() // the rollout runner's sample seed
-	var recGroups [][]*traj.Trajectory
-	for _, t := range rec {
-		if n := len(recGroups); n > 0 && recGroups[n-1][0].GroupID == t.GroupID {
-			recGroups[n-1] = append(recGroups[n-1], t)
-		} else {
-			recGroups = append(recGroups, []*traj.Trajectory{t})
-		}
-	}
+	recGroups := recordedGroups(rec)
 	next, round := 0, 0
 	sample := func(_ context.Context, n int) ([][]*traj.Trajectory, error) {
 		tasks, err := sampleTasks(r.opts.Envs, rng, p.Envs, n, uint64(step)<<16|uint64(round)<<12)
@@ -255,10 +295,15 @@ func readRecorded(path string) (map[string]map[int][]*traj.Trajectory, error) {
 	}
 }
 
-// replayIgnored says which metrics a replay does not reproduce: wall-clock timings and how many
-// batches an asynchronous producer had ready.
+// replayIgnored says which metrics a replay does not reproduce: wall-clock timings, how much an
+// asynchronous producer had in flight or ready, and the groups it cancelled in flight (never
+// recorded).
 func replayIgnored(key string) bool {
-	return strings.HasPrefix(key, "time/") || key == "async/batches_ahead"
+	switch key {
+	case "async/batches_ahead", "async/groups_in_flight", "async/groups_ready", "async/cancelled_stale":
+		return true
+	}
+	return strings.HasPrefix(key, "time/")
 }
 
 // compareMetrics compares the RL step lines of the replay's metrics (at path replay) with the

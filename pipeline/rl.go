@@ -29,7 +29,7 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 	if err != nil {
 		return err
 	}
-	smp, err := r.newSampler(ctx)
+	smp, err := r.newSampler(ctx, p)
 	if err != nil {
 		return err
 	}

@@ -79,7 +79,13 @@ func (s *rlStep) fields() map[string]any {
 	}
 	if a := s.async; a != nil {
 		m["async/dropped_stale"] = a.droppedStale
-		m["async/batches_ahead"] = a.ahead
+		if a.continuous {
+			m["async/groups_in_flight"] = a.inFlight
+			m["async/groups_ready"] = a.ready
+			m["async/cancelled_stale"] = a.cancelled
+		} else {
+			m["async/batches_ahead"] = a.ahead
+		}
 		m["time/learner_wait_s"] = a.learnerWait
 		m["time/generator_wait_s"] = a.genWait
 	}

@@ -39,6 +39,11 @@ type EngineConfig struct {
 	// MaxLen is the most tokens (prompt + completion) one sequence may hold, at most the model's
 	// MaxSeq; 0 means MaxSeq. The KV cache is preallocated for Slots × MaxLen and reused for the engine's life.
 	MaxLen int
+	// SwapAtCompletion switches to new weights only when no completion is in flight: once weights
+	// are pending, the engine starts no new request and switches as soon as the running ones end,
+	// so every completion is sampled by one version. Otherwise (the default) the switch happens
+	// at the next decode step and sequences in flight continue under the new weights.
+	SwapAtCompletion bool
 }
 
 // Engine is the local batched inference engine over the built-in model: continuous batching
@@ -308,11 +313,16 @@ func (e *Engine) loop(m *model.Model, cache *model.KVCache) {
 				break drain
 			}
 		}
-		e.applyWeights(m)
+		hold := false // new weights wait for the completions in flight
+		if e.cfg.SwapAtCompletion && active > 0 {
+			hold = e.hasPending()
+		} else {
+			e.applyWeights(m)
+		}
 		version := e.Version()
 
 		// Admit queued requests into free slots: prefill the prompt, sample the first token.
-		for len(queue) > 0 && active < len(slots) {
+		for len(queue) > 0 && active < len(slots) && !hold {
 			j := queue[0]
 			queue = queue[1:]
 			if err := j.ctx.Err(); err != nil {
@@ -427,6 +437,13 @@ func (e *Engine) emit(j *job, row []float32, version int32, sp *sampler) (bool, 
 		return true, nil
 	}
 	return false, nil
+}
+
+// hasPending reports whether weights wait to be applied.
+func (e *Engine) hasPending() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pending != nil
 }
 
 // applyWeights switches to pending weights, if any. Called only between decode steps.

@@ -396,3 +396,55 @@ func TestEngineNonFiniteLogits(t *testing.T) {
 		t.Fatalf("after finite weights: %v", err)
 	}
 }
+
+// With SwapAtCompletion, weights loaded while a completion decodes wait for it to end: the
+// completion is sampled by the old version alone (token for token what the old weights alone
+// produce), a request submitted after the load waits and is sampled by the new version alone.
+func TestEngineSwapAtCompletionKeepsEachCompletionOnOneVersion(t *testing.T) {
+	m, other := tinyModel(t, 5), tinyModel(t, 6)
+	e, err := NewEngine(m, 7, EngineConfig{Slots: 2, SwapAtCompletion: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	ctx := context.Background()
+	req := infer.Request{Prompt: prompt(1, 4), MaxTokens: 60, Sampling: infer.Sampling{Temperature: 1}, Seed: 1}
+	ref, err := newEngine(t, m, 2).Generate(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	var once sync.Once
+	res := make(chan infer.Completion, 1)
+	go func() {
+		c, err := e.GenerateStream(ctx, req, func(Step) { once.Do(func() { close(started) }) })
+		if err != nil {
+			t.Error(err)
+		}
+		res <- c
+	}()
+	<-started // decoding under version 7
+	applied, err := e.LoadWeights(other, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := e.Generate(ctx, infer.Request{Prompt: prompt(2, 4), MaxTokens: 5, Sampling: infer.Sampling{Temperature: 1}, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-applied
+	c := <-res
+	if !slices.Equal(c.Tokens, ref.Tokens) {
+		t.Fatalf("the completion in flight changed under the pending weights: %v, alone %v", c.Tokens, ref.Tokens)
+	}
+	for i, v := range c.Versions {
+		if v != 7 {
+			t.Fatalf("token %d of the completion in flight has version %d, want 7", i, v)
+		}
+	}
+	for i, v := range c2.Versions {
+		if v != 8 {
+			t.Fatalf("token %d of the request made after the load has version %d, want 8", i, v)
+		}
+	}
+}

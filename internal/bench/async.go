@@ -54,6 +54,7 @@ type asyncArm struct {
 	episodes   float64     // sampled
 	trained    float64     // ≈ episodes in the groups trained on
 	learnWait  float64     // seconds the learner waited for a batch
+	cancelled  float64     // episodes cancelled in flight as too stale to train
 	genWait    float64     // seconds the sampler waited on the staleness bound (async), or for the learner (sync)
 	lagMean    float64
 	lagMax     float64
@@ -84,10 +85,8 @@ func Async(ctx context.Context, w io.Writer, o AsyncOptions) error {
 	}
 	arms, tails, seeds := splitList(o.Arms), splitList(o.Tails), splitList(o.Seeds)
 	for _, a := range arms {
-		if a != "sync" {
-			if n, err := strconv.Atoi(a); err != nil || n < 1 {
-				return fmt.Errorf("bench async: arm %q is neither sync nor a max_staleness", a)
-			}
+		if _, err := armAsyncSets(a); err != nil {
+			return err
 		}
 	}
 	var tailVals []float64
@@ -177,10 +176,42 @@ func armSets(o AsyncOptions, init, arm string, tail float64, seed uint64) []stri
 		"phases.rl.rl.loss.correction.level=token", "phases.rl.rl.loss.correction.cap=2",
 		fmt.Sprintf("checkpoint.every=%d", o.Every), "checkpoint.keep=100000", "eval.tasks=8", "eval.samples=1", "eval.every=0",
 	}
-	if arm != "sync" {
-		sets = append(sets, "phases.rl.rl.async.max_staleness="+arm)
+	as, _ := armAsyncSets(arm) // Async checked every arm
+	return append(append(sets, as...), o.Set...)
+}
+
+// armAsyncSets are the async overrides an arm names: "sync"; "overlap" (each step's batch sampled
+// while the learner trains the step before: overlap mode, η = 1); "N" (continuous admission,
+// η = N); "N-nopartial" (the same, weights switching only between completions).
+func armAsyncSets(arm string) ([]string, error) {
+	if arm == "sync" {
+		return nil, nil
 	}
-	return append(sets, o.Set...)
+	if arm == "overlap" {
+		return []string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.async.mode=overlap"}, nil
+	}
+	eta, nopartial := strings.CutSuffix(arm, "-nopartial")
+	if n, err := strconv.Atoi(eta); err != nil || n < 1 {
+		return nil, fmt.Errorf("bench async: arm %q is none of sync, overlap, N or N-nopartial (N a max_staleness)", arm)
+	}
+	sets := []string{"phases.rl.rl.async.max_staleness=" + eta, "phases.rl.rl.async.mode=continuous"}
+	if nopartial {
+		sets = append(sets, "phases.rl.rl.async.partial_rollouts=false")
+	}
+	return sets, nil
+}
+
+// armName is how the tables name an arm.
+func armName(arm string) string {
+	switch {
+	case arm == "sync":
+		return "sync"
+	case arm == "overlap":
+		return "one-step overlap"
+	case strings.HasSuffix(arm, "-nopartial"):
+		return "async η=" + strings.TrimSuffix(arm, "-nopartial") + ", no partial rollouts"
+	}
+	return "async η=" + arm
 }
 
 // runAsyncArm runs one arm's RL phase, reads its metrics and evaluates its checkpoints.
@@ -246,6 +277,7 @@ func readArmMetrics(dir string, groupSize int) (*asyncArm, map[int][2]float64, e
 		a.wall = num("time/elapsed_s") - origin
 		a.episodes += num("episodes/sampled")
 		stale := num("async/dropped_stale")
+		a.cancelled += num("async/cancelled_stale")
 		trained := num("signal/groups_kept")*float64(groupSize) - stale
 		a.trained += trained
 		a.learnWait += num("time/learner_wait_s")
@@ -332,7 +364,7 @@ func printAsync(w io.Writer, o AsyncOptions, rs []*asyncArm) {
 		equal = min(equal, a.points[len(a.points)-1].trained)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "tail p99/p50\tseed\tarm\ttime to target\tspeedup\tpass@1 at %.0f trained eps\tpass@1 start -> end\tRL wall\tepisodes/s\tlearner idle\tgenerator idle\tlag mean / max\tlag-max histogram\tdropped: stale / filter / failed\n", equal)
+	fmt.Fprintf(tw, "tail p99/p50\tseed\tarm\ttime to target\tspeedup\tpass@1 at %.0f trained eps\tpass@1 start -> end\tRL wall\tepisodes/s\tlearner idle\tgenerator idle\tlag mean / max\tlag-max histogram\tdropped: stale / cancelled / filter / failed\n", equal)
 	syncTime := map[string]float64{}
 	for _, a := range rs {
 		if t, ok := timeToTarget(a.points, o.Target); ok && a.arm == "sync" {
@@ -351,22 +383,112 @@ func printAsync(w io.Writer, o AsyncOptions, rs []*asyncArm) {
 		for _, k := range slices.Sorted(maps.Keys(a.lagHist)) {
 			hist = append(hist, fmt.Sprintf("%d:%d", k, a.lagHist[k]))
 		}
-		name := a.arm
-		if name != "sync" {
-			name = "async η=" + name
-		}
-		fmt.Fprintf(tw, "%g\t%d\t%s\t%s\t%s\t%.1f%%\t%.1f%% -> %.1f%%\t%.1fs\t%.2f\t%.0f%%\t%.0f%%\t%.2f / %.0f\t%s\t%.0f / %.0f / %.0f\n",
+		name := armName(a.arm)
+		fmt.Fprintf(tw, "%g\t%d\t%s\t%s\t%s\t%.1f%%\t%.1f%% -> %.1f%%\t%.1fs\t%.2f\t%.0f%%\t%.0f%%\t%.2f / %.0f\t%s\t%.0f / %.0f / %.0f / %.0f\n",
 			a.tail, a.seed, name, ttt, speed, 100*pass1At(a.points, equal), 100*a.points[0].pass1, 100*a.points[len(a.points)-1].pass1,
 			a.wall, a.episodes/a.wall, 100*a.learnWait/a.wall, 100*a.genWait/a.wall, a.lagMean, a.lagMax, strings.Join(hist, " "),
-			a.stale, a.filtered, a.failed)
+			a.stale, a.cancelled, a.filtered, a.failed)
 	}
 	tw.Flush()
+	printAsyncSeeds(w, o, rs, syncTime)
 	fmt.Fprintf(w, "\nheld-out sampled pass@1 (greedy) at each evaluation, with RL wall seconds and ≈ episodes trained:\n")
 	for _, a := range rs {
 		var cells []string
 		for _, p := range a.points {
 			cells = append(cells, fmt.Sprintf("s%d %.1f%% (%.1f%%) %.0fs %.0f", p.step, 100*p.pass1, 100*p.greedy, p.wall, p.trained))
 		}
-		fmt.Fprintf(w, "  tail %g seed %d %s: %s\n", a.tail, a.seed, a.arm, strings.Join(cells, " | "))
+		fmt.Fprintf(w, "  tail %g seed %d %s: %s\n", a.tail, a.seed, armName(a.arm), strings.Join(cells, " | "))
 	}
+}
+
+// printAsyncSeeds summarizes, for every tail and arm run with two or more seeds, the mean and 95%
+// interval over seeds of the time to target, the speedup over sync (each seed against the sync
+// arm of the same seed) and the final held-out pass@1 and its difference from sync's.
+func printAsyncSeeds(w io.Writer, o AsyncOptions, rs []*asyncArm, syncTime map[string]float64) {
+	type key struct {
+		tail float64
+		arm  string
+	}
+	var order []key
+	by := map[key][]*asyncArm{}
+	syncFinal := map[string]float64{}
+	for _, a := range rs {
+		k := key{a.tail, a.arm}
+		if _, ok := by[k]; !ok {
+			order = append(order, k)
+		}
+		by[k] = append(by[k], a)
+		if a.arm == "sync" {
+			syncFinal[fmt.Sprint(a.tail, a.seed)] = a.points[len(a.points)-1].pass1
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := false
+	for _, k := range order {
+		as := by[k]
+		if len(as) < 2 {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(w, "\nover seeds (mean ± 95%% interval, Student t):\n")
+			fmt.Fprintf(tw, "tail p99/p50\tarm\tseeds\ttime to target\tspeedup over sync\tfinal pass@1\tfinal pass@1 − sync's\n")
+			header = true
+		}
+		var ttt, speed, final, diff []float64
+		missed := 0
+		for _, a := range as {
+			fin := a.points[len(a.points)-1].pass1
+			final = append(final, 100*fin)
+			if s, ok := syncFinal[fmt.Sprint(a.tail, a.seed)]; ok {
+				diff = append(diff, 100*(fin-s))
+			}
+			t, ok := timeToTarget(a.points, o.Target)
+			if !ok {
+				missed++
+				continue
+			}
+			ttt = append(ttt, t)
+			if s, ok := syncTime[fmt.Sprint(a.tail, a.seed)]; ok && t > 0 {
+				speed = append(speed, s/t)
+			}
+		}
+		miss := ""
+		if missed > 0 {
+			miss = fmt.Sprintf(" (%d did not reach it)", missed)
+		}
+		fmt.Fprintf(tw, "%g\t%s\t%d\t%s s%s\t%s×\t%s%%\t%s points\n", k.tail, armName(k.arm), len(as),
+			meanInterval(ttt, "%.0f"), miss, meanInterval(speed, "%.2f"), meanInterval(final, "%.1f"), meanInterval(diff, "%+.1f"))
+	}
+	tw.Flush()
+}
+
+// meanInterval formats the mean of xs and the half-width of its 95% Student-t interval.
+func meanInterval(xs []float64, format string) string {
+	switch len(xs) {
+	case 0:
+		return "-"
+	case 1:
+		return fmt.Sprintf(format, xs[0])
+	}
+	var mean float64
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	var ss float64
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	sd := math.Sqrt(ss / float64(len(xs)-1))
+	half := tCrit95(len(xs)-1) * sd / math.Sqrt(float64(len(xs)))
+	return fmt.Sprintf(format+" ± "+strings.Replace(format, "%+", "%", 1), mean, half)
+}
+
+// tCrit95 is the two-sided 95% critical value of Student's t with df degrees of freedom.
+func tCrit95(df int) float64 {
+	table := []float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228}
+	if df >= 1 && df <= len(table) {
+		return table[df-1]
+	}
+	return 1.96 + 2.4/float64(df) // within about 1% of the exact value beyond 10 degrees of freedom
 }

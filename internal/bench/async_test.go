@@ -35,16 +35,45 @@ func TestAsyncBenchSmoke(t *testing.T) {
 	}
 	var out bytes.Buffer
 	err := Async(context.Background(), &out, AsyncOptions{
-		Envs: all.Builtins(), RunsDir: t.TempDir(), SFTSteps: 20, Arms: "sync,1", Tails: "5", Dist: "lognormal",
-		Median: time.Millisecond, Seeds: "1", Steps: 2, Every: 1, Tasks: 4, Samples: 1, Target: 0.5, Quiet: true,
+		Envs: all.Builtins(), RunsDir: t.TempDir(), SFTSteps: 20, Arms: "sync,overlap,1-nopartial", Tails: "5", Dist: "lognormal",
+		Median: time.Millisecond, Seeds: "1,2", Steps: 2, Every: 1, Tasks: 4, Samples: 1, Target: 0.5, Quiet: true,
 		Set: []string{"phases.rl.rl.groups_per_step=2", "phases.rl.optim.warmup=1"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"SIMULATED", "async η=1", "sync", "lag-max histogram"} {
+	for _, want := range []string{"SIMULATED", "async η=1, no partial rollouts", "one-step overlap", "sync", "lag-max histogram", "over seeds"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestMeanIntervalAndArms(t *testing.T) {
+	// Mean 2, sample sd 1, n 3: half-width 4.303 · 1/√3 = 2.48.
+	if got := meanInterval([]float64{1, 2, 3}, "%.2f"); got != "2.00 ± 2.48" {
+		t.Fatalf("meanInterval = %q", got)
+	}
+	if got := meanInterval([]float64{-1, -3}, "%+.1f"); got != "-2.0 ± 12.7" {
+		t.Fatalf("meanInterval = %q", got)
+	}
+	if meanInterval(nil, "%.1f") != "-" || meanInterval([]float64{4}, "%.1f") != "4.0" {
+		t.Fatal("fewer than two values have no interval")
+	}
+	for arm, want := range map[string]string{
+		"sync":        "",
+		"overlap":     "phases.rl.rl.async.max_staleness=1 phases.rl.rl.async.mode=overlap",
+		"2":           "phases.rl.rl.async.max_staleness=2 phases.rl.rl.async.mode=continuous",
+		"4-nopartial": "phases.rl.rl.async.max_staleness=4 phases.rl.rl.async.mode=continuous phases.rl.rl.async.partial_rollouts=false",
+	} {
+		sets, err := armAsyncSets(arm)
+		if err != nil || strings.Join(sets, " ") != want {
+			t.Errorf("arm %s: %v %v, want %s", arm, sets, err, want)
+		}
+	}
+	for _, bad := range []string{"0", "fast", "1-partial", "-nopartial"} {
+		if _, err := armAsyncSets(bad); err == nil {
+			t.Errorf("arm %q accepted", bad)
 		}
 	}
 }

@@ -13,7 +13,7 @@ type BenchAsyncCmd struct {
 	RunsDir  string        `name:"runs-dir" default:"runs" help:"Directory for the supervised checkpoint and the arms' runs."`
 	Init     string        `help:"Supervised checkpoint to start every arm's RL from (default: train one first, with --sft-steps)."`
 	SFTSteps int           `name:"sft-steps" default:"3000" help:"Supervised steps of the checkpoint trained when --init is not given."`
-	Arms     string        `default:"sync,1,2,4" help:"Comma-separated arms: sync, or an async max_staleness η."`
+	Arms     string        `default:"sync,overlap,1,2,4,1-nopartial" help:"Comma-separated arms: sync; overlap (one-step overlap: each step sampled while the step before trains); N (continuous admission, max_staleness η = N); N-nopartial (the same, weights switching only between completions)."`
 	Tails    string        `default:"1,5,20,50" help:"Comma-separated p99/p50 ratios of the simulated step latency (1: no tail)."`
 	Dist     string        `default:"lognormal" enum:"lognormal,pareto" help:"Latency distribution (lognormal, pareto)."`
 	Median   time.Duration `default:"50ms" help:"Median simulated latency of an environment step."`

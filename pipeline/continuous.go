@@ -1,0 +1,353 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/traj"
+)
+
+// The continuous controller (rl.async.mode: continuous) admits one group at a time, whenever the
+// staleness bound lets one start, instead of sampling a step's batch at a time: a slow episode
+// holds back only its own group, never the step. This is AReaL's admission rule: with B groups per
+// step, the learner having trained t steps of the phase and η the bound, a new group may start
+// while
+//
+//	admitted − discarded < (t + η + 1) · B
+//
+// where discarded counts the groups that will never be part of a trained batch (filtered by
+// dynamic sampling, stale, or cancelled). A group admitted under version v is then trained at the
+// latest η steps later, unless it finishes after groups admitted after it; the learner takes the
+// earliest-admitted groups that have finished, drops every episode past the bound as it takes it
+// (the hard guarantee), and at each new version cancels the groups in flight that can no longer
+// train within the bound.
+
+// asyncGroupKey is the trajectory meta key naming a group's place in the continuous admission
+// stream, "START/K": the K-th group admitted by the producer that began at phase step START. Replay
+// reads it to redraw the group's task.
+const asyncGroupKey = "async_group"
+
+// admitted is one group the continuous producer started.
+type admitted struct {
+	k       int   // admission index in this producer's stream
+	version int32 // the published policy version when it was admitted
+	cancel  context.CancelFunc
+	trajs   []*traj.Trajectory // once finished
+}
+
+// admission is the state the producer and the learner share.
+type admission struct {
+	mu        sync.Mutex
+	eta, B    int
+	admitted  int // groups started
+	discarded int // groups that will not be part of a trained batch
+	trained   int // steps the learner trained since the producer began
+	version   int32
+	inflight  map[int]*admitted
+	ready     []*admitted // finished, in admission order
+	err       error       // the first failure of a group (a broken policy), ends the phase
+	// idle is how long no group was in flight since the last step (the bound held generation
+	// back), idleSince when the current such stretch began (zero while groups are in flight).
+	idle      time.Duration
+	idleSince time.Time
+	// toLearner and toProducer wake the other side (buffered: a wake-up is never lost).
+	toLearner, toProducer chan struct{}
+}
+
+func wake(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// canAdmit reports whether the bound lets one more group start. Called with mu held.
+func (a *admission) canAdmit() bool {
+	return a.admitted-a.discarded < (a.trained+a.eta+1)*a.B
+}
+
+// remove takes group k out of the groups in flight at time now. Called with mu held.
+func (a *admission) remove(k int, now time.Time) {
+	delete(a.inflight, k)
+	if len(a.inflight) == 0 {
+		a.idleSince = now
+	}
+}
+
+// take removes and returns the earliest-admitted finished group, if any. Called with mu held.
+func (a *admission) take() *admitted {
+	if len(a.ready) == 0 {
+		return nil
+	}
+	g := a.ready[0]
+	a.ready = a.ready[1:]
+	return g
+}
+
+// stepFill is the learner's collection of one step's batch from the groups it takes, in order:
+// it is what both the live controller and replay run, so that a replay rebuilds the same batch.
+type stepFill struct {
+	want, limit int // groups wanted; groups that may be taken (dynamic sampling's rounds × want)
+	dynamic     bool
+	version     int32
+	eta         int32
+
+	taken    []*traj.Trajectory // every trajectory taken, in order (what the step records)
+	groups   [][]*traj.Trajectory
+	fill     reward.FillStats
+	stale    int // episodes dropped as stale
+	discards int // groups taken that will not train
+}
+
+func newStepFill(p Phase, version int32) *stepFill {
+	c := p.RL
+	f := &stepFill{want: c.GroupsPerStep, limit: c.GroupsPerStep, version: version, eta: int32(c.Async.MaxStaleness)}
+	if ds := c.DynamicSampling; ds != nil {
+		f.dynamic, f.limit = true, ds.MaxRounds*c.GroupsPerStep
+	}
+	return f
+}
+
+// full reports whether the step needs no more groups.
+func (f *stepFill) full() bool { return len(f.groups) >= f.want || f.fill.Sampled >= f.limit }
+
+// offer takes one finished group: stale episodes are dropped, then (with dynamic sampling) failed
+// episodes and groups without reward variance, as sampleRL's filter does.
+func (f *stepFill) offer(g []*traj.Trajectory) {
+	f.fill.Sampled++
+	f.taken = append(f.taken, g...)
+	kept, dropped := dropStale([][]*traj.Trajectory{g}, f.version, f.eta)
+	f.stale += dropped
+	if len(kept) == 0 {
+		f.discards++
+		return
+	}
+	grp := kept[0]
+	if f.dynamic {
+		ok, failed := reward.DropFailed(grp)
+		f.fill.FailedEps += failed
+		if !reward.Informative(ok) {
+			f.fill.ZeroVariance++
+			f.discards++
+			return
+		}
+		grp = ok
+	}
+	f.groups = append(f.groups, grp)
+}
+
+// done finishes the step's fill statistics.
+func (f *stepFill) done() {
+	f.fill.Rounds = (f.fill.Sampled + f.want - 1) / f.want
+	f.fill.Partial = f.dynamic && len(f.groups) < f.want
+}
+
+// asyncTask is the task of the k-th group admitted by the producer that began at step start: a
+// stream of its own, so that the tasks do not depend on when groups were admitted.
+func (r *Run) asyncTask(pi int, p Phase, start, k int) (rollout.Task, error) {
+	base := r.stepRNG(pi, start, 5).Uint64()
+	rng := rand.New(rand.NewPCG(base, uint64(k)))
+	tasks, err := sampleTasks(r.opts.Envs, rng, p.Envs, 1, uint64(start)<<32|uint64(k))
+	if err != nil {
+		return rollout.Task{}, err
+	}
+	return tasks[0], nil
+}
+
+// parseAsyncGroup reads a trajectory's asyncGroupKey.
+func parseAsyncGroup(t *traj.Trajectory) (start, k int, ok bool) {
+	for _, kv := range t.Meta {
+		if kv.Key != asyncGroupKey {
+			continue
+		}
+		a, b, found := strings.Cut(kv.Value, "/")
+		s, err1 := strconv.Atoi(a)
+		n, err2 := strconv.Atoi(b)
+		if !found || err1 != nil || err2 != nil {
+			return 0, 0, false
+		}
+		return s, n, true
+	}
+	return 0, 0, false
+}
+
+// runRLContinuous is an asynchronous RL phase with continuous admission (see the top of the file).
+func (r *Run) runRLContinuous(ctx context.Context, pi int, p Phase, start int) error {
+	c := p.RL
+	eta := c.Async.MaxStaleness
+	upd, err := r.newRLUpdate(p, start)
+	if err != nil {
+		return err
+	}
+	smp, err := r.newSampler(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer smp.close()
+	mon := newMonitor(r.Cfg.Monitor)
+	bar := r.newProgress(p.Name, p.Steps)
+	defer bar.finish()
+
+	a := &admission{eta: eta, B: c.GroupsPerStep, version: r.version, inflight: map[int]*admitted{},
+		toLearner: make(chan struct{}, 1), toProducer: make(chan struct{}, 1)}
+	runner := &rollout.Runner{Gen: smp.gen, Tok: r.tok, Cfg: r.Cfg.Rollout.Config, SampleSeed: r.stepRNG(pi, start, 3).Uint64()}
+	envs := withLatency(r.envFactory(), p.Envs)
+	pctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	fail := func(err error) {
+		a.mu.Lock()
+		if a.err == nil {
+			a.err = err
+		}
+		a.mu.Unlock()
+		wake(a.toLearner)
+	}
+	// The producer: start a group whenever the bound allows one.
+	wg.Go(func() {
+		for k := 0; ; k++ {
+			a.mu.Lock()
+			for !a.canAdmit() {
+				a.mu.Unlock()
+				select {
+				case <-a.toProducer:
+				case <-pctx.Done():
+					return
+				}
+				a.mu.Lock()
+			}
+			if !a.idleSince.IsZero() {
+				a.idle += r.now().Sub(a.idleSince)
+				a.idleSince = time.Time{}
+			}
+			task, err := r.asyncTask(pi, p, start, k)
+			if err != nil {
+				a.mu.Unlock()
+				fail(err)
+				return
+			}
+			gctx, gcancel := context.WithCancel(pctx)
+			g := &admitted{k: k, version: a.version, cancel: gcancel}
+			a.admitted++
+			a.inflight[k] = g
+			a.mu.Unlock()
+			meta := traj.KV{Key: asyncGroupKey, Value: fmt.Sprintf("%d/%d", start, k)}
+			wg.Go(func() {
+				defer gcancel()
+				groups, err := runner.RunGroups(gctx, envs, []rollout.Task{task}, c.GroupSize, c.GroupSize)
+				a.mu.Lock()
+				defer a.mu.Unlock()
+				if _, live := a.inflight[g.k]; !live {
+					return // cancelled as stale: counted then
+				}
+				a.remove(g.k, r.now())
+				if err != nil {
+					if pctx.Err() == nil && a.err == nil {
+						a.err = fmt.Errorf("group %s: %w", meta.Value, err)
+					}
+					wake(a.toLearner)
+					return
+				}
+				g.trajs = groups[0].Trajs
+				for _, t := range g.trajs {
+					t.Meta = append(t.Meta, meta)
+				}
+				i, _ := slices.BinarySearchFunc(a.ready, g.k, func(x *admitted, k int) int { return x.k - k })
+				a.ready = slices.Insert(a.ready, i, g)
+				wake(a.toLearner)
+			})
+		}
+	})
+
+	for step := start; step < p.Steps; step++ {
+		w0 := r.now()
+		f := newStepFill(p, r.version)
+		for !f.full() {
+			a.mu.Lock()
+			g, err := a.take(), a.err
+			a.mu.Unlock()
+			if err != nil {
+				return fmt.Errorf("step %d: sample: %w", step, err)
+			}
+			if g == nil {
+				select {
+				case <-a.toLearner:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				continue
+			}
+			before := f.discards
+			f.offer(g.trajs)
+			if f.discards > before {
+				a.mu.Lock()
+				a.discarded++
+				a.mu.Unlock()
+				wake(a.toProducer)
+			}
+		}
+		f.done()
+		st0 := r.now()
+		a.mu.Lock()
+		if !a.idleSince.IsZero() {
+			a.idle += st0.Sub(a.idleSince)
+			a.idleSince = st0
+		}
+		as := &asyncStats{droppedStale: f.stale, learnerWait: st0.Sub(w0).Seconds(), genWait: a.idle.Seconds(),
+			inFlight: len(a.inflight), ready: len(a.ready), continuous: true}
+		a.idle = 0
+		a.mu.Unlock()
+		if err := r.record(p.Name, step+1, f.taken); err != nil {
+			return err
+		}
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(f.taken, f.groups), fill: f.fill, async: as, simLatency: simulatedLatency(p.Envs)}
+		if trajs := slices.Concat(f.groups...); len(trajs) > 0 {
+			rep, err := r.learnStep(upd, trajs, step, r.stepRNG(pi, step, 4))
+			if err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
+			}
+			st.learn = rep
+			if err := smp.publish(ctx, false); err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
+			}
+		}
+		a.mu.Lock()
+		a.trained++
+		a.version = r.version
+		// Groups in flight since a version more than η behind the next step's can never train.
+		for k, g := range a.inflight {
+			if r.version-g.version > int32(eta) {
+				g.cancel()
+				a.remove(k, r.now())
+				a.discarded++
+				as.cancelled += c.GroupSize
+			}
+		}
+		a.mu.Unlock()
+		wake(a.toProducer)
+		st.times = stepTimes{generateEnv: as.learnerWait, train: r.now().Sub(st0).Seconds(), step: r.now().Sub(w0).Seconds(), elapsed: r.now().Sub(r.start).Seconds()}
+		if err := r.logRL(st, mon, bar); err != nil {
+			return err
+		}
+		if e := r.Cfg.Eval.Every; e > 0 && (step+1)%e == 0 && step+1 < p.Steps {
+			if err := r.evaluate(ctx, fmt.Sprintf("%s-%d", p.Name, step+1)); err != nil {
+				return err
+			}
+		}
+		if err := r.afterStep(upd.Learner, pi, step); err != nil {
+			return err
+		}
+	}
+	return smp.settle()
+}
