@@ -86,7 +86,7 @@ func TestShaperComposes(t *testing.T) {
 	tr = episode(1)
 	_ = s.Apply(ctx, tr, Episode{Response: "Answer: 1"}, 0)
 	if !near(tr.Reward, 0) || // format 0.5·1, overlong −0.5, the outcome weighted 0
-		 !near(tr.Turns[0].Reward, 0.39) {
+		!near(tr.Turns[0].Reward, 0.39) {
 		t.Fatalf("step 0: %v %v", tr.Reward, tr.Turns[0].Reward)
 	}
 	tr = episode(1)
