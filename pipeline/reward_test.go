@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"io"
 	"math"
 	"net/http"
@@ -331,4 +332,53 @@ func TestRewardBlockShowsEveryKey(t *testing.T) {
 // absence means something: the judge's checkpoint, the remote router's defaults).
 func omitted(k string) bool {
 	return k == "judge.checkpoint" || k == "judge.remote.timeout" || k == "judge.remote.attempts"
+}
+
+// The recorded trajectories carry the composed rewards, so a replay trains the same updates and
+// logs the same reward parts without rescoring; an asynchronous phase rescores as the
+// synchronous one does.
+func TestRewardBlockReplayAndAsync(t *testing.T) {
+	block := "phases.rl.envs.0.reward=" + rewardBlock
+	c := tinyConfig(t, t.TempDir(), append(slices.Clone(replaySets), block)...)
+	run, err := NewRun(c, Options{Envs: all.Builtins()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := Replay(context.Background(), run.Dir, ReplayOptions{OutDir: t.TempDir(), Opts: Options{Envs: all.Builtins()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Steps != 4 || sum.Compared != 4 || sum.Mismatch != "" {
+		t.Fatalf("replayed %d steps, compared %d (want 4 and 4): %s", sum.Steps, sum.Compared, sum.Mismatch)
+	}
+	for _, m := range rlMetrics(t, sum.Dir) {
+		if _, ok := m["reward/calc/format"]; !ok {
+			t.Fatalf("replayed metrics lack the reward parts: %v", m)
+		}
+	}
+
+	dir := t.TempDir()
+	c = tinyConfig(t, dir, append(slices.Clone(asyncSets), block)...)
+	run, err = NewRun(c, Options{Envs: all.Builtins()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	lines := rlMetrics(t, run.Dir)
+	if len(lines) == 0 {
+		t.Fatal("no rl metrics")
+	}
+	for _, m := range lines {
+		if _, ok := m["reward/calc/outcome_weight"]; !ok {
+			t.Fatalf("async metrics lack the reward parts: %v", m)
+		}
+	}
+	if n := len(rlTrajs(t, run.Dir)); n == 0 {
+		t.Fatal("no rescored trajectory in the asynchronous run")
+	}
 }
