@@ -177,6 +177,9 @@ func (r *Run) shaperFor(p Phase, env string, policy infer.Generator) (*envShaper
 	if rc == nil {
 		return nil, nil
 	}
+	if r.rewards == nil {
+		r.rewards = &rewardShapers{} // outside Train (a test driving a phase), closed by nobody
+	}
 	s := r.rewards
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -185,12 +185,13 @@ func (r *Run) sampleRL(ctx context.Context, gen infer.Generator, p Phase, step i
 			return nil, err
 		}
 		out := make([][]*traj.Trajectory, len(groups))
+		n0 := len(sampled)
 		for i, g := range groups {
 			out[i] = g.Trajs
-			if err := r.shapeRewards(ctx, gen, p, step, g.Trajs); err != nil {
-				return nil, err
-			}
 			sampled = append(sampled, g.Trajs...)
+		}
+		if err := r.shapeRewards(ctx, gen, p, step, sampled[n0:]); err != nil {
+			return nil, err
 		}
 		return out, nil
 	}
