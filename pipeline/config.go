@@ -67,6 +67,9 @@ type EnvWeight struct {
 	// Latency, in an rl phase, adds a simulated heavy-tailed latency to every step of this
 	// environment's training episodes (env.WithLatency; a benchmark workload, not evaluation's).
 	Latency *env.LatencyConfig `yaml:"latency,omitempty"`
+	// Reward, in an rl phase, rescores this environment's episodes (reward.go; absent: the
+	// environment's own reward).
+	Reward *RewardConfig `yaml:"reward,omitempty"`
 }
 
 // Phase is one stage of a run.
@@ -318,6 +321,11 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 				return fmt.Errorf("envs: %s: latency simulates slow steps of RL episodes and does nothing in an %s phase", e.Name, p.Kind)
 			}
 			if err := e.Latency.Validate(); err != nil {
+				return fmt.Errorf("envs: %s: %w", e.Name, err)
+			}
+		}
+		if e.Reward != nil {
+			if err := e.Reward.validate(c, p); err != nil {
 				return fmt.Errorf("envs: %s: %w", e.Name, err)
 			}
 		}

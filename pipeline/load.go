@@ -169,6 +169,7 @@ func Decode(data []byte) (Config, error) {
 	// norm_eps is absent from configurations written before it was a setting.
 	c := Config{Model: model.Config{NormEps: model.DefaultNormEps}}
 	err := decodeYAML(data, &c)
+	fillRewardDefaults(&c)
 	return c, err
 }
 

@@ -52,7 +52,7 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 		if err := r.record(p.Name, step+1, sampled); err != nil {
 			return err
 		}
-		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups), fill: fill, simLatency: simulatedLatency(p.Envs)}
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups), fill: fill, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(sampled)}
 		tt := r.now()
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			rep, err := r.learnStep(upd, trajs, step, rng)
@@ -185,9 +185,13 @@ func (r *Run) sampleRL(ctx context.Context, gen infer.Generator, p Phase, step i
 			return nil, err
 		}
 		out := make([][]*traj.Trajectory, len(groups))
+		n0 := len(sampled)
 		for i, g := range groups {
 			out[i] = g.Trajs
 			sampled = append(sampled, g.Trajs...)
+		}
+		if err := r.shapeRewards(ctx, gen, p, step, sampled[n0:]); err != nil {
+			return nil, err
 		}
 		return out, nil
 	}

@@ -64,6 +64,8 @@ type Run struct {
 	restoredOpt *optim.State // optimizer state of the phase in progress
 
 	mcp *mcp.Toolbox // the MCP servers of Cfg.MCP, connected while Train runs
+	// rewards are the reward blocks' shapers and their judges, built at first use while Train runs.
+	rewards *rewardShapers
 	// dist is the data plane of rl.async.workers, from the first phase that uses it to the end
 	// of Train.
 	dist        *distSession
@@ -216,6 +218,12 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 			r.printf("warning: %v\n", err)
 		}
 		r.mcp = nil
+	}()
+	r.rewards = &rewardShapers{}
+	defer func() {
+		if err := r.rewards.close(); err != nil {
+			r.printf("warning: reward judges: %v\n", err)
+		}
 	}()
 	if d := tools.Describe(); d != "" {
 		r.printf("%s\n", d)

@@ -19,6 +19,7 @@ type rlStep struct {
 	learn   *learn.RLReport    // nil when no group was kept, so nothing was trained
 	async   *asyncStats        // nil in a synchronous phase
 	dist    map[string]float64 // the data plane's counters (dist/…), nil without workers
+	rewards map[string]float64 // the reward blocks' parts (reward/…), nil without reward blocks
 	// simLatency describes the simulated latency of the phase's environments ("" when none).
 	simLatency string
 	times      stepTimes
@@ -75,6 +76,9 @@ func (s *rlStep) fields() map[string]any {
 		m["sim/latency"] = s.simLatency
 	}
 	for k, v := range s.dist {
+		m[k] = v
+	}
+	for k, v := range s.rewards {
 		m[k] = v
 	}
 	if a := s.async; a != nil {

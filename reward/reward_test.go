@@ -89,7 +89,7 @@ func (f *fakeGen) Complete(ctx context.Context, prompt string) (string, error) {
 }
 
 func TestJudge(t *testing.T) {
-	cfg := JudgeConfig{Rubric: "Q: {{.Prompt}}\nA: {{.Response}}\nRef: {{.Answer}}\nEnd with Score: 0-10.", MaxScore: 10, Timeout: 50 * time.Millisecond, Unparseable: 0.25}
+	cfg := JudgeConfig{Rubric: "Q: {{.Prompt}}\nA: {{.Response}}\nRef: {{.Answer}}\nEnd with Score: 0-10.", MaxScore: 10, Timeout: 50 * time.Millisecond, Fallback: 0.25}
 	tests := []struct {
 		name    string
 		gen     *fakeGen
@@ -103,7 +103,7 @@ func TestJudge(t *testing.T) {
 		{"unparseable", &fakeGen{reply: "I think it is fine."}, 0.25, ""},
 		{"out of range", &fakeGen{reply: "Score: 11"}, 0.25, ""},
 		{"generator error", &fakeGen{err: errors.New("connection refused")}, 0, "connection refused"},
-		{"timeout", &fakeGen{wait: true}, 0, "deadline exceeded"},
+		{"timeout", &fakeGen{wait: true}, 0.25, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,7 +130,7 @@ func TestJudge(t *testing.T) {
 		{Rubric: "{{.Nope}}", MaxScore: 10, Timeout: time.Second},
 		{Rubric: "x", MaxScore: 0, Timeout: time.Second},
 		{Rubric: "x", MaxScore: 10},
-		{Rubric: "x", MaxScore: 10, Timeout: time.Second, Unparseable: 2},
+		{Rubric: "x", MaxScore: 10, Timeout: time.Second, Fallback: 2},
 	} {
 		if _, err := NewJudge(&fakeGen{}, bad); err == nil {
 			t.Errorf("config %+v accepted", bad)

@@ -16,8 +16,8 @@ import (
 //
 // added to the task reward.
 type OverlongPenalty struct {
-	MaxLen int // L_max
-	Cache  int // L_cache, 0 < Cache ≤ MaxLen
+	MaxLen int `yaml:"max_len"` // L_max
+	Cache  int `yaml:"cache"`   // L_cache, 0 < Cache ≤ MaxLen
 }
 
 // Penalty returns R(y) for a response of n tokens.
@@ -56,9 +56,9 @@ func ResponseTokens(t *traj.Trajectory) int {
 //
 // and a trajectory's rewards become (1 − w)·turn rewards and w·outcome.
 type Progressive struct {
-	From   float64 // outcome weight at step 0, in [0, 1]
-	Steps  int     // training steps over which the weight reaches 1, > 0
-	Cosine bool    // cosine ramp instead of linear
+	From   float64 `yaml:"from"`   // outcome weight at step 0, in [0, 1]
+	Steps  int     `yaml:"steps"`  // training steps over which the weight reaches 1, > 0
+	Cosine bool    `yaml:"cosine"` // cosine ramp instead of linear
 }
 
 // Validate checks the schedule.
@@ -98,7 +98,9 @@ func (p Progressive) Apply(t *traj.Trajectory, step int) error {
 // tool call that ran, InvalidCall per call that failed to parse or run (its ToolCall.Error is
 // set), and StepCost once (a negative value discourages dithering).
 type ToolProcess struct {
-	ValidCall, InvalidCall, StepCost float64
+	ValidCall   float64 `yaml:"valid_call"`
+	InvalidCall float64 `yaml:"invalid_call"`
+	StepCost    float64 `yaml:"step_cost"`
 }
 
 // Turns returns the process reward of each turn of t.

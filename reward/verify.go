@@ -268,3 +268,40 @@ func b2f(b bool) float64 {
 	}
 	return 0
 }
+
+// Solved reports whether an outcome score means the task is solved: every grader scores on
+// [0, 1], and only a full score solves (the environments' success flag, the one rule for all).
+func Solved(score float64) bool { return score >= 1 }
+
+// AnswerLine extracts the answer of a final turn: the rest of the line after the last "Answer:"
+// (any case), or the whole turn when it has none. It always finds one.
+func AnswerLine(response string) (string, bool) {
+	lower := strings.ToLower(response)
+	if i := strings.LastIndex(lower, "answer:"); i >= 0 {
+		rest := response[i+len("answer:"):]
+		if nl := strings.IndexByte(rest, '\n'); nl >= 0 {
+			rest = rest[:nl]
+		}
+		return rest, true
+	}
+	return response, true
+}
+
+// Cases grades a program by its test cases: 1 when all of them pass, else 0, or the fraction
+// passed with Partial. A program that ran no case scores 0.
+type Cases struct {
+	Partial bool
+}
+
+// Grade scores passed of total cases.
+func (c Cases) Grade(passed, total int) float64 {
+	switch {
+	case total <= 0 || passed <= 0:
+		return 0
+	case passed >= total:
+		return 1
+	case c.Partial:
+		return float64(passed) / float64(total)
+	}
+	return 0
+}

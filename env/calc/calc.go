@@ -14,8 +14,10 @@ package calc
 import (
 	"context"
 	"math/big"
+	"strconv"
 
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/tool"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -54,7 +56,8 @@ func (e *Env) Reset(_ context.Context, seed int64) (env.Observation, error) {
 	return env.Observation{System: SystemPrompt, Text: e.task.Question}, nil
 }
 
-// Step grades action as the final answer (the last number in it) and ends the episode. The
+// Step grades action as the final answer with reward.ExactNumber (the last number in it, equal to
+// the exact answer as a rational) and ends the episode. The
 // closing observation is empty: nothing after the answer is trained on, so it costs no tokens.
 func (e *Env) Step(_ context.Context, action string) (env.Transition, error) {
 	switch {
@@ -64,18 +67,13 @@ func (e *Env) Step(_ context.Context, action string) (env.Transition, error) {
 		return env.Transition{}, env.ErrEpisodeDone
 	}
 	e.done = true
-	got, ok := ParseAnswer(action)
-	right := ok && got.Cmp(e.task.Answer) == 0
-	tr := env.Transition{
-		Role: traj.RoleEnv,
-		Done: true,
-		Info: map[string]string{env.InfoSuccess: "false", InfoAnswer: tool.FormatRat(e.task.Answer)},
-	}
-	if right {
-		tr.Reward = 1
-		tr.Info[env.InfoSuccess] = "true"
-	}
-	return tr, nil
+	score := reward.ExactNumber{}.Against(e.task.Answer, action)
+	return env.Transition{
+		Role:   traj.RoleEnv,
+		Reward: score,
+		Done:   true,
+		Info:   map[string]string{env.InfoSuccess: strconv.FormatBool(reward.Solved(score)), InfoAnswer: tool.FormatRat(e.task.Answer)},
+	}, nil
 }
 
 // Answer returns the exact answer of the current task (nil before Reset).

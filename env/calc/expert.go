@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/tool"
 )
 
@@ -55,7 +56,7 @@ func Expert(seed int64, noise float64, rng *rand.Rand) env.Agent {
 	switch x.mistake {
 	case guessRound:
 		x.wrong = roundGuess(x.task.Answer)
-		if v, _ := ParseAnswer(x.wrong); v.Cmp(x.task.Answer) == 0 {
+		if v, _ := reward.LastRational(x.wrong); v.Cmp(x.task.Answer) == 0 {
 			x.mistake, x.wrong = guessSlip, slipDigit(tool.FormatRat(x.task.Answer), rng)
 		}
 	case guessSlip:

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/tool"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -80,7 +81,11 @@ func (e *codeEnv) Step(ctx context.Context, action string) (env.Transition, erro
 
 // final is the transition that ends the episode.
 func (e *codeEnv) final(v verdict, reason error) env.Transition {
-	success := reason == nil && v.load == "" && v.passed == v.total
+	score := 0.0
+	if reason == nil && v.load == "" {
+		score = reward.Cases{}.Grade(v.passed, v.total)
+	}
+	success := reward.Solved(score)
 	info := map[string]string{
 		env.InfoSuccess: fmt.Sprint(success),
 		InfoPassed:      fmt.Sprintf("%d/%d", v.passed, v.total),
@@ -97,11 +102,7 @@ func (e *codeEnv) final(v verdict, reason error) env.Transition {
 	case success:
 		obs = fmt.Sprintf("All %d tests passed.", v.total)
 	}
-	reward := 0.0
-	if success {
-		reward = 1
-	}
-	return env.Transition{Observation: obs, Role: traj.RoleEnv, Reward: reward, Done: true, Info: info}
+	return env.Transition{Observation: obs, Role: traj.RoleEnv, Reward: score, Done: true, Info: info}
 }
 
 // Close releases nothing: every sandbox run is its own process, gone when the run ends.

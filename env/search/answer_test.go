@@ -120,3 +120,9 @@ func TestStepRewardUnchanged(t *testing.T) {
 		}
 	}
 }
+
+// answerText is the answer a final turn gives, as grade reads it.
+func answerText(action string) string {
+	a, _ := reward.AnswerLine(action)
+	return a
+}

@@ -106,7 +106,7 @@ func (e *qaEnv) Step(ctx context.Context, action string) (env.Transition, error)
 	if err != nil {
 		return env.Transition{}, fmt.Errorf("search: step: %w", err)
 	}
-	ok := score == 1
+	ok := reward.Solved(score)
 	tr := env.Transition{Role: traj.RoleEnv, Done: true, Observation: "wrong", Info: map[string]string{
 		env.InfoSuccess: fmt.Sprint(ok),
 		InfoExpected:    want,
@@ -114,7 +114,7 @@ func (e *qaEnv) Step(ctx context.Context, action string) (env.Transition, error)
 		InfoHops:        fmt.Sprint(e.q.hops()),
 	}}
 	if ok {
-		tr.Reward, tr.Observation = 1, "correct"
+		tr.Reward, tr.Observation = score, "correct"
 	}
 	return tr, nil
 }

@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -96,5 +98,30 @@ func TestEvalSizeFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("eval %v: err = %v, want %q\n%s", c.args, err, c.want, out)
 		}
+	}
+}
+
+// config show prints a reward block with every part, and what it prints loads back as it is.
+func TestConfigShowRewardBlock(t *testing.T) {
+	out, err := runCLI(t, "config", "show", "--set", `phases.rl.envs.0.reward={format: {pattern: '^Answer:', weight: 0.1},
+  overlong: {max_len: 96, cache: 32, weight: 1}, process: {valid_call: 0.1, invalid_call: -0.1, step_cost: 0},
+  progressive: {from: 0.2, steps: 50, cosine: true},
+  judge: {weight: 0.5, rubric: "{{.Response}} Score: N", max_score: 10, timeout: 30s, fallback: 0, max_tokens: 16, generator: policy}}`)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"reward:", "outcome: 1.0", `pattern: "^Answer:"`, "max_len: 96", "cache: 32", "valid_call: 0.1", "invalid_call: -0.1",
+		"step_cost: 0.0", "from: 0.2", "cosine: true", "judge:", `rubric: "{{.Response}} Score: N"`, "max_score: 10.0", "timeout: 30s", "fallback: 0.0", "max_tokens: 16", "generator: policy"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("config show lacks %q:\n%s", want, out)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again, err := runCLI(t, "config", "show", "--config", path)
+	if err != nil || again != out {
+		t.Fatalf("the printed config does not load back as it is: %v\n%s", err, again)
 	}
 }
