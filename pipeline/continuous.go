@@ -246,6 +246,14 @@ func (r *Run) runRLContinuous(ctx context.Context, pi int, p Phase, start int) e
 			wg.Go(func() {
 				defer gcancel()
 				groups, err := runner.RunGroups(gctx, envs, []rollout.Task{task}, c.GroupSize, c.GroupSize)
+				if err == nil {
+					// Reward blocks score the group as it finishes, for the step the learner
+					// is filling (progressive shaping's weight).
+					a.mu.Lock()
+					step := start + a.trained
+					a.mu.Unlock()
+					err = r.shapeRewards(gctx, smp.gen, p, step, groups[0].Trajs)
+				}
 				a.mu.Lock()
 				defer a.mu.Unlock()
 				if _, live := a.inflight[g.k]; !live {
@@ -311,7 +319,7 @@ func (r *Run) runRLContinuous(ctx context.Context, pi int, p Phase, start int) e
 		if err := r.record(p.Name, step+1, f.taken); err != nil {
 			return err
 		}
-		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(f.taken, f.groups), fill: f.fill, async: as, simLatency: simulatedLatency(p.Envs)}
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(f.taken, f.groups), fill: f.fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(f.taken)}
 		if trajs := slices.Concat(f.groups...); len(trajs) > 0 {
 			rep, err := r.learnStep(upd, trajs, step, r.stepRNG(pi, step, 4))
 			if err != nil {
