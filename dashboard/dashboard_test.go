@@ -52,12 +52,15 @@ func TestCurvesIncremental(t *testing.T) {
 	if c.n != 25 {
 		t.Fatalf("a partial line was read: %d lines", c.n)
 	}
-	f.WriteString(`,"warnings":["distribution shift: x"]}` + "\n")
+	f.WriteString(`,"warnings":["distribution shift: x"],"actions":["distribution shift: y: rl.loss.correction.cap 4 → 3.2"]}` + "\n")
 	f.Close()
 	c.refresh()
-	ws, evs, ph := c.events()
+	ws, acts, evs, ph := c.events()
 	if c.n != 26 || len(ws) != 3 || len(evs) != 2 || len(ph) != 2 || ph[1].End != 26 {
 		t.Fatalf("lines %d warnings %d evals %d phases %+v", c.n, len(ws), len(evs), ph)
+	}
+	if len(acts) != 2 || acts[1].X != 26 || acts[1].Step != 21 || !strings.HasPrefix(acts[1].Text, "distribution shift: y") {
+		t.Fatalf("actions %+v, want the synthetic run's (step 15) and the appended line's", acts)
 	}
 	if evs[0].X != 0 || evs[1].X != 25 {
 		t.Fatalf("eval x %d %d, want 0 and 25", evs[0].X, evs[1].X)
@@ -263,6 +266,12 @@ func TestPrometheus(t *testing.T) {
 	}
 	if v := gauge("agentrl_monitor_warnings_total"); v != 3 {
 		t.Fatalf("warnings %v", v)
+	}
+	if v := gauge("agentrl_monitor_actions_total", "invariant", "exploration"); v != 2 { // steps 15 and 30
+		t.Fatalf("exploration actions %v", v)
+	}
+	if v := gauge("agentrl_monitor_entropy_coef"); v != 0.003 {
+		t.Fatalf("entropy coefficient %v", v)
 	}
 	for _, name := range []string{"agentrl_success_rate", "agentrl_entropy", "agentrl_zero_var_share", "agentrl_behaviour_kl", "agentrl_grad_norm", "agentrl_version_lag_mean"} {
 		gauge(name)

@@ -64,6 +64,9 @@ type Run struct {
 	restoredOpt *optim.State // optimizer state of the phase in progress
 
 	mcp *mcp.Toolbox // the MCP servers of Cfg.MCP, connected while Train runs
+	// act holds the monitor's actions in the RL phase in progress (monitor_actions.go; nil when
+	// none is on).
+	act *actions
 	// dist is the data plane of rl.async.workers, from the first phase that uses it to the end
 	// of Train.
 	dist        *distSession
