@@ -341,7 +341,9 @@ func TestTaskSamplerOversample(t *testing.T) {
 // Each action refuses settings that are out of range or would do nothing, naming the key.
 func TestMonitorConfigErrors(t *testing.T) {
 	ent := func(s string) string { return "monitor.entropy_control={low: 0.1, high: 0.5, " + s + "}" }
-	ts := func(s string) string { return "monitor.task_sampling={explore: 0.25, decay: 0.5, max_tasks: 64, " + s + "}" }
+	ts := func(s string) string {
+		return "monitor.task_sampling={explore: 0.25, decay: 0.5, max_tasks: 64, " + s + "}"
+	}
 	async := []string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction={level: token, cap: 4, mask_low: 0.5, mask_high: 2}"}
 	sh := func(s string) []string {
 		return append([]string{"monitor.shift_control={ess_low: 0.8, ess_high: 0.95, kl_low: 0.01, kl_high: 0.05, factor: 0.8, " + s + "}"}, async...)
