@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/agentrl/agentrl/internal/promtest"
 )
 
 func get(t *testing.T, h http.Handler, path string, v any) int {
@@ -219,36 +218,7 @@ func TestPrometheus(t *testing.T) {
 	rec := httptest.NewRecorder()
 	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(string(body)))
-	if err != nil {
-		t.Fatalf("%v\n%s", err, body)
-	}
-	gauge := func(name string, labels ...string) float64 {
-		t.Helper()
-		f := fams[name]
-		if f == nil {
-			t.Fatalf("no %s in\n%s", name, body)
-		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, l := range m.GetLabel() {
-					found = found || (l.GetName() == labels[i] && l.GetValue() == labels[i+1])
-				}
-				if !found {
-					continue metrics
-				}
-			}
-			if m.Gauge != nil {
-				return m.GetGauge().GetValue()
-			}
-			return m.GetCounter().GetValue()
-		}
-		t.Fatalf("%s%v not found", name, labels)
-		return 0
-	}
+	gauge := promtest.Parse(t, body).Value
 	if v := gauge("agentrl_reward_mean", "run", "run"); math.Abs(v-0.81) > 1e-9 {
 		t.Fatalf("reward %v", v)
 	}
