@@ -311,6 +311,21 @@ func (r *Run) drawTasks(rng *rand.Rand, p Phase, n int, groupBase uint64) ([]rol
 	return r.act.tasks.draw(rng, n, groupBase)
 }
 
+// drawTask draws the task of one group of RL phase p, with group id groupID: what drawTasks
+// draws for a round of one, from the same stream (so a controller that admits one group at a
+// time draws, call by call, the tasks a round would). With the task sampler on, its groups are
+// observed when their step is logged (logRL).
+func (r *Run) drawTask(rng *rand.Rand, p Phase, groupID uint64) (rollout.Task, error) {
+	if r.act == nil || r.act.tasks == nil {
+		ts, err := sampleTasks(r.opts.Envs, rng, p.Envs, 1, groupID)
+		if err != nil {
+			return rollout.Task{}, err
+		}
+		return ts[0], nil
+	}
+	return r.act.tasks.next(rng, groupID)
+}
+
 // acted prints what the monitor did at a step.
 func (p *progress) acted(msg string) {
 	if p.bar != nil {

@@ -393,3 +393,33 @@ func TestMonitorConfigErrors(t *testing.T) {
 		t.Fatalf("monitor block changed in a round trip (%v):\n%+v\n%+v", err, back.Monitor, c.Monitor)
 	}
 }
+
+// Drawing a round's tasks one group at a time (drawTask) gives what drawTasks gives for the
+// round, with and without the task sampler.
+func TestDrawTaskOneAtATime(t *testing.T) {
+	p := Phase{Name: "rl", Kind: "rl", Envs: []EnvWeight{{Name: "calc", Weight: 1}, {Name: "maze", Weight: 3}}, RL: &RLConfig{}}
+	for _, on := range []bool{false, true} {
+		mk := func() *Run {
+			r := &Run{opts: Options{Envs: all.Builtins()}}
+			if on {
+				r.act = &actions{tasks: newTaskSampler(TaskSamplingConfig{Explore: 0.4, Decay: 0.5, MaxTasks: 16}, all.Builtins(), p.Envs)}
+				r.act.tasks.observe([]groupOutcome{outcome("calc", 3, 4, 1), outcome("maze", 9, 4, 2), outcome("maze", 11, 4, 3)}, 0, 1)
+			}
+			return r
+		}
+		batch, err := mk().drawTasks(rand.New(rand.NewPCG(5, 6)), p, 10, 300)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, rng := mk(), rand.New(rand.NewPCG(5, 6))
+		for i, want := range batch {
+			got, err := r.drawTask(rng, p, 300+uint64(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("sampler on %v, group %d: one at a time %+v, in a round %+v", on, i, got, want)
+			}
+		}
+	}
+}
