@@ -20,7 +20,9 @@ import (
 // calls made in the same order with the same streams makes the same draws. The loops of this
 // package draw a step's tasks as they sample it and observe the step's groups, in the order
 // they were sampled, when the step is logged (logRL, from the step's stepStats.groups); an
-// asynchronous controller that admits one group at a time calls next per group. Safe for
+// asynchronous controller that admits one group at a time calls next per group (Run.drawTask).
+// A remembered task drawn and never observed (a distributed group none of whose episodes came
+// back) stays out of the draws from the remembered tasks until the phase ends. Safe for
 // concurrent use.
 type taskSampler struct {
 	cfg  TaskSamplingConfig
