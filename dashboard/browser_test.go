@@ -40,7 +40,8 @@ func artifacts(t *testing.T) string {
 
 // TestBrowser drives the dashboard in headless Chromium on synthetic runs: a curve has one point
 // per logged step, the comparison view overlays two runs with their config differences, and the
-// trajectory view renders a tool call and its response, which is not trained on. It measures how
+// trajectory view renders a tool call and its response, which is not trained on; the monitor's
+// actions and the asynchronous panels are drawn. It measures how
 // long the page of a 10k-step run takes to load (logged, not asserted).
 func TestBrowser(t *testing.T) {
 	exe := chromium()
@@ -146,6 +147,20 @@ func TestBrowser(t *testing.T) {
 	}
 	if n := count(`.warnings div`); n != 3 {
 		t.Errorf("%d warnings listed, want 3", n)
+	}
+	// The monitor's actions: listed, and the controller's setting drawn (its marks are on the
+	// canvas); the asynchronous panels: queue depth and the staleness histogram's two lags.
+	if n := count(`#actions div`); n != 2 {
+		t.Errorf("%d monitor actions listed, want 2", n)
+	}
+	if p := attr(`[data-chart="entctl"]`, "data-points"); p != "35" {
+		t.Errorf("entropy controller curve has %s points, want 35", p)
+	}
+	if l := attr(`[data-chart="staleness"]`, "data-lags"); l != "2" {
+		t.Errorf("staleness histogram has %s lags, want 2", l)
+	}
+	if n := count(`[data-chart="queue"]`); n != 1 {
+		t.Error("no queue-depth chart")
 	}
 
 	// Comparison: two runs overlaid, the seed listed as a difference.

@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/agentrl/agentrl/internal/promtest"
 )
 
 func get(t *testing.T, h http.Handler, path string, v any) int {
@@ -52,12 +51,15 @@ func TestCurvesIncremental(t *testing.T) {
 	if c.n != 25 {
 		t.Fatalf("a partial line was read: %d lines", c.n)
 	}
-	f.WriteString(`,"warnings":["distribution shift: x"]}` + "\n")
+	f.WriteString(`,"warnings":["distribution shift: x"],"actions":["distribution shift: y: rl.loss.correction.cap 4 → 3.2"]}` + "\n")
 	f.Close()
 	c.refresh()
-	ws, evs, ph := c.events()
+	ws, acts, evs, ph := c.events()
 	if c.n != 26 || len(ws) != 3 || len(evs) != 2 || len(ph) != 2 || ph[1].End != 26 {
 		t.Fatalf("lines %d warnings %d evals %d phases %+v", c.n, len(ws), len(evs), ph)
+	}
+	if len(acts) != 2 || acts[1].X != 26 || acts[1].Step != 21 || !strings.HasPrefix(acts[1].Text, "distribution shift: y") {
+		t.Fatalf("actions %+v, want the synthetic run's (step 15) and the appended line's", acts)
 	}
 	if evs[0].X != 0 || evs[1].X != 25 {
 		t.Fatalf("eval x %d %d, want 0 and 25", evs[0].X, evs[1].X)
@@ -216,36 +218,7 @@ func TestPrometheus(t *testing.T) {
 	rec := httptest.NewRecorder()
 	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(string(body)))
-	if err != nil {
-		t.Fatalf("%v\n%s", err, body)
-	}
-	gauge := func(name string, labels ...string) float64 {
-		t.Helper()
-		f := fams[name]
-		if f == nil {
-			t.Fatalf("no %s in\n%s", name, body)
-		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, l := range m.GetLabel() {
-					found = found || (l.GetName() == labels[i] && l.GetValue() == labels[i+1])
-				}
-				if !found {
-					continue metrics
-				}
-			}
-			if m.Gauge != nil {
-				return m.GetGauge().GetValue()
-			}
-			return m.GetCounter().GetValue()
-		}
-		t.Fatalf("%s%v not found", name, labels)
-		return 0
-	}
+	gauge := promtest.Parse(t, body).Value
 	if v := gauge("agentrl_reward_mean", "run", "run"); math.Abs(v-0.81) > 1e-9 {
 		t.Fatalf("reward %v", v)
 	}
@@ -263,6 +236,12 @@ func TestPrometheus(t *testing.T) {
 	}
 	if v := gauge("agentrl_monitor_warnings_total"); v != 3 {
 		t.Fatalf("warnings %v", v)
+	}
+	if v := gauge("agentrl_monitor_actions_total", "invariant", "exploration"); v != 2 { // steps 15 and 30
+		t.Fatalf("exploration actions %v", v)
+	}
+	if v := gauge("agentrl_monitor_entropy_coef"); v != 0.003 {
+		t.Fatalf("entropy coefficient %v", v)
 	}
 	for _, name := range []string{"agentrl_success_rate", "agentrl_entropy", "agentrl_zero_var_share", "agentrl_behaviour_kl", "agentrl_grad_norm", "agentrl_version_lag_mean"} {
 		gauge(name)

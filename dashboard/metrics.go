@@ -12,7 +12,9 @@ import (
 	"sync"
 )
 
-// warning is one of the monitor's warnings, at the training line that carried it.
+// warning is one of the monitor's warnings, or one of its actions, at the training line that
+// carried it; its text starts with the invariant it concerns ("exploration", "learning signal",
+// "distribution shift").
 type warning struct {
 	X     int    `json:"x"`
 	Phase string `json:"phase"`
@@ -48,6 +50,7 @@ type curves struct {
 	steps    []int // the step number of each training line (within its phase)
 	phases   []phaseSpan
 	warnings []warning
+	actions  []warning // what the monitor did (the lines' "actions")
 	evals    []evalPoint
 	latest   map[string]float64 // the last training line's numeric fields
 	lastRL   map[string]float64 // the last RL line's numeric fields
@@ -63,7 +66,7 @@ func newCurves(path string) *curves {
 func (c *curves) reset() {
 	c.offset, c.n, c.bad = 0, 0, 0
 	c.cols = map[string][]float64{}
-	c.steps, c.phases, c.warnings, c.evals = nil, nil, nil, nil
+	c.steps, c.phases, c.warnings, c.actions, c.evals = nil, nil, nil, nil, nil
 	c.latest, c.lastRL = nil, nil
 }
 
@@ -158,10 +161,12 @@ func (c *curves) add(line []byte) {
 		}
 		c.cols[k] = append(col, v)
 	}
-	if ws, ok := m["warnings"].([]any); ok {
-		for _, w := range ws {
-			if s, ok := w.(string); ok {
-				c.warnings = append(c.warnings, warning{X: x, Phase: phase, Step: step, Text: s})
+	for key, list := range map[string]*[]warning{"warnings": &c.warnings, "actions": &c.actions} {
+		if ws, ok := m[key].([]any); ok {
+			for _, w := range ws {
+				if s, ok := w.(string); ok {
+					*list = append(*list, warning{X: x, Phase: phase, Step: step, Text: s})
+				}
 			}
 		}
 	}
@@ -308,6 +313,7 @@ type runInfo struct {
 	Phases   []phaseSpan `json:"phases"`
 	Step     int         `json:"step"`
 	Warnings int         `json:"warnings"`
+	Actions  int         `json:"actions"`
 	Evals    int         `json:"evals"`
 	Bad      int         `json:"bad_lines"`
 }
@@ -315,18 +321,18 @@ type runInfo struct {
 func (c *curves) info(name, dir string) runInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ri := runInfo{Name: name, Dir: dir, Lines: c.n, Phases: append([]phaseSpan{}, c.phases...), Warnings: len(c.warnings), Evals: len(c.evals), Bad: c.bad}
+	ri := runInfo{Name: name, Dir: dir, Lines: c.n, Phases: append([]phaseSpan{}, c.phases...), Warnings: len(c.warnings), Actions: len(c.actions), Evals: len(c.evals), Bad: c.bad}
 	if c.n > 0 {
 		ri.Step = c.steps[c.n-1]
 	}
 	return ri
 }
 
-// events returns the run's warnings and evaluations and its phases.
-func (c *curves) events() (ws []warning, evs []evalPoint, ph []phaseSpan) {
+// events returns the run's warnings, the monitor's actions, the evaluations and the phases.
+func (c *curves) events() (ws, acts []warning, evs []evalPoint, ph []phaseSpan) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]warning{}, c.warnings...), append([]evalPoint{}, c.evals...), append([]phaseSpan{}, c.phases...)
+	return append([]warning{}, c.warnings...), append([]warning{}, c.actions...), append([]evalPoint{}, c.evals...), append([]phaseSpan{}, c.phases...)
 }
 
 func (c *curves) String() string { return fmt.Sprintf("curves(%s, %d lines)", c.path, c.n) }

@@ -1,6 +1,8 @@
 package dashboard
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -19,6 +21,14 @@ var gauges = []struct{ key, name, help string }{
 	{"shift/version_lag_max", "agentrl_version_lag_max", "Largest policy-version lag, latest RL step."},
 	{"loss/total", "agentrl_loss", "Total loss of the latest RL step."},
 	{"version", "agentrl_policy_version", "Policy version after the latest step."},
+	{"monitor/entropy_coef", "agentrl_monitor_entropy_coef", "Entropy bonus the latest RL step trained with, as the monitor's entropy controller set it."},
+	{"monitor/clip_high", "agentrl_monitor_clip_high", "PPO upper clip the latest RL step trained with, as the monitor's entropy controller set it."},
+	{"monitor/is_cap", "agentrl_monitor_is_cap", "Importance-weight cap the latest RL step trained with, as the monitor's shift controller set it."},
+	{"monitor/is_mask_high", "agentrl_monitor_is_mask_high", "Upper importance-weight mask bound the latest RL step trained with, as the monitor's shift controller set it."},
+	{"signal/oversample", "agentrl_monitor_oversample", "Factor by which the latest RL step's dynamic-sampling rounds oversampled (monitor task sampling)."},
+	{"async/batches_ahead", "agentrl_async_batches_ahead", "Batches sampled or sampling beyond the one the learner took, latest asynchronous step in overlap mode (queue depth)."},
+	{"async/groups_in_flight", "agentrl_async_groups_in_flight", "Groups running when the learner's batch was complete, latest asynchronous step (continuous admission)."},
+	{"async/groups_ready", "agentrl_async_groups_ready", "Groups finished and not yet taken when the learner's batch was complete, latest asynchronous step (continuous admission)."},
 }
 
 // stages are the time/… keys exported as agentrl_stage_seconds{stage}.
@@ -39,6 +49,7 @@ var (
 	stepsDesc    = prometheus.NewDesc("agentrl_steps_total", "Training steps logged, by phase.", []string{"run", "phase"}, nil)
 	episodesDesc = prometheus.NewDesc("agentrl_episodes_total", "RL episodes sampled, by how they ended (ok, truncated, failed: env_error or timeout).", []string{"run", "status"}, nil)
 	warnDesc     = prometheus.NewDesc("agentrl_monitor_warnings_total", "Warnings the invariant monitor logged.", []string{"run"}, nil)
+	actDesc      = prometheus.NewDesc("agentrl_monitor_actions_total", "Actions the monitor took, by the invariant they acted on.", []string{"run", "invariant"}, nil)
 	gaugeDescs   = func() []*prometheus.Desc {
 		out := make([]*prometheus.Desc, len(gauges))
 		for i, g := range gauges {
@@ -56,6 +67,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- stepsDesc
 	ch <- episodesDesc
 	ch <- warnDesc
+	ch <- actDesc
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -110,6 +122,25 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(episodesDesc, prometheus.CounterValue, failed, r.name, "failed")
 		}
 		ch <- prometheus.MustNewConstMetric(warnDesc, prometheus.CounterValue, float64(len(cv.warnings)), r.name)
+		acts := map[string]float64{}
+		for _, a := range cv.actions {
+			acts[invariantOf(a.Text)]++
+		}
+		for _, inv := range []string{"exploration", "learning signal", "distribution shift", "other"} {
+			if n, ok := acts[inv]; ok {
+				ch <- prometheus.MustNewConstMetric(actDesc, prometheus.CounterValue, n, r.name, inv)
+			}
+		}
 		cv.mu.Unlock()
 	}
+}
+
+// invariantOf names the invariant a warning or action text starts with ("other" when none).
+func invariantOf(text string) string {
+	for _, inv := range []string{"exploration", "learning signal", "distribution shift"} {
+		if strings.HasPrefix(text, inv) {
+			return inv
+		}
+	}
+	return "other"
 }

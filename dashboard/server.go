@@ -272,6 +272,7 @@ func (s *Server) handleSeries(w http.ResponseWriter, req *http.Request, r *run) 
 // eventsReply is what the page draws over the curves.
 type eventsReply struct {
 	Warnings   []warning   `json:"warnings"`
+	Actions    []warning   `json:"actions"`
 	Evals      []evalPoint `json:"evals"`
 	Phases     []phaseSpan `json:"phases"`
 	Thresholds []threshold `json:"thresholds"`
@@ -279,11 +280,11 @@ type eventsReply struct {
 }
 
 func (s *Server) handleEvents(w http.ResponseWriter, _ *http.Request, r *run) {
-	ws, evs, ph := r.curves.events()
+	ws, acts, evs, ph := r.curves.events()
 	r.mu.Lock()
 	th, cerr := monitorThresholds(r.cfg), r.cfgErr
 	r.mu.Unlock()
-	writeJSON(w, eventsReply{Warnings: ws, Evals: evs, Phases: ph, Thresholds: th, ConfigErr: cerr})
+	writeJSON(w, eventsReply{Warnings: ws, Actions: acts, Evals: evs, Phases: ph, Thresholds: th, ConfigErr: cerr})
 }
 
 func (s *Server) handleTrajs(w http.ResponseWriter, req *http.Request, r *run) {

@@ -51,6 +51,15 @@ func synthRun(t testing.TB, dir string, seed, sft, rl, trajs int) {
 		if s%10 == 0 {
 			m["warnings"] = []string{"exploration collapsing: mean token entropy 0.0100 below 0.0200"}
 		}
+		// The monitor's entropy controller raises the bonus on every 15th step; the phase is
+		// asynchronous, with a queue and a staleness histogram.
+		m["monitor/entropy_coef"] = 0.001 * float64(1+s/15)
+		if s%15 == 0 {
+			m["actions"] = []string{fmt.Sprintf("exploration: mean token entropy 0.01 below the band [0.1, 0.5]: rl.loss.entropy_coef %g → %g", 0.001*float64(s/15), 0.001*float64(1+s/15))}
+		}
+		m["async/batches_ahead"] = s % 3
+		m["async/staleness/0"], m["async/staleness/1"] = 10, 6
+		m["time/learner_wait_s"] = 0.01
 		line(m)
 	}
 	line(map[string]any{"eval": "after-rl", "env": "calc", "eval/pass1": 0.6, "eval/pass1_greedy": 0.7, "version": sft + rl})

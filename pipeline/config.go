@@ -139,13 +139,6 @@ type CheckpointConfig struct {
 	Keep  int `yaml:"keep"`  // most recent checkpoints kept, besides the best
 }
 
-// MonitorConfig holds the thresholds at which an invariant of the loop is reported broken.
-type MonitorConfig struct {
-	MinEntropy      float64 `yaml:"min_entropy"`        // exploration: mean token entropy (nats)
-	MaxZeroVarShare float64 `yaml:"max_zero_var_share"` // signal: share of zero-variance groups
-	MaxKL           float64 `yaml:"max_kl"`             // shift: behaviour-vs-learner k3 KL per token
-}
-
 // Limits of the sizes a run's configuration may give, checked by Validate before any work:
 // with the model's (model.MaxParams and its sizes), the engine's (local.MaxSlots,
 // local.MaxCacheBytes) and an evaluation's (eval.MaxTasks, eval.MaxK, eval.MaxEpisodeTokens),
@@ -288,10 +281,7 @@ func (c *Config) Validate(envs *env.Registry) error {
 	if c.Checkpoint.Every < 1 || c.Checkpoint.Keep < 1 {
 		bad("checkpoint.every and checkpoint.keep must be positive")
 	}
-	m := c.Monitor
-	if m.MinEntropy < 0 || m.MaxZeroVarShare <= 0 || m.MaxZeroVarShare > 1 || m.MaxKL <= 0 {
-		bad("monitor: min_entropy >= 0, max_zero_var_share in (0, 1] and max_kl > 0 are required")
-	}
+	errs = append(errs, c.Monitor.validate(c)...) // monitor_config.go
 	if c.MCP != nil {
 		used := map[string]bool{}
 		for _, n := range c.envNames() {

@@ -151,15 +151,12 @@ func (f *stepFill) done() {
 }
 
 // asyncTask is the task of the k-th group admitted by the producer that began at step start: a
-// stream of its own, so that the tasks do not depend on when groups were admitted.
+// stream of its own, so that the tasks do not depend on when groups were admitted (unless the
+// monitor's task sampler chooses them from what it has observed so far).
 func (r *Run) asyncTask(pi int, p Phase, start, k int) (rollout.Task, error) {
 	base := r.stepRNG(pi, start, 5).Uint64()
 	rng := rand.New(rand.NewPCG(base, uint64(k)))
-	tasks, err := sampleTasks(r.opts.Envs, rng, p.Envs, 1, uint64(start)<<32|uint64(k))
-	if err != nil {
-		return rollout.Task{}, err
-	}
-	return tasks[0], nil
+	return r.drawTask(rng, p, uint64(start)<<32|uint64(k))
 }
 
 // parseAsyncGroup reads a trajectory's asyncGroupKey.

@@ -369,7 +369,7 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
 		for ; admitted < p.Steps && admitted-trained <= eta; admitted++ {
 			rng := r.stepRNG(pi, admitted, 3)
 			_ = rng.Uint64() // the in-process sampler's sampling seed: workers sample with their own
-			tasks, err := sampleTasks(r.opts.Envs, rng, p.Envs, c.GroupsPerStep, 0)
+			tasks, err := r.drawTasks(rng, p, c.GroupsPerStep, 0)
 			if err != nil {
 				return err
 			}

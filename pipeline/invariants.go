@@ -21,6 +21,12 @@ type stepStats struct {
 	effectiveGroups        int     // groups kept for training
 	truncated              int
 	genSeconds, envSeconds float64
+	// groups is how each sampled group ended, in the order sampled (the task sampler's
+	// observations).
+	groups []groupOutcome
+	// keptOldest counts the kept episodes by the oldest policy version among their sampled
+	// tokens (the staleness histogram of an asynchronous step).
+	keptOldest map[int32]int
 }
 
 var hashSeed = maphash.MakeSeed()
@@ -95,6 +101,16 @@ func batchStats(sampled []*traj.Trajectory, kept [][]*traj.Trajectory) stepStats
 	zero := 0
 	for _, id := range order {
 		g := groups[id]
+		out := groupOutcome{env: g[0].Env, seed: g[0].TaskSeed}
+		for _, t := range g {
+			if !t.Status.Failed() {
+				out.n++
+				if rollout.Succeeded(t) {
+					out.succ++
+				}
+			}
+		}
+		s.groups = append(s.groups, out)
 		distinct := map[uint64]bool{}
 		for _, t := range g {
 			distinct[actionKey(t)] = true
@@ -108,6 +124,16 @@ func batchStats(sampled []*traj.Trajectory, kept [][]*traj.Trajectory) stepStats
 	if len(order) > 0 {
 		s.distinctPerGroup /= float64(len(order))
 		s.zeroVarShare = float64(zero) / float64(len(order))
+	}
+	for _, g := range kept {
+		for _, t := range g {
+			if v, ok := oldestVersion(t); ok {
+				if s.keptOldest == nil {
+					s.keptOldest = map[int32]int{}
+				}
+				s.keptOldest[v]++
+			}
+		}
 	}
 	return s
 }

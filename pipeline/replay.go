@@ -115,6 +115,9 @@ func Replay(ctx context.Context, runDir string, o ReplayOptions) (*ReplaySummary
 // replayRL replays one RL phase from the trajectories recorded for its steps (keyed by the
 // step's 1-based number) and returns how many steps it trained.
 func (r *Run) replayRL(ctx context.Context, pi int, p Phase, byStep map[int][]*traj.Trajectory) (int, error) {
+	if p.RL.Async != nil && r.Cfg.Monitor.TaskSampling != nil {
+		return 0, errors.New("monitor.task_sampling drew the tasks of an asynchronous phase while its steps trained, in an order the recording does not keep: it cannot be replayed")
+	}
 	upd, err := r.newRLUpdate(p, 0)
 	if err != nil {
 		return 0, err
@@ -218,7 +221,7 @@ func (r *Run) replaySample(p Phase, step int, rng *rand.Rand, rec []*traj.Trajec
 	recGroups := recordedGroups(rec)
 	next, round := 0, 0
 	sample := func(_ context.Context, n int) ([][]*traj.Trajectory, error) {
-		tasks, err := sampleTasks(r.opts.Envs, rng, p.Envs, n, uint64(step)<<16|uint64(round)<<12)
+		tasks, err := r.drawTasks(rng, p, n, uint64(step)<<16|uint64(round)<<12)
 		round++
 		if err != nil {
 			return nil, err

@@ -34,6 +34,9 @@ type progressState struct {
 	// KLCoef is the adaptive KL penalty's coefficient in the RL phase in progress (absent
 	// without one).
 	KLCoef *float64 `json:"kl_coef,omitempty"`
+	// Monitor is the state of the monitor's actions in the RL phase in progress (absent when none
+	// is on): the controllers' knobs and the task sampler's estimates.
+	Monitor *monitorState `json:"monitor,omitempty"`
 	// Dist is the data plane's consumer state at the checkpoint (rl.async.workers): the
 	// trajectories trained and dropped, so that a resumed learner takes none twice.
 	Dist *dist.ConsumerState `json:"dist,omitempty"`

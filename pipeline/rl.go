@@ -114,6 +114,9 @@ func (r *Run) newRLUpdate(p Phase, start int) (*learn.RL, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.act, err = r.newActions(p, start); err != nil {
+		return nil, err
+	}
 	return &learn.RL{Learner: l, Estimator: est, Loss: loss, Ref: ref, KLPenalty: pen, Epochs: c.Epochs, Minibatches: c.Minibatches}, nil
 }
 
@@ -148,6 +151,9 @@ func (r *Run) newKLPenalty(c *algo.KLPenaltyConfig, start int) (*learn.KLPenalty
 // steps, trained on or not, so the step is set here rather than counted by the learner.
 func (r *Run) learnStep(upd *learn.RL, trajs []*traj.Trajectory, step int, rng *rand.Rand) (*learn.RLReport, error) {
 	upd.Learner.Step = step
+	if err := r.act.configure(upd); err != nil {
+		return nil, err
+	}
 	rep, err := upd.Step(trajs, r.version, rng)
 	if err != nil {
 		return nil, err
@@ -175,7 +181,7 @@ func (r *Run) sampleRL(ctx context.Context, gen infer.Generator, p Phase, step i
 	round := 0
 	var sampled []*traj.Trajectory
 	sample := func(ctx context.Context, n int) ([][]*traj.Trajectory, error) {
-		tasks, err := sampleTasks(r.opts.Envs, rng, p.Envs, n, uint64(step)<<16|uint64(round)<<12)
+		tasks, err := r.drawTasks(rng, p, n, uint64(step)<<16|uint64(round)<<12)
 		round++
 		if err != nil {
 			return nil, err
@@ -244,11 +250,15 @@ func (r *Run) logRL(st *rlStep, mon *monitor, bar *progress) error {
 	if len(warnings) > 0 {
 		m["warnings"] = warnings
 	}
+	acted := r.monitorAct(st, m)
 	if err := r.metrics.Write(m); err != nil {
 		return err
 	}
 	for _, w := range warnings {
 		bar.warn(w)
+	}
+	for _, a := range acted {
+		bar.acted(a)
 	}
 	var entropy float64
 	if st.learn != nil {

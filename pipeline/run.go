@@ -66,6 +66,9 @@ type Run struct {
 	mcp *mcp.Toolbox // the MCP servers of Cfg.MCP, connected while Train runs
 	// rewards are the reward blocks' shapers and their judges, built at first use while Train runs.
 	rewards *rewardShapers
+	// act holds the monitor's actions in the RL phase in progress (monitor_actions.go; nil when
+	// none is on).
+	act *actions
 	// dist is the data plane of rl.async.workers, from the first phase that uses it to the end
 	// of Train.
 	dist        *distSession

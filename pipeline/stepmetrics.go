@@ -82,6 +82,13 @@ func (s *rlStep) fields() map[string]any {
 		m[k] = v
 	}
 	if a := s.async; a != nil {
+		// The staleness histogram: trained episodes by how many versions their oldest sampled
+		// token lags the policy being trained.
+		for v, n := range s.sample.keptOldest {
+			k := fmt.Sprintf("async/staleness/%d", s.version-v)
+			c, _ := m[k].(int)
+			m[k] = c + n
+		}
 		m["async/dropped_stale"] = a.droppedStale
 		if a.continuous {
 			m["async/groups_in_flight"] = a.inFlight

@@ -34,6 +34,9 @@ type WorkerOptions struct {
 	Dir string
 	// Log receives the worker's progress lines (nil: discarded).
 	Log io.Writer
+	// Live, when set, is called once the worker starts taking tasks, with functions that read
+	// its counters and the policy version it runs while it runs (agentrl worker's /metrics).
+	Live func(stats func() dist.WorkerStats, version func() int32)
 }
 
 // RunWorker pulls the run's rollout settings and weights, then takes tasks and runs them with
@@ -155,6 +158,9 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 			}
 			return t, err
 		}}
+	if o.Live != nil {
+		o.Live(w.Stats, version.Load)
+	}
 	err = w.Run(ctx)
 	stopWatch()
 	<-follow // the pointer channel closes with wctx

@@ -13,7 +13,8 @@ const api = async (path) => { const r = await fetch(path); if (!r.ok) throw new 
 const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777", "#4b5563", "#65a30d"];
 const WIDTH = () => Math.max(360, Math.min(560, (window.innerWidth - 60) / 2));
 
-// The panels of the run view: one chart per entry; thr names the metric a monitor threshold bounds.
+// The panels of the run view: one chart per entry; thr names the metric a monitor threshold bounds
+// (its warnings and actions are marked), act the invariant whose actions are marked.
 const PANELS = [
   ["Outcome", [
     { id: "reward", title: "reward and success", keys: ["reward/mean", "reward/success"], warn: true },
@@ -26,18 +27,26 @@ const PANELS = [
     { id: "entropy", title: "token entropy", keys: ["explore/entropy"], thr: "explore/entropy", warn: true },
     { id: "distinct", title: "distinct actions per group, tool-call rate", keys: ["explore/distinct_per_group", "explore/tool_call_rate"] },
     { id: "toolmix", title: "tool mix", keys: ["explore/tool_mix/"] },
+    { id: "entctl", title: "entropy controller: bonus and upper clip", keys: ["monitor/entropy_coef", "monitor/clip_high"], act: "exploration" },
   ]],
   ["Learning signal", [
     { id: "zerovar", title: "zero-variance share", keys: ["signal/zero_var_share"], thr: "signal/zero_var_share", warn: true },
     { id: "effbatch", title: "effective batch", keys: ["signal/effective_batch"] },
     { id: "advspread", title: "advantage spread", keys: ["signal/adv_spread", "signal/adv_mean_abs"] },
     { id: "gradnorm", title: "grad norm", keys: ["signal/grad_norm", "signal/grad_norm_max"] },
+    { id: "tasks", title: "task sampling: draws, learnable tasks, oversampling", keys: ["signal/tasks_fresh", "signal/tasks_replayed", "signal/tasks_learnable", "signal/oversample"], act: "learning signal" },
   ]],
   ["Distribution shift", [
     { id: "kl", title: "behaviour KL", keys: ["shift/behaviour_kl"], thr: "shift/behaviour_kl", warn: true },
     { id: "isq", title: "IS weight quantiles", keys: ["is/weight_p50", "is/weight_p90", "is/weight_p99", "is/weight_max", "shift/is_ess"] },
     { id: "clip", title: "clip fractions", keys: ["loss/pg_clipfrac", "loss/pg_clipfrac_low", "loss/pg_clipfrac_high", "loss/pg_clipfrac_dual"] },
     { id: "lag", title: "version lag", keys: ["shift/version_lag_mean", "shift/version_lag_max"] },
+    { id: "shiftctl", title: "shift controller: IS cap and mask", keys: ["monitor/is_cap", "monitor/is_mask_high"], act: "distribution shift" },
+  ]],
+  ["Asynchronous", [
+    { id: "queue", title: "queue depth (groups in flight and ready; overlap mode: batches sampled ahead)", keys: ["async/groups_in_flight", "async/groups_ready", "async/batches_ahead", "async/cancelled_stale"] },
+    { id: "stale", title: "episodes dropped as stale", keys: ["async/dropped_stale", "dist/dropped_stale"] },
+    { id: "waits", title: "waits (s)", keys: ["time/learner_wait_s", "time/generator_wait_s"] },
   ]],
 ];
 const STAGES = ["generate", "env", "train", "learner wait", "other"];
@@ -74,6 +83,15 @@ function overlay(ev, spec) {
         ctx.beginPath(); ctx.moveTo(x - 4, bottom); ctx.lineTo(x + 4, bottom); ctx.lineTo(x, bottom - 7); ctx.fill();
       }
     }
+    // The monitor's actions: blue marks hanging from the top, on the panels of their invariant.
+    if (spec.warn || spec.act) {
+      ctx.fillStyle = "rgba(37,99,235,0.85)"; ctx.setLineDash([]);
+      for (const a of ev.actions || []) {
+        if (spec.act ? !a.text.startsWith(spec.act) : spec.thr && !warnMatches(a.text, spec.thr)) continue;
+        const x = u.valToPos(a.x, "x", true);
+        ctx.beginPath(); ctx.moveTo(x - 4, top); ctx.lineTo(x + 4, top); ctx.lineTo(x, top + 7); ctx.fill();
+      }
+    }
     ctx.restore();
   };
 }
@@ -92,8 +110,8 @@ function chart(parent, id, title, labels, data, opts) {
   const series = [{ label: opts.xLabel || "step" }];
   labels.forEach((l, i) => series.push(Object.assign({ label: l, stroke: COLORS[i % COLORS.length], width: 1.2, spanGaps: true,
     points: { show: opts.points || false } }, (opts.seriesOpts || [])[i] || {})));
-  const u = new uPlot({ width: WIDTH(), height: 220, series, scales: { x: { time: false } },
-    hooks: { draw: opts.draw ? [opts.draw] : [] }, legend: { live: true } }, data, box);
+  const u = new uPlot({ width: WIDTH(), height: 220, series, scales: Object.assign({ x: { time: false } }, opts.scales || {}),
+    axes: opts.axes, hooks: { draw: opts.draw ? [opts.draw] : [] }, legend: { live: true } }, data, box);
   charts.push(u);
   box.dataset.points = String(data[0].length);
   box.dataset.series = String(labels.length);
@@ -104,12 +122,13 @@ async function showRun(name) {
   const main = $("#main");
   const [ev, ...series] = await Promise.all([api(`/api/run/${enc(name)}/events`),
     ...PANELS.flatMap(([, specs]) => specs.map((s) => api(`/api/run/${enc(name)}/series?keys=${enc(s.keys.join(","))}`))),
-    api(`/api/run/${enc(name)}/series?keys=${enc("time/generate_s,time/env_s,time/generate_env_s,time/train_s,time/learner_wait_s,time/step_s")}&max=1500`)]);
-  const timeData = series.pop();
+    api(`/api/run/${enc(name)}/series?keys=${enc("time/generate_s,time/env_s,time/generate_env_s,time/train_s,time/learner_wait_s,time/step_s")}&max=1500`),
+    api(`/api/run/${enc(name)}/series?keys=${enc("async/staleness/")}&max=${MAX_STALE_POINTS}`)]);
+  const staleData = series.pop(), timeData = series.pop();
   clearCharts();
   main.replaceChildren();
   main.append(h("div", { class: "legend-note" }, `${name}: ${series[0] ? series[0].total : 0} training lines; ` +
-    `${ev.warnings.length} monitor warnings; phases ${ev.phases.map((p) => p.name + " " + p.start + "–" + p.end).join(", ")}` +
+    `${ev.warnings.length} monitor warnings; ${(ev.actions || []).length} monitor actions; phases ${ev.phases.map((p) => p.name + " " + p.start + "–" + p.end).join(", ")}` +
     (ev.config_error ? "; config: " + ev.config_error : "")));
   let k = 0;
   for (const [title, specs] of PANELS) {
@@ -124,6 +143,8 @@ async function showRun(name) {
         [s.x, ...labels.map((l) => s.series[l])], { draw: overlay(ev, spec) });
     }
     if (title === "Outcome") evalChart(panel, ev);
+    if (title === "Asynchronous") stalenessChart(panel, staleData, ev);
+    if (!panel.children.length) { panel.previousSibling.remove(); panel.remove(); } // e.g. no asynchronous phase
   }
   main.append(h("h2", {}, "Time per step"));
   const tp = h("div", { class: "panel" });
@@ -133,6 +154,28 @@ async function showRun(name) {
     main.append(h("h2", {}, "Monitor warnings"));
     main.append(h("div", { class: "warnings" }, ev.warnings.slice(-200).map((w) => h("div", {}, `${w.phase} step ${w.step}: ${w.text}`))));
   }
+  if ((ev.actions || []).length) {
+    main.append(h("h2", {}, "Monitor actions"));
+    main.append(h("div", { class: "actions", id: "actions" }, ev.actions.slice(-200).map((a) => h("div", {}, `${a.phase} step ${a.step}: ${a.text}`))));
+  }
+}
+
+// The staleness histogram reads every step's async/staleness/LAG counts; above this many steps it
+// reads a downsampled subset (and says so), which keeps the page light on long runs.
+const MAX_STALE_POINTS = 4000;
+
+// stalenessChart draws the asynchronous phases' trained episodes by version lag (summed over the
+// steps read) as bars.
+function stalenessChart(parent, s, ev) {
+  const lags = Object.keys(s.series).map((k) => +k.slice("async/staleness/".length)).filter((x) => x >= 0).sort((a, b) => a - b);
+  if (!lags.length) return;
+  const counts = lags.map((l) => s.series["async/staleness/" + l].reduce((acc, v) => acc + (v || 0), 0));
+  const bars = uPlot.paths.bars({ size: [0.6, 60] });
+  const box = chart(parent, "staleness", "trained episodes by version lag" + (s.x.length < s.total ? ` (${s.x.length} of ${s.total} steps)` : ""),
+    ["episodes"], [lags, counts], { xLabel: "lag", seriesOpts: [{ paths: bars, fill: COLORS[0] + "cc", width: 0 }],
+      scales: { x: { time: false, range: [lags[0] - 0.5, lags[lags.length - 1] + 0.5] }, y: { range: [0, Math.max(1, ...counts) * 1.05] } },
+      axes: [{ splits: () => lags }, {}] });
+  box.dataset.lags = String(lags.length);
 }
 
 // evalChart plots held-out pass@1 (sampled and greedy) per environment at the lines they followed.

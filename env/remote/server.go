@@ -120,6 +120,8 @@ type Server struct {
 
 	stop     chan struct{} // closed by Close; stops the reaper
 	reaperWG sync.WaitGroup
+
+	metrics *serverMetrics // GET /metrics
 }
 
 type route struct {
@@ -147,6 +149,7 @@ func NewServer(spec env.Spec, opts ServerOptions) (*Server, error) {
 		"/metadata": {[]string{http.MethodGet}, s.handleMetadata},
 		"/schema":   {[]string{http.MethodGet}, s.handleSchema},
 	}
+	s.metrics = newServerMetrics(s)
 	s.reaperWG.Add(1)
 	go s.reap()
 	return s, nil
@@ -165,13 +168,23 @@ func errorf(status int, code, format string, args ...any) *apiError {
 	return &apiError{status: status, code: code, msg: fmt.Sprintf(format, args...)}
 }
 
-// ServeHTTP routes a request; every failure answers with a JSON error body.
+// ServeHTTP routes a request; every failure answers with a JSON error body. GET /metrics is
+// Prometheus text: requests by route and status, their durations, live sessions and the sessions
+// the server ended.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rt, ok := s.routes[r.URL.Path]
-	if !ok {
-		writeError(w, errorf(http.StatusNotFound, CodeNotFound, "no endpoint %s (have /reset /step /state /close /health /metadata /schema)", r.URL.Path))
+	if r.URL.Path == "/metrics" && r.Method == http.MethodGet {
+		s.metrics.handler.ServeHTTP(w, r)
 		return
 	}
+	rt, ok := s.routes[r.URL.Path]
+	if !ok {
+		writeError(w, errorf(http.StatusNotFound, CodeNotFound, "no endpoint %s (have /reset /step /state /close /health /metadata /schema /metrics)", r.URL.Path))
+		return
+	}
+	t0 := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() { s.metrics.observe(r.URL.Path, sw.status, time.Since(t0)) }()
+	w = sw
 	allowed := false
 	for _, m := range rt.methods {
 		allowed = allowed || m == r.Method

@@ -298,6 +298,7 @@ func (s *Server) ExpireIdle() int {
 		s.expired.add(sess.id, endExpired)
 		s.mu.Unlock()
 		s.endSession(sess)
+		s.metrics.ended.WithLabelValues("expired").Inc()
 		n++
 	}
 	return n
@@ -333,6 +334,7 @@ func (s *Server) evictLRU() bool {
 		s.expired.add(sess.id, endEvicted)
 		s.mu.Unlock()
 		s.endSession(sess)
+		s.metrics.ended.WithLabelValues("evicted").Inc()
 		return true
 	}
 	return false

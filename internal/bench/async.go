@@ -201,8 +201,8 @@ func armAsyncSets(arm string) ([]string, error) {
 	return sets, nil
 }
 
-// armName is how the tables name an arm.
-func armName(arm string) string {
+// asyncArmName is how the tables name an arm.
+func asyncArmName(arm string) string {
 	switch {
 	case arm == "sync":
 		return "sync"
@@ -383,7 +383,7 @@ func printAsync(w io.Writer, o AsyncOptions, rs []*asyncArm) {
 		for _, k := range slices.Sorted(maps.Keys(a.lagHist)) {
 			hist = append(hist, fmt.Sprintf("%d:%d", k, a.lagHist[k]))
 		}
-		name := armName(a.arm)
+		name := asyncArmName(a.arm)
 		fmt.Fprintf(tw, "%g\t%d\t%s\t%s\t%s\t%.1f%%\t%.1f%% -> %.1f%%\t%.1fs\t%.2f\t%.0f%%\t%.0f%%\t%.2f / %.0f\t%s\t%.0f / %.0f / %.0f / %.0f\n",
 			a.tail, a.seed, name, ttt, speed, 100*pass1At(a.points, equal), 100*a.points[0].pass1, 100*a.points[len(a.points)-1].pass1,
 			a.wall, a.episodes/a.wall, 100*a.learnWait/a.wall, 100*a.genWait/a.wall, a.lagMean, a.lagMax, strings.Join(hist, " "),
@@ -397,7 +397,7 @@ func printAsync(w io.Writer, o AsyncOptions, rs []*asyncArm) {
 		for _, p := range a.points {
 			cells = append(cells, fmt.Sprintf("s%d %.1f%% (%.1f%%) %.0fs %.0f", p.step, 100*p.pass1, 100*p.greedy, p.wall, p.trained))
 		}
-		fmt.Fprintf(w, "  tail %g seed %d %s: %s\n", a.tail, a.seed, armName(a.arm), strings.Join(cells, " | "))
+		fmt.Fprintf(w, "  tail %g seed %d %s: %s\n", a.tail, a.seed, asyncArmName(a.arm), strings.Join(cells, " | "))
 	}
 }
 
@@ -456,7 +456,7 @@ func printAsyncSeeds(w io.Writer, o AsyncOptions, rs []*asyncArm, syncTime map[s
 		if missed > 0 {
 			miss = fmt.Sprintf(" (%d did not reach it)", missed)
 		}
-		fmt.Fprintf(tw, "%g\t%s\t%d\t%s s%s\t%s×\t%s%%\t%s points\n", k.tail, armName(k.arm), len(as),
+		fmt.Fprintf(tw, "%g\t%s\t%d\t%s s%s\t%s×\t%s%%\t%s points\n", k.tail, asyncArmName(k.arm), len(as),
 			meanInterval(ttt, "%.0f"), miss, meanInterval(speed, "%.2f"), meanInterval(final, "%.1f"), meanInterval(diff, "%+.1f"))
 	}
 	tw.Flush()

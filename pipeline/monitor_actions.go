@@ -1,0 +1,335 @@
+package pipeline
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/agentrl/agentrl/algo"
+	"github.com/agentrl/agentrl/learn"
+	"github.com/agentrl/agentrl/rollout"
+)
+
+// actions are the monitor's actions in one RL phase (MonitorConfig): the entropy controller, the
+// shift controller and the task sampler, each nil when off. Every loop reaches them through
+// three calls of rl.go: newRLUpdate makes them (restoring their state when the phase resumes),
+// learnStep gives the update the settings they chose, logRL lets them act on the step just
+// logged; sampling draws its tasks through drawTasks.
+type actions struct {
+	limit   float64         // monitor.max_zero_var_share
+	loss    algo.LossConfig // the phase's configured loss, which the knobs start from
+	entropy *entropyControl
+	shift   *shiftControl
+	tasks   *taskSampler
+}
+
+// monitorState is what a checkpoint keeps of the actions: the knobs' positions, by the setting
+// they move, and the task sampler's estimates.
+type monitorState struct {
+	Knobs map[string]int    `json:"knobs,omitempty"`
+	Tasks *taskSamplerState `json:"tasks,omitempty"`
+}
+
+// knob is a setting a controller moves within [min, max], starting from the phase's value. Its
+// position counts the moves up (positive) and down: the value is start + pos·step, or with a
+// factor start·factor^−pos, clamped to the bounds, so it is exact to recompute and to resume.
+type knob struct {
+	setting  string // the config key it moves
+	metric   string // its metrics.jsonl name
+	start    float64
+	min, max float64
+	step     float64 // additive move
+	factor   float64 // multiplicative move (0: additive)
+	pos      int
+}
+
+func (k *knob) value() float64 {
+	v := k.start + float64(k.pos)*k.step
+	if k.factor > 0 {
+		v = k.start * math.Pow(k.factor, -float64(k.pos))
+	}
+	return min(max(v, k.min), k.max)
+}
+
+// move moves the knob one step up (dir > 0) or down, unless it is at that bound; it says whether
+// the value changed.
+func (k *knob) move(dir int) bool {
+	v := k.value()
+	if dir > 0 && v >= k.max || dir < 0 && v <= k.min {
+		return false
+	}
+	k.pos += dir
+	return true
+}
+
+// moveAll moves knobs in direction dir and describes each move for the log: the invariant, why,
+// the setting and its old and new value.
+func moveAll(knobs []*knob, dir int, invariant, why string) []string {
+	var out []string
+	for _, k := range knobs {
+		from := k.value()
+		if k.move(dir) {
+			out = append(out, fmt.Sprintf("%s: %s: %s %.4g → %.4g", invariant, why, k.setting, from, k.value()))
+		}
+	}
+	return out
+}
+
+// entropyControl is EntropyControlConfig at work in a phase.
+type entropyControl struct {
+	low, high  float64
+	coef, clip *knob // nil when not moved
+	knobs      []*knob
+}
+
+// act moves the knobs after a trained step whose entropy lies outside the band.
+func (e *entropyControl) act(s *rlStep) []string {
+	if s.learn == nil {
+		return nil // nothing trained, no entropy measured
+	}
+	h := s.learn.Entropy
+	switch {
+	case h < e.low:
+		return moveAll(e.knobs, +1, "exploration", fmt.Sprintf("mean token entropy %.4g below the band [%g, %g]", h, e.low, e.high))
+	case h > e.high:
+		return moveAll(e.knobs, -1, "exploration", fmt.Sprintf("mean token entropy %.4g above the band [%g, %g]", h, e.low, e.high))
+	}
+	return nil
+}
+
+// shiftControl is ShiftControlConfig at work in a phase.
+type shiftControl struct {
+	cfg       ShiftControlConfig
+	cap, mask *knob
+	knobs     []*knob
+}
+
+// act tightens the knobs after a trained step whose shift was out of bounds, and loosens them
+// after one well within.
+func (c *shiftControl) act(s *rlStep) []string {
+	if s.learn == nil {
+		return nil
+	}
+	ess, kl := s.learn.Shift.ESS, s.learn.Shift.KL
+	g := c.cfg
+	switch {
+	case ess < g.ESSLow:
+		return moveAll(c.knobs, -1, "distribution shift", fmt.Sprintf("importance-weight ESS %.6g below %g (behaviour KL %.3g)", ess, g.ESSLow, kl))
+	case kl > g.KLHigh:
+		return moveAll(c.knobs, -1, "distribution shift", fmt.Sprintf("behaviour KL %.3g above %g (importance-weight ESS %.6g)", kl, g.KLHigh, ess))
+	case ess > g.ESSHigh && kl < g.KLLow:
+		return moveAll(c.knobs, +1, "distribution shift", fmt.Sprintf("importance-weight ESS %.6g above %g and behaviour KL %.3g below %g", ess, g.ESSHigh, kl, g.KLLow))
+	}
+	return nil
+}
+
+// newActions makes the monitor's actions for RL phase p, resuming at step start: a phase in
+// progress restores them from the checkpoint's state. It returns nil when no action is on.
+func (r *Run) newActions(p Phase, start int) (*actions, error) {
+	saved := r.state.Monitor // the checkpoint's, when resuming mid-phase
+	r.state.Monitor = nil
+	m := r.Cfg.Monitor
+	a := &actions{limit: m.MaxZeroVarShare, loss: p.RL.Loss}
+	if e := m.EntropyControl; e != nil {
+		ec := &entropyControl{low: e.Low, high: e.High}
+		if k := e.EntropyCoef; k != nil {
+			ec.coef = &knob{setting: "rl.loss.entropy_coef", metric: "monitor/entropy_coef", start: p.RL.Loss.EntropyCoef, min: k.Min, max: k.Max, step: k.Step}
+			ec.knobs = append(ec.knobs, ec.coef)
+		}
+		if k := e.ClipHigh; k != nil {
+			ec.clip = &knob{setting: "rl.loss.ppo.clip_high", metric: "monitor/clip_high", start: p.RL.Loss.PPO.ClipHigh, min: k.Min, max: k.Max, step: k.Step}
+			ec.knobs = append(ec.knobs, ec.clip)
+		}
+		a.entropy = ec
+	}
+	if s := m.ShiftControl; s != nil && p.RL.Loss.Correction.Level != "" {
+		sc := &shiftControl{cfg: *s}
+		cc := p.RL.Loss.Correction
+		if k := s.Cap; k != nil {
+			sc.cap = &knob{setting: "rl.loss.correction.cap", metric: "monitor/is_cap", start: cc.Cap, min: k.Min, max: k.Max, factor: s.Factor}
+			sc.knobs = append(sc.knobs, sc.cap)
+		}
+		if k := s.Mask; k != nil {
+			sc.mask = &knob{setting: "rl.loss.correction.mask_high", metric: "monitor/is_mask_high", start: cc.MaskHigh, min: k.Min, max: k.Max, factor: s.Factor}
+			sc.knobs = append(sc.knobs, sc.mask)
+		}
+		a.shift = sc
+	}
+	if t := m.TaskSampling; t != nil {
+		a.tasks = newTaskSampler(*t, r.opts.Envs, p.Envs)
+	}
+	if a.entropy == nil && a.shift == nil && a.tasks == nil {
+		return nil, nil
+	}
+	if start > 0 {
+		if saved == nil {
+			return nil, fmt.Errorf("resume: the checkpoint holds no state of the monitor's actions (was the phase started without them?)")
+		}
+		if err := a.restore(saved); err != nil {
+			return nil, fmt.Errorf("resume: monitor: %w", err)
+		}
+	}
+	return a, nil
+}
+
+// knobs lists every knob of the actions, in a fixed order.
+func (a *actions) knobs() []*knob {
+	var ks []*knob
+	if a.entropy != nil {
+		ks = append(ks, a.entropy.knobs...)
+	}
+	if a.shift != nil {
+		ks = append(ks, a.shift.knobs...)
+	}
+	return ks
+}
+
+func (a *actions) state() *monitorState {
+	st := &monitorState{}
+	for _, k := range a.knobs() {
+		if st.Knobs == nil {
+			st.Knobs = map[string]int{}
+		}
+		st.Knobs[k.setting] = k.pos
+	}
+	if a.tasks != nil {
+		st.Tasks = a.tasks.state()
+	}
+	return st
+}
+
+func (a *actions) restore(st *monitorState) error {
+	for _, k := range a.knobs() {
+		pos, ok := st.Knobs[k.setting]
+		if !ok {
+			return fmt.Errorf("the checkpoint has no position for the knob of %s", k.setting)
+		}
+		k.pos = pos
+	}
+	if a.tasks != nil {
+		if st.Tasks == nil {
+			return fmt.Errorf("the checkpoint has no task sampler state")
+		}
+		return a.tasks.restore(st.Tasks)
+	}
+	return nil
+}
+
+// lossConfig is the phase's loss with the knobs' current values.
+func (a *actions) lossConfig() algo.LossConfig {
+	c := a.loss
+	if e := a.entropy; e != nil {
+		if e.coef != nil {
+			c.EntropyCoef = e.coef.value()
+		}
+		if e.clip != nil {
+			c.PPO.ClipHigh = e.clip.value()
+		}
+	}
+	if s := a.shift; s != nil {
+		if s.cap != nil {
+			c.Correction.Cap = s.cap.value()
+		}
+		if s.mask != nil {
+			hi := s.mask.value()
+			c.Correction.MaskHigh = hi
+			c.Correction.MaskLow = a.loss.Correction.MaskLow * a.loss.Correction.MaskHigh / hi
+		}
+	}
+	return c
+}
+
+// configure gives the update the loss the knobs describe, before it trains a step.
+func (a *actions) configure(upd *learn.RL) error {
+	if a == nil || len(a.knobs()) == 0 {
+		return nil
+	}
+	c := a.lossConfig()
+	if c == upd.Loss.Config() {
+		return nil
+	}
+	l, err := algo.NewLoss(c)
+	if err != nil {
+		return fmt.Errorf("monitor: the loss with the controllers' settings: %w", err)
+	}
+	upd.Loss = l
+	return nil
+}
+
+// act records the step's settings in its metrics m (the values the step trained with) and lets
+// every action act on the step; it returns what they did, each naming its invariant and the
+// values that fired it.
+func (a *actions) act(s *rlStep, m map[string]any) []string {
+	for _, k := range a.knobs() {
+		m[k.metric] = k.value()
+	}
+	var out []string
+	if a.entropy != nil {
+		out = append(out, a.entropy.act(s)...)
+	}
+	if a.shift != nil {
+		out = append(out, a.shift.act(s)...)
+	}
+	if t := a.tasks; t != nil {
+		st := t.takeCounts()
+		m["signal/tasks_fresh"] = st.fresh
+		m["signal/tasks_replayed"] = st.replayed
+		m["signal/oversample"] = st.oversample
+		out = append(out, t.observe(s.sample.groups, s.sample.zeroVarShare, a.limit)...)
+		st = t.takeCounts() // after this step's observations
+		m["signal/tasks_known"] = st.known
+		m["signal/tasks_learnable"] = st.learnable
+	}
+	return out
+}
+
+// monitorAct lets the phase's actions act on step s, whose metrics line is m: it adds their
+// settings and what they did ("actions") to m, keeps their state for the next checkpoint and
+// returns what they did.
+func (r *Run) monitorAct(s *rlStep, m map[string]any) []string {
+	if r.act == nil {
+		return nil
+	}
+	out := r.act.act(s, m)
+	if len(out) > 0 {
+		m["actions"] = out
+	}
+	r.state.Monitor = r.act.state()
+	return out
+}
+
+// drawTasks draws n tasks for a round of a step of RL phase p: by the monitor's task sampler
+// when monitor.task_sampling is on (n enlarged by its oversampling in phases with dynamic
+// sampling), else uniformly by the phase's environment weights (sampleTasks).
+func (r *Run) drawTasks(rng *rand.Rand, p Phase, n int, groupBase uint64) ([]rollout.Task, error) {
+	if r.act == nil || r.act.tasks == nil {
+		return sampleTasks(r.opts.Envs, rng, p.Envs, n, groupBase)
+	}
+	if p.RL.DynamicSampling != nil {
+		n = r.act.tasks.groups(n)
+	}
+	return r.act.tasks.draw(rng, n, groupBase)
+}
+
+// drawTask draws the task of one group of RL phase p, with group id groupID: what drawTasks
+// draws for a round of one, from the same stream (so a controller that admits one group at a
+// time draws, call by call, the tasks a round would). With the task sampler on, its groups are
+// observed when their step is logged (logRL).
+func (r *Run) drawTask(rng *rand.Rand, p Phase, groupID uint64) (rollout.Task, error) {
+	if r.act == nil || r.act.tasks == nil {
+		ts, err := sampleTasks(r.opts.Envs, rng, p.Envs, 1, groupID)
+		if err != nil {
+			return rollout.Task{}, err
+		}
+		return ts[0], nil
+	}
+	return r.act.tasks.next(rng, groupID)
+}
+
+// acted prints what the monitor did at a step.
+func (p *progress) acted(msg string) {
+	if p.bar != nil {
+		p.bar.Clear()
+	}
+	p.r.printf("monitor: %s step: %s\n", p.name, msg)
+}
