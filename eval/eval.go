@@ -83,10 +83,12 @@ type Result struct {
 	// ToolUseSampled is the share of sampled episodes that called a tool.
 	ToolUseSampled *float64 `json:"tool_use_rate_sampled,omitempty"`
 	// Behaviour over the greedy episodes.
-	ToolUseRate float64        `json:"tool_use_rate"`
-	MeanTurns   float64        `json:"mean_turns"`
-	MeanTokens  float64        `json:"mean_tokens"`
-	Statuses    map[string]int `json:"statuses"`
+	ToolUseRate float64 `json:"tool_use_rate"`
+	MeanTurns   float64 `json:"mean_turns"`
+	MeanTokens  float64 `json:"mean_tokens"`
+	// MeanResponseTokens counts the policy's own tokens (the assistant's) per greedy episode.
+	MeanResponseTokens float64        `json:"mean_response_tokens"`
+	Statuses           map[string]int `json:"statuses"`
 	// StatusesSampled counts the sampled episodes by status as Statuses does the greedy ones
 	// (absent when K = 0). An episode that is not ok counts as unsolved in every pass rate.
 	StatusesSampled map[string]int `json:"statuses_sampled,omitempty"`
@@ -167,7 +169,7 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 	}
 	res := Result{Env: o.Env, Tasks: int(n), Statuses: map[string]int{}}
 	lv := newLevels(o.Difficulty)
-	var succ, tools, turns, toks int
+	var succ, tools, turns, toks, resp int
 	for i, g := range groups {
 		t := g.Trajs[0]
 		if rollout.Succeeded(t) {
@@ -179,6 +181,11 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 		}
 		turns += len(t.Turns)
 		toks += t.Len()
+		for _, r := range t.Roles {
+			if r == traj.RoleAssistant {
+				resp++
+			}
+		}
 		res.Statuses[t.Status.String()]++
 		res.noteFailure(t)
 	}
@@ -186,6 +193,7 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 	res.ToolUseRate = float64(tools) / float64(n)
 	res.MeanTurns = float64(turns) / float64(n)
 	res.MeanTokens = float64(toks) / float64(n)
+	res.MeanResponseTokens = float64(resp) / float64(n)
 	if o.K > 0 {
 		sampled := o.Rollout
 		sampled.Sampling = infer.Sampling{Temperature: 1}
