@@ -146,6 +146,7 @@ func TestLatencySuite(t *testing.T) {
 	spec := calc.Spec()
 	inner := spec.New
 	spec.Name = "calc-latency"
+	spec.Levels, spec.AtLevel = nil, nil // the levels would not be wrapped
 	spec.New = func() (env.Env, error) {
 		e, err := inner()
 		if err != nil {

@@ -32,6 +32,12 @@ type Spec struct {
 	// Corpus returns n samples of the text this environment produces (prompts, observations,
 	// expert actions) for training a tokenizer.
 	Corpus func(n int) []string
+	// Levels lists the difficulty levels the environment can fix its tasks at, easiest first
+	// (nil: it has none). Its default tasks, those of New, need not be of any one level.
+	Levels []int
+	// AtLevel returns the spec whose every task is of level l, one of Levels: the same name and
+	// seed ranges, with its own New, Expert and Corpus. Nil exactly when Levels is.
+	AtLevel func(l int) Spec
 }
 
 // Registry maps names to environment Specs. It is a plain value with no global state: the
@@ -55,6 +61,14 @@ func (r *Registry) Register(s Spec) error {
 	}
 	if s.Train.Len() <= 0 || s.Heldout.Len() <= 0 || (s.Train.Lo < s.Heldout.Hi && s.Heldout.Lo < s.Train.Hi) {
 		return fmt.Errorf("env %s: train %v and held-out %v seed ranges must be non-empty and disjoint", s.Name, s.Train, s.Heldout)
+	}
+	if (len(s.Levels) == 0) != (s.AtLevel == nil) {
+		return fmt.Errorf("env %s: levels and AtLevel must be given together", s.Name)
+	}
+	for i, l := range s.Levels {
+		if l < 1 || l > MaxLevel || (i > 0 && l <= s.Levels[i-1]) {
+			return fmt.Errorf("env %s: levels %v must be ascending in [1, %d]", s.Name, s.Levels, MaxLevel)
+		}
 	}
 	if _, dup := r.specs[s.Name]; dup {
 		return fmt.Errorf("env: %q registered twice", s.Name)

@@ -16,6 +16,7 @@ func TestWrappedSuite(t *testing.T) {
 	spec := calc.Spec()
 	inner := spec.New
 	spec.Name = "calc-wrapped"
+	spec.Levels, spec.AtLevel = nil, nil // the levels would not be wrapped
 	spec.New = func() (env.Env, error) {
 		e, err := inner()
 		if err != nil {

@@ -7,6 +7,7 @@ package eval
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/agentrl/agentrl/env"
@@ -29,8 +30,12 @@ type Options struct {
 	Slots   int
 	// Envs holds the environment named by Env.
 	Envs *env.Registry
-	// NewEnv makes the episodes' environments (nil: Envs.New).
+	// NewEnv makes the episodes' environments (nil: Envs.New, or Env at Difficulty when set).
+	// With a Difficulty it must make Env's tasks at that difficulty.
 	NewEnv rollout.EnvFactory
+	// Difficulty, when set, poses Env's tasks at its levels (env.WithDifficulty) and reports
+	// success per level.
+	Difficulty *env.Difficulty
 	// Progress, when set, is called as each episode ends with the episodes done and the total,
 	// Tasks × (1 + K); calls are serialized.
 	Progress func(done, total int)
@@ -78,16 +83,29 @@ type Result struct {
 	// ToolUseSampled is the share of sampled episodes that called a tool.
 	ToolUseSampled *float64 `json:"tool_use_rate_sampled,omitempty"`
 	// Behaviour over the greedy episodes.
-	ToolUseRate float64        `json:"tool_use_rate"`
-	MeanTurns   float64        `json:"mean_turns"`
-	MeanTokens  float64        `json:"mean_tokens"`
-	Statuses    map[string]int `json:"statuses"`
+	ToolUseRate float64 `json:"tool_use_rate"`
+	MeanTurns   float64 `json:"mean_turns"`
+	MeanTokens  float64 `json:"mean_tokens"`
+	// MeanResponseTokens counts the policy's own tokens (the assistant's) per greedy episode.
+	MeanResponseTokens float64        `json:"mean_response_tokens"`
+	Statuses           map[string]int `json:"statuses"`
 	// StatusesSampled counts the sampled episodes by status as Statuses does the greedy ones
 	// (absent when K = 0). An episode that is not ok counts as unsolved in every pass rate.
 	StatusesSampled map[string]int `json:"statuses_sampled,omitempty"`
 	// FirstFailure is the error of the first episode that failed (env_error or timeout), greedy
 	// episodes first, in task order; empty when none failed.
 	FirstFailure string `json:"first_failure,omitempty"`
+	// Levels holds the results per difficulty level, easiest first (absent without a
+	// Difficulty); a task's level is Difficulty.LevelOf its seed.
+	Levels []LevelResult `json:"levels,omitempty"`
+}
+
+// LevelResult is the result on the tasks of one difficulty level.
+type LevelResult struct {
+	Level       int      `json:"level"`
+	Tasks       int      `json:"tasks"`
+	Pass1Greedy float64  `json:"pass1_greedy"`
+	Pass1       *float64 `json:"pass1_sampled,omitempty"`
 }
 
 // Failed counts the episodes, greedy and sampled, whose environment failed or timed out.
@@ -116,6 +134,15 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 	if err != nil {
 		return Result{}, err
 	}
+	if o.Difficulty != nil {
+		mix, err := env.WithDifficulty(spec, *o.Difficulty)
+		if err != nil {
+			return Result{}, fmt.Errorf("eval: %w", err)
+		}
+		if o.NewEnv == nil {
+			o.NewEnv = func(string) (env.Env, error) { return mix.New() }
+		}
+	}
 	if o.NewEnv == nil {
 		o.NewEnv = o.Envs.New
 	}
@@ -141,17 +168,24 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 		return Result{}, err
 	}
 	res := Result{Env: o.Env, Tasks: int(n), Statuses: map[string]int{}}
-	var succ, tools, turns, toks int
-	for _, g := range groups {
+	lv := newLevels(o.Difficulty)
+	var succ, tools, turns, toks, resp int
+	for i, g := range groups {
 		t := g.Trajs[0]
 		if rollout.Succeeded(t) {
 			succ++
+			lv.greedy(tasks[i].Seed)
 		}
 		if UsedTool(t) {
 			tools++
 		}
 		turns += len(t.Turns)
 		toks += t.Len()
+		for _, r := range t.Roles {
+			if r == traj.RoleAssistant {
+				resp++
+			}
+		}
 		res.Statuses[t.Status.String()]++
 		res.noteFailure(t)
 	}
@@ -159,6 +193,7 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 	res.ToolUseRate = float64(tools) / float64(n)
 	res.MeanTurns = float64(turns) / float64(n)
 	res.MeanTokens = float64(toks) / float64(n)
+	res.MeanResponseTokens = float64(resp) / float64(n)
 	if o.K > 0 {
 		sampled := o.Rollout
 		sampled.Sampling = infer.Sampling{Temperature: 1}
@@ -182,13 +217,60 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 				}
 			}
 			p1 += PassAtK(o.K, c, 1)
+			lv.sampled(g.Trajs[0].TaskSeed, PassAtK(o.K, c, 1))
 			pk += PassAtK(o.K, c, o.K)
 		}
 		res.K = o.K
 		p1, pk, tu = p1/float64(n), pk/float64(n), tu/float64(n*int64(o.K))
 		res.Pass1Sampled, res.PassK, res.ToolUseSampled = &p1, &pk, &tu
 	}
+	res.Levels = lv.results(tasks, o.K > 0)
 	return res, nil
+}
+
+// levelTally sums successes per difficulty level.
+type levelTally struct {
+	d                *env.Difficulty
+	greedyN, sampleP map[int]float64
+}
+
+func newLevels(d *env.Difficulty) *levelTally {
+	return &levelTally{d: d, greedyN: map[int]float64{}, sampleP: map[int]float64{}}
+}
+
+func (l *levelTally) greedy(seed int64) {
+	if l.d != nil {
+		l.greedyN[l.d.LevelOf(seed)]++
+	}
+}
+
+func (l *levelTally) sampled(seed int64, p1 float64) {
+	if l.d != nil {
+		l.sampleP[l.d.LevelOf(seed)] += p1
+	}
+}
+
+// results are the per-level rates over tasks, for every level of the difficulty (a level
+// with no task reports 0 tasks and rates of 0).
+func (l *levelTally) results(tasks []rollout.Task, sampled bool) []LevelResult {
+	if l.d == nil {
+		return nil
+	}
+	count := map[int]int{}
+	for _, t := range tasks {
+		count[l.d.LevelOf(t.Seed)]++
+	}
+	levels := slices.Sorted(slices.Values(l.d.Levels))
+	out := make([]LevelResult, len(levels))
+	for i, lv := range levels {
+		n := float64(max(count[lv], 1))
+		out[i] = LevelResult{Level: lv, Tasks: count[lv], Pass1Greedy: l.greedyN[lv] / n}
+		if sampled {
+			p := l.sampleP[lv] / n
+			out[i].Pass1 = &p
+		}
+	}
+	return out
 }
 
 // progressFunc adapts report to rollout.Runner.OnEpisode: one call per episode, serialized,

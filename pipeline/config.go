@@ -70,6 +70,9 @@ type EnvWeight struct {
 	// Reward, in an rl phase, rescores this environment's episodes (reward.go; absent: the
 	// environment's own reward).
 	Reward *RewardConfig `yaml:"reward,omitempty"`
+	// Difficulty draws this environment's tasks at its difficulty levels (env.Difficulty;
+	// absent: its default tasks). Evaluation then reports success per level (difficulty.go).
+	Difficulty *env.Difficulty `yaml:"difficulty,omitempty"`
 }
 
 // Phase is one stage of a run.
@@ -300,8 +303,12 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 		return errors.New("envs: at least one environment is needed")
 	}
 	for _, e := range p.Envs {
-		if _, err := envs.Lookup(e.Name); err != nil {
+		spec, err := envs.Lookup(e.Name)
+		if err != nil {
 			return err
+		}
+		if err := p.validateDifficulty(e, spec); err != nil {
+			return fmt.Errorf("envs: %s: %w", e.Name, err)
 		}
 		if !(e.Weight > 0) || math.IsInf(e.Weight, 0) {
 			return fmt.Errorf("envs: weight of %s must be a positive number, got %v", e.Name, e.Weight)

@@ -196,7 +196,7 @@ func (r *Run) runRLContinuous(ctx context.Context, pi int, p Phase, start int) e
 	a := &admission{eta: eta, B: c.GroupsPerStep, version: r.version, inflight: map[int]*admitted{},
 		toLearner: make(chan struct{}, 1), toProducer: make(chan struct{}, 1)}
 	runner := &rollout.Runner{Gen: smp.gen, Tok: r.tok, Cfg: r.Cfg.Rollout.Config, SampleSeed: r.stepRNG(pi, start, 3).Uint64()}
-	envs := withLatency(r.envFactory(), p.Envs)
+	envs := withLatency(r.phaseEnvs(p.Envs), p.Envs)
 	pctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {

@@ -22,9 +22,13 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 	rep := EvalReport{When: when, Version: r.version}
 	for _, name := range r.Cfg.envNames() {
 		var bar *progress
+		newEnv, d := r.mcp.Factory(), r.Cfg.evalDifficulty(name)
+		if d != nil {
+			newEnv = r.phaseEnvs([]EnvWeight{{Name: name, Difficulty: d}})
+		}
 		e, err := eval.Run(ctx, r.model, r.tok, r.version, eval.Options{
 			Env: name, Tasks: r.Cfg.Eval.Tasks, K: r.Cfg.Eval.Samples, Seed: r.Cfg.Seed, Rollout: r.Cfg.Rollout.Config, Slots: r.Cfg.Rollout.EngineSlots,
-			Envs: r.opts.Envs, NewEnv: r.mcp.Factory(),
+			Envs: r.opts.Envs, NewEnv: newEnv, Difficulty: d,
 			Progress: func(done, total int) {
 				if bar == nil {
 					bar = r.newCounter("eval "+when+" "+name, "episode", total)
@@ -41,12 +45,19 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 		rep.Envs = append(rep.Envs, e)
 		r.printf("eval %-14s %-6s pass@1 %5.1f%% (greedy %5.1f%%)  pass@%d %5.1f%%  tool use %5.1f%% (greedy %5.1f%%)  turns %.2f  (%d tasks, %.1fs)\n",
 			when, name, 100**e.Pass1Sampled, 100*e.Pass1Greedy, e.K, 100**e.PassK, 100**e.ToolUseSampled, 100*e.ToolUseRate, e.MeanTurns, e.Tasks, r.now().Sub(t0).Seconds())
-		if err := r.metrics.Write(map[string]any{
+		line := map[string]any{
 			"eval": when, "env": name, "version": r.version, "eval/pass1": *e.Pass1Sampled, "eval/pass1_greedy": e.Pass1Greedy,
 			"eval/passk": *e.PassK, "eval/tool_use_rate_sampled": *e.ToolUseSampled,
 			"eval/tool_use_rate": e.ToolUseRate, "eval/mean_turns": e.MeanTurns,
 			"time/elapsed_s": r.now().Sub(r.start).Seconds(),
-		}); err != nil {
+		}
+		for _, l := range e.Levels {
+			r.printf("eval %-14s %-6s level %d: pass@1 %5.1f%% (greedy %5.1f%%)  (%d tasks)\n", when, name, l.Level, 100**l.Pass1, 100*l.Pass1Greedy, l.Tasks)
+			line[fmt.Sprintf("eval/level%d/pass1", l.Level)] = *l.Pass1
+			line[fmt.Sprintf("eval/level%d/pass1_greedy", l.Level)] = l.Pass1Greedy
+			line[fmt.Sprintf("eval/level%d/tasks", l.Level)] = l.Tasks
+		}
+		if err := r.metrics.Write(line); err != nil {
 			return err
 		}
 	}

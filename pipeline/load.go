@@ -19,10 +19,11 @@ import (
 )
 
 // Presets lists the built-in configurations, one per built-in environment.
-func Presets() []string { return []string{"calc", "code", "maze", "search"} }
+func Presets() []string { return []string{"calc", "calc-notool", "code", "maze", "search"} }
 
 // Preset returns the built-in configuration for an environment. "calc" is the default of
-// `agentrl train`: a cold start on the noisy expert's demonstrations, then GRPO with groups of 8.
+// `agentrl train`: a cold start on the noisy expert's demonstrations, then GRPO with groups of 8;
+// "calc-notool" is the same run on calc's tasks without the calculator.
 func Preset(name string) (Config, error) {
 	c := Config{
 		Name:    name,
@@ -59,6 +60,8 @@ func Preset(name string) (Config, error) {
 	}
 	switch name {
 	case "calc":
+	case "calc-notool":
+		// calc's tasks and training with no calculator: the text-only arm of tool-integrated RL.
 	case "search":
 		// Multi-hop retrieval: up to 3 lookups and an answer. The noisy expert's successful
 		// demonstrations only (its wrong guesses would teach guessing), and sequence-length warmup:

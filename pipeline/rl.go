@@ -186,7 +186,7 @@ func (r *Run) sampleRL(ctx context.Context, gen infer.Generator, p Phase, step i
 		if err != nil {
 			return nil, err
 		}
-		groups, err := runner.RunGroups(ctx, withLatency(r.envFactory(), p.Envs), tasks, c.GroupSize, r.Cfg.Rollout.EngineSlots)
+		groups, err := runner.RunGroups(ctx, withLatency(r.phaseEnvs(p.Envs), p.Envs), tasks, c.GroupSize, r.Cfg.Rollout.EngineSlots)
 		if err != nil {
 			return nil, err
 		}

@@ -247,6 +247,9 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		if d := simulatedLatency(p.Envs); d != "" {
 			r.printf("phase %s: environment steps wait a SIMULATED latency (a benchmark workload): %s\n", p.Name, d)
 		}
+		if d := describeDifficulty(p.Envs); d != "" {
+			r.printf("phase %s: tasks drawn by difficulty: %s\n", p.Name, d)
+		}
 	}
 	if err := r.checkPrompts(ctx); err != nil {
 		return nil, err

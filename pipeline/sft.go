@@ -44,12 +44,12 @@ func sampleTasks(reg *env.Registry, rng *rand.Rand, envs []EnvWeight, n int, gro
 
 // synthesize runs each task with the environment's noisy expert playing through the tokenizer,
 // which yields demonstrations in the trajectory format (assistant tokens masked for the loss).
-func (r *Run) synthesize(ctx context.Context, tasks []rollout.Task, noise float64, salt uint64) ([]*traj.Trajectory, error) {
+func (r *Run) synthesize(ctx context.Context, envs []EnvWeight, tasks []rollout.Task, noise float64, salt uint64) ([]*traj.Trajectory, error) {
 	runner := &rollout.Runner{
 		Tok: r.tok,
 		Cfg: r.Cfg.Rollout.Config,
 		NewGen: func(t rollout.Task) infer.Generator {
-			spec, err := r.opts.Envs.Lookup(t.Env)
+			spec, err := r.phaseSpec(envs, t.Env)
 			if err != nil {
 				return nil
 			}
@@ -66,7 +66,7 @@ func (r *Run) synthesize(ctx context.Context, tasks []rollout.Task, noise float6
 		done++
 		bar.update(done, "")
 	}
-	groups, err := runner.RunGroups(ctx, r.envFactory(), tasks, 1, max(r.Cfg.Rollout.EngineSlots, 8))
+	groups, err := runner.RunGroups(ctx, r.phaseEnvs(envs), tasks, 1, max(r.Cfg.Rollout.EngineSlots, 8))
 	bar.finish()
 	if err != nil {
 		return nil, err
@@ -86,7 +86,7 @@ func (r *Run) runSFT(ctx context.Context, pi int, p Phase, start int) error {
 	if err != nil {
 		return err
 	}
-	all, err := r.synthesize(ctx, tasks, s.Noise, r.Cfg.Seed+uint64(pi))
+	all, err := r.synthesize(ctx, p.Envs, tasks, s.Noise, r.Cfg.Seed+uint64(pi))
 	if err != nil {
 		return err
 	}

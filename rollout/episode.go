@@ -300,6 +300,9 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 		if v, ok := step.Info[env.InfoSuccess]; ok {
 			tr.Meta = append(tr.Meta, traj.KV{Key: env.InfoSuccess, Value: v})
 		}
+		if v, ok := step.Info[env.InfoLevel]; ok {
+			tr.Meta = append(tr.Meta, traj.KV{Key: env.InfoLevel, Value: v})
+		}
 		if why := step.Info[env.InfoTruncated]; why != "" {
 			ep.end(traj.StatusTruncated, why)
 		} else {

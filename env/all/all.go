@@ -13,7 +13,7 @@ import (
 // one, so a caller that adds its own environments changes nothing anyone else sees.
 func Builtins() *env.Registry {
 	r := env.NewRegistry()
-	for _, s := range []env.Spec{calc.Spec(), code.Spec(), maze.Spec(), search.Spec()} {
+	for _, s := range []env.Spec{calc.Spec(), calc.NoToolSpec(), code.Spec(), maze.Spec(), search.Spec()} {
 		if err := r.Register(s); err != nil {
 			panic(err) // a built-in spec is incomplete or two share a name: a programming error
 		}

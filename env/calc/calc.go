@@ -8,6 +8,10 @@
 // into the call, the tool's result into the answer — which supervised warm-up on the noisy
 // expert teaches and RL then sharpens (the noisy expert skips the tool or slips a digit).
 //
+// The same tasks come without the calculator as "calc-notool" (NoToolSpec): the text-only
+// baseline of tool-integrated RL (ReTool, arXiv 2504.11536), whose expert writes the answer
+// directly. Both have difficulty levels, the number of operators (Levels).
+//
 // It does not grade partial credit, accept approximate answers, or teach arithmetic itself.
 package calc
 
@@ -28,6 +32,9 @@ const MaxTurns = 4
 // SystemPrompt is the one-line instruction; WithTools appends the calculator's description.
 const SystemPrompt = "Use the calculator, then reply: Answer: <number>"
 
+// SystemPromptNoTool is the instruction of calc-notool, which has no tool.
+const SystemPromptNoTool = "Reply: Answer: <number>"
+
 // InfoAnswer is the Info key holding the exact answer on the final transition.
 const InfoAnswer = "answer"
 
@@ -36,24 +43,45 @@ const InfoAnswer = "answer"
 // different wrapping.
 type Env struct {
 	task        Task
+	v           variant
 	reset, done bool
+}
+
+// variant is one form of the environment: its tasks' level (0: the default mix of 1–3
+// operators) and whether the calculator is left out (calc-notool).
+type variant struct {
+	level  int
+	noTool bool
 }
 
 // New returns the environment as registered: the task with the calculator attached and a limit
 // of MaxTurns turns.
-func New() (env.Env, error) {
+func New() (env.Env, error) { return variant{}.new() }
+
+// NewNoTool returns calc-notool as registered: the same tasks with no tool, answered in the
+// first turn.
+func NewNoTool() (env.Env, error) { return variant{noTool: true}.new() }
+
+func (v variant) new() (env.Env, error) {
+	if v.noTool {
+		return env.WithTurnLimit(&Env{v: v}, MaxTurns), nil
+	}
 	calc, err := tool.NewCalculator(tool.CalcLimits{})
 	if err != nil {
 		return nil, err
 	}
-	return env.WithTurnLimit(env.WithTools(&Env{}, []tool.Tool{calc}, env.ToolLimits{}), MaxTurns), nil
+	return env.WithTurnLimit(env.WithTools(&Env{v: v}, []tool.Tool{calc}, env.ToolLimits{}), MaxTurns), nil
 }
 
 // Reset poses the question of seed.
 func (e *Env) Reset(_ context.Context, seed int64) (env.Observation, error) {
-	e.task = NewTask(seed)
+	e.task = newTask(seed, e.v.level)
 	e.reset, e.done = true, false
-	return env.Observation{System: SystemPrompt, Text: e.task.Question}, nil
+	sys := SystemPrompt
+	if e.v.noTool {
+		sys = SystemPromptNoTool
+	}
+	return env.Observation{System: sys, Text: e.task.Question}, nil
 }
 
 // Step grades action as the final answer with reward.ExactNumber (the last number in it, equal to

@@ -230,3 +230,104 @@ func BenchmarkExpertEpisode(b *testing.B) {
 	}
 	b.ReportMetric(float64(steps)/b.Elapsed().Seconds(), "steps/s")
 }
+
+func TestSuiteNoTool(t *testing.T) { envtest.Run(t, NoToolSpec()) }
+
+// TestLevels checks that a level fixes the number of operators and nothing else: operands and
+// answers are drawn as in the default mix, and a seed gives one task per level.
+func TestLevels(t *testing.T) {
+	for _, l := range Levels {
+		for seed := int64(0); seed < 200; seed++ {
+			task := NewTaskAt(seed, l)
+			if again := NewTaskAt(seed, l); again.Question != task.Question {
+				t.Fatalf("level %d seed %d: not reproducible", l, seed)
+			}
+			operands := operandRE.FindAllString(task.Expr, -1)
+			if task.Ops != l || len(operands) != l+1 {
+				t.Errorf("level %d seed %d: %q has %d operators", l, seed, task.Expr, task.Ops)
+			}
+			want, err := tool.Evaluate(task.Expr, tool.CalcLimits{})
+			if err != nil || want.Cmp(task.Answer) != 0 {
+				t.Errorf("level %d seed %d: answer %v, calculator says %v (%v)", l, seed, task.Answer, want, err)
+			}
+		}
+	}
+	for _, l := range []int{0, MaxLevel + 1} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("NewTaskAt(1, %d) did not panic", l)
+				}
+			}()
+			NewTaskAt(1, l)
+		}()
+	}
+	// A level's environment poses its level's tasks.
+	ctx := context.Background()
+	e, err := Spec().AtLevel(4).New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := e.Reset(ctx, 11)
+	if err != nil || obs.Text != NewTaskAt(11, 4).Question {
+		t.Errorf("level 4 env posed %q (%v), want %q", obs.Text, err, NewTaskAt(11, 4).Question)
+	}
+}
+
+// TestDefaultTasks pins the default mix's tasks: levels must leave `agentrl train`'s tasks as
+// they were.
+func TestDefaultTasks(t *testing.T) {
+	for seed, want := range []string{
+		"What is 90 - 74?", "Calculate 512 / 22610 - 27557 * 737.", "What is 86514 + 55493?",
+	} {
+		if got := NewTask(int64(seed)).Question; got != want {
+			t.Errorf("seed %d: %q, want %q", seed, got, want)
+		}
+	}
+}
+
+// TestNoTool checks calc-notool: the same questions as calc, no tool in the prompt, an expert
+// that answers in one turn, right at noise 0 and about 1 − noise of the time otherwise.
+func TestNoTool(t *testing.T) {
+	ctx := context.Background()
+	e, err := NewNoTool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 300
+	for _, noise := range []float64{0, 0.5, 1} {
+		wins := 0
+		for i := range n {
+			seed := HeldoutSeeds.Lo + int64(i)
+			ep, err := env.Play(ctx, e, NoToolSpec().Expert(seed, noise, rand.New(rand.NewPCG(uint64(i), 9))), seed, MaxTurns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ep.Start.System != SystemPromptNoTool || ep.Start.Text != NewTask(seed).Question {
+				t.Fatalf("seed %d: prompt %q / %q", seed, ep.Start.System, ep.Start.Text)
+			}
+			if len(ep.Steps) != 1 || !strings.HasPrefix(ep.Steps[0].Action, "Answer: ") {
+				t.Fatalf("seed %d: expert steps %+v", seed, ep.Steps)
+			}
+			if ep.Success {
+				wins++
+			}
+		}
+		rate := float64(wins) / float64(n)
+		if diff := rate - (1 - noise); diff < -0.12 || diff > 0.12 || (noise == 0 && rate != 1) || (noise == 1 && rate != 0) {
+			t.Errorf("noise %v: success %.3f, want about %.2f", noise, rate, 1-noise)
+		}
+	}
+	// A tool call is an answer like any other: graded, not executed.
+	if _, err := e.Reset(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := e.Step(ctx, calculatorCall(NewTask(3).Expr))
+	if err != nil || !tr.Done || len(tr.ToolCalls) != 0 {
+		t.Errorf("tool call in calc-notool: %+v, %v", tr, err)
+	}
+	joined := strings.Join(NoToolSpec().Corpus(30), "")
+	if strings.Contains(joined, "<tool_call>") || strings.Contains(joined, "calculator") || !strings.Contains(joined, SystemPromptNoTool) {
+		t.Errorf("calc-notool corpus shows a tool or lacks its prompt")
+	}
+}

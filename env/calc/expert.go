@@ -26,6 +26,7 @@ const (
 // expression, then "Answer: N" copied from the tool's response.
 type expert struct {
 	task    Task
+	noTool  bool // calc-notool: answer at once
 	mistake mistake
 	wrong   string // the wrong answer of guessRound and guessSlip
 	expr    string // the expression it sends to the calculator
@@ -38,7 +39,13 @@ type expert struct {
 // (10%). Every mistake
 // yields a wrong answer, so its success rate is 1 - noise. All choices come from rng alone.
 func Expert(seed int64, noise float64, rng *rand.Rand) env.Agent {
-	x := &expert{task: NewTask(seed)}
+	return variant{}.expert(seed, noise, rng)
+}
+
+// expert is the expert of v. calc-notool's writes the exact answer at once; with probability
+// noise it answers a rounded estimate (50%) or the answer with a digit slipped (50%) instead.
+func (v variant) expert(seed int64, noise float64, rng *rand.Rand) env.Agent {
+	x := &expert{task: newTask(seed, v.level), noTool: v.noTool}
 	x.expr = x.task.Expr
 	if rng.Float64() >= noise {
 		return x
@@ -46,6 +53,10 @@ func Expert(seed int64, noise float64, rng *rand.Rand) env.Agent {
 	// Skipping the tool is the mistake the policy should unlearn; a slip inside the calculator
 	// call is rarer, because demonstrations that copy imprecisely teach imprecise copying.
 	switch u := rng.Float64(); {
+	case v.noTool && u < 0.5:
+		x.mistake = guessRound
+	case v.noTool:
+		x.mistake = guessSlip
 	case u < 0.45:
 		x.mistake = guessRound
 	case u < 0.9:
@@ -77,6 +88,8 @@ func (x *expert) Act(_ context.Context, obs string) (string, error) {
 	switch {
 	case x.mistake == guessRound || x.mistake == guessSlip:
 		return answer(x.wrong), nil
+	case x.noTool:
+		return answer(tool.FormatRat(x.task.Answer)), nil
 	case x.turn == 1:
 		return calculatorCall(x.expr), nil
 	}

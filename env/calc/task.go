@@ -12,7 +12,7 @@ import (
 // Task is one arithmetic question.
 type Task struct {
 	Seed     int64
-	Ops      int    // number of operators, 1–3: the difficulty
+	Ops      int    // number of operators, 1–3 (1–MaxLevel at a level): the difficulty
 	Expr     string // the expression as shown, e.g. "4821 * 37 + 9912"
 	Question string // the first user message
 	Answer   *big.Rat
@@ -25,14 +25,33 @@ const taskSalt = 0xca1c
 // expression, not on parsing phrasing.
 var templates = []string{"What is %s?", "Compute %s.", "Calculate %s."}
 
+// Levels are the difficulty levels of the environment: level l is a task of l operators.
+// Levels 1–3 make up the default mix; level 4 is harder than any default task.
+var Levels = []int{1, 2, 3, 4}
+
+// MaxLevel is the highest level.
+const MaxLevel = 4
+
 // NewTask generates the task of seed. The same seed always gives the same task. Difficulty grows
 // with the number of operators (1–3, drawn per seed); operands have 2–5 digits, so even one
 // product is too large to do in one's head. Division appears in one operator of ten and may make
 // the answer a fraction.
-func NewTask(seed int64) Task {
+func NewTask(seed int64) Task { return newTask(seed, 0) }
+
+// NewTaskAt generates the task of seed at level (1–MaxLevel): one of level operators, drawn as
+// NewTask draws its tasks otherwise. The same seed and level always give the same task.
+func NewTaskAt(seed int64, level int) Task {
+	if level < 1 || level > MaxLevel {
+		panic(fmt.Sprintf("calc: level %d outside [1, %d]", level, MaxLevel))
+	}
+	return newTask(seed, level)
+}
+
+// newTask is NewTask with level 0 and NewTaskAt otherwise.
+func newTask(seed int64, level int) Task {
 	rng := rand.New(rand.NewPCG(uint64(seed), taskSalt))
 	for {
-		ops, expr := draw(rng)
+		ops, expr := draw(rng, level)
 		ans, err := tool.Evaluate(expr, tool.CalcLimits{})
 		if err != nil {
 			// Only a grouped difference that is zero under a division gets here ("12 / (45 - 45)");
@@ -49,9 +68,11 @@ func NewTask(seed int64) Task {
 	}
 }
 
-// draw makes one candidate expression.
-func draw(rng *rand.Rand) (ops int, expr string) {
-	ops = 1 + rng.IntN(3)
+// draw makes one candidate expression of ops operators, 1–3 drawn from rng when ops is 0.
+func draw(rng *rand.Rand, ops int) (int, string) {
+	if ops == 0 {
+		ops = 1 + rng.IntN(3)
+	}
 	operands := make([]string, ops+1)
 	for i := range operands {
 		operands[i] = operand(rng)

@@ -73,6 +73,19 @@ func (s *suite) testSpec(t *testing.T) {
 	if sp.Train.Lo < sp.Heldout.Hi && sp.Heldout.Lo < sp.Train.Hi {
 		t.Errorf("train %v and held-out %v seed ranges overlap", sp.Train, sp.Heldout)
 	}
+	if (len(sp.Levels) == 0) != (sp.AtLevel == nil) {
+		t.Errorf("levels %v given without AtLevel, or AtLevel without levels", sp.Levels)
+	}
+	for i, l := range sp.Levels {
+		if l < 1 || l > env.MaxLevel || (i > 0 && l <= sp.Levels[i-1]) {
+			t.Errorf("levels %v must be ascending in [1, %d]", sp.Levels, env.MaxLevel)
+			break
+		}
+		at := sp.AtLevel(l)
+		if at.Name != sp.Name || at.Train != sp.Train || at.Heldout != sp.Heldout {
+			t.Errorf("level %d: name %q, seeds %v %v, want those of %s", l, at.Name, at.Train, at.Heldout, sp.Name)
+		}
+	}
 	if got := sp.Corpus(0); len(got) != 0 {
 		t.Errorf("Corpus(0) returned %d samples", len(got))
 	}

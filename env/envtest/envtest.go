@@ -7,7 +7,8 @@
 // that hostile actions (garbage, binary, invalid UTF-8, 1 MiB, fake and broken tool tags, JSON
 // bombs, mutations of the expert's own tool calls) yield observations rather than errors or
 // panics, that train and held-out seeds both make valid tasks, that 32 instances run in parallel
-// (run with -race), and that Close leaves no goroutine behind.
+// (run with -race), and that Close leaves no goroutine behind. An environment with difficulty
+// levels passes the suite at each level, and as the equal mix of its levels.
 //
 // It does not check task quality beyond that, nor timing: there are no wall-clock limits. Run
 // counts goroutines, so it must not run in parallel with other tests of the same binary.
@@ -15,6 +16,7 @@ package envtest
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -82,6 +84,19 @@ func RunWith(t *testing.T, spec env.Spec, opts Options) {
 	t.Run("Adversarial", s.testAdversarial)
 	t.Run("Parallel", s.testParallel)
 	t.Run("NoGoroutineLeak", func(t *testing.T) { checkLeaks(t, baseline) })
+	if len(spec.Levels) > 0 && spec.AtLevel != nil {
+		// Each level is an environment of its own, and so is the equal mix of them all.
+		for _, l := range spec.Levels {
+			t.Run(fmt.Sprintf("Level%d", l), func(t *testing.T) { RunWith(t, spec.AtLevel(l), opts) })
+		}
+		t.Run("LevelMix", func(t *testing.T) {
+			mix, err := env.WithDifficulty(spec, env.Difficulty{Levels: spec.Levels})
+			if err != nil {
+				t.Fatal(err)
+			}
+			RunWith(t, mix, opts)
+		})
+	}
 }
 
 type suite struct {

@@ -10,12 +10,14 @@ import (
 // Corpus returns n samples of the text maze episodes hold, for training a tokenizer: the system
 // prompt, then the observations and moves of episodes on train seeds 0, 1, 2, ... played by the
 // expert at noise 0.3 (so bumps appear). It is the same on every call.
-func Corpus(n int) []string {
+func Corpus(n int) []string { return corpusOf(DefaultConfig(), n) }
+
+// corpusOf is Corpus of the mazes of cfg.
+func corpusOf(cfg Config, n int) []string {
 	if n <= 0 {
 		return nil
 	}
 	out := []string{System}
-	cfg := DefaultConfig()
 	e := &mazeEnv{cfg: cfg}
 	ctx := context.Background()
 	for seed := int64(0); len(out) < n; seed++ {

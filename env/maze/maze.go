@@ -12,6 +12,7 @@
 package maze
 
 import (
+	"fmt"
 	"math/rand/v2"
 
 	"github.com/agentrl/agentrl/env"
@@ -28,15 +29,27 @@ var (
 
 // Spec describes the environment for an env.Registry.
 func Spec() env.Spec {
+	s := specOf(DefaultConfig(), Corpus)
+	s.Levels = Levels
+	s.AtLevel = func(l int) env.Spec {
+		cfg := LevelConfig(l)
+		at := specOf(cfg, func(n int) []string { return corpusOf(cfg, n) })
+		at.Description += fmt.Sprintf(" (level %d: %d-%d cells a side, goal %d-%d moves away)", l, cfg.MinSize, cfg.MaxSize, cfg.MinDist, cfg.MaxDist)
+		return at
+	}
+	return s
+}
+
+func specOf(cfg Config, corpus func(n int) []string) env.Spec {
 	return env.Spec{
 		Name:        Name,
 		Description: "reach the goal of a small grid maze seeing only the adjacent walls; moves up/down/left/right",
-		New:         func() (env.Env, error) { return New(DefaultConfig()) },
+		New:         func() (env.Env, error) { return New(cfg) },
 		Train:       trainSeeds,
 		Heldout:     heldoutSeeds,
 		Expert: func(seed int64, noise float64, rng *rand.Rand) env.Agent {
-			return NewExpert(DefaultConfig(), seed, noise, rng)
+			return NewExpert(cfg, seed, noise, rng)
 		},
-		Corpus: Corpus,
+		Corpus: corpus,
 	}
 }

@@ -271,3 +271,27 @@ func TestExpertNoise(t *testing.T) {
 		t.Errorf("noisy expert took no extra moves over 40 mazes")
 	}
 }
+
+// TestLevels checks each level's mazes keep to its sizes and distances, level 2 being the
+// default's mazes.
+func TestLevels(t *testing.T) {
+	for _, l := range Levels {
+		cfg := LevelConfig(l)
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("level %d: %v", l, err)
+		}
+		for seed := int64(0); seed < 200; seed++ {
+			tk := newTask(seed, cfg)
+			if tk.g.W < cfg.MinSize || tk.g.W > cfg.MaxSize || tk.g.H < cfg.MinSize || tk.g.H > cfg.MaxSize ||
+				tk.shortest < cfg.MinDist || tk.shortest > cfg.MaxDist {
+				t.Fatalf("level %d seed %d: %d×%d maze, goal %d moves away", l, seed, tk.g.W, tk.g.H, tk.shortest)
+			}
+		}
+	}
+	if LevelConfig(2) != DefaultConfig() {
+		t.Errorf("level 2 is %+v, want the default", LevelConfig(2))
+	}
+	if err := LevelConfig(4).Validate(); err == nil {
+		t.Errorf("level 4 is valid")
+	}
+}

@@ -28,6 +28,27 @@ func DefaultConfig() Config {
 	return Config{MinSize: 5, MaxSize: 7, MinDist: 4, MaxDist: 10, Braid: 0.15, StepFactor: 2, StepSlack: 4}
 }
 
+// Levels are the difficulty levels, by maze size (LevelConfig): level 2 is DefaultConfig.
+var Levels = []int{1, 2, 3}
+
+// LevelConfig is the configuration of level l (one of Levels): level 1 is 4–5 cells a side with
+// the goal 2–6 moves away, level 2 DefaultConfig (5–7 a side, 4–10 moves), level 3 7–9 a side
+// with the goal 8–16 moves away (a budget of up to 36 moves). An unknown level gives a
+// configuration that Validate refuses.
+func LevelConfig(l int) Config {
+	c := DefaultConfig()
+	switch l {
+	case 1:
+		c.MinSize, c.MaxSize, c.MinDist, c.MaxDist = 4, 5, 2, 6
+	case 2:
+	case 3:
+		c.MinSize, c.MaxSize, c.MinDist, c.MaxDist = 7, 9, 8, 16
+	default:
+		c.MinSize = 0
+	}
+	return c
+}
+
 // Validate reports every unusable setting.
 func (c Config) Validate() error {
 	var errs []error

@@ -29,6 +29,8 @@ type Config struct {
 	Tools env.ToolLimits
 	// MaxTurns ends an episode that has not answered after this many turns (tool turns count).
 	MaxTurns int
+	// Level fixes the questions' difficulty: 0 the default mix, h in 1–MaxLevel chains of h hops.
+	Level int
 }
 
 // DefaultConfig: 1 result by default and at most 5 (a named entity's own document ranks first
@@ -50,6 +52,9 @@ func (c Config) Validate() error {
 	if err := c.Tools.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if c.Level < 0 || c.Level > MaxLevel {
+		errs = append(errs, fmt.Errorf("search: level must be in [0, %d], got %d", MaxLevel, c.Level))
+	}
 	if c.MaxTurns < 1 {
 		errs = append(errs, fmt.Errorf("search: max_turns must be at least 1, got %d", c.MaxTurns))
 	}
@@ -70,13 +75,14 @@ func New(cfg Config) (env.Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
-	inner := &qaEnv{w: w}
+	inner := &qaEnv{w: w, level: cfg.Level}
 	return env.WithTurnLimit(env.WithTools(inner, []tool.Tool{st}, cfg.Tools), cfg.MaxTurns), nil
 }
 
 // qaEnv is the task without tools: Reset poses the question, Step grades the answer.
 type qaEnv struct {
 	w           *world
+	level       int
 	q           question
 	reset, done bool
 }
@@ -85,7 +91,7 @@ func (e *qaEnv) Reset(ctx context.Context, seed int64) (env.Observation, error) 
 	if err := ctx.Err(); err != nil {
 		return env.Observation{}, fmt.Errorf("search: reset: %w", err)
 	}
-	e.q = e.w.kb.newQuestion(seed, heldoutSeeds.Contains(seed))
+	e.q = e.w.kb.newQuestion(seed, heldoutSeeds.Contains(seed), e.level)
 	e.reset, e.done = true, false
 	return env.Observation{System: System, Text: e.q.text}, nil
 }

@@ -50,6 +50,12 @@ type Expert struct {
 
 // NewExpert returns the expert for the task of seed. A nil rng gets one seeded from seed.
 func NewExpert(seed int64, noise float64, rng *rand.Rand) *Expert {
+	return NewExpertAt(0, seed, noise, rng)
+}
+
+// NewExpertAt returns the expert for the task of seed at level (Config.Level: 0 the default
+// mix).
+func NewExpertAt(level int, seed int64, noise float64, rng *rand.Rand) *Expert {
 	if rng == nil {
 		rng = rand.New(rand.NewPCG(uint64(seed), 0x657870))
 	}
@@ -60,7 +66,7 @@ func NewExpert(seed int64, noise float64, rng *rand.Rand) *Expert {
 		return x
 	}
 	x.w = w
-	x.q = w.kb.newQuestion(seed, heldoutSeeds.Contains(seed))
+	x.q = w.kb.newQuestion(seed, heldoutSeeds.Contains(seed), level)
 	x.cur = w.kb.ents[x.q.start].name
 	return x
 }

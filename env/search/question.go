@@ -47,10 +47,21 @@ var intersectPairs = [][2]rel{{bornIn, worksFor}, {bornIn, studiedAt}, {worksFor
 // is never a train question (intermediate entities are shared, as in any fixed corpus).
 func heldoutEntity(id int32) bool { return id%8 == 0 }
 
-// newQuestion generates the question of seed; heldout selects the entity share. The mix is 25%
-// one hop, 30% two hops, 20% three hops and 25% intersections, drawn from the seed.
-func (k *kb) newQuestion(seed int64, heldout bool) question {
+// Levels are the difficulty levels: level h is a chain of h hops (intersections belong to no
+// level; the default mix has them).
+var Levels = []int{1, 2, 3}
+
+// MaxLevel is the highest level.
+const MaxLevel = 3
+
+// newQuestion generates the question of seed; heldout selects the entity share. At level 0 the
+// mix is 25% one hop, 30% two hops, 20% three hops and 25% intersections, drawn from the seed;
+// at level h (1–MaxLevel) it is a chain of h hops.
+func (k *kb) newQuestion(seed int64, heldout bool, level int) question {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x71756573)) // "ques"
+	if level > 0 {
+		return k.chainQuestion(rng, level, heldout)
+	}
 	r := rng.IntN(100)
 	if r >= 75 {
 		if q, ok := k.intersection(rng, heldout); ok {

@@ -19,6 +19,7 @@
 package search
 
 import (
+	"fmt"
 	"math/rand/v2"
 
 	"github.com/agentrl/agentrl/env"
@@ -34,16 +35,27 @@ var (
 )
 
 // Spec describes the environment for an env.Registry.
-func Spec() env.Spec {
-	return env.Spec{
+func Spec() env.Spec { return specAt(0) }
+
+// specAt is the spec of the questions of level (0: the default mix, with its levels).
+func specAt(level int) env.Spec {
+	cfg := DefaultConfig()
+	cfg.Level = level
+	s := env.Spec{
 		Name:        Name,
 		Description: "answer 1-3 hop questions over a synthetic knowledge base with a BM25 search tool",
-		New:         func() (env.Env, error) { return New(DefaultConfig()) },
+		New:         func() (env.Env, error) { return New(cfg) },
 		Train:       trainSeeds,
 		Heldout:     heldoutSeeds,
 		Expert: func(seed int64, noise float64, rng *rand.Rand) env.Agent {
-			return NewExpert(seed, noise, rng)
+			return NewExpertAt(level, seed, noise, rng)
 		},
-		Corpus: Corpus,
+		Corpus: func(n int) []string { return corpusAt(level, n) },
 	}
+	if level == 0 {
+		s.Levels, s.AtLevel = Levels, specAt
+	} else {
+		s.Description += fmt.Sprintf(" (level %d: %d-hop chains)", level, level)
+	}
+	return s
 }

@@ -86,8 +86,8 @@ func TestQuestions(t *testing.T) {
 	forms := map[string]int{}
 	for _, heldout := range []bool{false, true} {
 		for seed := int64(0); seed < int64(n); seed++ {
-			q := k.newQuestion(seed, heldout)
-			if q2 := k.newQuestion(seed, heldout); fmt.Sprint(q) != fmt.Sprint(q2) {
+			q := k.newQuestion(seed, heldout, 0)
+			if q2 := k.newQuestion(seed, heldout, 0); fmt.Sprint(q) != fmt.Sprint(q2) {
 				t.Fatalf("seed %d: two different questions", seed)
 			}
 			forms[fmt.Sprint(q.form, q.hops())]++
@@ -270,4 +270,43 @@ func FuzzQuoteJSON(f *testing.F) {
 			t.Fatalf("quoteJSON(%q) = %s, want %s", s, got, q)
 		}
 	})
+}
+
+// TestLevels checks that level h poses h-hop chains only, the same for a seed every time, and
+// that a level's environment poses them.
+func TestLevels(t *testing.T) {
+	k := testWorld(t).kb
+	for _, h := range Levels {
+		for seed := int64(0); seed < 200; seed++ {
+			q := k.newQuestion(seed, seed%2 == 0, h)
+			if q.form != formChain || q.hops() != h {
+				t.Fatalf("level %d seed %d: %s of %d hops", h, seed, q.form, q.hops())
+			}
+			if q2 := k.newQuestion(seed, seed%2 == 0, h); fmt.Sprint(q) != fmt.Sprint(q2) {
+				t.Fatalf("level %d seed %d: two different questions", h, seed)
+			}
+		}
+		e, err := Spec().AtLevel(h).New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := playExpert(t, e, NewExpertAt(h, 5, 0, nil), 5)
+		if tr.Info[InfoHops] != fmt.Sprint(h) || tr.Info[env.InfoSuccess] != "true" {
+			t.Errorf("level %d: final transition %+v", h, tr)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Level = MaxLevel + 1
+	if _, err := New(cfg); err == nil {
+		t.Errorf("level %d accepted", cfg.Level)
+	}
+}
+
+func playExpert(t *testing.T, e env.Env, x env.Agent, seed int64) env.Transition {
+	t.Helper()
+	ep, err := env.Play(context.Background(), e, x, seed, 16)
+	if err != nil || len(ep.Steps) == 0 {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	return ep.Steps[len(ep.Steps)-1].Transition
 }

@@ -8,4 +8,5 @@ type BenchCmd struct {
 	Serve   BenchServeCmd   `cmd:"" help:"Generation over HTTP vs in-process: overhead, throughput, router balance, weight publish latency."`
 	Async   BenchAsyncCmd   `cmd:"" help:"Synchronous vs asynchronous RL on calc with a simulated heavy-tailed step latency."`
 	Monitor BenchMonitorCmd `cmd:"" help:"One of the monitor's actions, off vs on over seeds: held-out success and the invariant it acts on, with 95% intervals."`
+	Paper   BenchPaperCmd   `cmd:"" help:"The papers' orderings on the built-in tasks, over seeds."`
 }

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/traj"
@@ -23,6 +24,7 @@ type EvalCmd struct {
 	MaxTurns   int    `help:"Turn limit per episode." default:"8"`
 	MaxContext int    `help:"Token limit per episode (at most the model's max_position_embeddings)." default:"0"`
 	Slots      int    `help:"Sequences decoded together." default:"64"`
+	Levels     []int  `help:"Difficulty levels of --env to pose its tasks at, in equal shares (none: its default tasks); success is reported per level." placeholder:"L,..."`
 	JSON       bool   `help:"Print the result as JSON."`
 	Config     string `help:"Run configuration (YAML, e.g. the run's config.yaml) whose mcp block attaches MCP servers' tools to --env as in training; its other settings are not used." type:"existingfile" placeholder:"FILE"`
 }
@@ -59,8 +61,22 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 			err = fmt.Errorf("eval: %w", cerr)
 		}
 	}()
+	newEnv := tools.Factory()
+	var d *env.Difficulty
+	if len(c.Levels) > 0 {
+		d = &env.Difficulty{Levels: c.Levels}
+		spec, err := g.Envs.Lookup(c.Env)
+		if err != nil {
+			return err
+		}
+		mix, err := env.WithDifficulty(tools.Spec(spec), *d)
+		if err != nil {
+			return fmt.Errorf("eval: --levels: %w", err)
+		}
+		newEnv = func(string) (env.Env, error) { return mix.New() }
+	}
 	res, err := eval.Run(g.Ctx, ck.Model, ck.Tokenizer, 0, eval.Options{
-		Env: c.Env, Tasks: c.Tasks, K: c.K, Seed: c.Seed, Rollout: rc, Slots: c.Slots, Envs: g.Envs, NewEnv: tools.Factory(),
+		Env: c.Env, Tasks: c.Tasks, K: c.K, Seed: c.Seed, Rollout: rc, Slots: c.Slots, Envs: g.Envs, NewEnv: newEnv, Difficulty: d,
 		Progress: progressReporter(g.Stderr, isTerminal(g.Stderr), "eval "+c.Env, "episode"),
 	})
 	if err != nil {
@@ -87,6 +103,16 @@ func printEval(out io.Writer, res eval.Result) error {
 		fmt.Fprintf(w, "env\ttasks\tpass@1 greedy\tnot ok greedy\tpass@1 sampled\tpass@%d\tnot ok sampled\ttool use\tmean turns\tmean tokens\n", res.K)
 		fmt.Fprintf(w, "%s\t%d\t%.1f%%\t%s\t%.1f%%\t%.1f%%\t%s\t%.1f%%\t%.2f\t%.0f\n", res.Env, res.Tasks, 100*res.Pass1Greedy, notOK(res.Statuses),
 			100**res.Pass1Sampled, 100**res.PassK, notOK(res.StatusesSampled), 100*res.ToolUseRate, res.MeanTurns, res.MeanTokens)
+	}
+	if len(res.Levels) > 0 {
+		fmt.Fprintf(w, "\nlevel\ttasks\tpass@1 greedy\tpass@1 sampled\n")
+		for _, l := range res.Levels {
+			sampled := "-"
+			if l.Pass1 != nil {
+				sampled = fmt.Sprintf("%.1f%%", 100**l.Pass1)
+			}
+			fmt.Fprintf(w, "%d\t%d\t%.1f%%\t%s\n", l.Level, l.Tasks, 100*l.Pass1Greedy, sampled)
+		}
 	}
 	if err := w.Flush(); err != nil {
 		return err

@@ -457,13 +457,17 @@ func (t *Toolbox) NewEnv(name string) (env.Env, error) {
 	return t.attachTo(spec.New, name)
 }
 
-// Spec returns spec with its New attaching the MCP tools configured for spec.Name.
+// Spec returns spec with its New, and its levels' New, attaching the MCP tools configured for
+// spec.Name.
 func (t *Toolbox) Spec(spec env.Spec) env.Spec {
 	if len(t.Tools(spec.Name)) == 0 {
 		return spec
 	}
 	inner := spec.New
 	spec.New = func() (env.Env, error) { return t.attachTo(inner, spec.Name) }
+	if at := spec.AtLevel; at != nil {
+		spec.AtLevel = func(l int) env.Spec { return t.Spec(at(l)) }
+	}
 	return spec
 }
 
