@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/agentrl/agentrl/dist"
@@ -14,6 +15,7 @@ import (
 type WorkerCmd struct {
 	Connect     string        `help:"NATS URL of the learner's server (credentials may be in the URL)." required:"" placeholder:"URL"`
 	Token       string        `help:"Worker token." env:"AGENTRL_WORKER_TOKEN"`
+	NKey        string        `name:"nkey" help:"File holding the worker's NKey seed (SU…), instead of a token: the worker signs the server's nonce with it; the learner lists its public key in rl.async.workers.worker_nkeys (agentrl nkey makes a pair)." env:"AGENTRL_WORKER_NKEY" placeholder:"FILE" type:"existingfile"`
 	RunName     string        `name:"run" help:"Run whose tasks to take." required:""`
 	ID          string        `help:"Worker id in heartbeats and trajectory headers (default host-pid)."`
 	Concurrency int           `help:"Episodes run at once." default:"8"`
@@ -28,7 +30,18 @@ func (c *WorkerCmd) Run(g *Globals) error {
 	if c.Concurrency < 1 || c.Slots < 1 {
 		return fmt.Errorf("worker: --concurrency and --slots must be positive")
 	}
-	conn, err := dist.Connect(c.Connect, c.Token, "agentrl-worker")
+	auth := dist.Auth{Token: c.Token}
+	if c.NKey != "" {
+		if c.Token != "" {
+			return fmt.Errorf("worker: --token (or AGENTRL_WORKER_TOKEN) and --nkey: give one")
+		}
+		seed, err := os.ReadFile(c.NKey)
+		if err != nil {
+			return fmt.Errorf("worker: --nkey: %w", err)
+		}
+		auth.NKeySeed = string(seed)
+	}
+	conn, err := dist.Dial(c.Connect, auth, "agentrl-worker")
 	if err != nil {
 		return err
 	}
@@ -40,4 +53,33 @@ func (c *WorkerCmd) Run(g *Globals) error {
 		return nil
 	}
 	return err
+}
+
+// NKeyCmd is `agentrl nkey`: a new NKey user key pair for a worker (or for a learner on an
+// external server).
+type NKeyCmd struct {
+	Out string `arg:"" help:"File to write the seed (secret) to; it must not exist." placeholder:"SEEDFILE"`
+}
+
+// Run writes the seed to Out (mode 0600) and prints the public key.
+func (c *NKeyCmd) Run(g *Globals) error {
+	seed, pub, err := dist.NewNKey()
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(c.Out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("nkey: %w", err)
+	}
+	_, err = f.WriteString(seed + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(c.Out)
+		return fmt.Errorf("nkey: %w", err)
+	}
+	fmt.Fprintln(g.Stdout, pub)
+	fmt.Fprintf(g.Stderr, "nkey: seed written to %s; give the public key above to the learner (rl.async.workers.worker_nkeys) and the seed file to the worker (--nkey)\n", c.Out)
+	return nil
 }
