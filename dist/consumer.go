@@ -121,6 +121,18 @@ func (s ConsumerState) FirstUnsettled(base uint64) uint64 {
 	return q
 }
 
+// MaxSeq is the largest stream sequence s records (0 without one).
+func (s ConsumerState) MaxSeq() uint64 {
+	var m uint64
+	for _, q := range s.Trained {
+		m = max(m, q)
+	}
+	for q := range s.Dropped {
+		m = max(m, q)
+	}
+	return m
+}
+
 // MaxEpoch is the largest epoch s's lineage names (0 without one).
 func (s ConsumerState) MaxEpoch() uint32 {
 	var e uint32

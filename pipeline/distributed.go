@@ -248,6 +248,17 @@ func (r *Run) startDist(ctx context.Context, p Phase) (*distSession, error) {
 	startSeq := inc.Base
 	if st := r.state.Dist; st != nil {
 		startSeq = st.FirstUnsettled(inc.Base)
+		last, err := s.conn.TrajLastSeq(ctx, s.run)
+		if err != nil {
+			return nil, err
+		}
+		if m := st.MaxSeq(); last < m {
+			where := "the server the run used"
+			if s.srv != nil {
+				where = "the store the run used, " + filepath.Join(r.Dir, distDir, "store")
+			}
+			return nil, fmt.Errorf("the trajectory stream of run %s ends at sequence %d but the checkpoint recorded sequence %d: the server lost trajectories (its store deleted or replaced, or another server); resume against %s", s.run, last, m, where)
+		}
 	}
 	s.cons, err = s.conn.NewConsumer(ctx, dist.ConsumerConfig{Run: s.run, MaxAckPending: pending, Filter: s.filter,
 		Epoch: s.epoch, StartSeq: startSeq})

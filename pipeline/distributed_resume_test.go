@@ -367,6 +367,25 @@ func TestDistributedResumeInProcess(t *testing.T) {
 	if _, err := run.Train(crash); !errors.Is(err, context.Canceled) {
 		t.Fatalf("the stopped run returned %v, want context.Canceled", err)
 	}
+	// Resumed against a server that lost the stream (its store replaced), the learner refuses to
+	// go on rather than take other trajectories for the ones its checkpoint recorded.
+	store := filepath.Join(dir, distDir, "store")
+	if err := os.Rename(store, store+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	lost, err := Resume(dir, Options{Envs: all.Builtins()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lost.Train(ctx); err == nil || !strings.Contains(err.Error(), "the server lost trajectories") {
+		t.Fatalf("resumed on an empty store: %v", err)
+	}
+	if err := os.RemoveAll(store); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(store+".aside", store); err != nil {
+		t.Fatal(err)
+	}
 	res, err := Resume(dir, Options{Envs: all.Builtins()})
 	if err != nil {
 		t.Fatal(err)

@@ -7,4 +7,5 @@ type BenchCmd struct {
 	Train   BenchTrainCmd   `cmd:"" help:"End-to-end learning: held-out pass@1 lift over seeds."`
 	Serve   BenchServeCmd   `cmd:"" help:"Generation over HTTP vs in-process: overhead, throughput, router balance, weight publish latency."`
 	Async   BenchAsyncCmd   `cmd:"" help:"Synchronous vs asynchronous RL on calc with a simulated heavy-tailed step latency."`
+	Dist    BenchDistCmd    `cmd:"" help:"The distributed data plane at scale: worker processes, a zero-latency generator, trajectories/s, learner wait, weight fan-out."`
 }
