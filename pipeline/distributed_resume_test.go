@@ -234,7 +234,8 @@ func embeddedNATS(t *testing.T, dir string) *distResumeServer {
 
 // A learner and two worker processes over loopback. The learner is killed with SIGKILL in the
 // middle of a step after it published weights newer than its last checkpoint (its embedded server
-// dies with it), and resumed; under the resumed learner the server is restarted. Afterwards,
+// dies with it), and resumed; under the resumed learner the server is restarted, then a worker is
+// killed with SIGKILL with episodes in flight. Afterwards,
 // counted by stream sequence: no trajectory lost, none trained twice, every drop with its reason,
 // and no trained token newer than its step's policy or older than the bound.
 func TestDistributedResume(t *testing.T) {
@@ -288,27 +289,35 @@ func testDistResume(t *testing.T, external bool) {
 	t.Logf("learner killed after %d RL steps; resuming at step %d, policy version %d", killedAt, run.state.Step, run.version)
 	var decisions []dist.Decision
 	run.onDistClose = func(k *dist.Consumer) { decisions = k.Decisions() }
-	restarted := false
+	restarted, killed := false, false
 	run.onDistStep = func(s *distSession, step int) {
-		if restarted {
-			return
-		}
-		restarted = true
-		if external {
-			srv.restart(t)
-		} else if err := s.restartServer(); err != nil {
-			t.Error(err)
+		switch {
+		case !restarted:
+			restarted = true
+			if external {
+				srv.restart(t)
+			} else if err := s.restartServer(); err != nil {
+				t.Error(err)
+			}
+		case !killed:
+			// Worker p0 dies as soon as it starts an episode; p1 gets its tasks after
+			// task_ack_wait.
+			killed = true
+			seen := strings.Count(workers[0].output(), "started (learner epoch")
+			for i := 0; i < 5000 && strings.Count(workers[0].output(), "started (learner epoch") == seen; i++ {
+				time.Sleep(time.Millisecond)
+			}
+			if err := workers[0].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Error(err)
+			}
 		}
 	}
 	if _, err := run.Train(ctx); err != nil {
 		t.Fatalf("resumed run: %v\nworker p0:\n%s", err, workers[0].output())
 	}
-	for i, w := range workers {
-		w.stop(t, fmt.Sprintf("worker p%d", i))
-	}
-
-	if !restarted {
-		t.Fatal("the server was not restarted under the resumed learner")
+	workers[1].stop(t, "worker p1")
+	if !restarted || !killed {
+		t.Fatalf("under the resumed learner: server restarted %v, worker killed %v", restarted, killed)
 	}
 	auditDistResume(t, dir, srv.learner(t), decisions)
 	if log := workers[0].output() + workers[1].output(); !strings.Contains(log, "learner epoch 2") {
@@ -568,6 +577,7 @@ func auditDistResume(t *testing.T, dir string, conn *dist.Conn, decisions []dist
 	}
 	drops := map[string]int{}
 	epochs := map[string]int{} // "<epoch> <fate>"
+	retried := 0               // trajectories of a task's later delivery (a killed worker's)
 	for seq := inc.Base; seq <= last; seq++ {
 		key, trained := trainedAt[seq]
 		reason, dropped := final.Dropped[seq]
@@ -599,6 +609,9 @@ func auditDistResume(t *testing.T, dir string, conn *dist.Conn, decisions []dist
 			t.Fatal(err)
 		}
 		epochs[m.Header.Get(dist.HeaderEpoch)+" "+fate]++
+		if a, _ := strconv.Atoi(m.Header.Get(dist.HeaderAttempt)); a > 0 {
+			retried++
+		}
 		// A trained trajectory of an earlier epoch was sampled within the lineage.
 		if trained && m.Header.Get(dist.HeaderEpoch) != strconv.Itoa(int(inc.Epoch)) {
 			e, _ := strconv.Atoi(m.Header.Get(dist.HeaderEpoch))
@@ -628,5 +641,5 @@ func auditDistResume(t *testing.T, dir string, conn *dist.Conn, decisions []dist
 			t.Errorf("drops %v: %q was not possible here", drops, reason)
 		}
 	}
-	t.Logf("stream seqs %d..%d: %d trained, drops %v; by epoch and fate %v; the resumed learner decided %d", inc.Base, last, len(trainedAt), drops, epochs, len(decisions))
+	t.Logf("stream seqs %d..%d: %d trained, drops %v; by epoch and fate %v; %d from a task's later delivery; the resumed learner decided %d", inc.Base, last, len(trainedAt), drops, epochs, retried, len(decisions))
 }

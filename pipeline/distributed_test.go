@@ -177,7 +177,7 @@ func TestHelperDistWorker(t *testing.T) {
 	// A worker that comes before the learner has set up the run finds no bucket and tries again.
 	for ctx.Err() == nil {
 		_, err = RunWorker(ctx, WorkerOptions{Conn: conn, Run: "tiny", ID: os.Getenv("AGENTRL_TEST_DIST_ID"), Envs: all.Builtins(),
-			Concurrency: 4, Slots: 8, Log: os.Stderr})
+			Concurrency: 4, Slots: 8, Log: os.Stderr, Verbose: true})
 		if err == nil {
 			return
 		}

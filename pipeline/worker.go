@@ -34,6 +34,8 @@ type WorkerOptions struct {
 	Dir string
 	// Log receives the worker's progress lines (nil: discarded).
 	Log io.Writer
+	// Verbose adds a line per episode started to Log.
+	Verbose bool
 }
 
 // RunWorker pulls the run's rollout settings and weights, then takes tasks and runs them with
@@ -109,6 +111,11 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 		// trained.
 		Policy: func() (uint32, int32) { p := policy.Load(); return p.Epoch, p.Version },
 		Logf:   logf,
+		OnStart: func(task dist.Task, attempt int) {
+			if o.Verbose {
+				logf("episode %s started (learner epoch %d, admitted at v%d, attempt %d)", task.Key(), task.Epoch, task.AdmitVersion, attempt)
+			}
+		},
 		Episode: func(ctx context.Context, task dist.Task) (*traj.Trajectory, error) {
 			e, err := o.Envs.New(task.Env)
 			if err != nil {

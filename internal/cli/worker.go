@@ -22,6 +22,7 @@ type WorkerCmd struct {
 	Slots       int           `help:"Sequences the local engine decodes together." default:"16"`
 	Grace       time.Duration `help:"On SIGTERM, how long episodes in flight may take to finish before their tasks are returned." default:"30s"`
 	Dir         string        `help:"Where to keep downloaded weights (default: a temporary directory)." placeholder:"DIR"`
+	Verbose     bool          `short:"v" help:"Print a line per episode started."`
 }
 
 // Run pulls the run's weights, then takes tasks and runs them with the rollout loop over a local
@@ -47,7 +48,7 @@ func (c *WorkerCmd) Run(g *Globals) error {
 	}
 	defer conn.Close()
 	st, err := pipeline.RunWorker(g.Ctx, pipeline.WorkerOptions{Conn: conn, Run: c.RunName, ID: c.ID, Envs: g.Envs,
-		Concurrency: c.Concurrency, Slots: c.Slots, Grace: c.Grace, Dir: c.Dir, Log: g.Stderr})
+		Concurrency: c.Concurrency, Slots: c.Slots, Grace: c.Grace, Dir: c.Dir, Log: g.Stderr, Verbose: c.Verbose})
 	fmt.Fprintf(g.Stderr, "worker: %d trajectories stored, %d tasks returned, %d terminated\n", st.Done, st.Nacked, st.Terminated)
 	if errors.Is(err, context.Canceled) {
 		return nil
