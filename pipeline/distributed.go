@@ -357,6 +357,8 @@ func (r *Run) newDistEpoch(ctx context.Context, conn *dist.Conn, run string) (di
 		if err := json.Unmarshal(b, &inc); err != nil {
 			return distIncarnation{}, fmt.Errorf("%s: %w", path, err)
 		}
+	case errors.Is(err, os.ErrNotExist) && r.state.Dist != nil:
+		inc.Base = 1 // the checkpoint's record is of this stream
 	case errors.Is(err, os.ErrNotExist):
 		last, err := conn.TrajLastSeq(ctx, run)
 		if err != nil {
@@ -424,7 +426,7 @@ func (s *distSession) checkpointed(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		s.logf("note: %v; they are sent again at the next checkpoint\n", err)
+		s.logf("note: acknowledgements not confirmed by the server (%v); they are sent again at the next checkpoint\n", err)
 	}
 	return nil
 }
