@@ -257,7 +257,7 @@ func TestWorkerEpochs(t *testing.T) {
 	wait("epoch2")
 	publish("late1", 3, 1, 0) // an epoch-1 task taken after: terminated, never run
 	deadline := time.Now().Add(10 * time.Second)
-	for w.Stats().Terminated < 2 && time.Now().Before(deadline) {
+	for (w.Stats().Terminated < 2 || w.Stats().Done < 2) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	st := w.Stats()
