@@ -199,7 +199,7 @@ func runChaos(t *testing.T, cs *chaosServer) {
 	)
 	checkpoint := func() {
 		k.Trained(step, pending...)
-		checkpointed = k.State(step) // "saved with the checkpoint"
+		checkpointed = k.State(step, 0) // "saved with the checkpoint"
 		if err := k.Checkpointed(ctx, step); err != nil {
 			t.Fatalf("checkpoint %d: %v", step, err)
 		}

@@ -4,23 +4,59 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 )
 
 // Conn is a connection to the data plane's NATS server, learner's or worker's.
 type Conn struct {
 	NC *nats.Conn
 	JS jetstream.JetStream
+
+	mu          sync.Mutex
+	reconnected chan struct{} // closed at the next reconnect, then replaced
+}
+
+// nextReconnect returns a channel closed when the connection next reconnects: a server that
+// restarted has forgotten the ephemeral consumers (watches) made before.
+func (c *Conn) nextReconnect() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reconnected
+}
+
+func (c *Conn) signalReconnect() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	close(c.reconnected)
+	c.reconnected = make(chan struct{})
 }
 
 // Connect connects to url (nats://host:port; credentials may be in the URL for a server that
 // authenticates users) with token, when not empty. It reconnects forever, so a restarted server
 // is found again; name identifies the client in the server's monitoring.
 func Connect(url, token, name string) (*Conn, error) {
+	return Dial(url, Auth{Token: token}, name)
+}
+
+// Auth is how a client authenticates: a token, or an NKey seed ("SU…") with which it signs the
+// server's nonce (the seed never leaves the client). Neither: the server needs none, or the
+// credentials are in the URL.
+type Auth struct {
+	Token    string
+	NKeySeed string
+}
+
+// Dial is Connect with any credentials; extra options (tests: an error handler) come last.
+func Dial(url string, a Auth, name string, extra ...nats.Option) (*Conn, error) {
+	c := &Conn{reconnected: make(chan struct{})}
 	opts := []nats.Option{
+		nats.ReconnectHandler(func(*nats.Conn) { c.signalReconnect() }),
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(200 * time.Millisecond),
@@ -30,9 +66,23 @@ func Connect(url, token, name string) (*Conn, error) {
 		// printed: every operation that matters returns its error to its caller.
 		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}),
 	}
-	if token != "" {
-		opts = append(opts, nats.Token(token))
+	switch {
+	case a.Token != "" && a.NKeySeed != "":
+		return nil, errors.New("dist: connect: a token or an nkey, not both")
+	case a.Token != "":
+		opts = append(opts, nats.Token(a.Token))
+	case a.NKeySeed != "":
+		kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(a.NKeySeed)))
+		if err != nil {
+			return nil, fmt.Errorf("dist: connect: nkey seed: %w", err)
+		}
+		pub, err := kp.PublicKey()
+		if err != nil {
+			return nil, fmt.Errorf("dist: connect: nkey seed: %w", err)
+		}
+		opts = append(opts, nats.Nkey(pub, kp.Sign))
 	}
+	opts = append(opts, extra...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dist: connect %s: %w", url, err)
@@ -42,7 +92,8 @@ func Connect(url, token, name string) (*Conn, error) {
 		nc.Close()
 		return nil, fmt.Errorf("dist: %w", err)
 	}
-	return &Conn{NC: nc, JS: js}, nil
+	c.NC, c.JS = nc, js
+	return c, nil
 }
 
 // Close closes the connection.
@@ -158,11 +209,25 @@ func (c *Conn) PublishTask(ctx context.Context, t Task) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.JS.Publish(ctx, TaskSubject(t.Run), data, jetstream.WithMsgID(t.Run+"/task/"+t.TaskID+"/"+itoa(t.Attempt)))
+	err = retryLearner(ctx, func(ctx context.Context) error {
+		_, err := c.JS.Publish(ctx, TaskSubject(t.Run), data, jetstream.WithMsgID(t.taskMsgID()))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("dist: publish task %s: %w", t.TaskID, err)
 	}
 	return nil
+}
+
+// LearnerRetry bounds how long the learner's operations (publishing tasks and weights, taking an
+// epoch) retry through a lost connection, a restarting server, before they fail.
+var LearnerRetry = 2 * time.Minute
+
+// retryLearner is retry for a learner's operation, bounded by LearnerRetry.
+func retryLearner(ctx context.Context, f func(ctx context.Context) error) error {
+	rctx, cancel := context.WithTimeout(ctx, LearnerRetry)
+	defer cancel()
+	return retry(rctx, func() error { return f(rctx) })
 }
 
 // retry calls f until it succeeds, ctx ends, or it fails with an error retry cannot help.
@@ -189,3 +254,35 @@ func permanent(err error) bool {
 }
 
 var errPermanent = errors.New("permanent")
+
+// PurgeTasks removes every task queued for run. A learner that takes a new epoch calls it before
+// issuing its own tasks: its predecessor's are not worth running (workers would terminate them).
+func (c *Conn) PurgeTasks(ctx context.Context, run string) error {
+	err := retryLearner(ctx, func(ctx context.Context) error {
+		st, err := c.JS.Stream(ctx, TasksStream(run))
+		if err != nil {
+			return err
+		}
+		return st.Purge(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("dist: purge tasks: %w", err)
+	}
+	return nil
+}
+
+// TrajLastSeq is the last sequence stored in run's trajectory stream (0 when empty).
+func (c *Conn) TrajLastSeq(ctx context.Context, run string) (uint64, error) {
+	var last uint64
+	err := retryLearner(ctx, func(ctx context.Context) error {
+		st, err := c.JS.Stream(ctx, TrajStream(run))
+		if err == nil {
+			last = st.CachedInfo().State.LastSeq
+		}
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dist: trajectory stream: %w", err)
+	}
+	return last, nil
+}

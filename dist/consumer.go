@@ -24,6 +24,10 @@ const (
 	DropDuplicate = "duplicate" // a trajectory of the same <run>/<group>/<sample> was handed out already
 	DropFilter    = "filter"    // the consumer's Filter refused it
 	DropCorrupt   = "corrupt"   // headers or payload do not decode
+	// DropSuperseded: sampled with weights of another learner epoch that are not in this
+	// learner's lineage (a crashed learner's versions after its last checkpoint): their version
+	// numbers say nothing about how far they are from this learner's policy.
+	DropSuperseded = "superseded"
 )
 
 // ConsumerConfig configures the learner's trajectory consumer.
@@ -50,16 +54,29 @@ type ConsumerConfig struct {
 	Filter func(*traj.Trajectory) string
 	// Fetch is how many messages one pull asks for (default 64).
 	Fetch int
+	// Epoch is the learner's epoch (Pointer.Epoch), 0 when epochs are not used. With it, a
+	// trajectory of another epoch is handed out only when every policy token of it was sampled
+	// by weights in this learner's lineage (ConsumerState.Lineage), and dropped as superseded
+	// otherwise.
+	Epoch uint32
+	// StartSeq, when > 0, recreates the durable consumer to deliver from this stream sequence,
+	// forgetting the server's record of what was acknowledged: the learner's checkpoint
+	// (ConsumerState, restored before the first Next) is then the record. A resumed learner
+	// passes its state's FirstUnsettled, so that what its predecessor held unacknowledged comes
+	// back at once rather than after AckWait, and what was settled is recognised.
+	StartSeq uint64
 }
 
 // Delivery is one trajectory handed out for training.
 type Delivery struct {
 	Traj    *traj.Trajectory
 	Key     string // <run>/<group>/<sample>
-	MsgID   string // Nats-Msg-Id: <key>/<attempt>
+	MsgID   string // Nats-Msg-Id: <key>/<epoch>.<attempt>
 	Seq     uint64 // stream sequence in the trajectory stream
+	Epoch   uint32 // learner epoch of the task
 	Attempt int
 	Worker  string
+	Bytes   int // payload size in the traj binary form
 	msg     jetstream.Msg
 	step    int // the step that trained on it, -1 until Trained
 }
@@ -81,6 +98,48 @@ type ConsumerState struct {
 	Trained map[string]uint64 `json:"trained"`
 	// Dropped maps each dropped stream sequence to its reason.
 	Dropped map[uint64]string `json:"dropped"`
+	// Lineage maps each learner epoch whose weights are ancestors of the checkpoint to the
+	// newest version of that epoch among them: the policy of (epoch e, version v) is in the
+	// checkpoint's lineage when v ≤ Lineage[e].
+	Lineage map[uint32]int32 `json:"lineage,omitempty"`
+}
+
+// FirstUnsettled is the first stream sequence from base on that s neither trained nor dropped:
+// where a resumed learner's consumer starts (ConsumerConfig.StartSeq).
+func (s ConsumerState) FirstUnsettled(base uint64) uint64 {
+	settled := make(map[uint64]bool, len(s.Trained)+len(s.Dropped))
+	for _, q := range s.Trained {
+		settled[q] = true
+	}
+	for q := range s.Dropped {
+		settled[q] = true
+	}
+	q := max(base, 1)
+	for settled[q] {
+		q++
+	}
+	return q
+}
+
+// MaxSeq is the largest stream sequence s records (0 without one).
+func (s ConsumerState) MaxSeq() uint64 {
+	var m uint64
+	for _, q := range s.Trained {
+		m = max(m, q)
+	}
+	for q := range s.Dropped {
+		m = max(m, q)
+	}
+	return m
+}
+
+// MaxEpoch is the largest epoch s's lineage names (0 without one).
+func (s ConsumerState) MaxEpoch() uint32 {
+	var e uint32
+	for k := range s.Lineage {
+		e = max(e, k)
+	}
+	return e
 }
 
 // Consumer hands out a run's trajectories to the learner, each <run>/<group>/<sample> once.
@@ -127,20 +186,28 @@ func (c *Conn) NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, 
 	if cfg.Fetch == 0 {
 		cfg.Fetch = 64
 	}
-	cons, err := c.JS.CreateOrUpdateConsumer(ctx, TrajStream(cfg.Run), jetstream.ConsumerConfig{
+	ccfg := jetstream.ConsumerConfig{
 		Durable:       cfg.Durable,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
 		MaxDeliver:    -1,
 		MaxAckPending: cfg.MaxAckPending,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
+	}
+	if cfg.StartSeq > 0 {
+		err := c.JS.DeleteConsumer(ctx, TrajStream(cfg.Run), cfg.Durable)
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, fmt.Errorf("dist: trajectory consumer: %w", err)
+		}
+		ccfg.DeliverPolicy, ccfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, cfg.StartSeq
+	}
+	cons, err := c.JS.CreateOrUpdateConsumer(ctx, TrajStream(cfg.Run), ccfg)
 	if err != nil {
 		return nil, fmt.Errorf("dist: trajectory consumer: %w", err)
 	}
 	k := &Consumer{conn: c, cfg: cfg, cons: cons, held: map[uint64]*Delivery{}, accepted: map[string]*Delivery{},
 		drops: map[string]int64{}, stop: make(chan struct{})}
-	k.state = ConsumerState{Trained: map[string]uint64{}, Dropped: map[uint64]string{}}
+	k.state = ConsumerState{Trained: map[string]uint64{}, Dropped: map[uint64]string{}, Lineage: map[uint32]int32{}}
 	k.wg.Go(k.renew)
 	return k, nil
 }
@@ -149,12 +216,15 @@ func (c *Conn) NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, 
 func (k *Consumer) Restore(s ConsumerState) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.state = ConsumerState{Trained: maps.Clone(s.Trained), Dropped: maps.Clone(s.Dropped)}
+	k.state = ConsumerState{Trained: maps.Clone(s.Trained), Dropped: maps.Clone(s.Dropped), Lineage: maps.Clone(s.Lineage)}
 	if k.state.Trained == nil {
 		k.state.Trained = map[string]uint64{}
 	}
 	if k.state.Dropped == nil {
 		k.state.Dropped = map[uint64]string{}
+	}
+	if k.state.Lineage == nil {
+		k.state.Lineage = map[uint32]int32{}
 	}
 	for _, r := range s.Dropped {
 		k.drops[r]++
@@ -220,7 +290,21 @@ func (k *Consumer) fetch(ctx context.Context) (jetstream.Msg, error) {
 		if dl, ok := ctx.Deadline(); ok {
 			wait = min(wait, max(time.Until(dl), 10*time.Millisecond))
 		}
-		batch, err := k.cons.Fetch(k.cfg.Fetch, jetstream.FetchMaxWait(wait))
+		// What is there now, up to Fetch messages; when nothing is, wait for the first one.
+		batch, err := k.cons.FetchNoWait(k.cfg.Fetch)
+		if err == nil {
+			var got []jetstream.Msg
+			for m := range batch.Messages() {
+				got = append(got, m)
+			}
+			if len(got) > 0 {
+				k.mu.Lock()
+				k.buf = append(k.buf, got...)
+				k.mu.Unlock()
+				continue
+			}
+			batch, err = k.cons.Fetch(1, jetstream.FetchMaxWait(wait))
+		}
 		if err != nil {
 			if permanent(err) {
 				return nil, fmt.Errorf("dist: consume: %w", err)
@@ -267,8 +351,8 @@ func (k *Consumer) decide(ctx context.Context, m jetstream.Msg) *Delivery {
 	k.mu.Unlock()
 
 	d := &Delivery{MsgID: id, Seq: seq, Worker: h.Get(HeaderWorker), msg: m, step: -1}
-	key, attempt, kerr := parseMsgID(id, k.cfg.Run)
-	d.Key, d.Attempt = key, attempt
+	key, epoch, attempt, kerr := parseMsgID(id, k.cfg.Run)
+	d.Key, d.Epoch, d.Attempt = key, epoch, attempt
 	if kerr != nil {
 		return k.drop(d, DropCorrupt, kerr.Error())
 	}
@@ -298,9 +382,19 @@ func (k *Consumer) decide(ctx context.Context, m jetstream.Msg) *Delivery {
 	if err != nil {
 		return k.drop(d, DropCorrupt, err.Error())
 	}
-	d.Traj = t
+	d.Traj, d.Bytes = t, len(data)
 	if k.cfg.DropFailed && t.Status.Failed() {
 		return k.drop(d, DropFailed, t.Status.String())
+	}
+	if k.cfg.Epoch > 0 && epoch != k.cfg.Epoch {
+		if _, hi, ok := versionSpan(t); ok {
+			k.mu.Lock()
+			upto, in := k.state.Lineage[epoch]
+			k.mu.Unlock()
+			if !in || hi > upto {
+				return k.drop(d, DropSuperseded, fmt.Sprintf("epoch %d version %d, not in the lineage of epoch %d", epoch, hi, k.cfg.Epoch))
+			}
+		}
 	}
 	if k.cfg.MaxStaleness > 0 && k.cfg.Version != nil {
 		if lo, _, ok := versionSpan(t); ok {
@@ -342,12 +436,17 @@ func (k *Consumer) Trained(step int, ds ...*Delivery) {
 	}
 }
 
-// State is what a checkpoint of the given step must keep: the keys trained in steps up to it
-// and every drop so far. Save it with the checkpoint, then call Checkpointed.
-func (k *Consumer) State(step int) ConsumerState {
+// State is what a checkpoint of the given step, holding policy version, must keep: the keys
+// trained in steps up to it, every drop so far, and the lineage of its weights (this epoch's
+// versions up to version, and the restored lineage). Save it with the checkpoint, then call
+// Checkpointed.
+func (k *Consumer) State(step int, version int32) ConsumerState {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	s := ConsumerState{Trained: maps.Clone(k.state.Trained), Dropped: maps.Clone(k.state.Dropped)}
+	s := ConsumerState{Trained: maps.Clone(k.state.Trained), Dropped: maps.Clone(k.state.Dropped), Lineage: maps.Clone(k.state.Lineage)}
+	if k.cfg.Epoch > 0 {
+		s.Lineage[k.cfg.Epoch] = version
+	}
 	for key, d := range k.accepted {
 		if d.step >= 0 && d.step <= step {
 			s.Trained[key] = d.Seq
@@ -431,30 +530,41 @@ func (k *Consumer) Held() int {
 	return len(k.held)
 }
 
-// parseMsgID splits <run>/<group>/<sample>/<attempt> into its key and attempt.
-func parseMsgID(id, run string) (string, int, error) {
+// parseMsgID splits <run>/<group>/<sample>/<epoch>.<attempt> into its key, epoch and attempt.
+func parseMsgID(id, run string) (key string, epoch uint32, attempt int, err error) {
+	bad := func(why string) (string, uint32, int, error) {
+		return "", 0, 0, fmt.Errorf("message id %q: %s", id, why)
+	}
 	var parts [4]string
 	rest := id
 	for i := range 3 {
 		j := strings.IndexByte(rest, '/')
 		if j < 0 {
-			return "", 0, fmt.Errorf("message id %q: want <run>/<group>/<sample>/<attempt>", id)
+			return bad("want <run>/<group>/<sample>/<epoch>.<attempt>")
 		}
 		parts[i], rest = rest[:j], rest[j+1:]
 	}
 	parts[3] = rest
 	if parts[0] != run {
-		return "", 0, fmt.Errorf("message id %q: not of run %q", id, run)
+		return bad(fmt.Sprintf("not of run %q", run))
 	}
 	if _, err := strconv.ParseUint(parts[1], 10, 64); err != nil {
-		return "", 0, fmt.Errorf("message id %q: group: %w", id, err)
+		return bad("bad group")
 	}
 	if s, err := strconv.Atoi(parts[2]); err != nil || s < 0 {
-		return "", 0, fmt.Errorf("message id %q: bad sample", id)
+		return bad("bad sample")
 	}
-	a, err := strconv.Atoi(parts[3])
+	es, as, ok := strings.Cut(parts[3], ".")
+	if !ok {
+		return bad("want <epoch>.<attempt> after the sample")
+	}
+	e, err := strconv.ParseUint(es, 10, 32)
+	if err != nil {
+		return bad("bad epoch")
+	}
+	a, err := strconv.Atoi(as)
 	if err != nil || a < 0 {
-		return "", 0, fmt.Errorf("message id %q: bad attempt", id)
+		return bad("bad attempt")
 	}
-	return id[:len(id)-len(parts[3])-1], a, nil
+	return id[:len(id)-len(parts[3])-1], uint32(e), a, nil
 }

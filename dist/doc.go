@@ -8,10 +8,16 @@
 // written down in docs/wire.md so that a learner or worker in another language can join. In
 // short: a task is a JSON message on the work-queue stream AGENTRL_TASKS_<run>; a worker acks it
 // only after the PubAck of its trajectory, which it publishes on AGENTRL_TRAJ_<run> in the traj
-// binary codec under Nats-Msg-Id <run>/<group>/<sample>/<attempt>; the learner's Consumer hands
-// trajectories out once per (group, sample) and acks them only when told that the step that
+// binary codec under Nats-Msg-Id <run>/<group>/<sample>/<epoch>.<attempt>; the learner's Consumer
+// hands trajectories out once per (group, sample) and acks them only when told that the step that
 // trained on them is checkpointed. Every trajectory it does not hand out is dropped for a named
 // reason and counted (Drops).
+//
+// Each learner start is a new epoch (NextEpoch): a resumed learner's weights, tasks and
+// trajectories are told from its crashed predecessor's, workers follow the pointer by (epoch,
+// version) and give up an older epoch's tasks (Worker.Supersede), and the consumer trains a
+// predecessor's trajectory only when it was sampled by weights the checkpoint descends from
+// (ConsumerState.Lineage).
 //
 // The package links traj and the NATS libraries only: no model, no engine, no learner. What
 // runs an episode is the caller's (Worker.Episode); the command `agentrl worker` plugs in the

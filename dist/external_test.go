@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -34,29 +33,6 @@ func natsServerBinary(t *testing.T) string {
 	return bin
 }
 
-// externalConfig is a nats-server configuration for the data plane: the learner and worker users
-// with the permissions of WorkerPermissions, JetStream stored under dir.
-func externalConfig(port int, dir, learnerPass, workerPass string) string {
-	p := WorkerPermissions()
-	q := func(ss []string) string {
-		var b []string
-		for _, s := range ss {
-			b = append(b, fmt.Sprintf("%q", s))
-		}
-		return "[" + strings.Join(b, ", ") + "]"
-	}
-	return fmt.Sprintf(`listen: "127.0.0.1:%d"
-max_payload: %d
-jetstream { store_dir: %q }
-authorization {
-  users = [
-    { user: "learner", password: %q }
-    { user: "worker", password: %q, permissions: { publish: { allow: %s }, subscribe: { allow: %s } } }
-  ]
-}
-`, port, DefaultMaxPayload, dir, learnerPass, workerPass, q(p.Publish.Allow), q(p.Subscribe.Allow))
-}
-
 func freePort(t *testing.T) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,7 +52,8 @@ func TestChaosExternalServer(t *testing.T) {
 	port := freePort(t)
 	lp, wp := NewToken(), NewToken()
 	conf := filepath.Join(dir, "nats.conf")
-	if err := os.WriteFile(conf, []byte(externalConfig(port, filepath.Join(dir, "js"), lp, wp)), 0o600); err != nil {
+	cfg := NATSServerConfig(fmt.Sprintf("127.0.0.1:%d", port), filepath.Join(dir, "js"), NATSUser{User: "learner", Password: lp}, NATSUser{User: "worker", Password: wp})
+	if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var cmd *exec.Cmd

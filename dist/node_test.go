@@ -83,7 +83,7 @@ func TestNodeClientReadsTrajectory(t *testing.T) {
 	wantH := map[string]string{
 		HeaderMsgID: task.MsgID(1), HeaderCodec: Codec, HeaderRun: run, HeaderTask: task.TaskID,
 		HeaderGroup: strconv.FormatUint(task.GroupID, 10), HeaderSample: "2", HeaderAttempt: "1",
-		HeaderStatus: "ok", HeaderMinVersion: "7", HeaderMaxVersion: "7", HeaderWorker: "w-node", HeaderAdmit: "0",
+		HeaderStatus: "ok", HeaderMinVersion: "7", HeaderMaxVersion: "7", HeaderWorker: "w-node", HeaderAdmit: "0", HeaderEpoch: "0",
 	}
 	for k, v := range wantH {
 		if got.Headers[k] != v {

@@ -40,6 +40,7 @@ func (c *Conn) PublishTrajectory(ctx context.Context, task Task, attempt int, wo
 	h.Set(HeaderSample, strconv.Itoa(task.Sample))
 	h.Set(HeaderAttempt, strconv.Itoa(attempt))
 	h.Set(HeaderStatus, t.Status.String())
+	h.Set(HeaderEpoch, strconv.FormatUint(uint64(task.Epoch), 10))
 	h.Set(HeaderAdmit, strconv.Itoa(int(task.AdmitVersion)))
 	if lo, hi, ok := versionSpan(t); ok {
 		h.Set(HeaderMinVersion, strconv.Itoa(int(lo)))

@@ -3,6 +3,7 @@ package dist
 import (
 	"crypto/rand"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 )
 
 // ServerConfig configures the NATS server a learner embeds.
@@ -27,6 +29,10 @@ type ServerConfig struct {
 	// workers, which may take tasks, publish trajectories and heartbeats and read weights, but
 	// not publish weights or move the policy pointer. Empty tokens are generated.
 	LearnerToken, WorkerToken string
+	// WorkerNKeys are the public NKeys ("U…") of workers that authenticate by signing the
+	// server's nonce with their seed instead of presenting the token (no secret crosses the
+	// wire); they get the workers' permissions.
+	WorkerNKeys []string
 	// MaxPayload is the largest message in bytes (0: 8 MiB). Larger trajectories go through the
 	// object store.
 	MaxPayload int32
@@ -68,6 +74,13 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if cfg.LearnerToken == cfg.WorkerToken {
 		return nil, errors.New("dist: server: the learner and worker tokens must differ")
 	}
+	auth := &clientAuth{learner: cfg.LearnerToken, worker: cfg.WorkerToken, nkeys: map[string]bool{}}
+	for _, k := range cfg.WorkerNKeys {
+		if !nkeys.IsValidPublicUserKey(k) {
+			return nil, fmt.Errorf("dist: server: worker nkey %q is not a public user key (U…)", k)
+		}
+		auth.nkeys[k] = true
+	}
 	port := cfg.Port
 	if port == 0 {
 		port = server.RANDOM_PORT
@@ -83,7 +96,8 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		NoSigs:                     true,
 		NoLog:                      true,
 		DisableJetStreamBanner:     true,
-		CustomClientAuthentication: &tokenAuth{learner: cfg.LearnerToken, worker: cfg.WorkerToken},
+		AlwaysEnableNonce:          true, // for NKey signatures
+		CustomClientAuthentication: auth,
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -132,11 +146,23 @@ func NewToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// tokenAuth admits a client by its token and gives it the learner's or a worker's permissions.
-type tokenAuth struct{ learner, worker string }
+// clientAuth admits a client by its token, or by its NKey and its signature of the nonce, and
+// gives it the learner's or a worker's permissions.
+type clientAuth struct {
+	learner, worker string
+	nkeys           map[string]bool // workers' public keys
+}
 
-func (a *tokenAuth) Check(c server.ClientAuthentication) bool {
-	tok := c.GetOpts().Token
+func (a *clientAuth) Check(c server.ClientAuthentication) bool {
+	o := c.GetOpts()
+	if o.Nkey != "" {
+		if !a.nkeys[o.Nkey] || !verifyNonce(o.Nkey, o.Sig, c.GetNonce()) {
+			return false
+		}
+		c.RegisterUser(&server.User{Username: "worker:" + o.Nkey, Permissions: WorkerPermissions()})
+		return true
+	}
+	tok := o.Token
 	switch {
 	case subtle.ConstantTimeCompare([]byte(tok), []byte(a.learner)) == 1:
 		c.RegisterUser(&server.User{Username: "learner"})
@@ -146,6 +172,43 @@ func (a *tokenAuth) Check(c server.ClientAuthentication) bool {
 		return true
 	}
 	return false
+}
+
+// verifyNonce checks sig (base64, as NATS clients send it) as the signature of nonce by the
+// holder of the public key pub.
+func verifyNonce(pub, sig string, nonce []byte) bool {
+	if sig == "" || len(nonce) == 0 {
+		return false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil {
+		if b, err = base64.StdEncoding.DecodeString(sig); err != nil {
+			return false
+		}
+	}
+	kp, err := nkeys.FromPublicKey(pub)
+	if err != nil {
+		return false
+	}
+	return kp.Verify(nonce, b) == nil
+}
+
+// NewNKey makes a new NKey user key pair: the seed ("SU…", secret: the client signs with it)
+// and the public key ("U…", what a server is configured with).
+func NewNKey() (seed, public string, err error) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return "", "", fmt.Errorf("dist: nkey: %w", err)
+	}
+	sb, err := kp.Seed()
+	if err != nil {
+		return "", "", fmt.Errorf("dist: nkey: %w", err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return "", "", fmt.Errorf("dist: nkey: %w", err)
+	}
+	return string(sb), pub, nil
 }
 
 // WorkerPermissions is what a worker's credentials allow: pull tasks and ack them, publish

@@ -3,10 +3,7 @@ package dist
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 )
-
-func itoa(i int) string { return strconv.Itoa(i) }
 
 func jsonMarshal(v any) ([]byte, error) {
 	b, err := json.Marshal(v)

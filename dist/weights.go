@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,23 +20,21 @@ import (
 // WeightsFile is the file of a published version that the pointer names.
 const WeightsFile = "model.safetensors"
 
-// PublishWeights publishes the checkpoint folder dir as policy version v of run: every regular
-// file of dir goes to the weights store as <run>/v<version>/<file>, model.safetensors last, and
-// then the pointer <run>.latest moves to it. A worker that sees the pointer finds every file.
-// Versions older than keep-1 behind v are deleted from the store (keep ≤ 0 keeps them all).
-func (c *Conn) PublishWeights(ctx context.Context, run string, version int32, dir string, keep int) (Pointer, error) {
+// PublishWeights publishes the checkpoint folder dir as policy version v of learner epoch epoch
+// of run: every regular file of dir goes to the weights store as <run>/e<epoch>/v<version>/<file>,
+// model.safetensors last, and then the pointer <run>.latest moves to it. A worker that sees the
+// pointer finds every file. The store then keeps only this epoch's keep newest versions (keep ≤ 0:
+// every version of this epoch); earlier epochs' weights are deleted, since no worker may use them
+// any more.
+func (c *Conn) PublishWeights(ctx context.Context, run string, epoch uint32, version int32, dir string, keep int) (Pointer, error) {
 	if err := CheckRun(run); err != nil {
 		return Pointer{}, err
-	}
-	obs, err := c.JS.ObjectStore(ctx, WeightsBucket)
-	if err != nil {
-		return Pointer{}, fmt.Errorf("dist: weights store: %w", err)
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return Pointer{}, fmt.Errorf("dist: publish weights: %w", err)
 	}
-	p := Pointer{Version: version, Files: map[string]string{}}
+	p := Pointer{Epoch: epoch, Version: version, Files: map[string]string{}}
 	var names []string
 	for _, e := range entries {
 		if e.Type().IsRegular() && e.Name() != WeightsFile {
@@ -42,9 +42,21 @@ func (c *Conn) PublishWeights(ctx context.Context, run string, version int32, di
 		}
 	}
 	names = append(names, WeightsFile) // last: its presence means the others are there
+	var obs jetstream.ObjectStore
 	for _, n := range names {
-		obj := weightsObject(run, version, n)
-		sum, size, err := putFile(ctx, obs, obj, filepath.Join(dir, n))
+		obj := weightsObject(run, epoch, version, n)
+		var sum string
+		var size int64
+		err := retryLearner(ctx, func(ctx context.Context) error {
+			var err error
+			if obs == nil {
+				if obs, err = c.JS.ObjectStore(ctx, WeightsBucket); err != nil {
+					return fmt.Errorf("dist: weights store: %w", err)
+				}
+			}
+			sum, size, err = putFile(ctx, obs, obj, filepath.Join(dir, n))
+			return err
+		})
 		if err != nil {
 			return Pointer{}, err
 		}
@@ -55,38 +67,108 @@ func (c *Conn) PublishWeights(ctx context.Context, run string, version int32, di
 		}
 	}
 	p.Created = time.Now().UTC()
-	kv, err := c.JS.KeyValue(ctx, PolicyBucket)
-	if err != nil {
-		return Pointer{}, fmt.Errorf("dist: policy bucket: %w", err)
-	}
 	data, err := jsonMarshal(p)
 	if err != nil {
 		return Pointer{}, err
 	}
-	if _, err := kv.Put(ctx, run+".latest", data); err != nil {
+	err = retryLearner(ctx, func(ctx context.Context) error {
+		kv, err := c.JS.KeyValue(ctx, PolicyBucket)
+		if err == nil {
+			_, err = kv.Put(ctx, run+".latest", data)
+		}
+		return err
+	})
+	if err != nil {
 		return Pointer{}, fmt.Errorf("dist: move policy pointer: %w", err)
 	}
-	if keep > 0 && int(version) >= keep {
-		c.deleteVersion(ctx, obs, run, version-int32(keep))
-	}
+	c.pruneWeights(ctx, obs, run, epoch, version, keep)
 	return p, nil
 }
 
-func weightsObject(run string, version int32, file string) string {
-	return fmt.Sprintf("%s/v%d/%s", run, version, file)
+func weightsObject(run string, epoch uint32, version int32, file string) string {
+	return fmt.Sprintf("%s/e%d/v%d/%s", run, epoch, version, file)
 }
 
-// deleteVersion removes what is left of an old version; a failure only leaves it in the store.
-func (c *Conn) deleteVersion(ctx context.Context, obs jetstream.ObjectStore, run string, version int32) {
+// pruneWeights deletes run's weights of earlier epochs, and of this epoch those older than the
+// keep newest versions; a failure only leaves them in the store.
+func (c *Conn) pruneWeights(ctx context.Context, obs jetstream.ObjectStore, run string, epoch uint32, version int32, keep int) {
 	list, err := obs.List(ctx)
 	if err != nil {
 		return
 	}
-	prefix := fmt.Sprintf("%s/v%d/", run, version)
 	for _, o := range list {
-		if len(o.Name) > len(prefix) && o.Name[:len(prefix)] == prefix {
+		rest, ok := strings.CutPrefix(o.Name, run+"/e")
+		if !ok {
+			continue
+		}
+		var e uint32
+		var v int32
+		if n, _ := fmt.Sscanf(rest, "%d/v%d/", &e, &v); n != 2 {
+			continue
+		}
+		if e < epoch || e == epoch && keep > 0 && v <= version-int32(keep) {
 			_ = obs.Delete(ctx, o.Name)
 		}
+	}
+}
+
+// NextEpoch takes a new learner epoch for run, greater than every epoch taken before on this
+// server and than atLeast (what the learner's own records have seen), and returns it. A learner
+// takes one each time it starts, before it publishes anything.
+func (c *Conn) NextEpoch(ctx context.Context, run string, atLeast uint32) (uint32, error) {
+	if err := CheckRun(run); err != nil {
+		return 0, err
+	}
+	var next uint32
+	err := retryLearner(ctx, func(ctx context.Context) error {
+		var err error
+		next, err = c.nextEpoch(ctx, run, atLeast)
+		return err
+	})
+	return next, err
+}
+
+func (c *Conn) nextEpoch(ctx context.Context, run string, atLeast uint32) (uint32, error) {
+	kv, err := c.JS.KeyValue(ctx, PolicyBucket)
+	if err != nil {
+		return 0, fmt.Errorf("dist: policy bucket: %w", err)
+	}
+	key := run + ".epoch"
+	for {
+		e, err := kv.Get(ctx, key)
+		var prev uint32
+		var rev uint64
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return 0, fmt.Errorf("dist: learner epoch: %w", err)
+		default:
+			n, perr := strconv.ParseUint(string(e.Value()), 10, 32)
+			if perr != nil {
+				return 0, fmt.Errorf("dist: learner epoch %q: %w", e.Value(), errors.Join(perr, errPermanent))
+			}
+			prev, rev = uint32(n), e.Revision()
+		}
+		// The pointer's epoch counts too (a bucket written before epochs were counted).
+		if p, ok, err := c.Latest(ctx, run); err != nil {
+			return 0, err
+		} else if ok {
+			prev = max(prev, p.Epoch)
+		}
+		next := max(prev, atLeast) + 1
+		val := []byte(strconv.FormatUint(uint64(next), 10))
+		if rev == 0 {
+			_, err = kv.Create(ctx, key, val)
+		} else {
+			_, err = kv.Update(ctx, key, val, rev)
+		}
+		if err == nil {
+			return next, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return 0, fmt.Errorf("dist: learner epoch: %w", err)
+		}
+		// Another learner took one meanwhile: read again.
 	}
 }
 
@@ -124,40 +206,66 @@ func (c *Conn) Latest(ctx context.Context, run string) (p Pointer, ok bool, err 
 }
 
 // WatchPointer sends run's policy pointer each time it moves (the current one first, if any)
-// until ctx ends; the channel is then closed. A slow reader sees only the newest pointer.
+// until ctx ends; the channel is then closed. A slow reader sees only the newest pointer. The
+// watch is made again after each reconnect (a restarted server forgets it), so a pointer may be
+// sent again: compare with Pointer.After.
 func (c *Conn) WatchPointer(ctx context.Context, run string) (<-chan Pointer, error) {
 	kv, err := c.JS.KeyValue(ctx, PolicyBucket)
 	if err != nil {
 		return nil, fmt.Errorf("dist: policy bucket: %w", err)
 	}
+	reconnect := c.nextReconnect()
 	w, err := kv.Watch(ctx, run+".latest", jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("dist: watch policy pointer: %w", err)
 	}
 	out := make(chan Pointer, 1)
+	send := func(p Pointer) {
+		select { // keep only the newest
+		case <-out:
+		default:
+		}
+		out <- p
+	}
 	go func() {
 		defer close(out)
-		defer w.Stop()
 		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
+			// Follow w until ctx ends or the connection reconnects.
+			again := false
+			for !again {
+				select {
+				case <-ctx.Done():
+					w.Stop()
 					return
+				case <-reconnect:
+					again = true
+				case e, ok := <-w.Updates():
+					if !ok {
+						again = true
+						break
+					}
+					if e == nil {
+						continue // end of the initial values
+					}
+					var p Pointer
+					if json.Unmarshal(e.Value(), &p) == nil {
+						send(p)
+					}
 				}
-				if e == nil {
-					continue // end of the initial values
+			}
+			_ = w.Stop()
+			// Watch again, from the pointer's current value.
+			for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+				reconnect = c.nextReconnect()
+				var err error
+				if w, err = kv.Watch(ctx, run+".latest", jetstream.IgnoreDeletes()); err == nil {
+					break
 				}
-				var p Pointer
-				if json.Unmarshal(e.Value(), &p) != nil {
-					continue
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
 				}
-				select { // keep only the newest
-				case <-out:
-				default:
-				}
-				out <- p
 			}
 		}
 	}()
@@ -221,11 +329,14 @@ func getFile(ctx context.Context, obs jetstream.ObjectStore, obj, path string) (
 // PutRolloutSettings stores run's rollout settings (JSON the worker command understands) under
 // <run>.rollout in the policy bucket; RolloutSettings reads them.
 func (c *Conn) PutRolloutSettings(ctx context.Context, run string, settings []byte) error {
-	kv, err := c.JS.KeyValue(ctx, PolicyBucket)
+	err := retryLearner(ctx, func(ctx context.Context) error {
+		kv, err := c.JS.KeyValue(ctx, PolicyBucket)
+		if err == nil {
+			_, err = kv.Put(ctx, run+".rollout", settings)
+		}
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("dist: policy bucket: %w", err)
-	}
-	if _, err := kv.Put(ctx, run+".rollout", settings); err != nil {
 		return fmt.Errorf("dist: rollout settings: %w", err)
 	}
 	return nil

@@ -14,14 +14,15 @@ const (
 	// SubjectPrefix begins every subject of a run: agentrl.<run>.task, agentrl.<run>.traj.<group>.
 	SubjectPrefix = "agentrl"
 	// PolicyBucket is the KV bucket of policy pointers: key <run>.latest holds a Pointer, key
-	// <run>.rollout the run's rollout settings (JSON, opaque to this package).
+	// <run>.rollout the run's rollout settings (JSON, opaque to this package), key <run>.epoch
+	// the last learner epoch taken (NextEpoch).
 	PolicyBucket = "agentrl_policy"
 	// WorkersBucket is the KV bucket of worker heartbeats, key <run>.<worker id>, with a TTL.
 	WorkersBucket = "agentrl_workers"
-	// WeightsBucket is the object store of published weights, names <run>/v<version>/<file>.
+	// WeightsBucket is the object store of published weights, names <run>/e<epoch>/v<version>/<file>.
 	WeightsBucket = "agentrl_weights"
 	// BlobsBucket is the object store of trajectories too large for one message, names
-	// <run>/<group>/<sample>/<attempt>/<unique suffix>.
+	// <run>/<group>/<sample>/<epoch>.<attempt>/<unique suffix>.
 	BlobsBucket = "agentrl_blobs"
 	// TasksConsumer is the durable pull consumer that all workers of a run share.
 	TasksConsumer = "workers"
@@ -43,6 +44,7 @@ const (
 	HeaderMinVersion = "Agentrl-Min-Version"
 	HeaderMaxVersion = "Agentrl-Max-Version"
 	HeaderAdmit      = "Agentrl-Admit-Version"
+	HeaderEpoch      = "Agentrl-Epoch"
 	HeaderWorker     = "Agentrl-Worker"
 	// HeaderBlob names the object in BlobsBucket that holds the payload; the message body is then
 	// empty, and HeaderBlobSHA256 / HeaderBlobBytes describe the object.
@@ -91,7 +93,13 @@ type Task struct {
 	// Attempt is 0 when the learner first issues the task and counts its re-issues; the
 	// trajectory's attempt adds the JetStream deliveries after the first (Attempt).
 	Attempt int `json:"attempt"`
-	// AdmitVersion is the learner's policy version when it admitted the task.
+	// Epoch is the learner incarnation that issued the task (Pointer.Epoch). A worker runs it only
+	// with that epoch's weights: it waits for them, and terminates the task ("superseded") once
+	// it holds a newer epoch's, because the learner that issued it is gone and its successor
+	// issued its own tasks.
+	Epoch uint32 `json:"epoch"`
+	// AdmitVersion is the learner's policy version when it admitted the task: a worker starts
+	// the episode only once it holds epoch Epoch's version AdmitVersion or a newer one.
 	AdmitVersion int32 `json:"admit_version"`
 	// Deadline, when set, is the time after which the task is no longer worth running: a worker
 	// that receives it later terminates it (reason "deadline") without running it.
@@ -103,8 +111,17 @@ func (t Task) Key() string {
 	return t.Run + "/" + strconv.FormatUint(t.GroupID, 10) + "/" + strconv.Itoa(t.Sample)
 }
 
-// MsgID is the trajectory's Nats-Msg-Id for the given attempt: <run>/<group>/<sample>/<attempt>.
-func (t Task) MsgID(attempt int) string { return t.Key() + "/" + strconv.Itoa(attempt) }
+// MsgID is the trajectory's Nats-Msg-Id for the given attempt: <run>/<group>/<sample>/<epoch>.<attempt>.
+// The epoch keeps a new learner incarnation's trajectories from being deduplicated against an
+// earlier one's of the same episode.
+func (t Task) MsgID(attempt int) string {
+	return t.Key() + "/" + strconv.FormatUint(uint64(t.Epoch), 10) + "." + strconv.Itoa(attempt)
+}
+
+// taskMsgID is the task's own Nats-Msg-Id: <run>/task/<task_id>/<epoch>.<attempt>.
+func (t Task) taskMsgID() string {
+	return t.Run + "/task/" + t.TaskID + "/" + strconv.FormatUint(uint64(t.Epoch), 10) + "." + strconv.Itoa(t.Attempt)
+}
 
 // validate checks what a worker needs of a task.
 func (t Task) validate(run string) error {
@@ -124,8 +141,15 @@ func (t Task) validate(run string) error {
 // Pointer is the policy pointer, the JSON value of key <run>.latest in PolicyBucket. The
 // learner writes every file of version Version to the object store first and moves the pointer
 // last, so a worker that sees a pointer finds its files complete.
+//
+// A policy is named by (Epoch, Version). Epoch is the learner's incarnation: a learner that
+// resumes from a checkpoint takes a new epoch (NextEpoch) and publishes the checkpoint's version
+// again, which may be lower than what its crashed predecessor published; the new epoch makes it
+// the newer pointer all the same (After), and tells the predecessor's weights, which the resumed
+// learner never had, from its own.
 type Pointer struct {
-	Version int32 `json:"version"`
+	Epoch   uint32 `json:"epoch"`
+	Version int32  `json:"version"`
 	// Object is the name of the weights (model.safetensors) in WeightsBucket; SHA256 and Bytes
 	// describe it (the store checks its own digest too).
 	Object string `json:"object"`
@@ -137,12 +161,22 @@ type Pointer struct {
 	Created time.Time `json:"created"`
 }
 
+// After reports whether p names a newer policy than q: a later epoch, or the same epoch and a
+// later version.
+func (p Pointer) After(q Pointer) bool {
+	if p.Epoch != q.Epoch {
+		return p.Epoch > q.Epoch
+	}
+	return p.Version > q.Version
+}
+
 // Heartbeat is the JSON value of key <run>.<worker id> in WorkersBucket, put every few seconds;
 // the bucket's TTL removes a worker that stopped.
 type Heartbeat struct {
 	Worker   string    `json:"worker"`
 	Host     string    `json:"host"`
 	PID      int       `json:"pid"`
+	Epoch    uint32    `json:"epoch"`   // learner epoch of the policy the worker generates with
 	Version  int32     `json:"version"` // policy version the worker generates with, -1 before any
 	Running  int       `json:"running"` // episodes in flight
 	Done     int64     `json:"done"`    // trajectories stored

@@ -37,14 +37,79 @@ type Worker struct {
 	// Grace is how long, once Run's context ends, episodes in flight may take to finish before
 	// they are cut off and their tasks nak'ed (0: they are nak'ed at once).
 	Grace time.Duration
-	// Version, when set, reports the policy version the worker generates with (heartbeats).
-	Version func() int32
+	// Policy, when set, is the policy the worker generates with: learner epoch and version
+	// (version -1 before any). A task then runs only with its own epoch's weights: the worker
+	// keeps it, waiting, until Policy reaches the task's epoch at its admit version or later, and
+	// terminates it ("superseded") once Policy or Supersede has moved past its epoch.
+	Policy func() (epoch uint32, version int32)
 	// OnStart, when set, is called as each episode starts.
 	OnStart func(Task, int)
 	// Logf, when set, receives one line per notable event.
 	Logf func(format string, args ...any)
 
 	running, done, nacked, termed atomic.Int64
+
+	mu       sync.Mutex
+	minEpoch uint32                // tasks of earlier epochs are terminated (Supersede)
+	inflight map[*episode]struct{} // tasks taken and not yet done sampling
+}
+
+// episode is a task the worker holds, from its start to the end of its sampling.
+type episode struct {
+	epoch      uint32
+	cancel     context.CancelFunc
+	superseded bool          // cancelled by Supersede; under Worker.mu
+	done       chan struct{} // closed when it samples no more
+}
+
+// Supersede makes the worker give up every task of a learner epoch before epoch: tasks taken
+// from now on are terminated, and episodes in flight are cut off and their tasks terminated
+// ("superseded"). It returns once none of them samples any more, so that the caller may then
+// load the new epoch's weights without an old task sampling a token with them.
+func (w *Worker) Supersede(epoch uint32) {
+	w.mu.Lock()
+	w.minEpoch = max(w.minEpoch, epoch)
+	var wait []chan struct{}
+	for ep := range w.inflight {
+		if ep.epoch < epoch {
+			ep.superseded = true
+			ep.cancel()
+			wait = append(wait, ep.done)
+		}
+	}
+	w.mu.Unlock()
+	for _, c := range wait {
+		<-c
+	}
+}
+
+// begin registers an episode of a task of epoch, unless the epoch is superseded.
+func (w *Worker) begin(ctx context.Context, epoch uint32) (*episode, context.Context, bool) {
+	ectx, cancel := context.WithCancel(ctx)
+	ep := &episode{epoch: epoch, cancel: cancel, done: make(chan struct{})}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if epoch < w.minEpoch {
+		cancel()
+		return nil, nil, false
+	}
+	if w.inflight == nil {
+		w.inflight = map[*episode]struct{}{}
+	}
+	w.inflight[ep] = struct{}{}
+	return ep, ectx, true
+}
+
+// end unregisters ep, which samples no more, and reports whether Supersede cut it off.
+func (w *Worker) end(ep *episode) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.inflight[ep]; ok {
+		delete(w.inflight, ep)
+		close(ep.done)
+	}
+	ep.cancel()
+	return ep.superseded
 }
 
 // WorkerStats counts what a worker did.
@@ -166,10 +231,12 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, ackWait time.Durat
 	if md, err := m.Metadata(); err == nil {
 		attempt += int(md.NumDelivered) - 1
 	}
-	if w.OnStart != nil {
-		w.OnStart(task, attempt)
+	ep, ectx, ok := w.begin(ctx, task.Epoch)
+	if !ok {
+		w.term(m, "superseded")
+		return
 	}
-	// Keep the task ours while the episode runs.
+	// Keep the task ours while it waits for its policy and while the episode runs.
 	keep, stopKeep := context.WithCancel(ctx)
 	go func() {
 		t := time.NewTicker(max(ackWait/3, 10*time.Millisecond))
@@ -183,7 +250,19 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, ackWait time.Durat
 			}
 		}
 	}()
-	t, err := w.Episode(ctx, task)
+	var t *traj.Trajectory
+	err = w.awaitPolicy(ectx, task)
+	if err == nil {
+		if w.OnStart != nil {
+			w.OnStart(task, attempt)
+		}
+		t, err = w.Episode(ectx, task)
+	}
+	if w.end(ep) || errors.Is(err, errSuperseded) {
+		stopKeep()
+		w.term(m, "superseded")
+		return
+	}
 	if err != nil {
 		stopKeep()
 		w.nak(m, task, err)
@@ -227,6 +306,30 @@ func (w *Worker) term(m jetstream.Msg, reason string) {
 	_ = m.TermWithReason(reason)
 }
 
+var errSuperseded = errors.New("superseded")
+
+// awaitPolicy waits until the worker's policy may run task: its epoch at its admit version or
+// later. It returns errSuperseded once the policy has moved past the task's epoch.
+func (w *Worker) awaitPolicy(ctx context.Context, task Task) error {
+	if w.Policy == nil {
+		return nil
+	}
+	for {
+		e, v := w.Policy()
+		switch {
+		case e > task.Epoch:
+			return errSuperseded
+		case e == task.Epoch && v >= task.AdmitVersion:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // heartbeat puts the worker's heartbeat every few seconds until hb ends; draining is set once
 // work ends.
 func (w *Worker) heartbeat(hb, work context.Context) {
@@ -239,11 +342,11 @@ func (w *Worker) heartbeat(hb, work context.Context) {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	for {
-		v := int32(-1)
-		if w.Version != nil {
-			v = w.Version()
+		e, v := uint32(0), int32(-1)
+		if w.Policy != nil {
+			e, v = w.Policy()
 		}
-		b := Heartbeat{Worker: w.ID, Host: host, PID: os.Getpid(), Version: v, Running: int(w.running.Load()),
+		b := Heartbeat{Worker: w.ID, Host: host, PID: os.Getpid(), Epoch: e, Version: v, Running: int(w.running.Load()),
 			Done: w.done.Load(), Time: time.Now().UTC(), Draining: work.Err() != nil}
 		if data, err := jsonMarshal(b); err == nil {
 			pctx, cancel := context.WithTimeout(hb, 2*time.Second)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentrl/agentrl/internal/envref"
 	"maps"
 	"net"
 	"os"
@@ -17,8 +16,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nkeys"
+
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/dist"
+	"github.com/agentrl/agentrl/internal/envref"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -38,6 +40,13 @@ type WorkersConfig struct {
 	// with Listen it holds the token workers must present (none: one is generated and kept in
 	// the run directory).
 	Token string `yaml:"token,omitempty"`
+	// NKey names, as ${NAME}, an environment variable holding the learner's NKey seed ("SU…"),
+	// for a server at URL whose learner user authenticates by NKey (instead of Token).
+	NKey string `yaml:"nkey,omitempty"`
+	// WorkerNKeys are the public NKeys ("U…", not secret) of workers that may join the server the
+	// learner embeds (Listen) by signing its nonce with their seed (`agentrl worker --nkey FILE`),
+	// besides those that present the workers' token. `agentrl nkey` makes a key pair.
+	WorkerNKeys []string `yaml:"worker_nkeys,omitempty"`
 	// Run names the run on the wire, what workers pass as --run (default: the run directory's
 	// name, its other characters replaced by '-').
 	Run string `yaml:"run,omitempty"`
@@ -57,6 +66,12 @@ func (w *WorkersConfig) validate(r *RLConfig) error {
 		return errors.New("rl.async.workers: set exactly one of listen (host:port, a server in the learner) and url (nats://host:port, a running server)")
 	case w.Token != "" && !envref.IsRef(w.Token):
 		return errors.New("rl.async.workers.token must name an environment variable as ${NAME}: tokens are never written in a run's config")
+	case w.NKey != "" && !envref.IsRef(w.NKey):
+		return errors.New("rl.async.workers.nkey must name an environment variable as ${NAME} holding the seed: seeds are never written in a run's config")
+	case w.NKey != "" && (w.URL == "" || w.Token != ""):
+		return errors.New("rl.async.workers.nkey is the learner's credential for a server at url, instead of token")
+	case len(w.WorkerNKeys) > 0 && w.Listen == "":
+		return errors.New("rl.async.workers.worker_nkeys configures the server the learner embeds (listen); an external server lists its users itself (docs/wire.md)")
 	case w.TaskAckWait < 0 || w.GroupTimeout < 0:
 		return errors.New("rl.async.workers: task_ack_wait and group_timeout must not be negative")
 	case r.DynamicSampling != nil:
@@ -72,6 +87,11 @@ func (w *WorkersConfig) validate(r *RLConfig) error {
 		}
 	} else if !strings.HasPrefix(w.URL, "nats://") && !strings.HasPrefix(w.URL, "tls://") {
 		return fmt.Errorf("rl.async.workers.url: want nats://host:port, got %q", w.URL)
+	}
+	for i, k := range w.WorkerNKeys {
+		if !nkeys.IsValidPublicUserKey(k) {
+			return fmt.Errorf("rl.async.workers.worker_nkeys[%d]: %q is not a public user NKey (U…, 56 characters); never put a seed (SU…) in a config", i, k)
+		}
 	}
 	if w.Run != "" {
 		if err := dist.CheckRun(w.Run); err != nil {
@@ -93,6 +113,18 @@ func (w *WorkersConfig) token() (string, error) {
 	return v, nil
 }
 
+// nkeySeed is the value of the environment variable NKey names ("" without one).
+func (w *WorkersConfig) nkeySeed() (string, error) {
+	if w.NKey == "" {
+		return "", nil
+	}
+	v, err := envref.Resolve(w.NKey)
+	if err != nil {
+		return "", fmt.Errorf("rl.async.workers.nkey: %w", err)
+	}
+	return v, nil
+}
+
 // distDir holds, under the run directory, the embedded server's store, the workers' token and
 // the server's URL.
 const distDir = "dist"
@@ -106,6 +138,9 @@ type distSession struct {
 	cons *dist.Consumer
 	run  string
 	cfg  WorkersConfig
+	// epoch is this learner's incarnation (dist.Pointer.Epoch): a new one at every start, so that
+	// workers take a resumed learner's weights and tasks over its crashed predecessor's.
+	epoch uint32
 
 	mu       sync.Mutex
 	live     map[uint64]*distGroup // groups admitted and not yet trained or given up
@@ -115,6 +150,7 @@ type distSession struct {
 	stale   int64 // trajectories the learner dropped as stale
 	// onClose, when set (tests), sees the consumer before it closes.
 	onClose func(*dist.Consumer)
+	logf    func(format string, a ...any)
 }
 
 // distGroup is one group of a step: group_size samples of one task.
@@ -141,7 +177,7 @@ func (r *Run) startDist(ctx context.Context, p Phase) (*distSession, error) {
 		}
 		return s, nil
 	}
-	s := &distSession{cfg: w, live: map[uint64]*distGroup{}, filtered: map[string]int64{}, lastKey: -1, onClose: r.onDistClose}
+	s := &distSession{cfg: w, live: map[uint64]*distGroup{}, filtered: map[string]int64{}, lastKey: -1, onClose: r.onDistClose, logf: r.printf}
 	s.run = w.Run
 	if s.run == "" {
 		s.run = strings.Trim(wireRunRE.ReplaceAllString(filepath.Base(r.Dir), "-"), "-")
@@ -156,12 +192,16 @@ func (r *Run) startDist(ctx context.Context, p Phase) (*distSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	url, learnerTok := w.URL, tok
+	seed, err := w.nkeySeed()
+	if err != nil {
+		return nil, err
+	}
+	url, auth := w.URL, dist.Auth{Token: tok, NKeySeed: seed}
 	if w.Listen != "" {
 		if s.srv, err = r.startDistServer(w, tok); err != nil {
 			return nil, err
 		}
-		url, learnerTok = s.srv.URL(), s.srv.LearnerToken()
+		url, auth = s.srv.URL(), dist.Auth{Token: s.srv.LearnerToken()}
 	}
 	ok := false
 	defer func() {
@@ -169,7 +209,7 @@ func (r *Run) startDist(ctx context.Context, p Phase) (*distSession, error) {
 			s.close()
 		}
 	}()
-	if s.conn, err = dist.Connect(url, learnerTok, "agentrl-learner"); err != nil {
+	if s.conn, err = dist.Dial(url, auth, "agentrl-learner"); err != nil {
 		return nil, err
 	}
 	ackWait := w.TaskAckWait
@@ -177,6 +217,16 @@ func (r *Run) startDist(ctx context.Context, p Phase) (*distSession, error) {
 		ackWait = 30 * time.Second
 	}
 	if err := s.conn.SetupRun(ctx, dist.RunConfig{Run: s.run, TaskAckWait: ackWait}); err != nil {
+		return nil, err
+	}
+	inc, err := r.newDistEpoch(ctx, s.conn, s.run)
+	if err != nil {
+		return nil, err
+	}
+	s.epoch = inc.Epoch
+	// The predecessor's queued tasks are not worth running: this learner issues its own, of its
+	// epoch, for every step it admits.
+	if err := s.conn.PurgeTasks(ctx, s.run); err != nil {
 		return nil, err
 	}
 	settings, err := json.Marshal(r.Cfg.Rollout.Config)
@@ -192,16 +242,41 @@ func (r *Run) startDist(ctx context.Context, p Phase) (*distSession, error) {
 	pending := max(batch*(r.Cfg.Checkpoint.Every+p.RL.Async.MaxStaleness+2)*2, 1024)
 	// Staleness is judged by the learner when it trains a step (dropStale), not by the consumer
 	// as it takes a trajectory: a group whose member the consumer dropped would never fill.
-	s.cons, err = s.conn.NewConsumer(ctx, dist.ConsumerConfig{Run: s.run, MaxAckPending: pending, Filter: s.filter})
+	// The consumer starts at the first trajectory the checkpoint did not settle: what the crashed
+	// predecessor held unacknowledged comes back at once, and the checkpoint recognises what it
+	// had settled.
+	startSeq := inc.Base
+	if st := r.state.Dist; st != nil {
+		startSeq = st.FirstUnsettled(inc.Base)
+		last, err := s.conn.TrajLastSeq(ctx, s.run)
+		if err != nil {
+			return nil, err
+		}
+		if m := st.MaxSeq(); last < m {
+			where := "the server the run used"
+			if s.srv != nil {
+				where = "the store the run used, " + filepath.Join(r.Dir, distDir, "store")
+			}
+			return nil, fmt.Errorf("the trajectory stream of run %s ends at sequence %d but the checkpoint recorded sequence %d: the server lost trajectories (its store deleted or replaced, or another server); resume against %s", s.run, last, m, where)
+		}
+	}
+	s.cons, err = s.conn.NewConsumer(ctx, dist.ConsumerConfig{Run: s.run, MaxAckPending: pending, Filter: s.filter,
+		Epoch: s.epoch, StartSeq: startSeq})
 	if err != nil {
 		return nil, err
 	}
 	if st := r.state.Dist; st != nil {
 		s.cons.Restore(*st)
 	}
+	if r.restored {
+		r.printf("workers: learner epoch %d; trajectories from stream sequence %d on are taken again\n", s.epoch, startSeq)
+	}
 	if s.srv != nil {
 		r.printf("workers: run %s on %s; start each with\n  agentrl worker --connect %s --run %s --token \"$(cat %s)\"\n",
 			s.run, url, url, s.run, filepath.Join(r.Dir, distDir, "worker.token"))
+		if len(w.WorkerNKeys) > 0 {
+			r.printf("  or, with the seed of one of the %d worker nkeys in a file, agentrl worker --connect %s --run %s --nkey SEEDFILE\n", len(w.WorkerNKeys), url, s.run)
+		}
 	} else {
 		r.printf("workers: run %s on %s (agentrl worker --connect %s --run %s)\n", s.run, url, url, s.run)
 	}
@@ -235,7 +310,7 @@ func (r *Run) startDistServer(w WorkersConfig, workerTok string) (*dist.Server, 
 			}
 		}
 	}
-	cfg := dist.ServerConfig{StoreDir: filepath.Join(dir, "store"), Host: host, Port: port, WorkerToken: workerTok}
+	cfg := dist.ServerConfig{StoreDir: filepath.Join(dir, "store"), Host: host, Port: port, WorkerToken: workerTok, WorkerNKeys: w.WorkerNKeys}
 	srv, err := dist.StartServer(cfg)
 	if err != nil && port != 0 && w.Listen != net.JoinHostPort(host, strconv.Itoa(port)) {
 		cfg.Port = 0 // the kept port is taken: pick another
@@ -258,6 +333,55 @@ func (r *Run) startDistServer(w WorkersConfig, workerTok string) (*dist.Server, 
 	return srv, nil
 }
 
+// distIncarnation is what the run directory keeps of the data plane across learner starts
+// (dist/epoch.json): the last epoch taken, and the first trajectory stream sequence of this run.
+type distIncarnation struct {
+	Epoch uint32 `json:"epoch"`
+	// Base is the trajectory stream's next sequence when the run first set it up: a stream that
+	// outlived an earlier run of the same name on an external server holds that run's before it.
+	Base uint64 `json:"base"`
+}
+
+// newDistEpoch takes a new learner epoch, greater than the server's record, the run directory's
+// and the checkpoint's lineage, and records it in the run directory before anything is published.
+func (r *Run) newDistEpoch(ctx context.Context, conn *dist.Conn, run string) (distIncarnation, error) {
+	dir := filepath.Join(r.Dir, distDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return distIncarnation{}, err
+	}
+	path := filepath.Join(dir, "epoch.json")
+	var inc distIncarnation
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(b, &inc); err != nil {
+			return distIncarnation{}, fmt.Errorf("%s: %w", path, err)
+		}
+	case errors.Is(err, os.ErrNotExist) && r.state.Dist != nil:
+		inc.Base = 1 // the checkpoint's record is of this stream
+	case errors.Is(err, os.ErrNotExist):
+		last, err := conn.TrajLastSeq(ctx, run)
+		if err != nil {
+			return distIncarnation{}, err
+		}
+		inc.Base = last + 1
+	default:
+		return distIncarnation{}, err
+	}
+	atLeast := inc.Epoch
+	if st := r.state.Dist; st != nil {
+		atLeast = max(atLeast, st.MaxEpoch())
+	}
+	if inc.Epoch, err = conn.NextEpoch(ctx, run, atLeast); err != nil {
+		return distIncarnation{}, err
+	}
+	b, err = json.Marshal(inc)
+	if err == nil {
+		err = writeFileAtomic(path, append(b, '\n'))
+	}
+	return inc, err
+}
+
 // filter refuses a trajectory whose group is not admitted: given up on at its timeout, of a
 // step already trained, or of another run's numbering.
 func (s *distSession) filter(t *traj.Trajectory) string {
@@ -273,7 +397,7 @@ func (s *distSession) filter(t *traj.Trajectory) string {
 // metrics are the data plane's counters for a step's metrics line.
 func (s *distSession) metrics() map[string]float64 {
 	m := map[string]float64{}
-	for _, reason := range []string{dist.DropStale, dist.DropFailed, dist.DropDuplicate, dist.DropFilter, dist.DropCorrupt} {
+	for _, reason := range []string{dist.DropStale, dist.DropFailed, dist.DropDuplicate, dist.DropFilter, dist.DropCorrupt, dist.DropSuperseded} {
 		m["dist/dropped_"+reason] = 0
 	}
 	for reason, n := range s.cons.Drops() {
@@ -290,12 +414,21 @@ func (s *distSession) metrics() map[string]float64 {
 	return m
 }
 
-// checkpointed acknowledges what the checkpoint just written covers.
+// checkpointed acknowledges what the checkpoint just written covers. Acknowledgements that do
+// not reach the server (a restarting one) are not an error: the consumer tries them again at the
+// next checkpoint, and the checkpoint's state recognises a trajectory whose acknowledgement was
+// lost if it comes back.
 func (s *distSession) checkpointed(ctx context.Context) error {
 	if s == nil || s.lastKey < 0 {
 		return nil
 	}
-	return s.cons.Checkpointed(ctx, s.lastKey)
+	if err := s.cons.Checkpointed(ctx, s.lastKey); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.logf("note: acknowledgements not confirmed by the server (%v); they are sent again at the next checkpoint\n", err)
+	}
+	return nil
 }
 
 func (s *distSession) close() {
@@ -327,7 +460,7 @@ func (r *Run) publishDistWeights(ctx context.Context, s *distSession, eta int) e
 	if err := checkpoint.Save(dir, r.model, r.tok, nil); err != nil {
 		return fmt.Errorf("publishing version %d: %w", v, err)
 	}
-	if _, err := s.conn.PublishWeights(ctx, s.run, v, dir, eta+2); err != nil {
+	if _, err := s.conn.PublishWeights(ctx, s.run, s.epoch, v, dir, eta+2); err != nil {
 		return err
 	}
 	return pruneDirs(filepath.Dir(dir), filepath.Base(dir))
@@ -383,7 +516,7 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
 				id := distGroupID(pi, admitted, i)
 				for k := range c.GroupSize {
 					task := dist.Task{Run: s.run, TaskID: fmt.Sprintf("%d-%d", id, k), Env: t.Env, Seed: t.Seed,
-						GroupID: id, Sample: k, AdmitVersion: r.version}
+						GroupID: id, Sample: k, Epoch: s.epoch, AdmitVersion: r.version}
 					if err := s.conn.PublishTask(ctx, task); err != nil {
 						return err
 					}
@@ -539,6 +672,9 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
 		if err := r.logRL(st, mon, bar); err != nil {
 			return err
 		}
+		if r.onDistStep != nil {
+			r.onDistStep(s, step)
+		}
 		if e := r.Cfg.Eval.Every; e > 0 && (step+1)%e == 0 && step+1 < p.Steps {
 			if err := r.evaluate(ctx, fmt.Sprintf("%s-%d", p.Name, step+1)); err != nil {
 				return err
@@ -547,7 +683,7 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
 		done := step + 1
 		due := done%r.Cfg.Checkpoint.Every == 0 || done == p.Steps // the phase end's is written by Train
 		if due {
-			st := s.cons.State(key)
+			st := s.cons.State(key, r.version)
 			r.state.Dist = &st
 		}
 		if err := r.afterStep(upd.Learner, pi, step); err != nil {

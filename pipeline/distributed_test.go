@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -90,15 +91,22 @@ func checkDistRun(t *testing.T, dir string, decisions []dist.Decision, drops map
 	t.Logf("%d episodes trained; drops %v", len(accepted), drops)
 }
 
-// A distributed phase run by two in-process workers trains every step within the bound.
+// A distributed phase run by two in-process workers trains every step within the bound; one
+// worker signs in with the token, the other with an NKey the config lists.
 func TestDistributedPhase(t *testing.T) {
-	c := tinyConfig(t, t.TempDir(), distSets...)
+	seed, pub, err := dist.NewNKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tinyConfig(t, t.TempDir(), append(slices.Clone(distSets), "phases.rl.rl.async.workers.worker_nkeys=["+pub+"]")...)
 	run, err := NewRun(c, Options{Envs: all.Builtins()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var decisions []dist.Decision
 	var drops map[string]int64
+	var mu sync.Mutex
+	done := map[int]int64{} // trajectories stored, by worker
 	run.onDistClose = func(k *dist.Consumer) { decisions, drops = k.Decisions(), k.Drops() }
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -109,7 +117,11 @@ func TestDistributedPhase(t *testing.T) {
 		var inner sync.WaitGroup
 		for i := range 2 {
 			inner.Go(func() {
-				conn, err := dist.Connect(url, tok, "test-worker")
+				auth := dist.Auth{Token: tok}
+				if i == 1 {
+					auth = dist.Auth{NKeySeed: seed}
+				}
+				conn, err := dist.Dial(url, auth, "test-worker")
 				if err != nil {
 					t.Error(err)
 					return
@@ -118,7 +130,11 @@ func TestDistributedPhase(t *testing.T) {
 				// The URL is written before the learner sets up the run's streams: a worker that
 				// comes too early finds no bucket and tries again, as a restarted one would.
 				for wctx.Err() == nil {
-					_, err = RunWorker(wctx, WorkerOptions{Conn: conn, Run: "tiny", ID: "w" + string(rune('0'+i)), Envs: all.Builtins(), Concurrency: 4, Slots: 8})
+					var st dist.WorkerStats
+					st, err = RunWorker(wctx, WorkerOptions{Conn: conn, Run: "tiny", ID: "w" + string(rune('0'+i)), Envs: all.Builtins(), Concurrency: 4, Slots: 8})
+					mu.Lock()
+					done[i] += st.Done
+					mu.Unlock()
 					if err == nil {
 						return
 					}
@@ -135,15 +151,19 @@ func TestDistributedPhase(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkDistRun(t, run.Dir, decisions, drops)
+	if done[1] == 0 {
+		t.Fatalf("the worker signed in by NKey stored nothing (by worker: %v)", done)
+	}
 }
 
-// TestHelperDistWorker is the worker process of TestDistributedWorkerKilled.
+// TestHelperDistWorker is the worker process of TestDistributedWorkerKilled and
+// TestDistributedResume, authenticated by token or NKey.
 func TestHelperDistWorker(t *testing.T) {
 	url := os.Getenv("AGENTRL_TEST_DIST_URL")
 	if url == "" {
 		t.Skip("run by TestDistributedWorkerKilled")
 	}
-	conn, err := dist.Connect(url, os.Getenv("AGENTRL_TEST_DIST_TOKEN"), "test-worker")
+	conn, err := dist.Dial(url, dist.Auth{Token: os.Getenv("AGENTRL_TEST_DIST_TOKEN"), NKeySeed: os.Getenv("AGENTRL_TEST_DIST_NKEY")}, "test-worker")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,9 +174,14 @@ func TestHelperDistWorker(t *testing.T) {
 		_, _ = os.Stdin.Read(make([]byte, 1))
 		cancel()
 	}()
-	if _, err := RunWorker(ctx, WorkerOptions{Conn: conn, Run: "tiny", ID: os.Getenv("AGENTRL_TEST_DIST_ID"), Envs: all.Builtins(),
-		Concurrency: 4, Slots: 8, Log: os.Stderr}); err != nil {
-		t.Fatal(err)
+	// A worker that comes before the learner has set up the run finds no bucket and tries again.
+	for ctx.Err() == nil {
+		_, err = RunWorker(ctx, WorkerOptions{Conn: conn, Run: "tiny", ID: os.Getenv("AGENTRL_TEST_DIST_ID"), Envs: all.Builtins(),
+			Concurrency: 4, Slots: 8, Log: os.Stderr, Verbose: true})
+		if err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -243,4 +268,36 @@ func countRLLines(dir string) int {
 		return 0
 	}
 	return strings.Count(string(b), `"phase":"rl"`)
+}
+
+// The workers' credentials are checked at load: NKey seeds only by ${NAME}, public keys that are
+// keys, each where it applies.
+func TestDistributedCredentialConfig(t *testing.T) {
+	base := []string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.dynamic_sampling=null"}
+	_, pub, err := dist.NewNKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _, err := dist.NewNKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		sets []string
+		want string // "" = loads
+	}{
+		{[]string{"phases.rl.rl.async.workers.listen=127.0.0.1:0", "phases.rl.rl.async.workers.worker_nkeys=[" + pub + "]"}, ""},
+		{[]string{"phases.rl.rl.async.workers.url=nats://h:1", "phases.rl.rl.async.workers.nkey=${SEED}"}, ""},
+		{[]string{"phases.rl.rl.async.workers.listen=127.0.0.1:0", "phases.rl.rl.async.workers.worker_nkeys=[" + seed + "]"}, "never put a seed"},
+		{[]string{"phases.rl.rl.async.workers.listen=127.0.0.1:0", "phases.rl.rl.async.workers.worker_nkeys=[Unope]"}, "not a public user NKey"},
+		{[]string{"phases.rl.rl.async.workers.url=nats://h:1", "phases.rl.rl.async.workers.worker_nkeys=[" + pub + "]"}, "embeds (listen)"},
+		{[]string{"phases.rl.rl.async.workers.url=nats://h:1", "phases.rl.rl.async.workers.nkey=" + seed}, "${NAME}"},
+		{[]string{"phases.rl.rl.async.workers.listen=127.0.0.1:0", "phases.rl.rl.async.workers.nkey=${SEED}"}, "server at url"},
+		{[]string{"phases.rl.rl.async.workers.url=nats://h:1", "phases.rl.rl.async.workers.nkey=${SEED}", "phases.rl.rl.async.workers.token=${TOK}"}, "instead of token"},
+	} {
+		_, err := Load(all.Builtins(), "", "", append(slices.Clone(base), tc.sets...))
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%v: error %v, want %q", tc.sets, err, tc.want)
+		}
+	}
 }

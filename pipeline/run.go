@@ -72,7 +72,8 @@ type Run struct {
 	// dist is the data plane of rl.async.workers, from the first phase that uses it to the end
 	// of Train.
 	dist        *distSession
-	onDistClose func(*dist.Consumer) // tests: sees the data plane's consumer before it closes
+	onDistClose func(*dist.Consumer)    // tests: sees the data plane's consumer before it closes
+	onDistStep  func(*distSession, int) // tests: called after each distributed step is logged
 
 	unlock func() // releases the run directory's lock (LockRun), taken by NewRun or Resume
 }

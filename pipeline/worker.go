@@ -37,6 +37,8 @@ type WorkerOptions struct {
 	// Live, when set, is called once the worker starts taking tasks, with functions that read
 	// its counters and the policy version it runs while it runs (agentrl worker's /metrics).
 	Live func(stats func() dist.WorkerStats, version func() int32)
+	// Verbose adds a line per episode started to Log.
+	Verbose bool
 }
 
 // RunWorker pulls the run's rollout settings and weights, then takes tasks and runs them with
@@ -87,11 +89,11 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 		return none, nil
 	case p = <-pointers:
 	}
-	vdir := filepath.Join(dir, fmt.Sprintf("v%d", p.Version))
-	if err := conn.FetchWeights(ctx, p, vdir); err != nil {
+	vdir := func(p dist.Pointer) string { return filepath.Join(dir, fmt.Sprintf("e%d-v%d", p.Epoch, p.Version)) }
+	if err := conn.FetchWeights(ctx, p, vdir(p)); err != nil {
 		return none, err
 	}
-	ck, err := checkpoint.Load(vdir)
+	ck, err := checkpoint.Load(vdir(p))
 	if err != nil {
 		return none, err
 	}
@@ -101,50 +103,23 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 		return none, err
 	}
 	defer eng.Close()
-	var version atomic.Int32
-	version.Store(p.Version)
-	logf("policy v%d loaded", p.Version)
-	follow := make(chan struct{})
-	go func() { // follow the pointer
-		defer close(follow)
-		for p := range pointers {
-			if p.Version <= version.Load() {
-				continue
-			}
-			vdir := filepath.Join(dir, fmt.Sprintf("v%d", p.Version))
-			err := conn.FetchWeights(wctx, p, vdir)
-			var m *checkpoint.Checkpoint
-			if err == nil {
-				m, err = checkpoint.Load(vdir)
-			}
-			if err == nil {
-				_, err = eng.LoadWeights(m.Model, p.Version)
-			}
-			if err != nil {
-				if wctx.Err() == nil {
-					logf("policy v%d: %v", p.Version, err)
-				}
-				continue
-			}
-			old := filepath.Join(dir, fmt.Sprintf("v%d", version.Swap(p.Version)))
-			_ = os.RemoveAll(old)
-			logf("policy v%d loaded", p.Version)
-		}
-	}()
+	// policy is the pointer whose weights the engine samples with.
+	var policy atomic.Pointer[dist.Pointer]
+	policy.Store(&p)
+	logf("policy v%d (learner epoch %d) loaded", p.Version, p.Epoch)
 	runner := &rollout.Runner{Gen: eng, Tok: ck.Tokenizer, Cfg: rc, SampleSeed: uint64(time.Now().UnixNano())}
 	w := &dist.Worker{Conn: conn, RunName: o.Run, ID: o.ID, Concurrency: o.Concurrency, Grace: o.Grace,
-		Version: version.Load,
-		Logf:    logf,
-		Episode: func(ctx context.Context, task dist.Task) (*traj.Trajectory, error) {
-			// The learner admitted the task at its policy version: the episode starts under that
-			// version or a newer one, which bounds how stale its tokens are when trained.
-			for version.Load() < task.AdmitVersion {
-				select {
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				case <-time.After(10 * time.Millisecond):
-				}
+		// The worker runs a task only with the weights of the learner epoch that issued it, from
+		// the version the learner admitted it at: that bounds how stale its tokens are when
+		// trained.
+		Policy: func() (uint32, int32) { p := policy.Load(); return p.Epoch, p.Version },
+		Logf:   logf,
+		OnStart: func(task dist.Task, attempt int) {
+			if o.Verbose {
+				logf("episode %s started (learner epoch %d, admitted at v%d, attempt %d)", task.Key(), task.Epoch, task.AdmitVersion, attempt)
 			}
+		},
+		Episode: func(ctx context.Context, task dist.Task) (*traj.Trajectory, error) {
 			e, err := o.Envs.New(task.Env)
 			if err != nil {
 				return nil, err
@@ -159,8 +134,70 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 			return t, err
 		}}
 	if o.Live != nil {
-		o.Live(w.Stats, version.Load)
+		o.Live(w.Stats, func() int32 { return policy.Load().Version })
 	}
+	follow := make(chan struct{})
+	go func() { // follow the pointer
+		defer close(follow)
+		var next *dist.Pointer // a pointer to load, kept while loading it fails
+		for {
+			if next == nil {
+				p, ok := <-pointers
+				if !ok {
+					return
+				}
+				next = &p
+			}
+			p := *next
+			cur := policy.Load()
+			if !p.After(*cur) {
+				next = nil
+				continue
+			}
+			err := conn.FetchWeights(wctx, p, vdir(p))
+			var m *checkpoint.Checkpoint
+			if err == nil {
+				m, err = checkpoint.Load(vdir(p))
+			}
+			if err == nil && p.Epoch != cur.Epoch {
+				// A new learner epoch (a resumed learner): the old epoch's episodes in flight
+				// are cut off and its tasks given up before its successor's weights are loaded,
+				// so that no episode mixes the two.
+				w.Supersede(p.Epoch)
+				logf("learner epoch %d: tasks of earlier epochs given up", p.Epoch)
+			}
+			var applied <-chan struct{}
+			if err == nil {
+				applied, err = eng.LoadWeights(m.Model, p.Version)
+			}
+			if err == nil {
+				select { // tasks admitted at this version start once the engine samples with it
+				case <-applied:
+				case <-wctx.Done():
+					err = wctx.Err()
+				}
+			}
+			if err != nil {
+				if wctx.Err() != nil {
+					return
+				}
+				logf("policy v%d (learner epoch %d): %v; trying again", p.Version, p.Epoch, err)
+				select { // a newer pointer replaces it; else the same one is tried again
+				case q, ok := <-pointers:
+					if !ok {
+						return
+					}
+					next = &q
+				case <-time.After(500 * time.Millisecond):
+				}
+				continue
+			}
+			next = nil
+			policy.Store(&p)
+			_ = os.RemoveAll(vdir(*cur))
+			logf("policy v%d (learner epoch %d) loaded", p.Version, p.Epoch)
+		}
+	}()
 	err = w.Run(ctx)
 	stopWatch()
 	<-follow // the pointer channel closes with wctx

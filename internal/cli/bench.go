@@ -9,4 +9,5 @@ type BenchCmd struct {
 	Async   BenchAsyncCmd   `cmd:"" help:"Synchronous vs asynchronous RL on calc with a simulated heavy-tailed step latency."`
 	Monitor BenchMonitorCmd `cmd:"" help:"One of the monitor's actions, off vs on over seeds: held-out success and the invariant it acts on, with 95% intervals."`
 	Paper   BenchPaperCmd   `cmd:"" help:"The papers' orderings on the built-in tasks, over seeds."`
+	Dist    BenchDistCmd    `cmd:"" help:"The distributed data plane at scale: worker processes, a zero-latency generator, trajectories/s, learner wait, weight fan-out."`
 }

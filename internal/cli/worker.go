@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/agentrl/agentrl/dist"
@@ -17,6 +18,7 @@ import (
 type WorkerCmd struct {
 	Connect     string        `help:"NATS URL of the learner's server (credentials may be in the URL)." required:"" placeholder:"URL"`
 	Token       string        `help:"Worker token." env:"AGENTRL_WORKER_TOKEN"`
+	NKey        string        `name:"nkey" help:"File holding the worker's NKey seed (SU…), instead of a token: the worker signs the server's nonce with it; the learner lists its public key in rl.async.workers.worker_nkeys (agentrl nkey makes a pair)." env:"AGENTRL_WORKER_NKEY" placeholder:"FILE" type:"existingfile"`
 	RunName     string        `name:"run" help:"Run whose tasks to take." required:""`
 	ID          string        `help:"Worker id in heartbeats and trajectory headers (default host-pid)."`
 	Concurrency int           `help:"Episodes run at once." default:"8"`
@@ -24,6 +26,7 @@ type WorkerCmd struct {
 	Grace       time.Duration `help:"On SIGTERM, how long episodes in flight may take to finish before their tasks are returned." default:"30s"`
 	Dir         string        `help:"Where to keep downloaded weights (default: a temporary directory)." placeholder:"DIR"`
 	Metrics     string        `help:"Serve Prometheus metrics (tasks stored, returned and terminated, the policy version, the process) on this address's /metrics, e.g. 127.0.0.1:9464." placeholder:"ADDR"`
+	Verbose     bool          `short:"v" help:"Print a line per episode started."`
 }
 
 // Run pulls the run's weights, then takes tasks and runs them with the rollout loop over a local
@@ -32,13 +35,24 @@ func (c *WorkerCmd) Run(g *Globals) error {
 	if c.Concurrency < 1 || c.Slots < 1 {
 		return fmt.Errorf("worker: --concurrency and --slots must be positive")
 	}
-	conn, err := dist.Connect(c.Connect, c.Token, "agentrl-worker")
+	auth := dist.Auth{Token: c.Token}
+	if c.NKey != "" {
+		if c.Token != "" {
+			return fmt.Errorf("worker: --token (or AGENTRL_WORKER_TOKEN) and --nkey: give one")
+		}
+		seed, err := os.ReadFile(c.NKey)
+		if err != nil {
+			return fmt.Errorf("worker: --nkey: %w", err)
+		}
+		auth.NKeySeed = string(seed)
+	}
+	conn, err := dist.Dial(c.Connect, auth, "agentrl-worker")
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	opts := pipeline.WorkerOptions{Conn: conn, Run: c.RunName, ID: c.ID, Envs: g.Envs,
-		Concurrency: c.Concurrency, Slots: c.Slots, Grace: c.Grace, Dir: c.Dir, Log: g.Stderr}
+		Concurrency: c.Concurrency, Slots: c.Slots, Grace: c.Grace, Dir: c.Dir, Log: g.Stderr, Verbose: c.Verbose}
 	if c.Metrics != "" {
 		m := &workerMetrics{run: c.RunName}
 		ln, err := net.Listen("tcp", c.Metrics)
@@ -65,4 +79,33 @@ func (c *WorkerCmd) Run(g *Globals) error {
 		return nil
 	}
 	return err
+}
+
+// NKeyCmd is `agentrl nkey`: a new NKey user key pair for a worker (or for a learner on an
+// external server).
+type NKeyCmd struct {
+	Out string `arg:"" help:"File to write the seed (secret) to; it must not exist." placeholder:"SEEDFILE"`
+}
+
+// Run writes the seed to Out (mode 0600) and prints the public key.
+func (c *NKeyCmd) Run(g *Globals) error {
+	seed, pub, err := dist.NewNKey()
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(c.Out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("nkey: %w", err)
+	}
+	_, err = f.WriteString(seed + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(c.Out)
+		return fmt.Errorf("nkey: %w", err)
+	}
+	fmt.Fprintln(g.Stdout, pub)
+	fmt.Fprintf(g.Stderr, "nkey: seed written to %s; give the public key above to the learner (rl.async.workers.worker_nkeys) and the seed file to the worker (--nkey)\n", c.Out)
+	return nil
 }
