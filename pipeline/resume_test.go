@@ -18,10 +18,11 @@ import (
 )
 
 // tinyConfig is a complete run small enough for a unit test: a cold start and a few RL steps of
-// a 1-layer model on calc.
+// a 1-layer model on calc. test-ones (onesEnvs) may be named too, for a reward the tiny policy
+// earns from its first step.
 func tinyConfig(t testing.TB, runs string, extra ...string) Config {
 	t.Helper()
-	c, err := Load(all.Builtins(), "", "", append([]string{
+	c, err := Load(onesEnvs(), "", "", append([]string{
 		"runs_dir=" + runs, "name=tiny",
 		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=320",
 		"rollout.max_context=320", "rollout.engine_slots=16", "tokenizer.vocab_size=320", "tokenizer.corpus_samples=200",
@@ -71,7 +72,7 @@ func TestHelperTrainProcess(t *testing.T) {
 	if e := os.Getenv("AGENTRL_TEST_TRAIN_SETS"); e != "" {
 		extra = strings.Split(e, "|")
 	}
-	run, err := NewRun(tinyConfig(t, dir, extra...), Options{Envs: all.Builtins()})
+	run, err := NewRun(tinyConfig(t, dir, extra...), Options{Envs: onesEnvs()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestResumeAfterKillWithSchedule(t *testing.T) {
 
 func testResumeAfterKill(t *testing.T, extra []string, killPoints []int) {
 	ref := t.TempDir()
-	whole, err := NewRun(tinyConfig(t, ref, extra...), Options{Envs: all.Builtins()})
+	whole, err := NewRun(tinyConfig(t, ref, extra...), Options{Envs: onesEnvs()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func testResumeAfterKill(t *testing.T, extra []string, killPoints []int) {
 			}
 			cmd.Process.Signal(syscall.SIGKILL)
 			<-exited
-			run, err := Resume(dir, Options{Envs: all.Builtins()})
+			run, err := Resume(dir, Options{Envs: onesEnvs()})
 			if err != nil {
 				t.Fatal(err)
 			}
