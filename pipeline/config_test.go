@@ -183,7 +183,7 @@ func TestOverrideEstimator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{`\n +name: gae\n +gae:\n +gamma: 1\.0\n +lambda: 0\.9\n`, `\n +critic:\n +coef: 0\.5\n +clip: 0\.5\n`} {
+	for _, k := range []string{`\n +name: gae\n +gae:\n +gamma: 1\.0\n +lambda: 0\.9\n +no_whiten: false\n`, `\n +critic:\n +coef: 0\.5\n +clip: 0\.5\n`} {
 		if !regexp.MustCompile(k).Match(data) {
 			t.Errorf("rendering lacks %q:\n%s", k, data)
 		}

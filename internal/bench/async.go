@@ -145,21 +145,7 @@ func Async(ctx context.Context, w io.Writer, o AsyncOptions) error {
 
 // trainSupervised trains the calc preset's supervised phase alone and returns its checkpoint.
 func trainSupervised(ctx context.Context, out io.Writer, o AsyncOptions) (string, error) {
-	cfg, err := pipeline.Load(o.Envs, "calc", "", []string{"runs_dir=" + o.RunsDir, "name=bench-async-sft",
-		fmt.Sprintf("phases.sft.steps=%d", o.SFTSteps), "eval.tasks=8", "eval.samples=1"})
-	if err != nil {
-		return "", err
-	}
-	cfg.Phases = cfg.Phases[:1]
-	run, err := pipeline.NewRun(cfg, pipeline.Options{Out: out, Terminal: o.Terminal, Envs: o.Envs})
-	if err != nil {
-		return "", err
-	}
-	sum, err := run.Train(ctx)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(sum.Dir, "checkpoints", fmt.Sprintf("sft-p0.s%06d", o.SFTSteps)), nil
+	return supervisedCheckpoint(ctx, out, o.Envs, o.RunsDir, "bench-async-sft", o.SFTSteps, o.Terminal)
 }
 
 // armSets are the overrides of one arm. Every arm trains with the same loss (PPO with a
