@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -142,4 +143,44 @@ func TestPPOGAEOnCalc(t *testing.T) {
 // they were, and writes the same metrics as a run never interrupted.
 func TestResumeAfterKillWithGAE(t *testing.T) {
 	testResumeAfterKill(t, gaeSets, []int{35, 37}) // RL steps 3 and 5 (after 32 lines: evaluation, 30 SFT steps, evaluation)
+}
+
+// Replaying a recorded PPO+GAE run trains the same updates: the values are recomputed from the
+// policy (value head included) at each step, so every RL metric, the critic's among them, matches.
+func TestReplayReproducesAGAERun(t *testing.T) {
+	c := tinyConfig(t, t.TempDir(), append(gaeSets, "checkpoint.every=1", "checkpoint.keep=1")...)
+	run, err := NewRun(c, Options{Envs: onesEnvs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := Replay(context.Background(), run.Dir, ReplayOptions{OutDir: t.TempDir(), Opts: Options{Envs: onesEnvs()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Steps != 6 || sum.Compared != 6 || sum.Mismatch != "" {
+		t.Fatalf("replayed %d steps, compared %d (want 6 and 6): %s", sum.Steps, sum.Compared, sum.Mismatch)
+	}
+	for _, m := range metricLines(t, sum.Dir) {
+		if m["phase"] == "rl" && m["optim/lr"] != nil && !(m["critic/value_loss"].(float64) > 0) {
+			t.Fatalf("a replayed step trained no critic: %v", m)
+		}
+	}
+}
+
+// An asynchronous phase trains PPO+GAE too: the values, like the proximal logprobs, are the
+// learner's at training time.
+func TestAsyncPhaseWithGAE(t *testing.T) {
+	sets := append(slices.Clone(gaeSets), "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.loss.correction.cap=2", "phases.rl.rl.async.max_staleness=1")
+	_, lines := rlStepLines(t, tinyConfig(t, t.TempDir(), sets...), onesEnvs())
+	if len(lines) != 6 {
+		t.Fatalf("%d RL step lines, want 6", len(lines))
+	}
+	for i, m := range lines {
+		if v, ok := m["critic/value_loss"].(float64); !ok || !(v > 0) || m["async/dropped_stale"] == nil {
+			t.Fatalf("step %d did not train PPO+GAE asynchronously: %v", i+1, m)
+		}
+	}
 }
