@@ -30,6 +30,7 @@ type PaperOptions struct {
 	Tasks    int      // held-out tasks per evaluation
 	Samples  int      // samples per task for the sampled pass@1
 	Set      []string // further overrides for every arm
+	SVG      string   // where to draw the curves ("" = <RunsDir>/bench-paper-ppo-gae.svg)
 	Quiet    bool
 	Terminal bool
 }
@@ -126,6 +127,15 @@ func PaperPPOGAE(ctx context.Context, w io.Writer, o PaperOptions) error {
 		}
 	}
 	printPaper(w, arms, runs)
+	svg := o.SVG
+	if svg == "" {
+		svg = filepath.Join(o.RunsDir, "bench-paper-ppo-gae.svg")
+	}
+	title := fmt.Sprintf("calc: held-out pass@1 of %s from one supervised checkpoint, seeds %s", strings.Join(arms, ", "), strings.Join(seeds, ", "))
+	if err := writePaperSVG(svg, title, arms, runs); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\ncurves: %s\n", svg)
 	return nil
 }
 

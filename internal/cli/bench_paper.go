@@ -22,6 +22,7 @@ type BenchPaperPPOGAECmd struct {
 	Tasks    int      `default:"200" help:"Held-out tasks per evaluation (the calc preset's)."`
 	Samples  int      `default:"4" help:"Samples per task for the sampled pass@1."`
 	Set      []string `help:"Override a setting of every arm." placeholder:"KEY=VALUE"`
+	SVG      string   `name:"svg" help:"Where to draw the held-out pass@1 curves (default: RUNS-DIR/bench-paper-ppo-gae.svg)."`
 	Quiet    bool     `help:"Print only the progress lines per arm and the tables."`
 }
 
@@ -29,6 +30,6 @@ type BenchPaperPPOGAECmd struct {
 func (c *BenchPaperPPOGAECmd) Run(g *Globals) error {
 	return bench.PaperPPOGAE(g.Ctx, g.Stdout, bench.PaperOptions{
 		Envs: g.Envs, RunsDir: c.RunsDir, Init: c.Init, SFTSteps: c.SFTSteps, Arms: c.Arms, Seeds: c.Seeds, Steps: c.Steps,
-		Every: c.Every, Tasks: c.Tasks, Samples: c.Samples, Set: c.Set, Quiet: c.Quiet, Terminal: isTerminal(g.Stdout),
+		Every: c.Every, Tasks: c.Tasks, Samples: c.Samples, Set: c.Set, SVG: c.SVG, Quiet: c.Quiet, Terminal: isTerminal(g.Stdout),
 	})
 }
