@@ -54,8 +54,8 @@ func ppoGAE(t *testing.T, estimator string) (algo.Estimator, *algo.Loss) {
 }
 
 // PPO with GAE trains the value head with the policy: over repeated steps on one batch the value
-// loss falls and the values of the sampled tokens approach their returns; environment tokens
-// never get a value or an advantage; the rewarded answer gains probability.
+// loss falls and the values of the sampled tokens approach their returns; tool tokens never get a
+// value.
 func TestPPOGAEStepTrainsTheCritic(t *testing.T) {
 	for _, name := range []string{"gae", "gae-turn"} {
 		t.Run(name, func(t *testing.T) {
