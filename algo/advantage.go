@@ -46,7 +46,7 @@ type GAEConfig struct {
 	// NoWhiten keeps the raw GAE advantages. By default they are whitened over the batch's masked
 	// tokens, as verl's compute_gae_advantage_return does (masked_whiten); the paper's estimator
 	// itself is unnormalised, and cleanrl normalises per minibatch instead.
-	NoWhiten bool `yaml:"no_whiten,omitempty"`
+	NoWhiten bool `yaml:"no_whiten"`
 }
 
 // GiGPOConfig: group-in-group policy optimisation (arXiv 2505.10978).

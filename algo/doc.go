@@ -11,6 +11,7 @@
 //
 //	b, _ := algo.FromTrajectories(trajs)      // once per batch
 //	b.Old = recomputed logprobs               // when the mode uses a proximal policy
+//	b.Values = the critic's values            // for "gae", "gae-turn" (and value clipping)
 //	est, _ := algo.NewEstimator(advCfg)       // "grpo", "gae", "gigpo", ...
 //	est.Estimate(b)                           // advantages over all sequences and groups at once
 //	loss, _ := algo.NewLoss(lossCfg)          // "ppo", "gspo", "sapo", "cispo", "reinforce"
@@ -30,7 +31,9 @@
 // ratio is clamped above at 10 only; k3 is clamped at 10 (zero gradient beyond); GRPO uses the
 // unbiased std with ε = 1e-6 and treats a group of one as mean 0, std 1; GAE and REINFORCE++
 // whiten their advantages over the batch's masked tokens; the aggregation modes keep verl's names
-// and numbers. Where agentrl departs from verl it says so under a name or option of its own:
+// and numbers; the critic loss is compute_value_loss, ½·max((V−R)², (clip(V, V_old ± ε) − R)²)
+// under the policy loss's aggregation (critic.clip 0 turns the clipping off, which verl has no
+// setting for). Where agentrl departs from verl it says so under a name or option of its own:
 // "dr-grpo" aggregation, gae.no_whiten, and turn-level estimators (gigpo, turn-return) that verl
 // lacks. A non-failed sequence with no trainable token counts with its return in every group
 // baseline, as verl's GRPO counts it.

@@ -35,11 +35,18 @@ type KLLossConfig struct {
 }
 
 // CriticConfig adds PPO's value loss ½·max((V−R)², (clip(V, V_old ± ε) − R)²) (arXiv 1707.06347
-// eq. 9; value clipping as in OpenAI baselines). Coef 0 = off.
+// eq. 9; value clipping as in OpenAI baselines; verl's compute_value_loss), aggregated by the
+// loss's Agg mode like every other term. V is the value the model computes now, V_old the value
+// of the same token before the update (Batch.Values) and R the critic estimator's return
+// (Batch.Returns). Coef 0 = off.
 type CriticConfig struct {
 	Coef float64 `yaml:"coef"` // c_v > 0
 	Clip float64 `yaml:"clip"` // ε of value clipping around the rollout value; 0 = unclipped
 }
+
+// DefaultCriticConfig is the critic term a critic estimator gets by default: c_v = 0.5 (OpenAI
+// baselines' vf_coef, cleanrl's) and ε = 0.5 (verl's critic.cliprange_value).
+func DefaultCriticConfig() CriticConfig { return CriticConfig{Coef: 0.5, Clip: 0.5} }
 
 // WithPolicy returns c with the paper defaults of the policy named name filled in and
 // the other policies' sub-configs cleared.

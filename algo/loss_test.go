@@ -239,9 +239,15 @@ func TestCriticTable(t *testing.T) {
 		v, vOld, ret, eps   float64
 		loss, grad, clipped float64
 	}{
-		{"clipped branch larger", 1.5, 1, 2, 0.2, 0.32, 0, 1},
-		{"inside the range", 1.1, 1, 2, 0.2, 0.405, -0.9, 0},
-		{"no clipping", 1.5, 1, 2, 0, 0.125, -0.5, 0},
+		// verl's compute_value_loss: ½·max((V−R)², (clip(V, V_old ± ε) − R)²), the gradient 0 where
+		// the clipped branch (constant in V) is the larger.
+		{"clipped branch larger", 1.5, 1, 2, 0.2, 0.32, 0, 1},                // V_clip 1.2: ½·max(0.25, 0.64)
+		{"inside the range", 1.1, 1, 2, 0.2, 0.405, -0.9, 0},                 // V_clip = V: ½·0.81
+		{"no clipping", 1.5, 1, 2, 0, 0.125, -0.5, 0},                        // ε = 0: ½·0.25
+		{"clipped above, unclipped larger", 1.5, 1, 1.3, 0.2, 0.02, 0.2, 0},  // V_clip 1.2: ½·max(0.04, 0.01)
+		{"clipped below, unclipped larger", 0.5, 1, 0.9, 0.2, 0.08, -0.4, 0}, // V_clip 0.8: ½·max(0.16, 0.01)
+		{"clipped below, clipped larger", 0.5, 1, 0.2, 0.2, 0.18, 0, 1},      // V_clip 0.8: ½·max(0.09, 0.36)
+		{"at the target", 0.7, 0.4, 0.7, 0.5, 0, 0, 0},                       // V_clip = V = R
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,7 +10,15 @@
 //	tokenizer.json           written by tokenizer.Save
 //	tokenizer_config.json    written by tokenizer.Save
 //	optimizer.safetensors    AdamW moments, "exp_avg.<name>" / "exp_avg_sq.<name>" (resume only)
+//	value_head.safetensors   the policy's value head (PPO's critic), "value_head.weight" (1, hidden)
+//	                         and "value_head.bias" (1), when the model has one (resume only)
 //	trainer_state.json       format version and the caller's opaque Extra (resume only)
+//
+// The value head lives in a file of its own, not in model.safetensors, so that model.safetensors
+// stays exactly a Llama checkpoint (transformers and vLLM would warn about or refuse an unknown
+// tensor there), and it is written only with the resume state: it is training state, like the
+// moments, and a weights-only folder (the best policy, a published version) is what inference
+// servers load, some of which (vLLM, without an index file) read every *.safetensors in a folder.
 //
 // Save is atomic at the folder level: it writes a temporary sibling folder, fsyncs it, and
 // renames it onto the target, so a crash leaves either the old checkpoint or the new one (in

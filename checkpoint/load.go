@@ -21,13 +21,17 @@ type Checkpoint struct {
 	State     *State // nil when none was saved
 }
 
-// Load reads a checkpoint folder: weights and config, the tokenizer, and the resume state when
-// trainer_state.json is present. The tokenizer may not have more ids than config.json's
-// vocab_size (a larger embedding table is fine: models pad it).
+// Load reads a checkpoint folder: weights and config, the tokenizer, the value head when
+// value_head.safetensors is present, and the resume state when trainer_state.json is. The
+// tokenizer may not have more ids than config.json's vocab_size (a larger embedding table is
+// fine: models pad it).
 func Load(dir string) (*Checkpoint, error) {
 	m, err := LoadModel(dir)
 	if err != nil {
 		return nil, err
+	}
+	if err := loadValueHead(filepath.Join(dir, valueHeadFile), m); err != nil {
+		return nil, fmt.Errorf("checkpoint: load %s: %s: %w", dir, valueHeadFile, err)
 	}
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
@@ -43,7 +47,47 @@ func Load(dir string) (*Checkpoint, error) {
 	return &Checkpoint{Model: m, Tokenizer: tok, State: st}, nil
 }
 
-// LoadModel reads only config.json and model.safetensors. Every tensor the config implies must
+// loadValueHead gives m the value head saved at path, if there is a file there: exactly the
+// head's two tensors, with the shapes m's config implies, finite.
+func loadValueHead(path string, m *model.Model) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	h, err := parseHeader(f, fi.Size())
+	if err != nil {
+		return err
+	}
+	m.AddValueHead()
+	var want []Tensor
+	for _, t := range m.Params.Tensors() {
+		if t.ValueHead() {
+			want = append(want, Tensor{Name: t.Name, Shape: t.Shape, Data: t.Data})
+		}
+	}
+	if err := checkTensorSet(h, want, false); err != nil {
+		return err
+	}
+	for _, t := range want {
+		if err := h.readInto(f, h.entries[h.byName[t.Name]], t.Data); err != nil {
+			return err
+		}
+		if err := checkFinite(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LoadModel reads only config.json and model.safetensors (no value head). Every tensor the config implies must
 // be present with its shape (F32, or F16/BF16 converted to float32), and no other tensor may be:
 // an unknown tensor means the file describes a model this one is not. A NaN or infinite weight
 // is an error naming the tensor and its first bad index (Load checks optimizer moments too).

@@ -14,6 +14,7 @@ import (
 // The files of a checkpoint folder.
 const (
 	weightsFile          = "model.safetensors"
+	valueHeadFile        = "value_head.safetensors"
 	configFile           = "config.json"
 	generationConfigFile = "generation_config.json"
 	optimizerFile        = "optimizer.safetensors"
@@ -97,12 +98,23 @@ func checkSave(m *model.Model, tok *tokenizer.Tokenizer, st *State) error {
 // directory entries are durable before the folder is renamed into place.
 func writeFolder(dir string, m *model.Model, tok *tokenizer.Tokenizer, st *State) error {
 	params := m.Params.Tensors()
-	weights := make([]Tensor, len(params))
-	for i, t := range params {
-		weights[i] = Tensor{Name: t.Name, Shape: t.Shape, Data: t.Data}
+	var weights, head []Tensor
+	for _, t := range params {
+		if t.ValueHead() {
+			head = append(head, Tensor{Name: t.Name, Shape: t.Shape, Data: t.Data})
+		} else {
+			weights = append(weights, Tensor{Name: t.Name, Shape: t.Shape, Data: t.Data})
+		}
 	}
 	if err := WriteSafetensors(filepath.Join(dir, weightsFile), weights, map[string]string{"format": "pt"}); err != nil {
 		return err
+	}
+	// The value head is training state, like the optimizer's moments: it goes with the resume
+	// state only, so that a weights-only folder (what servers load) holds nothing but Llama files.
+	if st != nil && len(head) > 0 {
+		if err := WriteSafetensors(filepath.Join(dir, valueHeadFile), head, map[string]string{"format": "pt"}); err != nil {
+			return err
+		}
 	}
 	if err := hook("weights", dir); err != nil {
 		return err

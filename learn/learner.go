@@ -1,8 +1,9 @@
 // Package learn is the learner: it turns trajectories into weight updates of the built-in model.
 // Supervised steps minimise cross entropy on assistant tokens; RL steps recompute the proximal
-// ("old") and reference logprobs, then run epochs of minibatches through an algo.Loss, pass
-// d(loss)/d(logprob) and d(loss)/d(entropy) to the model's backward, clip the global gradient
-// norm and step AdamW. An update with a non-finite loss or gradient is skipped; one that leaves a
+// ("old") and reference logprobs (and, for PPO with GAE, the value head's values), then run
+// epochs of minibatches through an algo.Loss, pass d(loss)/d(logprob), d(loss)/d(entropy) and,
+// with a critic term, d(loss)/d(value) to the model's backward, clip the global gradient norm and
+// step AdamW. An update with a non-finite loss or gradient is skipped; one that leaves a
 // weight non-finite is an error (ErrBrokenWeights), so broken weights are never trained on or
 // published. It does not sample, step environments or decide what to train on: the
 // pipeline hands it a batch.
@@ -37,6 +38,7 @@ type Learner struct {
 	Step int
 
 	lp, ent, dlp, dent []float32
+	val, dval          []float32 // per-position values and d(loss)/d(value), with a critic
 	out                algo.Output
 }
 
@@ -160,23 +162,30 @@ func checkWeights(m *model.Model) error {
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // forward packs seqs (logprobs wanted where want is true; nil want means every token after the
-// first) and runs m forward, leaving per-position logprobs and entropies in l.lp and l.ent.
-func (l *Learner) forward(m *model.Model, seqs [][]int32, want [][]bool) (*Packed, error) {
+// first) and runs m forward, leaving per-position logprobs and entropies in l.lp and l.ent, and
+// with values the value head's estimates in l.val.
+func (l *Learner) forward(m *model.Model, seqs [][]int32, want [][]bool, values bool) (*Packed, error) {
 	p, err := Pack(seqs, want, l.RowLen)
 	if err != nil {
 		return nil, err
 	}
 	n := p.Batch.Rows * p.Batch.T
 	l.lp, l.ent = grow(l.lp, n), grow(l.ent, n)
-	if err := m.Forward(&p.Batch, l.lp, l.ent); err != nil {
+	if values {
+		l.val = grow(l.val, n)
+		err = m.ForwardValues(&p.Batch, l.lp, l.ent, l.val)
+	} else {
+		err = m.Forward(&p.Batch, l.lp, l.ent)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
 // forwardSeqs runs m forward on sequences idx of b (all of them when idx is nil), wanting the
-// masked tokens.
-func (l *Learner) forwardSeqs(m *model.Model, b *algo.Batch, idx []int) (*Packed, error) {
+// masked tokens, and their values when values is true.
+func (l *Learner) forwardSeqs(m *model.Model, b *algo.Batch, idx []int, values bool) (*Packed, error) {
 	if b.Tokens == nil {
 		return nil, errors.New("learn: batch carries no token ids")
 	}
@@ -186,7 +195,7 @@ func (l *Learner) forwardSeqs(m *model.Model, b *algo.Batch, idx []int) (*Packed
 		lo, hi := b.Seq(i)
 		seqs[k], want[k] = b.Tokens[lo:hi], b.Mask[lo:hi]
 	}
-	return l.forward(m, seqs, want)
+	return l.forward(m, seqs, want, values)
 }
 
 // gather copies sequence k's per-position values from vals into dst (its per-token range);
@@ -214,7 +223,7 @@ func (l *Learner) SFTStep(trajs []*traj.Trajectory) (SFTStats, error) {
 	for i, t := range trajs {
 		seqs[i], want[i] = t.Tokens, t.LossMask
 	}
-	p, err := l.forward(l.Model, seqs, want)
+	p, err := l.forward(l.Model, seqs, want, false)
 	if err != nil {
 		return SFTStats{}, err
 	}
@@ -258,6 +267,13 @@ func (l *Learner) SFTStep(trajs []*traj.Trajectory) (SFTStats, error) {
 // tokens), laid out like b; other tokens get 0. It runs in chunks of chunk sequences to bound
 // memory. With ent non-nil it also fills entropies.
 func (l *Learner) Logprobs(m *model.Model, b *algo.Batch, chunk int, dst, ent []float32) error {
+	return l.LogprobsValues(m, b, chunk, dst, ent, nil)
+}
+
+// LogprobsValues is Logprobs that, with val non-nil, also fills the value head's estimate V(s_t)
+// of every masked token (the state the token was sampled in; 0 elsewhere), from the same forward
+// passes. m must then have a value head.
+func (l *Learner) LogprobsValues(m *model.Model, b *algo.Batch, chunk int, dst, ent, val []float32) error {
 	chunk = max(chunk, 1)
 	s := b.NumSeqs()
 	idx := make([]int, 0, chunk)
@@ -267,7 +283,7 @@ func (l *Learner) Logprobs(m *model.Model, b *algo.Batch, chunk int, dst, ent []
 		for i := lo; i < hi; i++ {
 			idx = append(idx, i)
 		}
-		p, err := l.forwardSeqs(m, b, idx)
+		p, err := l.forwardSeqs(m, b, idx, val != nil)
 		if err != nil {
 			return err
 		}
@@ -276,6 +292,9 @@ func (l *Learner) Logprobs(m *model.Model, b *algo.Batch, chunk int, dst, ent []
 			gather(p, k, dst[s0:s1], l.lp)
 			if ent != nil {
 				gather(p, k, ent[s0:s1], l.ent)
+			}
+			if val != nil {
+				gather(p, k, val[s0:s1], l.val)
 			}
 		}
 	}
@@ -296,9 +315,15 @@ type RLStats struct {
 
 // RLStep runs epochs × minibatches updates of loss over b (carrying its tokens, advantages
 // already estimated, Old and Ref filled when the loss uses them). rng shuffles the minibatches.
-// version is the policy version being trained, for the version-lag metrics.
+// version is the policy version being trained, for the version-lag metrics. A loss with a critic
+// term (critic.coef > 0) reads the model's value head, which must exist, and trains it with the
+// policy: its gradient reaches the trunk the policy shares.
 func (l *Learner) RLStep(b *algo.Batch, loss *algo.Loss, epochs, minibatches int, rng *rand.Rand, version int32) (RLStats, error) {
 	st := RLStats{Metrics: algo.Metrics{}}
+	critic := loss.Config().Critic.Coef > 0
+	if critic && !l.Model.HasValueHead() {
+		return st, errors.New("learn: the loss has a critic term (critic.coef > 0) but the model has no value head")
+	}
 	var entSum float64
 	var entN int
 	for ep := 0; ep < epochs; ep++ {
@@ -311,7 +336,7 @@ func (l *Learner) RLStep(b *algo.Batch, loss *algo.Loss, epochs, minibatches int
 			if err != nil {
 				return st, err
 			}
-			p, err := l.forwardSeqs(l.Model, b, idx)
+			p, err := l.forwardSeqs(l.Model, b, idx, critic)
 			if err != nil {
 				return st, err
 			}
@@ -321,10 +346,16 @@ func (l *Learner) RLStep(b *algo.Batch, loss *algo.Loss, epochs, minibatches int
 				Entropies:     make([]float32, nt),
 				PolicyVersion: version,
 			}
+			if critic {
+				cur.Values = make([]float32, nt)
+			}
 			for k := range idx {
 				s0, s1 := mb.Seq(k)
 				gather(p, k, cur.Logprobs[s0:s1], l.lp)
 				gather(p, k, cur.Entropies[s0:s1], l.ent)
+				if critic {
+					gather(p, k, cur.Values[s0:s1], l.val)
+				}
 				if ep == 0 {
 					for j := s0; j < s1; j++ {
 						if mb.Mask[j] {
@@ -345,14 +376,26 @@ func (l *Learner) RLStep(b *algo.Batch, loss *algo.Loss, epochs, minibatches int
 			l.dlp, l.dent = grow(l.dlp, n), grow(l.dent, n)
 			clear(l.dlp)
 			clear(l.dent)
+			if critic {
+				l.dval = grow(l.dval, n)
+				clear(l.dval)
+			}
 			for k := range idx {
 				s0, s1 := mb.Seq(k)
 				p.Scatter(l.dlp, k, l.out.DLogprobs[s0:s1])
 				if l.out.DEntropies != nil {
 					p.Scatter(l.dent, k, l.out.DEntropies[s0:s1])
 				}
+				if critic {
+					p.Scatter(l.dval, k, l.out.DValues[s0:s1])
+				}
 			}
-			if err := l.Model.Backward(&p.Batch, l.dlp, l.dent); err != nil {
+			if critic {
+				err = l.Model.BackwardValues(&p.Batch, l.dlp, l.dent, l.dval)
+			} else {
+				err = l.Model.Backward(&p.Batch, l.dlp, l.dent)
+			}
+			if err != nil {
 				return st, err
 			}
 			up, err := l.apply()

@@ -68,9 +68,10 @@ type RLReport struct {
 }
 
 // Step trains on one step's trajectories, sampled by policy versions up to version: it lays them
-// out as a batch, recomputes the proximal ("old") logprobs under the current weights and the
-// reference logprobs, measures the shift, charges the KL penalty, estimates advantages and runs
-// the loss's epochs of minibatches. rng shuffles the minibatches.
+// out as a batch, recomputes the proximal ("old") logprobs under the current weights (and, for a
+// critic estimator, the value head's values of the masked tokens) and the reference logprobs,
+// measures the shift, charges the KL penalty, estimates advantages and runs the loss's epochs of
+// minibatches. rng shuffles the minibatches.
 func (r *RL) Step(trajs []*traj.Trajectory, version int32, rng *rand.Rand) (RLReport, error) {
 	var rep RLReport
 	if len(trajs) == 0 {
@@ -89,7 +90,15 @@ func (r *RL) Step(trajs []*traj.Trajectory, version int32, rng *rand.Rand) (RLRe
 		chunk = 64
 	}
 	b.Old = make([]float32, b.NumTokens())
-	if err := l.Logprobs(l.Model, b, chunk, b.Old, nil); err != nil {
+	if algo.NeedsValues(r.Estimator) {
+		// The values the advantages bootstrap from, and value clipping's V_old, come from the same
+		// forward pass as the proximal logprobs: the critic as it stands before the update.
+		if !l.Model.HasValueHead() {
+			return rep, errors.New("learn: the advantage estimator needs values but the model has no value head")
+		}
+		b.Values = make([]float32, b.NumTokens())
+	}
+	if err := l.LogprobsValues(l.Model, b, chunk, b.Old, nil, b.Values); err != nil {
 		return rep, fmt.Errorf("recompute logprobs: %w", err)
 	}
 	rep.Shift = algo.MeasureShift(b, version)

@@ -15,6 +15,25 @@ var errNoForward = errors.New("model: Backward needs a Forward on the same batch
 // each). Positions without a target contribute nothing whatever their entries hold. b must be the
 // batch of the preceding Forward, unmodified; Backward consumes that Forward's activations.
 func (m *Model) Backward(b *Batch, dLogprobs, dEntropy []float32) error {
+	return m.backward(b, dLogprobs, dEntropy, nil)
+}
+
+// BackwardValues is Backward for a loss that also depends on the values ForwardValues wrote,
+// given its derivatives with respect to them (dValues, Rows·T entries; positions without a target
+// contribute nothing). The value head's gradient is added into Grads.Value and Grads.ValueBias,
+// and the values' gradient flows on into the shared trunk (final norm, blocks, embedding)
+// together with the logprobs'. The model must have a value head.
+func (m *Model) BackwardValues(b *Batch, dLogprobs, dEntropy, dValues []float32) error {
+	if !m.HasValueHead() {
+		return errNoValueHead
+	}
+	if b != nil && len(dValues) != b.Rows*b.T {
+		return fmt.Errorf("model: BackwardValues needs %d dValues, got %d", b.Rows*b.T, len(dValues))
+	}
+	return m.backward(b, dLogprobs, dEntropy, dValues)
+}
+
+func (m *Model) backward(b *Batch, dLogprobs, dEntropy, dValues []float32) error {
 	w := &m.train
 	if b == nil || w.fwd != b {
 		return errNoForward
@@ -39,7 +58,18 @@ func (m *Model) Backward(b *Batch, dLogprobs, dEntropy []float32) error {
 				w.tgt[lo:hi], w.dlpT[lo:hi], w.dentT[lo:hi], hi-lo, V)
 		})
 		kernels.Sgemm(true, false, V, C, nt, 1, w.logits, V, w.lnfT, C, 1, g.LMHead, C)
+		if dValues != nil {
+			m.valueHeadBackward(dValues) // reads lnfT before it becomes d(lnfT)
+		}
 		kernels.Sgemm(false, false, nt, C, V, 1, w.logits, V, m.Params.LMHead, C, 0, w.lnfT, C)
+		if dValues != nil {
+			// V = w·h + b: d(h) gains dV·w, the critic's path into the shared trunk.
+			for i, idx := range w.tgtIdx {
+				if d := dValues[idx]; d != 0 {
+					axpy(d, m.Params.Value, w.lnfT[i*C:(i+1)*C])
+				}
+			}
+		}
 		for i, idx := range w.tgtIdx {
 			copy(w.dln[int(idx)*C:(int(idx)+1)*C], w.lnfT[i*C:(i+1)*C])
 		}
@@ -107,4 +137,30 @@ func (m *Model) attentionBackward(l int, b *Batch, qkv, atty, datty, dqkv []floa
 		kernels.AttentionBackward(dqkv[t.q:], dqkv[t.k:], dqkv[t.v:], w.scratch[worker], datty[t.out:], c.Dim,
 			atty[t.out:], lse[t.lse:], c.Heads, qkv[t.q:], Q, qkv[t.k:], qkv[t.v:], Q, t.L, 0, nRep, hd)
 	})
+}
+
+// valueHeadBackward adds the value head's gradient, Σ dV·h to the weight and Σ dV to the bias,
+// over the target positions of the last Forward (h their final-norm hidden states, still in
+// lnfT), in a fixed order.
+func (m *Model) valueHeadBackward(dValues []float32) {
+	w, g := &m.train, &m.Grads
+	C := m.Cfg.Dim
+	var db float64
+	for i, idx := range w.tgtIdx {
+		d := dValues[idx]
+		if d == 0 {
+			continue
+		}
+		db += float64(d)
+		axpy(d, w.lnfT[i*C:(i+1)*C], g.Value)
+	}
+	g.ValueBias[0] += float32(db)
+}
+
+// axpy adds a·x to y (len(x) == len(y)).
+func axpy(a float32, x, y []float32) {
+	y = y[:len(x)]
+	for i, v := range x {
+		y[i] += a * v
+	}
 }

@@ -14,6 +14,12 @@
 // is the seam the algorithm library plugs its losses into. TrainCE is plain supervised
 // next-token cross entropy on top of the two.
 //
+// A model may carry a value head (PPO's critic, AddValueHead): value_head.weight and
+// value_head.bias after the Llama weights in Params.Data, a linear map from the final-norm hidden
+// state to one value per target position. ForwardValues and BackwardValues add it to the seam:
+// d(loss)/d(value) trains the head and flows on into the trunk the policy shares. Decoding never
+// reads it.
+//
 // It does not do mixed precision, sampling (the inference engine samples from Step's logits),
 // checkpoint files (those build on Params.Tensors), or anything across machines. A Model is not
 // safe for concurrent use; it parallelizes internally over the cores it is given (SetWorkers).

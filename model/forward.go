@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/agentrl/agentrl/model/kernels"
@@ -14,6 +15,27 @@ const minRows = 16
 // (entropy); other positions get 0. Both slices have Rows·T entries. The activations stay in the
 // model's workspace for one Backward on the same batch.
 func (m *Model) Forward(b *Batch, logprobs, entropy []float32) error {
+	return m.forward(b, logprobs, entropy, nil)
+}
+
+// ForwardValues is Forward that also writes, at every position with a target, the value head's
+// estimate V of the state the target token is predicted from (values, Rows·T entries; 0
+// elsewhere): the final-norm hidden state there times value_head.weight, plus value_head.bias.
+// The model must have a value head (AddValueHead).
+func (m *Model) ForwardValues(b *Batch, logprobs, entropy, values []float32) error {
+	if !m.HasValueHead() {
+		return errNoValueHead
+	}
+	if b != nil && len(values) != b.Rows*b.T {
+		return fmt.Errorf("model: ForwardValues needs %d values, got %d", b.Rows*b.T, len(values))
+	}
+	return m.forward(b, logprobs, entropy, values)
+}
+
+// errNoValueHead is returned when values are asked of a model without a value head.
+var errNoValueHead = errors.New("model: the model has no value head (AddValueHead)")
+
+func (m *Model) forward(b *Batch, logprobs, entropy, values []float32) error {
 	spans, err := b.check(m.Cfg, m.train.spans)
 	if err != nil {
 		return err
@@ -67,8 +89,23 @@ func (m *Model) Forward(b *Batch, logprobs, entropy []float32) error {
 	for i, idx := range w.tgtIdx[:nt] {
 		logprobs[idx], entropy[idx] = w.lpT[i], w.entT[i]
 	}
+	if values != nil {
+		clear(values)
+		for i, idx := range w.tgtIdx[:nt] {
+			values[idx] = m.valueOf(w.lnfT[i*C : (i+1)*C])
+		}
+	}
 	w.fwd = b
 	return nil
+}
+
+// valueOf is the value head on one final-norm hidden state h, summed in float64 in a fixed order.
+func (m *Model) valueOf(h []float32) float32 {
+	v := float64(m.Params.ValueBias[0])
+	for c, x := range h {
+		v += float64(x) * float64(m.Params.Value[c])
+	}
+	return float32(v)
 }
 
 // blockForward runs decoder block l on the workspace's residual stream.

@@ -34,7 +34,7 @@ func New(cfg Config, seed uint64) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := newEmpty(cfg)
+	m := newEmpty(cfg, false)
 	rng := rand.New(rand.NewPCG(seed, 0x5eed_a9e7_0d31))
 	resid := initStd / math.Sqrt(2*float64(cfg.Layers))
 	for _, t := range m.Params.tensors {
@@ -58,7 +58,7 @@ func NewZero(cfg Config) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return newEmpty(cfg), nil
+	return newEmpty(cfg, false), nil
 }
 
 func fillNormal(rng *rand.Rand, x []float32, std float64) {
@@ -67,13 +67,17 @@ func fillNormal(rng *rand.Rand, x []float32, std float64) {
 	}
 }
 
-// newEmpty allocates a model of a validated config with zero weights.
-func newEmpty(cfg Config) *Model {
+// newEmpty allocates a model of a validated config with zero weights, and a zero value head
+// when value is true.
+func newEmpty(cfg Config, value bool) *Model {
 	n := numParams(cfg)
+	if value {
+		n += valueHeadParams(cfg)
+	}
 	m := &Model{
 		Cfg:    cfg,
-		Params: newParams(cfg, make([]float32, n)),
-		Grads:  newParams(cfg, make([]float32, n)),
+		Params: newParams(cfg, make([]float32, n), value),
+		Grads:  newParams(cfg, make([]float32, n), value),
 		par:    workers{n: runtime.GOMAXPROCS(0)},
 	}
 	half := cfg.HeadDim() / 2
@@ -83,8 +87,30 @@ func newEmpty(cfg Config) *Model {
 	return m
 }
 
-// NumParams is the number of distinct weights (a tied LM head counts once).
+// NumParams is the number of distinct weights (a tied LM head counts once), the value head's
+// included.
 func (m *Model) NumParams() int { return len(m.Params.Data) }
+
+// HasValueHead reports whether m has a value head (Params.Value).
+func (m *Model) HasValueHead() bool { return m.Params.Value != nil }
+
+// AddValueHead gives m a value head, V = value_head.weight · h + value_head.bias on the
+// final-norm hidden state h, when it has none. The head starts at zero: every value is 0, and,
+// since the gradient reaching the trunk from a value is the head's weight, the critic's loss moves
+// only the head until the head has learned something, so a fresh critic does not disturb a
+// trained policy. The weights and gradients move to new, longer slices (Params.Data grows by
+// Dim+1): an optimizer over the old ones must be made again.
+func (m *Model) AddValueHead() {
+	if m.HasValueHead() {
+		return
+	}
+	n := numParams(m.Cfg) + valueHeadParams(m.Cfg)
+	data, grads := make([]float32, n), make([]float32, n)
+	copy(data, m.Params.Data)
+	copy(grads, m.Grads.Data)
+	m.Params = newParams(m.Cfg, data, true)
+	m.Grads = newParams(m.Cfg, grads, true)
+}
 
 // SetWorkers sets how many goroutines the model's own parallel loops use (default GOMAXPROCS).
 // Results are bit-identical for every setting; kernels.Sgemm schedules its own goroutines.
@@ -96,13 +122,14 @@ func (m *Model) ZeroGrad() { clear(m.Grads.Data) }
 // Clone returns an independent copy of the weights with zero gradients and fresh workspaces,
 // e.g. a frozen reference policy or an inference snapshot.
 func (m *Model) Clone() *Model {
-	c := newEmpty(m.Cfg)
+	c := newEmpty(m.Cfg, m.HasValueHead())
 	copy(c.Params.Data, m.Params.Data)
 	c.par = m.par
 	return c
 }
 
-// CopyWeightsFrom overwrites m's weights with src's; the configs must be equal.
+// CopyWeightsFrom overwrites m's weights with src's; the configs must be equal. The value head
+// is copied when both have one; otherwise m keeps its own (or none): what decodes is the same.
 func (m *Model) CopyWeightsFrom(src *Model) error {
 	if src == nil {
 		return fmt.Errorf("model: CopyWeightsFrom nil model")
@@ -110,6 +137,10 @@ func (m *Model) CopyWeightsFrom(src *Model) error {
 	if src.Cfg != m.Cfg {
 		return fmt.Errorf("model: CopyWeightsFrom a different config: %+v into %+v", src.Cfg, m.Cfg)
 	}
-	copy(m.Params.Data, src.Params.Data)
+	n := numParams(m.Cfg)
+	if m.HasValueHead() && src.HasValueHead() {
+		n = len(m.Params.Data)
+	}
+	copy(m.Params.Data[:n], src.Params.Data[:n])
 	return nil
 }

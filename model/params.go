@@ -15,8 +15,21 @@ type Params struct {
 	Norm   []float32 // model.norm (Dim)
 	LMHead []float32 // lm_head (Vocab, Dim); the same slice as Embed when embeddings are tied
 
+	// Value and ValueBias are the value head (PPO's critic), a linear map from the final-norm
+	// hidden state to one scalar per position: value_head.weight (1, Dim) and value_head.bias (1).
+	// They come after every Llama tensor in Data, and are nil when the model has no value head.
+	Value     []float32
+	ValueBias []float32
+
 	tensors []NamedTensor
 }
+
+// The value head's tensor names. No Llama checkpoint has them; checkpoint keeps them out of
+// model.safetensors, so other stacks never see them.
+const (
+	ValueHeadWeight = "value_head.weight"
+	ValueHeadBias   = "value_head.bias"
+)
 
 // LayerParams are the views of one decoder block.
 type LayerParams struct {
@@ -42,7 +55,11 @@ type NamedTensor struct {
 	Data   []float32
 }
 
-// numParams counts the floats of a model with this config.
+// valueHeadParams is the size of the value head: a weight per hidden unit and a bias.
+func valueHeadParams(c Config) int { return c.Dim + 1 }
+
+// numParams counts the floats of the Llama weights of a model with this config (the value head
+// excluded).
 func numParams(c Config) int {
 	hd := c.HeadDim()
 	layer := 2*c.Dim + c.qkvDim()*c.Dim + c.Dim*c.Heads*hd + 3*c.Hidden*c.Dim
@@ -53,8 +70,9 @@ func numParams(c Config) int {
 	return n
 }
 
-// newParams lays out views over data, which must hold numParams(c) floats.
-func newParams(c Config, data []float32) Params {
+// newParams lays out views over data, which must hold numParams(c) floats, and
+// valueHeadParams(c) more when value is true.
+func newParams(c Config, data []float32, value bool) Params {
 	p := Params{Data: data, Layers: make([]LayerParams, c.Layers)}
 	off := 0
 	take := func(name string, shape ...int) []float32 {
@@ -94,18 +112,26 @@ func newParams(c Config, data []float32) Params {
 	} else {
 		p.LMHead = take("lm_head.weight", c.Vocab, c.Dim)
 	}
+	if value {
+		p.Value = take(ValueHeadWeight, 1, c.Dim)
+		p.ValueBias = take(ValueHeadBias, 1)
+	}
 	if off != len(data) {
 		panic(fmt.Sprintf("model: layout covers %d of %d floats", off, len(data)))
 	}
 	return p
 }
 
-// Tensors lists every weight under its Hugging Face Llama name, in storage order. With tied
-// embeddings there is no "lm_head.weight", as in HF checkpoints with tie_word_embeddings.
-// The tensors tile Data exactly: their Offsets and lengths cover it without gaps.
+// Tensors lists every weight under its Hugging Face Llama name, in storage order, then the value
+// head's two tensors when there is one. With tied embeddings there is no "lm_head.weight", as in
+// HF checkpoints with tie_word_embeddings. The tensors tile Data exactly: their Offsets and
+// lengths cover it without gaps.
 func (p *Params) Tensors() []NamedTensor {
 	return append([]NamedTensor(nil), p.tensors...)
 }
+
+// ValueHead reports whether t is a tensor of the value head rather than a Llama weight.
+func (t NamedTensor) ValueHead() bool { return t.Name == ValueHeadWeight || t.Name == ValueHeadBias }
 
 // Decays reports whether the optimizer should apply weight decay to t: the matrices take it, the
 // norm gains do not (decaying a gain toward 0 fights the normalization it scales).

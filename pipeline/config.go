@@ -404,8 +404,6 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 		}
 		if est, err := algo.NewEstimator(r.Advantage); err != nil {
 			return fmt.Errorf("rl.advantage: %w", err)
-		} else if algo.NeedsValues(est) {
-			return fmt.Errorf("rl.advantage.name: %q needs a critic's value estimates and the built-in model has no value head; use one of %s", r.Advantage.Name, strings.Join(criticFreeEstimators(), ", "))
 		} else if algo.Relative(est) && r.GroupSize < 2 {
 			return fmt.Errorf("rl.group_size: %q compares each episode with the others of its group, and a group of %d gives no learning signal: use group_size >= 2 (or an estimator without groups: reinforce-baseline, reinforce++)", r.Advantage.Name, r.GroupSize)
 		}
@@ -415,13 +413,13 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 		if err := r.Loss.Validate(); err != nil {
 			return fmt.Errorf("rl.loss: %w", err)
 		}
+		if err := checkCritic(r); err != nil {
+			return err
+		}
 		if r.KLPenalty != nil {
 			if err := r.KLPenalty.Validate(); err != nil {
 				return fmt.Errorf("rl.kl_penalty.%w", err)
 			}
-		}
-		if r.Loss.Critic.Coef > 0 {
-			return errors.New("rl.loss.critic: the built-in model has no value head; use a critic-free estimator")
 		}
 		if r.Async != nil {
 			if err := r.Async.validate(r, c.Rollout.Generator != nil); err != nil {
@@ -448,15 +446,33 @@ func (c *Config) modelConfig(vocab int) model.Config {
 	return m
 }
 
-// criticFreeEstimators lists the built-in advantage estimators that need no value estimates.
-func criticFreeEstimators() []string {
+// checkCritic pairs a critic estimator with the critic term: the values GAE bootstraps from are
+// the policy's value head, which only rl.loss.critic trains, and that term does nothing for an
+// estimator that reads no values.
+func checkCritic(r *RLConfig) error {
+	est, err := algo.NewEstimator(r.Advantage)
+	if err != nil {
+		return fmt.Errorf("rl.advantage: %w", err)
+	}
+	needs := algo.NeedsValues(est)
+	switch {
+	case needs && r.Loss.Critic.Coef == 0:
+		return fmt.Errorf("rl.advantage.name: %q bootstraps from the value head, which rl.loss.critic trains: set rl.loss.critic.coef > 0 (e.g. coef: 0.5, clip: 0.5)", r.Advantage.Name)
+	case !needs && r.Loss.Critic.Coef > 0:
+		return fmt.Errorf("rl.loss.critic does nothing with rl.advantage.name %q: it trains a value head that only a critic estimator (%s) reads", r.Advantage.Name, strings.Join(criticEstimators(), ", "))
+	}
+	return nil
+}
+
+// criticEstimators lists the built-in advantage estimators that need value estimates.
+func criticEstimators() []string {
 	var names []string
 	for _, n := range algo.Estimators().Names() {
 		c, err := algo.DefaultAdvantageConfig(n)
 		if err != nil {
 			continue
 		}
-		if est, err := algo.NewEstimator(c); err == nil && !algo.NeedsValues(est) {
+		if est, err := algo.NewEstimator(c); err == nil && algo.NeedsValues(est) {
 			names = append(names, n)
 		}
 	}

@@ -3,9 +3,11 @@ package pipeline
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/agentrl/agentrl/algo"
 	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
@@ -111,8 +113,14 @@ func TestLoadErrors(t *testing.T) {
 		{name: "kl_penalty estimator", sets: []string{"phases.rl.rl.kl_penalty.estimator=kl", "phases.rl.rl.kl_penalty.coef=0.1"}, want: "rl.kl_penalty.estimator: "},
 		{name: "kl_penalty target", sets: []string{"phases.rl.rl.kl_penalty.estimator=k1", "phases.rl.rl.kl_penalty.coef=0.1", "phases.rl.rl.kl_penalty.adaptive.horizon=100"}, want: "rl.kl_penalty.adaptive.target = 0"},
 		{name: "kl_penalty horizon", sets: []string{"phases.rl.rl.kl_penalty.estimator=k1", "phases.rl.rl.kl_penalty.coef=0.1", "phases.rl.rl.kl_penalty.adaptive.target=0.1"}, want: "rl.kl_penalty.adaptive.horizon = 0"},
-		{name: "critic estimator", path: write("gae.yaml", strings.Replace(string(good), "      name: grpo\n", "      name: gae\n      gae:\n        gamma: 1.0\n        lambda: 0.95\n", 1)),
-			want: `rl.advantage.name: "gae" needs a critic's value estimates`},
+		{name: "critic estimator without critic", path: write("gae.yaml", strings.Replace(string(good), "      name: grpo\n", "      name: gae\n      gae:\n        gamma: 1.0\n        lambda: 0.95\n", 1)),
+			want: `rl.advantage.name: "gae" bootstraps from the value head, which rl.loss.critic trains: set rl.loss.critic.coef > 0`},
+		{name: "critic without critic estimator", sets: []string{"phases.rl.rl.loss.critic.coef=0.5"}, want: `rl.loss.critic does nothing with rl.advantage.name "grpo"`},
+		{name: "critic clip without coef", sets: []string{"phases.rl.rl.advantage.name=gae", "phases.rl.rl.loss.critic.coef=0"}, want: "critic.clip does nothing with critic.coef = 0"},
+		{name: "critic coef negative", sets: []string{"phases.rl.rl.advantage.name=gae", "phases.rl.rl.loss.critic.coef=-1"}, want: "critic coef -1"},
+		{name: "gae lambda", sets: []string{"phases.rl.rl.advantage.name=gae", "phases.rl.rl.advantage.gae.lambda=2"}, want: "gae.lambda = 2"},
+		{name: "gae key under grpo", sets: []string{"phases.rl.rl.advantage.gae.no_whiten=true"}, want: "gae.* does nothing"},
+		{name: "unknown critic key", sets: []string{"phases.rl.rl.advantage.name=gae", "phases.rl.rl.loss.critic.cliprange=0.2"}, want: "cliprange"},
 	}
 	checkLoadErrors(t, cases)
 	if _, err := Load(all.Builtins(), "calc", write("b.yaml", string(good)), nil); err == nil {
@@ -156,6 +164,53 @@ func TestRenderingShowsEveryLossBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := back.Validate(all.Builtins()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Setting the estimator to gae gives it its defaults and the critic term it needs, so one
+// --set makes a PPO+GAE run; back to grpo drops them. The rendering shows every key, and loads back.
+func TestOverrideEstimator(t *testing.T) {
+	c, err := Load(all.Builtins(), "", "", []string{"phases.rl.rl.advantage.gae.lambda=0.9", "phases.rl.rl.advantage.name=gae"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Phases[1].RL
+	if r.Advantage.Name != "gae" || r.Advantage.GAE != (algo.GAEConfig{Gamma: 1, Lambda: 0.9}) || r.Loss.Critic != algo.DefaultCriticConfig() {
+		t.Fatalf("advantage %+v, critic %+v", r.Advantage, r.Loss.Critic)
+	}
+	data, err := Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{`\n +name: gae\n +gae:\n +gamma: 1\.0\n +lambda: 0\.9\n +no_whiten: false\n`, `\n +critic:\n +coef: 0\.5\n +clip: 0\.5\n`} {
+		if !regexp.MustCompile(k).Match(data) {
+			t.Errorf("rendering lacks %q:\n%s", k, data)
+		}
+	}
+	back, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := back.Validate(all.Builtins()); err != nil {
+		t.Fatal(err)
+	}
+	// A critic set explicitly is kept; switching to a critic-free estimator drops it.
+	c, err = Load(all.Builtins(), "", "", []string{"phases.rl.rl.advantage.name=gae-turn", "phases.rl.rl.loss.critic.coef=1", "phases.rl.rl.loss.critic.clip=0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Phases[1].RL; r.Advantage.Name != "gae-turn" || r.Loss.Critic != (algo.CriticConfig{Coef: 1}) {
+		t.Fatalf("advantage %+v, critic %+v", r.Advantage, r.Loss.Critic)
+	}
+	c, err = Override(c, []string{"phases.rl.rl.advantage.name=rloo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Phases[1].RL; r.Advantage != (algo.AdvantageConfig{Name: "rloo"}) || r.Loss.Critic != (algo.CriticConfig{}) {
+		t.Fatalf("advantage %+v, critic %+v", r.Advantage, r.Loss.Critic)
+	}
+	if err := c.Validate(all.Builtins()); err != nil {
 		t.Fatal(err)
 	}
 }

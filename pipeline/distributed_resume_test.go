@@ -24,7 +24,9 @@ import (
 )
 
 // distResumeSets: eight distributed RL steps, η = 2, a checkpoint every second step (tinyConfig).
-var distResumeSets = append(append([]string{}, distSets...), "phases.rl.steps=8")
+// A group waits for its members as long as a loaded machine may take to restart a server and
+// redeliver a killed worker's tasks: a partial group here would be a fault, not a timeout.
+var distResumeSets = append(append([]string{}, distSets...), "phases.rl.steps=8", "phases.rl.rl.async.workers.group_timeout=2m")
 
 const (
 	distResumeSteps = 8

@@ -183,8 +183,10 @@ func Encode(c Config) ([]byte, error) { return yaml.Marshal(c) }
 // phase by name, "phases.rl.rl.group_size". The value is read as YAML ("16", "true", "1e-3",
 // "[a, b]", "{name: calc, weight: 1}"). A key that does not exist is an error, as in a file.
 // Setting a loss's policy to another one ("phases.rl.rl.loss.policy=gspo") gives that loss
-// the new policy's paper defaults (algo.LossConfig.WithPolicy); such settings apply first, so
-// the new policy's own settings can follow in any order.
+// the new policy's paper defaults (algo.LossConfig.WithPolicy), and setting the advantage
+// estimator ("phases.rl.rl.advantage.name=gae") gives it its defaults and the critic term it needs
+// (switchEstimator); such settings apply first, so the new policy's or estimator's own settings
+// can follow in any order.
 func Override(c Config, sets []string) (Config, error) {
 	data, err := yaml.Marshal(c)
 	if err != nil {
@@ -196,12 +198,12 @@ func Override(c Config, sets []string) (Config, error) {
 	}
 	ordered := make([]string, 0, len(sets))
 	for _, s := range sets {
-		if key, _, _ := strings.Cut(s, "="); isPolicyKey(key) {
+		if key, _, _ := strings.Cut(s, "="); isPolicyKey(key) || isEstimatorKey(key) {
 			ordered = append(ordered, s)
 		}
 	}
 	for _, s := range sets {
-		if key, _, _ := strings.Cut(s, "="); !isPolicyKey(key) {
+		if key, _, _ := strings.Cut(s, "="); !isPolicyKey(key) && !isEstimatorKey(key) {
 			ordered = append(ordered, s)
 		}
 	}
@@ -217,6 +219,12 @@ func Override(c Config, sets []string) (Config, error) {
 		path := strings.Split(key, ".")
 		if name, ok := v.(string); ok && isPolicyKey(key) {
 			if tree, err = switchPolicy(tree, path[:len(path)-1], name, key); err != nil {
+				return c, err
+			}
+			continue
+		}
+		if name, ok := v.(string); ok && isEstimatorKey(key) {
+			if tree, err = switchEstimator(tree, path[:len(path)-2], name, key); err != nil {
 				return c, err
 			}
 			continue
@@ -284,6 +292,66 @@ func switchPolicy(tree any, path []string, name, full string) (any, error) {
 		return nil, err
 	}
 	return setPath(tree, path, nm, full)
+}
+
+func isEstimatorKey(key string) bool { return strings.HasSuffix(key, ".advantage.name") }
+
+// switchEstimator gives the rl block at path the advantage estimator name with its defaults
+// (algo.DefaultAdvantageConfig), when name is not already its estimator. A critic estimator
+// (gae, gae-turn) also gets algo.DefaultCriticConfig's critic term when the loss has none, and a
+// critic-free one drops the critic term it would not read.
+func switchEstimator(tree any, path []string, name, full string) (any, error) {
+	cur, ok := lookupPath(tree, path)
+	rl, isMap := cur.(map[string]any)
+	if !ok || !isMap {
+		return setPath(tree, append(path, "advantage", "name"), name, full)
+	}
+	if adv, ok := rl["advantage"].(map[string]any); ok && adv["name"] == name {
+		return tree, nil
+	}
+	ac, err := algo.DefaultAdvantageConfig(name)
+	if err != nil {
+		return setPath(tree, append(path, "advantage", "name"), name, full) // the validation reports it
+	}
+	var adv any
+	if err := remarshal(ac, &adv); err != nil {
+		return nil, err
+	}
+	if tree, err = setPath(tree, append(path, "advantage"), adv, full); err != nil {
+		return nil, err
+	}
+	est, err := algo.NewEstimator(ac)
+	if err != nil {
+		return tree, nil
+	}
+	var critic algo.CriticConfig
+	if c, ok := lookupPath(tree, append(path, "loss", "critic")); ok {
+		if err := remarshal(c, &critic); err != nil {
+			return tree, nil // the decode reports it
+		}
+	}
+	switch needs := algo.NeedsValues(est); {
+	case needs && critic.Coef == 0:
+		critic = algo.DefaultCriticConfig()
+	case !needs:
+		critic = algo.CriticConfig{}
+	default:
+		return tree, nil
+	}
+	var node any
+	if err := remarshal(critic, &node); err != nil {
+		return nil, err
+	}
+	return setPath(tree, append(path, "loss", "critic"), node, full)
+}
+
+// remarshal converts v to out through YAML.
+func remarshal(v, out any) error {
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return yaml.Unmarshal(data, out)
 }
 
 // lookupPath returns the node at path, resolving list entries by index or name as setPath does.

@@ -18,7 +18,8 @@ import (
 )
 
 // tinyConfig is a complete run small enough for a unit test: a cold start and a few RL steps of
-// a 1-layer model on calc.
+// a 1-layer model on calc. test-ones (onesEnvs) may be named too, for a reward the tiny policy
+// earns from its first step.
 func tinyConfig(t testing.TB, runs string, extra ...string) Config {
 	t.Helper()
 	c, err := Load(testEnvs(), "", "", append([]string{

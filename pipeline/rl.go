@@ -82,12 +82,21 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 
 // newRLUpdate makes the phase's RL update: estimator, loss, the frozen reference of a KL term or
 // penalty, the penalty (its adaptive coefficient restored when resuming mid-phase) and the
-// learner (restored likewise).
+// learner (restored likewise). A critic estimator gives the policy a value head first, unless it
+// has one (from an earlier phase, or the checkpoint a resumed phase loaded): a fresh head starts
+// at zero (model.AddValueHead), so a phase resumed at its start gets the same head as one that
+// was never interrupted.
 func (r *Run) newRLUpdate(p Phase, start int) (*learn.RL, error) {
 	c := p.RL
 	est, err := algo.NewEstimator(c.Advantage)
 	if err != nil {
 		return nil, err
+	}
+	if algo.NeedsValues(est) {
+		if start > 0 && !r.model.HasValueHead() {
+			return nil, fmt.Errorf("resume: %q needs the value head, which the checkpoint lacks", c.Advantage.Name)
+		}
+		r.model.AddValueHead()
 	}
 	loss, err := algo.NewLoss(c.Loss)
 	if err != nil {

@@ -144,21 +144,7 @@ func Async(ctx context.Context, w io.Writer, o AsyncOptions) error {
 
 // trainSupervised trains the calc preset's supervised phase alone and returns its checkpoint.
 func trainSupervised(ctx context.Context, out io.Writer, o AsyncOptions) (string, error) {
-	cfg, err := pipeline.Load(o.Envs, "calc", "", []string{"runs_dir=" + o.RunsDir, "name=bench-async-sft",
-		fmt.Sprintf("phases.sft.steps=%d", o.SFTSteps), "eval.tasks=8", "eval.samples=1"})
-	if err != nil {
-		return "", err
-	}
-	cfg.Phases = cfg.Phases[:1]
-	run, err := pipeline.NewRun(cfg, pipeline.Options{Out: out, Terminal: o.Terminal, Envs: o.Envs})
-	if err != nil {
-		return "", err
-	}
-	sum, err := run.Train(ctx)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(sum.Dir, "checkpoints", fmt.Sprintf("sft-p0.s%06d", o.SFTSteps)), nil
+	return supervisedCheckpoint(ctx, out, o.Envs, o.RunsDir, "bench-async-sft", o.SFTSteps, o.Terminal)
 }
 
 // armSets are the overrides of one arm. Every arm trains with the same loss (PPO with a
@@ -462,33 +448,15 @@ func printAsyncSeeds(w io.Writer, o AsyncOptions, rs []*asyncArm, syncTime map[s
 	tw.Flush()
 }
 
-// meanInterval formats the mean of xs and the half-width of its 95% Student-t interval.
+// meanInterval formats the mean of xs and the half-width of its 95% Student-t interval ("-" for
+// none, the value alone for one).
 func meanInterval(xs []float64, format string) string {
-	switch len(xs) {
-	case 0:
+	mean, half := ci95(xs)
+	switch {
+	case len(xs) == 0:
 		return "-"
-	case 1:
-		return fmt.Sprintf(format, xs[0])
+	case math.IsNaN(half):
+		return fmt.Sprintf(format, mean)
 	}
-	var mean float64
-	for _, x := range xs {
-		mean += x
-	}
-	mean /= float64(len(xs))
-	var ss float64
-	for _, x := range xs {
-		ss += (x - mean) * (x - mean)
-	}
-	sd := math.Sqrt(ss / float64(len(xs)-1))
-	half := tCrit95(len(xs)-1) * sd / math.Sqrt(float64(len(xs)))
 	return fmt.Sprintf(format+" ± "+strings.Replace(format, "%+", "%", 1), mean, half)
-}
-
-// tCrit95 is the two-sided 95% critical value of Student's t with df degrees of freedom.
-func tCrit95(df int) float64 {
-	table := []float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228}
-	if df >= 1 && df <= len(table) {
-		return table[df-1]
-	}
-	return 1.96 + 2.4/float64(df) // within about 1% of the exact value beyond 10 degrees of freedom
 }

@@ -3,8 +3,9 @@
 // loop's own cost (Rollout): episodes and environment steps per second with a zero-latency
 // scripted generator (each environment's expert playing through the real tokenizer), the
 // orchestration overhead per step (time spent neither in the environment, the tokenizer nor the
-// generator), scaling from one core to two, and memory per in-flight episode. Each prints its
-// figures to an io.Writer; BENCHMARKS.md records them with their commands.
+// generator), scaling from one core to two, and memory per in-flight episode; synchronous vs
+// asynchronous RL (Async); and the learning comparisons of papers' orderings (PaperPPOGAE). Each
+// prints its figures to an io.Writer; BENCHMARKS.md records them with their commands.
 package bench
 
 import "strings"
