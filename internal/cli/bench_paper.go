@@ -22,6 +22,7 @@ func (c *BenchRetoolCmd) Run(g *Globals) error {
 		Envs: g.Envs, Seeds: c.Seeds, Set: c.Set, Quiet: c.Quiet, Terminal: isTerminal(g.Stdout),
 	})
 }
+
 // BenchPaperPPOGAECmd runs PPO+GAE, GRPO, RLOO and REINFORCE++ from one supervised checkpoint on
 // calc, over seeds, and prints the held-out success each reaches per trained episode and per
 // second of RL, with 95% intervals and the ordering they resolve.
