@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/infer"
@@ -32,8 +34,9 @@ type policySampler struct {
 }
 
 // newSampler starts phase p's generator. Servers are brought to the run's current policy
-// first: an agentrl server already at exactly that version keeps its weights, every other is
-// sent them.
+// first, under a new epoch (publishEpoch): an agentrl server takes the run's version even when
+// it serves a higher one, which a killed process of this run published after its last
+// checkpoint.
 func (r *Run) newSampler(ctx context.Context, p Phase) (*policySampler, error) {
 	g := r.Cfg.Rollout.Generator
 	if g == nil {
@@ -48,12 +51,13 @@ func (r *Run) newSampler(ctx context.Context, p Phase) (*policySampler, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts.Epoch = publishEpoch()
 	router, err := remote.New(opts)
 	if err != nil {
 		return nil, err
 	}
 	s := &policySampler{gen: router, router: router, r: r}
-	if err := s.toServers(ctx, true); err != nil {
+	if err := s.toServers(ctx); err != nil {
 		router.Close()
 		return nil, err
 	}
@@ -78,7 +82,7 @@ func (s *policySampler) publish(ctx context.Context, wait bool) error {
 		return err
 	}
 	if wait {
-		return s.toServers(ctx, false)
+		return s.toServers(ctx)
 	}
 	v, dir, err := s.save()
 	if err != nil {
@@ -86,7 +90,7 @@ func (s *policySampler) publish(ctx context.Context, wait bool) error {
 	}
 	done := make(chan error, 1)
 	s.pending = done
-	go func() { done <- s.send(ctx, v, dir, false) }()
+	go func() { done <- s.send(ctx, v, dir) }()
 	return nil
 }
 
@@ -100,14 +104,13 @@ func (s *policySampler) settle() error {
 	return err
 }
 
-// toServers writes the weights and publishes them, waiting; atStart accepts servers already at
-// the version.
-func (s *policySampler) toServers(ctx context.Context, atStart bool) error {
+// toServers writes the weights and publishes them, waiting.
+func (s *policySampler) toServers(ctx context.Context) error {
 	v, dir, err := s.save()
 	if err != nil {
 		return err
 	}
-	return s.send(ctx, v, dir, atStart)
+	return s.send(ctx, v, dir)
 }
 
 // save writes the current weights once as published/vN, for the servers to load.
@@ -127,15 +130,8 @@ func (s *policySampler) save() (int32, string, error) {
 // send publishes the folder dir as version v. A server the update did not reach gets no more
 // requests until a later one reaches it; the run goes on while at least one server serves v.
 // Older published folders are removed once v is published.
-func (s *policySampler) send(ctx context.Context, v int32, dir string, atStart bool) error {
-	path := filepath.Join(dir, "model.safetensors")
-	var err error
-	if atStart {
-		err = s.router.SyncWeights(ctx, v, path, dir)
-	} else {
-		err = s.router.PublishWeights(ctx, v, path, dir)
-	}
-	if err != nil {
+func (s *policySampler) send(ctx context.Context, v int32, dir string) error {
+	if err := s.router.PublishWeights(ctx, v, filepath.Join(dir, "model.safetensors"), dir); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -145,6 +141,24 @@ func (s *policySampler) send(ctx context.Context, v int32, dir string, atStart b
 		s.r.printf("warning: %v (generation continues on the other servers)\n", err)
 	}
 	return pruneDirs(filepath.Dir(dir), filepath.Base(dir))
+}
+
+// lastEpoch is the epoch publishEpoch gave last.
+var lastEpoch atomic.Int64
+
+// publishEpoch is the epoch of a new RL phase's weight updates (remote.Options.Epoch): the time,
+// in milliseconds since 1970, and above any this process gave before. A resumed run starts later
+// than its killed process did, so its epoch is newer and the servers take its version, lower
+// than the ones the killed process published; a trainer on a host whose clock is behind that of
+// an earlier trainer of the same servers is refused by them (409, stale epoch), never mixed in.
+func publishEpoch() int64 {
+	for {
+		last := lastEpoch.Load()
+		e := max(time.Now().UnixMilli(), last+1)
+		if lastEpoch.CompareAndSwap(last, e) {
+			return e
+		}
+	}
 }
 
 // pruneDirs removes every entry of parent but keep.

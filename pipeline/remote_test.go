@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -196,12 +197,14 @@ func initialCheckpoint(t *testing.T, dir string) string {
 	return filepath.Join(dir, "checkpoints", bestName)
 }
 
-// A run that generates over HTTP on two agentrl servers records what the in-process run records.
+// A run that generates over HTTP on two agentrl server processes records what the in-process
+// run records.
 func TestRemoteGenerationIsDeterministic(t *testing.T) {
 	ref := trainTiny(t, t.TempDir(), nil)
 	t.Setenv(testKeyVar, "k")
 	ck := initialCheckpoint(t, ref)
-	a, b := startServer(t, ck, "k"), startServer(t, ck, "k")
+	a, _ := startChild(t, ck)
+	b, _ := startChild(t, ck)
 	got := trainTiny(t, t.TempDir(), generatorConfig(a, b))
 	sameRun(t, ref, got)
 	// Only the latest published version is kept.
@@ -428,4 +431,101 @@ func TestRemoteWrongLogprobsFailTheEpisode(t *testing.T) {
 		}
 	}
 	t.Logf("recorded as: %s %q", trajs[0].Status, trajs[0].Error)
+}
+
+// TestHelperRemoteTrainProcess is the child of TestRemoteResumeRewindsServers: it trains the tiny
+// run on the servers of AGENTRL_TEST_REMOTE_SERVERS until it is killed.
+func TestHelperRemoteTrainProcess(t *testing.T) {
+	runs := os.Getenv("AGENTRL_TEST_REMOTE_RUNS")
+	if runs == "" {
+		t.Skip("run by TestRemoteResumeRewindsServers")
+	}
+	trainTiny(t, runs, generatorConfig(strings.Split(os.Getenv("AGENTRL_TEST_REMOTE_SERVERS"), ",")...))
+}
+
+// A trainer killed after it published a version and before it checkpointed it leaves the servers
+// ahead of the run: the resumed run, back at its last checkpoint, brings them to its own weights
+// under a newer epoch (they would refuse its lower version otherwise) and records exactly what an
+// uninterrupted in-process run records.
+func TestRemoteResumeRewindsServers(t *testing.T) {
+	ref := trainTiny(t, t.TempDir(), nil)
+	t.Setenv(testKeyVar, "k")
+	ck := initialCheckpoint(t, ref)
+	// The servers' weight route kills the trainer once both have taken version 7, the first RL
+	// update (checkpoint.every=2: the run's last checkpoint is then version 6), before either
+	// answers it.
+	const ahead = 7
+	var trainer atomic.Pointer[os.Process]
+	var took atomic.Int32
+	killed := make(chan struct{})
+	var servers []*serve.Server
+	var urls []string
+	for range 2 {
+		srv, err := serve.Open(ck, serve.Options{APIKey: "k", Slots: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/agentrl/v1/weights" || r.URL.Query().Get("version") != strconv.Itoa(ahead) {
+				srv.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, r)
+			if rec.Code != http.StatusOK {
+				t.Errorf("version %d: %d %s", ahead, rec.Code, rec.Body)
+			}
+			if took.Add(1) == 2 {
+				trainer.Load().Kill()
+				close(killed)
+			}
+			select {
+			case <-killed: // the trainer never hears back
+			case <-time.After(time.Minute):
+				t.Error("the other server never took the version")
+			}
+		}))
+		t.Cleanup(func() { hs.Close(); srv.Close() })
+		servers, urls = append(servers, srv), append(urls, hs.URL)
+	}
+	runs := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRemoteTrainProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "AGENTRL_TEST_REMOTE_RUNS="+runs, "AGENTRL_TEST_REMOTE_SERVERS="+strings.Join(urls, ","))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	trainer.Store(cmd.Process)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-killed:
+		<-exited
+	case err := <-exited:
+		t.Fatalf("the trainer exited before it published version %d: %v", ahead, err)
+	}
+	killedEpoch := servers[0].Epoch()
+	for i, srv := range servers {
+		if srv.Version() != ahead || srv.Epoch() != killedEpoch || killedEpoch == 0 {
+			t.Fatalf("server %d serves version %d of epoch %d, want %d of the killed trainer's epoch %d", i, srv.Version(), srv.Epoch(), ahead, killedEpoch)
+		}
+	}
+
+	dir := filepath.Join(runs, "tiny")
+	run, err := Resume(dir, Options{Envs: all.Builtins()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.version >= ahead {
+		t.Fatalf("resumed at version %d: the servers are not ahead of the run", run.version)
+	}
+	t.Logf("servers at version %d of epoch %d; the run resumes at version %d", ahead, killedEpoch, run.version)
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sameRun(t, ref, dir)
+	for i, srv := range servers {
+		if srv.Version() != 10 || srv.Epoch() <= killedEpoch {
+			t.Fatalf("server %d serves version %d of epoch %d, want 10 of an epoch after %d", i, srv.Version(), srv.Epoch(), killedEpoch)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentrl/agentrl/infer"
+	"github.com/agentrl/agentrl/infer/wire"
 )
 
 // Dialect is the HTTP API a server speaks.
@@ -42,7 +43,8 @@ var errProtocol = errors.New("remote: protocol violation")
 // dialect encodes requests and decodes responses of one API.
 type dialect interface {
 	path() string
-	encode(s *Server, req infer.Request) ([]byte, error)
+	// encode appends the body of req to b.
+	encode(b []byte, s *Server, req infer.Request) ([]byte, error)
 	// decode reads a 200 response; version is the server's last confirmed policy version, for
 	// dialects that report none.
 	decode(body []byte, version int32) (infer.Completion, error)
@@ -85,6 +87,12 @@ func checkCompletion(c infer.Completion) error {
 	return nil
 }
 
+// appendJSON appends v as json.Marshal writes it.
+func appendJSON(b []byte, v any) ([]byte, error) {
+	out, err := json.Marshal(v)
+	return append(b, out...), err
+}
+
 // sameVersion is n copies of v.
 func sameVersion(n int, v int32) []int32 {
 	out := make([]int32, n)
@@ -99,12 +107,18 @@ type agentrlDialect struct{}
 
 func (agentrlDialect) path() string { return "/agentrl/v1/generate" }
 
-func (agentrlDialect) encode(_ *Server, req infer.Request) ([]byte, error) { return json.Marshal(req) }
+func (agentrlDialect) encode(b []byte, _ *Server, req infer.Request) ([]byte, error) {
+	return wire.AppendRequest(b, req)
+}
 
+// decode reads the usual shape with wire.ReadCompletion and anything else with encoding/json.
 func (agentrlDialect) decode(body []byte, _ int32) (infer.Completion, error) {
-	var c infer.Completion
-	if err := json.Unmarshal(body, &c); err != nil {
-		return c, fmt.Errorf("%w: %v", errProtocol, err)
+	c, ok := wire.ReadCompletion(body)
+	if !ok {
+		c = infer.Completion{}
+		if err := json.Unmarshal(body, &c); err != nil {
+			return c, fmt.Errorf("%w: %v", errProtocol, err)
+		}
 	}
 	return c, checkCompletion(c)
 }
@@ -133,7 +147,7 @@ type vllmRequest struct {
 	Stream                 bool    `json:"stream"`
 }
 
-func (vllmDialect) encode(s *Server, req infer.Request) ([]byte, error) {
+func (vllmDialect) encode(b []byte, s *Server, req infer.Request) ([]byte, error) {
 	topP, topK := req.Sampling.TopP, req.Sampling.TopK
 	if topP == 0 {
 		topP = 1 // off
@@ -141,7 +155,7 @@ func (vllmDialect) encode(s *Server, req infer.Request) ([]byte, error) {
 	if topK == 0 {
 		topK = -1 // off
 	}
-	return json.Marshal(vllmRequest{
+	return appendJSON(b, vllmRequest{
 		Model: s.Model, Prompt: req.Prompt, MaxTokens: req.MaxTokens,
 		Temperature: req.Sampling.Temperature, TopP: topP, TopK: topK, Seed: req.Seed,
 		StopTokenIDs: req.Stop, Logprobs: 0, ReturnTokenIDs: true, ReturnTokensAsTokenIDs: true,
@@ -228,7 +242,7 @@ type sglangSampling struct {
 	SkipSpecialTokens bool `json:"skip_special_tokens"`
 }
 
-func (sglangDialect) encode(_ *Server, req infer.Request) ([]byte, error) {
+func (sglangDialect) encode(b []byte, _ *Server, req infer.Request) ([]byte, error) {
 	topP, topK := req.Sampling.TopP, req.Sampling.TopK
 	if topP == 0 {
 		topP = 1
@@ -236,7 +250,7 @@ func (sglangDialect) encode(_ *Server, req infer.Request) ([]byte, error) {
 	if topK == 0 {
 		topK = -1
 	}
-	return json.Marshal(sglangRequest{
+	return appendJSON(b, sglangRequest{
 		InputIDs: req.Prompt,
 		SamplingParams: sglangSampling{
 			MaxNewTokens: req.MaxTokens, Temperature: req.Sampling.Temperature, TopP: topP, TopK: topK,

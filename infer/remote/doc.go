@@ -25,5 +25,12 @@
 // taken before temperature, top-k and top-p unless the server is declared to return processed
 // logprobs.
 //
-// It does not start servers, publish weights or decide what to train on; the trainer does.
+// PublishWeights sends a trainer's weights to every server: agentrl servers receive the file
+// under the router's epoch (Options.Epoch), within which versions only go up, SGLang servers load
+// the folder from a shared disk.
+//
+// The agentrl dialect's JSON is written and read by infer/wire, without reflection; anything
+// outside the shape it reads is left to encoding/json.
+//
+// It does not start servers or decide what to train on; the trainer does.
 package remote

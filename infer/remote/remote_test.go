@@ -453,11 +453,13 @@ func TestPublishWeights(t *testing.T) {
 		t.Fatal(err)
 	}
 	var gotBody, gotVersion, gotAuth string
+	var gotEpoch []string
 	ag := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/agentrl/v1/weights":
 			b, _ := io.ReadAll(r.Body)
 			gotBody, gotVersion, gotAuth = string(b), r.URL.Query().Get("version"), r.Header.Get("Authorization")
+			gotEpoch = r.URL.Query()["epoch"]
 			io.WriteString(w, `{"version":4,"previous":3}`)
 		default:
 			io.WriteString(w, `{"tokens":[5],"logprobs":[-1],"versions":[4],"finish":"stop"}`)
@@ -479,8 +481,8 @@ func TestPublishWeights(t *testing.T) {
 	if err := r.PublishWeights(context.Background(), 4, path, "/ckpt/v4"); err != nil {
 		t.Fatal(err)
 	}
-	if gotBody != "weights" || gotVersion != "4" || gotAuth != "Bearer k" {
-		t.Fatalf("agentrl server got body %q version %q auth %q", gotBody, gotVersion, gotAuth)
+	if gotBody != "weights" || gotVersion != "4" || gotAuth != "Bearer k" || gotEpoch != nil {
+		t.Fatalf("agentrl server got body %q version %q epoch %q auth %q", gotBody, gotVersion, gotEpoch, gotAuth)
 	}
 	if sgBody["model_path"] != "/ckpt/v4" || sgBody["weight_version"] != "4" || sgBody["abort_all_requests"] != false {
 		t.Fatalf("sglang server got %v", sgBody)
@@ -494,6 +496,11 @@ func TestPublishWeights(t *testing.T) {
 	c, err := r.Generate(context.Background(), infer.Request{Prompt: []int32{1}, MaxTokens: 4, Sampling: infer.Sampling{Temperature: 1}, Session: "x"})
 	if err != nil || c.Versions[0] != 4 {
 		t.Fatalf("completion %+v, %v", c, err)
+	}
+	// A router with an epoch names it.
+	e := newRouter(t, Options{Servers: []Server{{Name: "a", URL: ag.URL, Dialect: Agentrl, APIKey: "k"}}, Epoch: 1700000000123})
+	if err := e.PublishWeights(context.Background(), 2, path, ""); err != nil || gotVersion != "2" || !reflect.DeepEqual(gotEpoch, []string{"1700000000123"}) {
+		t.Fatalf("publish with an epoch: %v; server got version %q epoch %q", err, gotVersion, gotEpoch)
 	}
 	v := newRouter(t, Options{Servers: []Server{{Name: "v", URL: ag.URL, Dialect: VLLM, Model: "m"}}})
 	if err := v.PublishWeights(context.Background(), 5, path, ""); err == nil || !strings.Contains(err.Error(), "no route to load them") {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,10 +31,17 @@ type Options struct {
 	// EjectAfter consecutive failures take a server out of rotation until a health check or a
 	// last-resort request succeeds (default 2).
 	EjectAfter int
+	// Epoch is sent with every weight update to an agentrl server (0: none, the server's own).
+	// Within an epoch a server takes only increasing versions; a newer epoch may set any version.
+	// A trainer gives each start of an RL phase a new, later epoch, so that after a crash and a
+	// resume it can bring servers that its killed process had advanced past its last checkpoint
+	// back to its own weights.
+	Epoch int64
 	// MaxResponse bounds a response body (default 64 MiB).
 	MaxResponse int64
-	// Client is the HTTP client (default: one whose transport keeps enough idle connections per
-	// server for a full continuous batch). Its own timeout, if any, also applies.
+	// Client is the HTTP client (default: one whose transport keeps an idle connection for each of
+	// up to 4,096 concurrent requests per server, so connections are reused, never re-dialled).
+	// Its own timeout, if any, also applies.
 	Client *http.Client
 }
 
@@ -50,6 +58,10 @@ type Router struct {
 	stop   context.CancelFunc
 	done   chan struct{}
 }
+
+// maxIdlePerServer is how many idle connections the default client keeps to one server: as many
+// as requests agentrl serve takes in flight by default (serve.Options.MaxPending).
+const maxIdlePerServer = 4096
 
 // maxSessions bounds the sticky table; the oldest pins are forgotten first.
 const maxSessions = 1 << 16
@@ -93,6 +105,9 @@ func New(opts Options) (*Router, error) {
 	if opts.Attempts == 0 {
 		opts.Attempts = min(3, len(opts.Servers))
 	}
+	if opts.Epoch < 0 {
+		return nil, fmt.Errorf("remote: epoch must not be negative, got %d", opts.Epoch)
+	}
 	if opts.Attempts < 1 {
 		return nil, fmt.Errorf("remote: attempts must be positive, got %d", opts.Attempts)
 	}
@@ -108,10 +123,13 @@ func New(opts Options) (*Router, error) {
 	r := &Router{opts: opts, client: opts.Client, sticky: map[string]int{}, done: make(chan struct{})}
 	if r.client == nil {
 		r.client = &http.Client{Transport: &http.Transport{
-			Proxy:               nil,
-			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConns:        1024,
-			MaxIdleConnsPerHost: 256,
+			Proxy:       nil,
+			DialContext: (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			// Every connection a server's requests in flight used stays open for the next ones:
+			// with fewer idle slots than concurrent requests, each burst would close the surplus
+			// and dial it again.
+			MaxIdleConns:        0, // no limit but the one per server
+			MaxIdleConnsPerHost: maxIdlePerServer,
 			IdleConnTimeout:     90 * time.Second,
 		}}
 	}
@@ -276,7 +294,7 @@ func (r *Router) call(ctx context.Context, i int, req infer.Request) (c infer.Co
 	if s.Dialect != Agentrl && !s.ProcessedLogprobs && !req.Sampling.Exact() {
 		return c, &requestError{status: 400, msg: "this server returns logprobs before temperature, top-k and top-p; declare processed_logprobs (vLLM: --logprobs-mode processed_logprobs) or sample exactly"}
 	}
-	body, err := s.dialect.encode(&s.Server, req)
+	body, err := s.dialect.encode(make([]byte, 0, 160+12*(len(req.Prompt)+len(req.Stop))), &s.Server, req)
 	if err != nil {
 		return c, err
 	}
@@ -286,7 +304,7 @@ func (r *Router) call(ctx context.Context, i int, req infer.Request) (c infer.Co
 	if err != nil {
 		return c, err
 	}
-	hr.Header.Set("Content-Type", "application/json")
+	hr.Header["Content-Type"] = jsonType
 	if s.APIKey != "" {
 		hr.Header.Set("Authorization", "Bearer "+s.APIKey)
 	}
@@ -295,12 +313,11 @@ func (r *Router) call(ctx context.Context, i int, req infer.Request) (c infer.Co
 		return c, err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, r.opts.MaxResponse+1))
+	buf := buffers.Get().(*[]byte)
+	defer putBuffer(buf)
+	data, err := readAll(resp.Body, resp.ContentLength, r.opts.MaxResponse, buf)
 	if err != nil {
 		return c, err
-	}
-	if int64(len(data)) > r.opts.MaxResponse {
-		return c, fmt.Errorf("%w: response larger than %d bytes", errProtocol, r.opts.MaxResponse)
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg := errorMessage(data)
@@ -313,6 +330,50 @@ func (r *Router) call(ctx context.Context, i int, req infer.Request) (c infer.Co
 	version := s.version
 	r.mu.Unlock()
 	return s.dialect.decode(data, version)
+}
+
+// jsonType is the Content-Type of every request body (a header value is never modified once set).
+var jsonType = []string{"application/json"}
+
+// buffers hold response bodies between calls; the decoders copy what they keep.
+var buffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooled is the largest buffer kept for reuse: a rare large body is left to the collector.
+const maxPooled = 1 << 20
+
+func putBuffer(b *[]byte) {
+	if cap(*b) <= maxPooled {
+		*b = (*b)[:0]
+		buffers.Put(b)
+	}
+}
+
+// readAll reads body, whose length is n when known (not -1), into buf, and refuses one over limit
+// bytes as a protocol violation.
+func readAll(body io.Reader, n, limit int64, buf *[]byte) ([]byte, error) {
+	b := (*buf)[:0]
+	if n > 0 && n <= limit {
+		b = slices.Grow(b, int(n)+1) // +1: the read that finds the end needs room
+	}
+	lr := io.LimitReader(body, limit+1)
+	for {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, 512)
+		}
+		m, err := lr.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		*buf = b
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w: response larger than %d bytes", errProtocol, limit)
+	}
+	return b, nil
 }
 
 // done1 ends a call to server i: one request fewer outstanding, and its health updated.

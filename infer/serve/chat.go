@@ -409,11 +409,7 @@ func (s *Server) tokenBytes(id int32) []int {
 }
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
-	data, err := s.readBody(w, r)
-	if err != nil {
-		return err
-	}
-	p, err := s.parseChat(data)
+	p, err := parseBody(s, w, r, s.parseChat)
 	if err != nil {
 		return err
 	}

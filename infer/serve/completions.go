@@ -220,11 +220,7 @@ func (s *Server) completionLogprobsOf(steps []tokStep, top int, asIDs bool, offs
 }
 
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error {
-	data, err := s.readBody(w, r)
-	if err != nil {
-		return err
-	}
-	p, err := s.parseCompletion(data)
+	p, err := parseBody(s, w, r, s.parseCompletion)
 	if err != nil {
 		return err
 	}
@@ -350,11 +346,15 @@ func (s *Server) streamCompletions(ctx context.Context, w http.ResponseWriter, p
 	out.done()
 }
 
-// readBody reads a generation request's body under the size bound and read deadline.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	var raw json.RawMessage
-	if err := decodeJSON(w, r, s.opts.MaxBodyBytes, bodyReadTimeout, &raw, false); err != nil {
-		return nil, err
+// parseBody reads a generation request's body under the size bound and read deadline into a
+// pooled buffer, and parses it (parse must not keep the bytes).
+func parseBody[T any](s *Server, w http.ResponseWriter, r *http.Request, parse func([]byte) (T, error)) (T, error) {
+	buf := getBuffer()
+	defer putBuffer(buf)
+	data, err := readBody(w, r, s.opts.MaxBodyBytes, bodyReadTimeout, buf)
+	if err != nil {
+		var zero T
+		return zero, err
 	}
-	return raw, nil
+	return parse(data)
 }

@@ -1,13 +1,16 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
+	"slices"
+	"strconv"
+	"sync"
 	"time"
 )
 
@@ -85,27 +88,70 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
+// jsonType is the Content-Type of every JSON answer (a header value is never modified once set).
+var jsonType = []string{"application/json"}
+
+// writeBytes answers the JSON body b, with its length.
+func writeBytes(w http.ResponseWriter, status int, b []byte) {
+	h := w.Header()
+	h["Content-Type"] = jsonType
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
 // bodyReadTimeout bounds reading one request body, so a client that trickles its body does not
 // hold a handler; the weights route has its own.
 const bodyReadTimeout = 30 * time.Second
 
-// decodeJSON reads r's body, at most limit bytes within timeout, into v, whatever the
-// Content-Type says (curl -d sends a form type). strict refuses unknown fields (the agentrl
-// routes); the OpenAI routes ignore them as OpenAI-compatible servers do.
-func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, v any, strict bool) error {
+// readBody reads r's body, at most limit bytes within timeout, into buf, which it grows. The
+// routes read the body whatever the Content-Type says (curl -d sends a form type).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, buf *[]byte) ([]byte, error) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(timeout))
 	defer rc.SetReadDeadline(time.Time{})
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		return bodyError(err, limit)
+	b := (*buf)[:0]
+	if n := r.ContentLength; n > 0 && n <= limit {
+		b = slices.Grow(b, int(n)+1) // +1: the read that finds the end needs room
 	}
-	return decodeBody(data, v, strict)
+	body := http.MaxBytesReader(w, r.Body, limit)
+	for {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, 512)
+		}
+		n, err := body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			*buf = b
+			return nil, bodyError(err, limit)
+		}
+	}
+	*buf = b
+	return b, nil
 }
 
-// decodeBody decodes one JSON value from data into v; the fuzz tests call it directly.
+// buffers hold request and response bodies between requests.
+var buffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooled is the largest buffer kept for reuse: a rare large body is left to the collector.
+const maxPooled = 1 << 20
+
+func getBuffer() *[]byte { return buffers.Get().(*[]byte) }
+
+func putBuffer(b *[]byte) {
+	if cap(*b) <= maxPooled {
+		*b = (*b)[:0]
+		buffers.Put(b)
+	}
+}
+
+// decodeBody decodes one JSON value from data into v; strict refuses unknown fields (the agentrl
+// routes); the OpenAI routes ignore them as OpenAI-compatible servers do.
 func decodeBody(data []byte, v any, strict bool) error {
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	if strict {
 		dec.DisallowUnknownFields()
 	}

@@ -128,3 +128,59 @@ func FuzzTextState(f *testing.F) {
 		}
 	})
 }
+
+// The weight route's two forms: a JSON body, and the query of a pushed file. What is accepted has
+// a version and an epoch that are not negative, and the JSON form a folder.
+func FuzzWeightsRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"path": "/ckpt/v3", "version": 3}`, `{"path": "/ckpt", "version": 3, "epoch": 1700000000000}`,
+		`{"path": "", "version": 1}`, `{"version": -1, "path": "x"}`, `{"path": "x", "version": 1, "epoch": null, "extra": 2}`,
+		`version=4`, `version=4&epoch=17`, `version=-1`, `epoch=3`, `version=1&epoch=%zz`, `version=99999999999`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, parse := range []func() (weightsUpdate, error){
+			func() (weightsUpdate, error) { return parseWeightsJSON([]byte(s)) },
+			func() (weightsUpdate, error) { return parseWeightsQuery(s) },
+		} {
+			u, err := parse()
+			checkRefusal(t, err)
+			if err == nil && (u.version < 0 || (u.epoch != nil && *u.epoch < 0)) {
+				t.Fatalf("accepted %+v", u)
+			}
+		}
+		if u, err := parseWeightsJSON([]byte(s)); err == nil && u.path == "" {
+			t.Fatal("accepted a JSON update without a folder")
+		}
+	})
+}
+
+func FuzzTokenizeRequest(f *testing.F) {
+	srv := fuzzServer(f)
+	for _, s := range []string{`{"text": "the agent calls a tool"}`, `{"text": "héllo ✓ <tool_call>"}`, `{"text": 5}`, `{"tokens": [1]}`, `{}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		text, err := parseTokenize(data)
+		checkRefusal(t, err)
+		if err == nil {
+			for _, id := range srv.tok.Encode(text) {
+				if id < 0 || int(id) >= srv.mcfg.Vocab {
+					t.Fatalf("token %d outside the vocabulary", id)
+				}
+			}
+		}
+	})
+}
+
+func FuzzDetokenizeRequest(f *testing.F) {
+	srv := fuzzServer(f)
+	for _, s := range []string{`{"tokens": [10, 20, 30]}`, `{"tokens": [-1]}`, `{"tokens": [99999]}`, `{"tokens": null}`, `{"text": "x"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, err := srv.parseDetokenize(data)
+		checkRefusal(t, err)
+	})
+}

@@ -100,8 +100,10 @@ func (s *Server) run(ctx context.Context, spec genSpec, onDelta func(delta) erro
 	s.met.queued.Inc()
 	started := false
 	begin := time.Now()
+	eng := s.acquire()
 	go func() {
-		c, err := s.eng.GenerateStream(jctx, spec.req, func(st local.Step) {
+		defer eng.leave()
+		c, err := eng.GenerateStream(jctx, spec.req, func(st local.Step) {
 			ts := tokStep{tok: st.Token, lp: st.Logprob, version: st.Version}
 			if top > 0 {
 				ts.top = local.TopLogprobs(st.Logits, sampling, top)

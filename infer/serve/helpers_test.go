@@ -248,3 +248,50 @@ func newHTTPTest(t testing.TB, srv *Server) *httptest.Server {
 }
 
 func testutilCounter(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
+
+// getBody sends a GET with key (none when empty) and returns status and body.
+func getBody(t testing.TB, url, key string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
+// pushWeights pushes the model.safetensors of the checkpoint dir with query (version=N&…).
+func pushWeights(t testing.TB, url, key, dir, query string) (int, []byte) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, url+"/agentrl/v1/weights?"+query, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}

@@ -37,7 +37,7 @@ func newMetrics(s *Server) *metrics {
 	m.promptTokens = prometheus.NewCounter(prometheus.CounterOpts{Name: "agentrl_serve_prompt_tokens_total", Help: "Prompt tokens of generation requests."})
 	m.completionTokens = prometheus.NewCounter(prometheus.CounterOpts{Name: "agentrl_serve_completion_tokens_total", Help: "Tokens generated."})
 	m.weightUpdates = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentrl_serve_weight_updates_total",
-		Help: "Weight updates by result (ok, stale, failed)."}, []string{"result"})
+		Help: "Weight updates by result (ok, rewind: a newer epoch at a version not above the last, stale, failed)."}, []string{"result"})
 	for _, c := range []prometheus.Collector{m.requests, m.latency, m.ttft, m.promptTokens, m.completionTokens, m.weightUpdates} {
 		f(c)
 	}
@@ -50,7 +50,9 @@ func newMetrics(s *Server) *metrics {
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "agentrl_serve_running", Help: "Generations decoding in a slot."},
 		func() float64 { return float64(m.running.Load()) }))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "agentrl_serve_model_version", Help: "Policy version of the weights in use."},
-		func() float64 { return float64(s.eng.Version()) }))
+		func() float64 { return float64(s.Version()) }))
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "agentrl_serve_weights_epoch", Help: "Epoch of the weights in use (the publishing trainer's; 0: none named)."},
+		func() float64 { return float64(s.Epoch()) }))
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})

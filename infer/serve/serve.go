@@ -104,7 +104,8 @@ func (o Options) validate() error {
 // Server serves one policy. It is an http.Handler; Serve runs it on a listener.
 type Server struct {
 	opts       Options
-	eng        *local.Engine
+	eng        atomic.Pointer[engine] // the engine new generations go to
+	engCfg     local.EngineConfig
 	tok        *tokenizer.Tokenizer
 	mcfg       model.Config
 	maxLen     int
@@ -115,8 +116,11 @@ type Server struct {
 
 	stopIDs []int32 // the end of a chat turn and of text: default stop tokens
 
-	wmu    sync.Mutex // serializes weight updates
-	latest int32      // the highest version accepted (loaded or being loaded); under wmu
+	wmu     sync.Mutex // serializes weight updates and Close
+	latest  int32      // the version last accepted (loaded or being loaded); under wmu
+	epoch   atomic.Int64
+	retired []*engine // engines replaced by rewinds, closed by Close if still running; under wmu
+	closed  bool      // under wmu
 
 	pending atomic.Int64 // generations in flight
 }
@@ -162,13 +166,14 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, configJSON []byte, opts Optio
 	if tok.VocabSize() > m.Cfg.Vocab {
 		return nil, fmt.Errorf("serve: the tokenizer has %d ids but the model only %d", tok.VocabSize(), m.Cfg.Vocab)
 	}
-	eng, err := local.NewEngine(m, opts.Version, local.EngineConfig{Slots: opts.Slots, MaxLen: opts.MaxLen})
+	engCfg := local.EngineConfig{Slots: opts.Slots, MaxLen: opts.MaxLen}
+	eng, err := local.NewEngine(m, opts.Version, engCfg)
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	s := &Server{
 		opts:       opts,
-		eng:        eng,
+		engCfg:     engCfg,
 		tok:        tok,
 		mcfg:       m.Cfg,
 		maxLen:     opts.MaxLen,
@@ -176,6 +181,7 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, configJSON []byte, opts Optio
 		created:    time.Now().Unix(),
 		latest:     opts.Version,
 	}
+	s.eng.Store(&engine{Engine: eng})
 	if s.maxLen == 0 {
 		s.maxLen = m.Cfg.MaxSeq
 	}
@@ -200,13 +206,22 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, configJSON []byte, opts Optio
 }
 
 // Version is the policy version of the weights in use.
-func (s *Server) Version() int32 { return s.eng.Version() }
+func (s *Server) Version() int32 { return s.eng.Load().Version() }
 
-// Engine is the engine every request shares.
-func (s *Server) Engine() *local.Engine { return s.eng }
+// Epoch is the epoch of the weights in use: 0 until a weight update names one (see
+// handleWeights).
+func (s *Server) Epoch() int64 { return s.epoch.Load() }
 
 // Close stops the engine; requests in flight fail.
-func (s *Server) Close() error { return s.eng.Close() }
+func (s *Server) Close() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.closed = true
+	for _, e := range s.retired {
+		e.Close()
+	}
+	return s.eng.Load().Close()
+}
 
 // ServeHTTP routes a request, checks its method and key, and answers every failure, including a
 // panic, as an OpenAI-style JSON error.

@@ -53,7 +53,8 @@ func TestHealthModelsMetrics(t *testing.T) {
 	resp.Body.Close()
 	for _, want := range []string{`agentrl_serve_requests_total{code="200",route="/v1/completions"} 1`, "agentrl_serve_completion_tokens_total 3",
 		"agentrl_serve_model_version 3", "agentrl_serve_queue_depth 0", "agentrl_serve_batch_occupancy 0", "agentrl_serve_request_duration_seconds_bucket",
-		"agentrl_serve_time_to_first_token_seconds_count 1", "agentrl_serve_prompt_tokens_total"} {
+		"agentrl_serve_time_to_first_token_seconds_count 1", "agentrl_serve_prompt_tokens_total", "agentrl_serve_running 0",
+		"agentrl_serve_slots 32", "agentrl_serve_weights_epoch 0"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)
 		}

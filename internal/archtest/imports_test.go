@@ -58,6 +58,11 @@ var rules = []rule{
 		why:      "the remote generator is what a rollout worker on another host links; generation happens on the servers",
 	},
 	{
+		subjects: []string{"infer/wire"},
+		forbid:   []string{"model", "infer/local", "infer/remote", "infer/serve"},
+		why:      "the generate route's JSON is shared by agentrl serve and the remote generator; it must link only the contract",
+	},
+	{
 		subjects: []string{"rollout"},
 		forbid:   []string{"model/kernels"},
 		why:      "a rollout worker talks to a Generator; it must not link the kernels of the local engine",

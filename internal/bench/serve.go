@@ -34,6 +34,7 @@ type ServeOptions struct {
 	Registry    *env.Registry
 	Concurrency string        // comma-separated client concurrency levels
 	Requests    int           // requests per level (at least 4 × the concurrency)
+	Repeat      int           // timed rounds per level, in-process and HTTP alternating (best and median reported)
 	Prompt      int           // prompt tokens per request
 	Tokens      int           // completion tokens per request
 	Slots       int           // the engine's continuous batch, in-process and served
@@ -173,8 +174,9 @@ func overhead(ctx context.Context, w io.Writer, o ServeOptions, levels []int, m 
 	}
 	defer router.Close()
 	rng := rand.New(rand.NewPCG(o.Seed, 3))
+	repeat := max(o.Repeat, 1)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "concurrency\trequests\tin-process tok/s\tHTTP tok/s\tHTTP/in-process\tlatency in-process\tlatency HTTP\toverhead µs/request\toverhead µs/token\t")
+	fmt.Fprintln(tw, "concurrency\trequests\tin-process tok/s\tHTTP tok/s\tHTTP/in-process\tmedian\t(rounds)\tlatency in-process\tlatency HTTP\toverhead µs/request\toverhead µs/token\tCPU µs/request in-process\tCPU µs/request HTTP\t")
 	for _, c := range levels {
 		n := max(o.Requests, 4*c)
 		reqs := make([]infer.Request, n)
@@ -185,30 +187,60 @@ func overhead(ctx context.Context, w io.Writer, o ServeOptions, levels []int, m 
 			}
 			reqs[i] = infer.Request{Prompt: p, MaxTokens: o.Tokens, Sampling: infer.Sampling{Temperature: 1}, Seed: uint64(i), Session: strconv.Itoa(i)}
 		}
-		// A warm-up round of each, then the timed ones.
+		// A warm-up round of each, then the timed ones, alternating so that a change in what
+		// else the machine runs falls on both alike; each figure is the median of its rounds.
 		if _, _, _, err := runClients(ctx, eng, reqs[:min(n, 2*c)], c); err != nil {
 			return err
 		}
 		if _, _, _, err := runClients(ctx, router, reqs[:min(n, 2*c)], c); err != nil {
 			return err
 		}
-		wl, ll, tl, err := runClients(ctx, eng, reqs, c)
-		if err != nil {
-			return err
+		var rl, rh, ratio []float64
+		var ll, lh, cl, ch []time.Duration
+		for range repeat {
+			c0 := cpuTime()
+			wl, l, tl, err := runClients(ctx, eng, reqs, c)
+			if err != nil {
+				return err
+			}
+			c1 := cpuTime()
+			wh, h, th, err := runClients(ctx, router, reqs, c)
+			if err != nil {
+				return err
+			}
+			c2 := cpuTime()
+			a, b := float64(tl)/wl.Seconds(), float64(th)/wh.Seconds()
+			rl, rh, ratio = append(rl, a), append(rh, b), append(ratio, b/a)
+			ll, lh = append(ll, l), append(lh, h)
+			cl, ch = append(cl, (c1-c0)/time.Duration(n)), append(ch, (c2-c1)/time.Duration(n))
 		}
-		wh, lh, th, err := runClients(ctx, router, reqs, c)
-		if err != nil {
-			return err
-		}
-		rl, rh := float64(tl)/wl.Seconds(), float64(th)/wh.Seconds()
-		ov := lh - ll
-		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.0f\t%.2f×\t%s\t%s\t%.0f\t%.1f\t\n", c, n, rl, rh, rh/rl,
-			ll.Round(time.Microsecond), lh.Round(time.Microsecond), float64(ov.Microseconds()), float64(ov.Microseconds())/float64(o.Tokens))
+		ov := median(lh) - median(ll)
+		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.0f\t%.2f×\t%.2f×\t%s\t%s\t%s\t%.0f\t%.1f\t%.0f\t%.0f\t\n", c, n, slices.Max(rl), slices.Max(rh), slices.Max(rh)/slices.Max(rl), medianOf(ratio), ratioRange(ratio),
+			median(ll).Round(time.Microsecond), median(lh).Round(time.Microsecond), float64(ov.Microseconds()), float64(ov.Microseconds())/float64(o.Tokens),
+			float64(median(cl).Nanoseconds())/1e3, float64(median(ch).Nanoseconds())/1e3)
 	}
 	tw.Flush()
+	fmt.Fprintf(w, "%d timed rounds of each, in-process and HTTP alternating: throughput is the best round's (what other processes on the machine\n", repeat)
+	fmt.Fprintln(w, "took least from), HTTP/in-process the ratio of the best rounds; median: the median of the rounds' ratios, (rounds) their lowest and highest;")
+	fmt.Fprintln(w, "latency and CPU: medians of the rounds")
 	fmt.Fprintln(w, "overhead: mean request latency over HTTP (agentrl serve on loopback, the router, JSON both ways) minus in-process; per token: divided by the completion tokens")
+	fmt.Fprintln(w, "CPU: the process's user+system CPU time per request (engine, server, router and clients), steadier than wall time on a shared machine")
 	fmt.Fprintln(w)
 	return nil
+}
+
+func medianOf(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// ratioRange is the lowest and highest of ratios, or "" for one.
+func ratioRange(v []float64) string {
+	if len(v) < 2 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f–%.2f", slices.Min(v), slices.Max(v))
 }
 
 // balance runs 64 clients of multi-turn sessions against servers that take time proportional to

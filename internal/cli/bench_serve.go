@@ -11,6 +11,7 @@ import (
 type BenchServeCmd struct {
 	Concurrency string        `help:"Comma-separated client concurrency levels." default:"1,64,1024"`
 	Requests    int           `help:"Requests per level (at least 4 × the concurrency)." default:"512"`
+	Repeat      int           `help:"Timed rounds per level, in-process and HTTP alternating (the best and the median are printed)." default:"5"`
 	Prompt      int           `help:"Prompt tokens per request." default:"32"`
 	Tokens      int           `help:"Completion tokens per request." default:"32"`
 	Slots       int           `help:"The engine's continuous batch, in-process and served." default:"64"`
@@ -24,7 +25,7 @@ type BenchServeCmd struct {
 // Run prints the overhead table, the balance figures and the publish latencies.
 func (c *BenchServeCmd) Run(g *Globals) error {
 	return bench.Serve(g.Ctx, g.Stdout, bench.ServeOptions{
-		Registry: g.Envs, Concurrency: c.Concurrency, Requests: c.Requests, Prompt: c.Prompt, Tokens: c.Tokens,
+		Registry: g.Envs, Concurrency: c.Concurrency, Requests: c.Requests, Repeat: c.Repeat, Prompt: c.Prompt, Tokens: c.Tokens,
 		Slots: c.Slots, Servers: c.Servers, Balance: c.Balance, Publish: c.Publish, Rounds: c.Rounds, Seed: c.Seed,
 	})
 }

@@ -17,7 +17,7 @@ type ServeCmd struct {
 	ModelName      string        `default:"agentrl" help:"The model id clients name."`
 	Slots          int           `default:"32" help:"Sequences decoded together (continuous batching across every client)."`
 	MaxLen         int           `help:"Most tokens (prompt + completion) of one sequence (0: the model's max_position_embeddings)." default:"0"`
-	Version        int32         `default:"0" help:"Policy version of the checkpoint's weights; weight updates must exceed it."`
+	Version        int32         `default:"0" help:"Policy version of the checkpoint's weights; weight updates that name no newer epoch must exceed it."`
 	MaxBodyBytes   int64         `default:"8388608" help:"Largest generation request body; larger gets 413."`
 	MaxWeightBytes int64         `default:"4294967296" help:"Largest pushed model.safetensors."`
 	MaxPending     int           `default:"4096" help:"Most generations in flight (running or waiting); more get 429."`
