@@ -6,6 +6,7 @@ import (
 	"github.com/agentrl/agentrl/learn"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,14 +94,23 @@ func Model(ctx context.Context, w io.Writer, c ModelOptions) error {
 }
 
 // decodeRounds alternates batch-1 and batch-32 decoding for c.Rounds rounds, so both see the
-// same load, and prints the median of the rounds' throughput ratios.
+// same load, and prints the median of the rounds' throughput ratios. Before each round's batch
+// 1 it measures the machine's read bandwidth over a buffer of the weights' size
+// (kernels.ReadBandwidth, the same goroutines): a batch-1 step reads every weight once, so the
+// weights streamed per second over that rate is the fraction of the physical limit that
+// decoding reaches, a ratio taken in one run under one load.
 func (c *ModelOptions) decodeRounds(ctx context.Context, w io.Writer, cfg model.Config) error {
-	var ratios []float64
+	weights := 4 * matmulParams(cfg)
+	fmt.Fprintf(w, "  cpu: %s; kernels %s, GOMAXPROCS %d\n", kernels.CPU(), kernels.SgemmKernel(), runtime.GOMAXPROCS(0))
+	var ratios, fractions, streams, reads []float64
 	for range c.Rounds {
 		var rate [2]float64
 		for i, slots := range []int{1, 32} {
 			if err := ctx.Err(); err != nil {
 				return err
+			}
+			if slots == 1 {
+				reads = append(reads, kernels.ReadBandwidth(int(weights), 150*time.Millisecond))
 			}
 			r, err := c.decodeBench(w, cfg, slots)
 			if err != nil {
@@ -109,10 +119,21 @@ func (c *ModelOptions) decodeRounds(ctx context.Context, w io.Writer, cfg model.
 			rate[i] = r
 		}
 		ratios = append(ratios, rate[1]/rate[0])
+		streams = append(streams, rate[0]*weights)
+		fractions = append(fractions, rate[0]*weights/reads[len(reads)-1])
 	}
-	slices.Sort(ratios)
-	fmt.Fprintf(w, "  decode batch 32 / batch 1 throughput: median %.2f× over %d rounds (%.2f–%.2f)\n",
-		ratios[len(ratios)/2], len(ratios), ratios[0], ratios[len(ratios)-1])
+	med := func(x []float64) (m, lo, hi float64) {
+		x = slices.Clone(x)
+		slices.Sort(x)
+		return x[len(x)/2], x[0], x[len(x)-1]
+	}
+	f, flo, fhi := med(fractions)
+	st, _, _ := med(streams)
+	rd, _, _ := med(reads)
+	fmt.Fprintf(w, "  decode roofline, batch 1: weights streamed at %.1f GB/s of %.1f MB weights = %.2f of the read bandwidth (median over %d rounds, %.2f–%.2f; read %.1f GB/s over a buffer of the weights' size, same run)\n",
+		st/1e9, weights/1e6, f, len(fractions), flo, fhi, rd/1e9)
+	r, lo, hi := med(ratios)
+	fmt.Fprintf(w, "  decode batch 32 / batch 1 throughput: median %.2f× over %d rounds (%.2f–%.2f)\n", r, len(ratios), lo, hi)
 	return nil
 }
 

@@ -14,7 +14,8 @@ func TestBenchModelPrintsEveryFigure(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"train step 1×40", "GFLOP/s model FLOPs", "sgemm at the step's shapes", "VmHWM",
-		"decode batch 1 ", "decode batch 32 ", "config dim 64 layers 1", "engine: 32 slots × 12 tokens", "round 2: 256 tokens", "live heap"} {
+		"decode batch 1 ", "decode batch 32 ", "config dim 64 layers 1", "engine: 32 slots × 12 tokens", "round 2: 256 tokens", "live heap",
+		"decode roofline, batch 1: weights streamed at", "of the read bandwidth", "cpu: ", "L1d "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

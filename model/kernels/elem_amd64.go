@@ -14,6 +14,7 @@ var (
 		swigluBwd: asmSwigluBackward(swigluBackwardavx512),
 		max:       asmMax(maxFiniteavx512),
 		scale:     asmScale(scaleavx512),
+		read:      asmRead(readStreamavx512),
 	}
 	avx2Elem = elemKernel{
 		name:      "avx2",
@@ -22,6 +23,7 @@ var (
 		swigluBwd: asmSwigluBackward(swigluBackwardavx2),
 		max:       asmMax(maxFiniteavx2),
 		scale:     asmScale(scaleavx2),
+		read:      asmRead(readStreamavx2),
 	}
 )
 
@@ -88,5 +90,17 @@ func asmScale(f func(x *float32, n int, a float32)) func(x []float32, a float32)
 		if len(x) > 0 {
 			f(&x[0], len(x), a)
 		}
+	}
+}
+
+// asmRead reads the whole 512-byte blocks of x with the assembly and the rest in Go.
+func asmRead(f func(x *float32, blocks int) float32) func(x []float32) float32 {
+	return func(x []float32) float32 {
+		blocks := len(x) / 128
+		var s float32
+		if blocks > 0 {
+			s = f(&x[0], blocks)
+		}
+		return s + readGo(x[128*blocks:])
 	}
 }

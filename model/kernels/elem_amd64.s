@@ -882,6 +882,71 @@ scaleavx512_done:
 	VZEROUPPER
 	RET
 
+// func readStreamavx512(x *float32, blocks int) float32
+// Requires: AVX, AVX512F, SSE
+TEXT ·readStreamavx512(SB), NOSPLIT, $0-20
+	MOVQ   blocks+8(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x06, CX
+	MOVQ   x+0(FP), DX
+	LEAQ   (DX)(CX*1), BX
+	LEAQ   (BX)(CX*1), SI
+	LEAQ   (SI)(CX*1), DI
+	LEAQ   (DI)(CX*1), R8
+	LEAQ   (R8)(CX*1), R9
+	LEAQ   (R9)(CX*1), R10
+	LEAQ   (R10)(CX*1), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+readStreamavx512_loop:
+	TESTQ  AX, AX
+	JZ     readStreamavx512_done
+	VADDPS (DX), Z0, Z0
+	VADDPS (BX), Z1, Z1
+	VADDPS (SI), Z2, Z2
+	VADDPS (DI), Z3, Z3
+	VADDPS (R8), Z4, Z4
+	VADDPS (R9), Z5, Z5
+	VADDPS (R10), Z6, Z6
+	VADDPS (CX), Z7, Z7
+	ADDQ   $0x00000040, DX
+	ADDQ   $0x00000040, BX
+	ADDQ   $0x00000040, SI
+	ADDQ   $0x00000040, DI
+	ADDQ   $0x00000040, R8
+	ADDQ   $0x00000040, R9
+	ADDQ   $0x00000040, R10
+	ADDQ   $0x00000040, CX
+	DECQ   AX
+	JMP    readStreamavx512_loop
+
+readStreamavx512_done:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z2, Z0, Z0
+	VADDPS        Z3, Z0, Z0
+	VADDPS        Z4, Z0, Z0
+	VADDPS        Z5, Z0, Z0
+	VADDPS        Z6, Z0, Z0
+	VADDPS        Z7, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	MOVSS         X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
 // func expSumavx2(dst *float32, src *float32, n int, shift float32) float32
 // Requires: AVX, AVX2, SSE
 TEXT ·expSumavx2(SB), NOSPLIT, $0-36
@@ -1577,4 +1642,87 @@ scaleavx2_tail:
 
 scaleavx2_done:
 	VZEROUPPER
+	RET
+
+// func readStreamavx2(x *float32, blocks int) float32
+// Requires: AVX, SSE
+TEXT ·readStreamavx2(SB), NOSPLIT, $0-20
+	MOVQ   blocks+8(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x06, CX
+	MOVQ   x+0(FP), DX
+	LEAQ   (DX)(CX*1), BX
+	LEAQ   (BX)(CX*1), SI
+	LEAQ   (SI)(CX*1), DI
+	LEAQ   (DI)(CX*1), R8
+	LEAQ   (R8)(CX*1), R9
+	LEAQ   (R9)(CX*1), R10
+	LEAQ   (R10)(CX*1), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+readStreamavx2_loop:
+	TESTQ  AX, AX
+	JZ     readStreamavx2_done
+	VADDPS (DX), Y0, Y0
+	VADDPS 32(DX), Y1, Y1
+	VADDPS (BX), Y2, Y2
+	VADDPS 32(BX), Y3, Y3
+	VADDPS (SI), Y4, Y4
+	VADDPS 32(SI), Y5, Y5
+	VADDPS (DI), Y6, Y6
+	VADDPS 32(DI), Y7, Y7
+	VADDPS (R8), Y0, Y0
+	VADDPS 32(R8), Y1, Y1
+	VADDPS (R9), Y2, Y2
+	VADDPS 32(R9), Y3, Y3
+	VADDPS (R10), Y4, Y4
+	VADDPS 32(R10), Y5, Y5
+	VADDPS (CX), Y6, Y6
+	VADDPS 32(CX), Y7, Y7
+	ADDQ   $0x00000040, DX
+	ADDQ   $0x00000040, BX
+	ADDQ   $0x00000040, SI
+	ADDQ   $0x00000040, DI
+	ADDQ   $0x00000040, R8
+	ADDQ   $0x00000040, R9
+	ADDQ   $0x00000040, R10
+	ADDQ   $0x00000040, CX
+	DECQ   AX
+	JMP    readStreamavx2_loop
+
+readStreamavx2_done:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y0, Y0
+	VADDPS       Y4, Y0, Y0
+	VADDPS       Y5, Y0, Y0
+	VADDPS       Y6, Y0, Y0
+	VADDPS       Y7, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func cpuid(leaf uint32, sub uint32) (a uint32, b uint32, c uint32, d uint32)
+// Requires: CPUID
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL leaf+0(FP), AX
+	MOVL sub+4(FP), CX
+	CPUID
+	MOVL AX, a+8(FP)
+	MOVL BX, b+12(FP)
+	MOVL CX, c+16(FP)
+	MOVL DX, d+20(FP)
 	RET

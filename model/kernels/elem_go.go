@@ -76,7 +76,10 @@ type elemKernel struct {
 	// caller can tell: x − (+0) and x − (−0) have the same exponential).
 	max   func(x []float32) float32
 	scale func(x []float32, a float32)
+	// read returns the sum of x in an unspecified order, reading x as fast as it can: the
+	// kernel of ReadBandwidth.
+	read func(x []float32) float32
 }
 
 var goElem = elemKernel{name: "go", expSum: expSumGo, swigluFwd: swigluForwardGo, swigluBwd: swigluBackwardGo,
-	max: maxGo, scale: scaleGo}
+	max: maxGo, scale: scaleGo, read: readGo}

@@ -29,6 +29,11 @@ func maxFiniteavx512(x *float32, n int) (m float32, chk float32)
 //go:noescape
 func scaleavx512(x *float32, n int, a float32)
 
+// readStreamavx512 returns the sum of x[:128*blocks] in an unspecified order, reading it as fast as it can (avx512).
+//
+//go:noescape
+func readStreamavx512(x *float32, blocks int) float32
+
 // expSumavx2 writes dst[i] = expf(src[i] - shift) for i < n and returns their sum in expSumGo's order (avx2).
 //
 //go:noescape
@@ -53,3 +58,11 @@ func maxFiniteavx2(x *float32, n int) (m float32, chk float32)
 //
 //go:noescape
 func scaleavx2(x *float32, n int, a float32)
+
+// readStreamavx2 returns the sum of x[:128*blocks] in an unspecified order, reading it as fast as it can (avx2).
+//
+//go:noescape
+func readStreamavx2(x *float32, blocks int) float32
+
+// cpuid executes CPUID with EAX = leaf and ECX = sub and returns EAX, EBX, ECX and EDX.
+func cpuid(leaf uint32, sub uint32) (a uint32, b uint32, c uint32, d uint32)

@@ -10,16 +10,25 @@ import (
 // microKernel is one register-blocked inner kernel together with the cache blocking that suits
 // it. fn computes a full mr×nr tile of C from kc steps of packed A (mr values per step) and
 // packed B (nr values per step): C = alpha*acc + beta*C, where beta == 0 must not read C.
+//
+// kc, the depth of the k slices, is a constant of the kernel and not of the CPU: every element
+// of C sums its k slices one after another, so kc fixes the order of the additions, and with it
+// the bits of every product, on every machine that runs the kernel (a learner and an inference
+// server on different CPUs compute the same logprobs). The other blocks change no bit and are
+// derived from the caches of the CPU at hand (blocks).
 type microKernel struct {
-	name       string
-	mr, nr     int
-	mc, kc, nc int // cache blocks: A block mc×kc stays in L2, B block kc×nc in L2/L3
-	fn         func(kc int, a, b, c []float32, ldc int, alpha, beta float32)
-	small      *smallKernel // the small-m kernels of the same instruction set; nil: smallGo
+	name   string
+	mr, nr int
+	kc     int
+	fn     func(kc int, a, b, c []float32, ldc int, alpha, beta float32)
+	small  *smallKernel // the small-m kernels of the same instruction set; nil: smallGo
 	// narrow is a kernel with the same k slicing (kc) and the same operations per element but
 	// a tile at most as wide as a narrow C: the blocked path hands it products of n ≤ narrow.nr
 	// columns, where this kernel's wider tile would compute zero padding. Nil if none.
 	narrow *microKernel
+
+	blockOnce sync.Once
+	mc, nc    int // blocks() on this CPU
 }
 
 // parallelMinFlops is the work below which goroutine fan-out and the B-packing barrier cost
@@ -51,8 +60,9 @@ func gemm(kern *microKernel, nw int, transA, transB bool, m, n, k int, alpha flo
 	}
 	mr, nr := kern.mr, kern.nr
 	kc := sliceDepth(k, kern.kc)
-	nc := min(kern.nc, roundUp(n, nr))
-	mBlocks, mc := splitRows(m, kern.mc, mr, nw)
+	maxMC, maxNC := kern.blocks()
+	nc := min(maxNC, roundUp(n, nr))
+	mBlocks, mc := splitRows(m, maxMC, mr, nw)
 	bbuf := getBuf(kc * nc)
 	defer putBuf(bbuf)
 	bpack := *bbuf

@@ -6,7 +6,7 @@ package kernels
 var goKernel = microKernel{
 	name: "go4x4",
 	mr:   4, nr: 4,
-	mc: 128, kc: 256, nc: 2048,
+	kc: 256,
 	fn: microGo4x4,
 }
 

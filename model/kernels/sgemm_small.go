@@ -40,6 +40,16 @@ type smallNNKernel struct {
 	// pfns are fns that also prefetch the memory a given distance past every line of B they
 	// read (gemmgen's smallNN with prefetch), indexed the same way; nil where there are none.
 	pfns []func(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32, pfd int)
+	// gemv are the one-row kernels over several panels at once (gemmgen's gemv), widest
+	// first; SgemmPacked runs a batch-1 product on them. Empty if none.
+	gemv []gemvKernel
+}
+
+// gemvKernel computes one row of C over panels consecutive packed panels (ldp floats apart):
+// per column smallNN's one-row arithmetic, with panels·(width/lanes) FMA chains in flight.
+type gemvKernel struct {
+	panels int
+	fn     func(kb int, a *float32, b *float32, ldp int, c *float32, alpha, beta float32)
 }
 
 // smallMaxM is the largest m the small-m path takes. Measured with BenchmarkSgemmSmall on Zen 4
@@ -250,12 +260,13 @@ func smallNNAsm(nn *smallNNKernel, j0, j1, m, k, kc int, alpha float32, a []floa
 // A product of more rows than one kernel call takes passes over each k slice of B several
 // times, and only the first pass reads it from memory; with prefetch and B a packed panel
 // (slices one after another, and panels too), every pass prefetches the next slice, so
-// that memory keeps streaming while the later passes run on the slice in cache. That is a
+// that memory keeps streaming while the later passes run on the slice in cache (where the
+// slice and the next fit in the core's L2 with room to spare: prefetchFits). That is a
 // batch-32 decode step of a model whose weights do not fit in the caches: the m=32 products of
 // a 187 M model's weights measured 152–168 GFLOP/s without and 191–202 with (BENCHMARKS.md).
 func smallNNPanel(nn *smallNNKernel, m, k, kc int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, prefetch bool) {
 	width, maxRows := nn.width, len(nn.fns)
-	prefetch = prefetch && nn.pfns != nil && m > maxRows && ldb == width
+	prefetch = prefetch && nn.pfns != nil && m > maxRows && ldb == width && prefetchFits(4*min(kc, k)*width)
 	for pc := 0; pc < k; pc += kc {
 		kb := min(kc, k-pc)
 		betaEff := beta

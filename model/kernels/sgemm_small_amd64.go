@@ -15,6 +15,10 @@ var (
 		sgemmSmallNNPFavx512_1, sgemmSmallNNPFavx512_2, sgemmSmallNNPFavx512_3, sgemmSmallNNPFavx512_4,
 		sgemmSmallNNPFavx512_5, sgemmSmallNNPFavx512_6, sgemmSmallNNPFavx512_7, sgemmSmallNNPFavx512_8,
 		sgemmSmallNNPFavx512_9, sgemmSmallNNPFavx512_10, sgemmSmallNNPFavx512_11, sgemmSmallNNPFavx512_12,
+	}, gemv: []gemvKernel{
+		{8, sgemvPackedavx512_8},
+		{4, sgemvPackedavx512_4},
+		{2, sgemvPackedavx512_2},
 	}}
 	smallNNAVX2 = smallNNKernel{width: 16, fns: []func(int, *float32, int, *float32, int, *float32, int, float32, float32){
 		sgemmSmallNNavx2_1, sgemmSmallNNavx2_2, sgemmSmallNNavx2_3,
@@ -22,6 +26,10 @@ var (
 	}, pfns: []func(int, *float32, int, *float32, int, *float32, int, float32, float32, int){
 		sgemmSmallNNPFavx2_1, sgemmSmallNNPFavx2_2, sgemmSmallNNPFavx2_3,
 		sgemmSmallNNPFavx2_4, sgemmSmallNNPFavx2_5, sgemmSmallNNPFavx2_6,
+	}, gemv: []gemvKernel{
+		{6, sgemvPackedavx2_6},
+		{4, sgemvPackedavx2_4},
+		{2, sgemvPackedavx2_2},
 	}}
 )
 

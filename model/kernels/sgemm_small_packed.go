@@ -1,6 +1,11 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+)
 
 // PackedWeights is a copy of a weight matrix W (n×k, applied as x·Wᵀ) laid out for decoding:
 // cut into panels of width columns of Wᵀ (rows of W), each stored k×width, so that the NN
@@ -44,7 +49,9 @@ func (p *PackedWeights) Dims() (n, k int) { return p.n, p.k }
 // SgemmPacked computes C = alpha*A·Wᵀ + beta*C for the m×k matrix A and the packed n×k weight
 // W. It is bit for bit Sgemm(false, true, m, n, k, alpha, a, lda, W, k, beta, c, ldc) for every
 // m, with the microkernel that was active when W was packed: every element gets the blocked
-// path's k slices, FMA chains and store (TestSgemmPackedBitwise).
+// path's k slices, FMA chains and store (TestSgemmPackedBitwise, TestGemvPackedBitwise). One
+// row (a batch-1 decode step) runs on gemvPacked, the matrix-vector kernels split across the
+// cores; more rows on the NN kernels, panel by panel.
 func SgemmPacked(m int, alpha float32, a []float32, lda int, w *PackedWeights, beta float32, c []float32, ldc int) {
 	n, k := w.n, w.k
 	if w.kern == nil {
@@ -65,6 +72,10 @@ func SgemmPacked(m int, alpha float32, a []float32, lda int, w *PackedWeights, b
 	kern, width := w.kern, w.width
 	kc := sliceDepth(k, kern.kc)
 	nn := smallNNFor(kern)
+	if m == 1 && gemvOn && (nn == nil || len(nn.gemv) > 0) {
+		gemvPacked(nn, w, kc, alpha, a, beta, c, maxWorkers())
+		return
+	}
 	panels := (n + width - 1) / width
 	nw := maxWorkers()
 	if float64(m)*float64(n)*float64(k) < packedParallelMin {
@@ -95,14 +106,220 @@ func SgemmPacked(m int, alpha float32, a []float32, lda int, w *PackedWeights, b
 	})
 }
 
+// gemvPacked's settings. gemvOn and gemvChoice exist for the tests and benchmarks, which
+// compare it with the per-panel path and run each of its kernels.
+var (
+	gemvOn     = true
+	gemvChoice = 0 // index into nn.gemv of the widest kernel to use
+	// gemvMinPartBytes is the least weight a part of the product reads: a parallel region costs
+	// a few microseconds even with the helpers spinning (pool.go), which is what 64 KiB take
+	// from L3 or DRAM.
+	gemvMinPartBytes = 64 << 10
+)
+
+// gemvPartsPerWorker: the product is cut into up to this many parts per goroutine, claimed one
+// at a time, so that where a core is busy with another process the others take its share.
+const gemvPartsPerWorker = 2
+
+// gemvTune decides whether gemvPacked splits a product among the goroutines. Split, a product
+// streams faster where the other cores are free (each adds its own share of the caches' and
+// the memory's bandwidth); but where another process keeps them busy, a helper that the
+// operating system deschedules in the middle of its part makes the whole product wait for it
+// for a scheduler time slice, milliseconds against the microseconds of a product. On the shared
+// 2-vCPU Xeon, with another process using both cores, one core streamed 28 GB/s and two 18
+// (BenchmarkGemvRoofline, BENCHMARKS.md). So both ways are timed, per KiB of weight, as
+// exponential averages: products are split unless the unsplit ones have been faster by a fifth
+// (a margin, since splitting is the way that wins on a machine of one's own), and in every
+// gemvProbe products a window of gemvWindow runs the other way. The first products of a window
+// and the first after it are not timed: the helpers sleep while products are not split
+// (pool.go), and waking them is a cost of switching, not of either way. Which goroutine
+// computes a part never changes a bit, so neither does the choice.
+var gemvTune splitTuner
+
+// gemvTuneOn is false only in tests and benchmarks that force one way.
+var gemvTuneOn = true
+
+const (
+	gemvProbe  = 1024 // products per probe window
+	gemvWindow = 16   // products in the window
+	gemvWarm   = 4    // products not timed after a switch
+)
+
+// splitTuner keeps, for unsplit (0) and split (1) products, an exponential average of the
+// nanoseconds per KiB of weight, as float64 bits (0: no sample yet).
+type splitTuner struct {
+	calls   atomic.Uint64
+	nsPerKB [2]atomic.Uint64
+}
+
+// split reports whether the next product is split and whether to time it.
+func (t *splitTuner) split() (split, timed bool) {
+	one, two := math.Float64frombits(t.nsPerKB[0].Load()), math.Float64frombits(t.nsPerKB[1].Load())
+	best := one == 0 || two == 0 || one >= 0.8*two
+	p := (t.calls.Add(1) - 1) % gemvProbe
+	switch {
+	case p < gemvWindow:
+		return !best, p >= gemvWarm
+	case p < gemvWindow+gemvWarm:
+		return best, false
+	}
+	return best, true
+}
+
+// record adds a product of the given bytes that took d to the average of its way.
+func (t *splitTuner) record(split bool, bytes int, d time.Duration) {
+	ns := float64(d.Nanoseconds()) / (float64(bytes) / 1024)
+	i := 0
+	if split {
+		i = 1
+	}
+	old := math.Float64frombits(t.nsPerKB[i].Load())
+	if old != 0 {
+		// One product held up for a time slice moves the average by at most three eighths:
+		// a way is given up when it stays slow, not for one stall.
+		ns = old + (min(ns, 4*old)-old)/8
+	}
+	t.nsPerKB[i].Store(math.Float64bits(ns))
+}
+
+// gemvPacked is SgemmPacked for one row of A (a batch-1 decode step): the full panels shared
+// out in contiguous runs among up to nw goroutines, each run on the widest gemv kernels that fit
+// (gemvRun; gemvGo without the assembly), and the last, zero-padded panel as in SgemmPacked.
+// Every column gets the arithmetic of the per-panel NN kernel (the same k slices, FMA chain and
+// store), so the bits are SgemmPacked's.
+func gemvPacked(nn *smallNNKernel, w *PackedWeights, kc int, alpha float32, a []float32, beta float32, c []float32, nw int) {
+	n, k, width := w.n, w.k, w.width
+	full := n / width
+	parts := 1
+	if nw > 1 {
+		parts = max(1, min(full, nw*gemvPartsPerWorker, full*k*width*4/gemvMinPartBytes))
+	}
+	if parts > 1 && gemvTuneOn {
+		split, timed := gemvTune.split()
+		if !split {
+			parts = 1
+		}
+		if timed {
+			t0 := time.Now()
+			defer func() { gemvTune.record(split, 4*n*k, time.Since(t0)) }()
+		}
+	}
+	ch := 0
+	if nn != nil {
+		ch = min(gemvChoice, len(nn.gemv)-1)
+	}
+	_ = a[k-1]
+	fanOut(parts, func(part int) {
+		s0, s1 := part*full/parts, (part+1)*full/parts
+		if nn == nil {
+			gemvGo(w.data, s0, s1-s0, k, kc, alpha, a, beta, c)
+		} else {
+			gemvRun(nn, ch, w.data, s0, s1-s0, k, kc, width, alpha, a, beta, c)
+		}
+		if part < parts-1 || full == (n+width-1)/width {
+			return
+		}
+		j := full * width
+		if nn == nil {
+			smallGoNN(0, n-j, 1, k, kc, alpha, a, k, w.data[full*k*width:], width, beta, c[j:], n)
+			return
+		}
+		panel := w.data[full*k*width : (full+1)*k*width]
+		buf := getBuf(width)
+		edge := *buf
+		copyTile(edge, width, c[j:], width, 1, n-j)
+		smallNNPanel(nn, 1, k, kc, alpha, a, k, panel, width, beta, edge, width, false)
+		copyTile(c[j:], width, edge, width, 1, n-j)
+		putBuf(buf)
+	})
+}
+
+// gemvGo is gemvRun for the Go kernel's packed panels (4 columns each): two panels at a time,
+// eight chains in flight instead of smallGoNN's four, each column with smallGoNN's operations
+// (acc += a*b from zero per slice, the same statement, then storeGo), a lone panel on smallGoNN.
+func gemvGo(data []float32, s0, cnt, k, kc int, alpha float32, a []float32, beta float32, c []float32) {
+	const width = 4
+	for ; cnt >= 2; s0, cnt = s0+2, cnt-2 {
+		b0 := data[s0*k*width : (s0+1)*k*width]
+		b1 := data[(s0+1)*k*width : (s0+2)*k*width]
+		cr := c[s0*width : (s0+2)*width]
+		for pc := 0; pc < k; pc += kc {
+			kb := min(kc, k-pc)
+			betaEff := beta
+			if pc > 0 {
+				betaEff = 1
+			}
+			ar := a[pc : pc+kb]
+			p0 := b0[pc*width : (pc+kb)*width]
+			p1 := b1[pc*width : (pc+kb)*width]
+			var s00, s01, s02, s03, s10, s11, s12, s13 float32
+			for p, av := range ar {
+				r0 := p0[p*width : p*width+4 : p*width+4]
+				r1 := p1[p*width : p*width+4 : p*width+4]
+				s00 += av * r0[0]
+				s01 += av * r0[1]
+				s02 += av * r0[2]
+				s03 += av * r0[3]
+				s10 += av * r1[0]
+				s11 += av * r1[1]
+				s12 += av * r1[2]
+				s13 += av * r1[3]
+			}
+			storeRow4(cr[0:4], s00, s01, s02, s03, alpha, betaEff)
+			storeRow4(cr[4:8], s10, s11, s12, s13, alpha, betaEff)
+		}
+	}
+	if cnt == 1 {
+		smallGoNN(0, width, 1, k, kc, alpha, a, k, data[s0*k*width:(s0+1)*k*width], width, beta, c[s0*width:], width)
+	}
+}
+
+// gemvRun computes the columns of cnt full panels from panel s0 on, the widest gemv kernel
+// from nn.gemv[ch:] that fits at a time, single panels on smallNN's one-row kernel.
+func gemvRun(nn *smallNNKernel, ch int, data []float32, s0, cnt, k, kc, width int, alpha float32, a []float32, beta float32, c []float32) {
+	for cnt > 0 {
+		g := -1
+		for i := ch; i < len(nn.gemv); i++ {
+			if nn.gemv[i].panels <= cnt {
+				g = i
+				break
+			}
+		}
+		P := 1
+		if g >= 0 {
+			P = nn.gemv[g].panels
+		}
+		base := s0 * k * width
+		_ = data[base+P*k*width-1]
+		_ = c[s0*width+P*width-1]
+		for pc := 0; pc < k; pc += kc {
+			kb := min(kc, k-pc)
+			betaEff := beta
+			if pc > 0 {
+				betaEff = 1
+			}
+			b, cp := &data[base+pc*width], &c[s0*width]
+			if g < 0 {
+				nn.fns[0](kb, &a[pc], k, b, width, cp, width, alpha, betaEff)
+			} else {
+				nn.gemv[g].fn(kb, &a[pc], b, k*width, cp, alpha, betaEff)
+			}
+		}
+		s0, cnt = s0+P, cnt-P
+	}
+}
+
 // packedPrefetch turns on smallNNPanel's prefetch of the next slice for packed weights; only
 // BenchmarkSgemmPackedStream turns it off, to measure what it gives.
 var packedPrefetch = true
 
-// packedParallelMin is the multiply-adds (m·n·k) from which SgemmPacked splits its panels
-// between goroutines: Sgemm's threshold. A batch-1 product of the default model (at most 2048×256)
-// stays on one core: it only streams its weights, and on two shared Zen 4 cores the fan-out
-// measured no faster (BenchmarkSgemmPacked).
+// packedParallelMin is the multiply-adds (m·n·k) from which SgemmPacked splits the panels of a
+// product of several rows between goroutines: Sgemm's threshold. One row (gemvPacked) is split
+// by the weight it reads instead (gemvMinPartBytes): it is bound by how fast the weights stream,
+// and each core adds its own share of the L3's and the memory's bandwidth: on the 2-vCPU Xeon,
+// reading 13.7 MB from L3 or 97 MB from DRAM ran 1.5–2× faster on two cores than on one
+// (BenchmarkGemvRoofline, BENCHMARKS.md). The per-panel one-row path had measured no faster on
+// two Zen 4 cores.
 const packedParallelMin = parallelMinFlops / 2
 
 func grow32(s []float32, n int) []float32 {

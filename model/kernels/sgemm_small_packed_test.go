@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // TestSgemmPackedBitwise: SgemmPacked must give bit for bit what Sgemm's blocked path gives for
@@ -174,5 +175,167 @@ func BenchmarkSgemmPackedStream(b *testing.B) {
 				b.ReportMetric(float64(m*b.N)/b.Elapsed().Seconds(), "rows/s")
 			})
 		}
+	}
+}
+
+// TestGemvPackedBitwise: a one-row SgemmPacked (gemvPacked) gives the bits of the per-panel NN
+// kernels for every gemv kernel width, worker count and split of the panels among parts, over k
+// across several slices and n with full groups, short groups and a ragged last panel (padding
+// of A and C holds NaN).
+func TestGemvPackedBitwise(t *testing.T) {
+	nks := [][2]int{{32, 5}, {33, 384}, {100, 385}, {8*32*2 + 16, 64}, {17 * 32, 770}, {300, 129}}
+	scalars := [][2]float32{{1, 0}, {1, 1}, {-1.5, 0.75}}
+	for _, kern := range availableKernels() {
+		nn := smallNNFor(kern)
+		if nn != nil && len(nn.gemv) == 0 {
+			continue
+		}
+		widths := []int{2} // gemvGo
+		if nn != nil {
+			widths = nil
+			for _, g := range nn.gemv {
+				widths = append(widths, g.panels)
+			}
+		}
+		t.Run(kern.name, func(t *testing.T) {
+			prev := [...]int{gemvChoice, gemvMinPartBytes}
+			gemvTuneOn = false // every split as asked
+			t.Cleanup(func() {
+				gemvOn, gemvTuneOn = true, true
+				gemvChoice, gemvMinPartBytes = prev[0], prev[1]
+			})
+			seed := uint64(0)
+			for _, nk := range nks {
+				n, k := nk[0], nk[1]
+				withKernel(t, kern, 1)
+				rng := rand.New(rand.NewPCG(seed, 0x9e7))
+				w, _ := randMatrix(rng, n, k, 0)
+				var pw PackedWeights
+				pw.Pack(w, n, k)
+				for _, ab := range scalars {
+					seed++
+					tc := gemmCase{1, n, k, false, true, ab[0], ab[1], int(seed % 3)}
+					o := tc.operands(rand.New(rand.NewPCG(seed, 0xb17)))
+					want := append([]float32(nil), o.c...)
+					gemvOn = false
+					SgemmPacked(1, tc.alpha, o.a, o.lda, &pw, tc.beta, want, o.ldc)
+					gemvOn = true
+					for ch := range widths {
+						for _, part := range []int{1, 64 << 10} {
+							for _, workers := range []int{1, 2, 3} {
+								withKernel(t, kern, workers)
+								gemvChoice, gemvMinPartBytes = ch, part
+								got := append([]float32(nil), o.c...)
+								SgemmPacked(1, tc.alpha, o.a, o.lda, &pw, tc.beta, got, o.ldc)
+								for i := range got {
+									if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(math.IsNaN(float64(got[i])) && math.IsNaN(float64(want[i]))) {
+										t.Fatalf("%v gemv %d panels part %d workers %d: C[%d] = %g, want %g",
+											tc, widths[ch], part, workers, i, got[i], want[i])
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkGemvRoofline runs all the batch-1 products of a decode step, layer after layer (the
+// weights of `agentrl bench model`'s default size and of --configs 512x8, LM head included): on
+// the per-panel path that gemvPacked replaced, and on gemvPacked on one goroutine, split among
+// all, and as it runs by itself (gemvTune choosing). It reports the weights streamed per second
+// and their fraction of ReadBandwidth over a buffer of the same size, measured just before: the
+// physical limit of a batch-1 step on this machine.
+func BenchmarkGemvRoofline(b *testing.B) {
+	for _, sz := range []struct {
+		name   string
+		layers int
+		shapes [][2]int // n, k per layer
+		head   [2]int
+	}{
+		{"3.4M", 4, [][2]int{{512, 256}, {256, 256}, {1376, 256}, {256, 688}}, [2]int{2048, 256}},
+		{"24M", 8, [][2]int{{1024, 512}, {512, 512}, {2752, 512}, {512, 1376}}, [2]int{2048, 512}},
+	} {
+		rng := rand.New(rand.NewPCG(1, 1))
+		var ws []*PackedWeights
+		maxN, bytes := 0, 0
+		add := func(s [2]int) {
+			w, _ := randMatrix(rng, s[0], s[1], 0)
+			p := &PackedWeights{}
+			p.Pack(w, s[0], s[1])
+			ws = append(ws, p)
+			maxN, bytes = max(maxN, s[0], s[1]), bytes+4*s[0]*s[1]
+		}
+		for range sz.layers {
+			for _, s := range sz.shapes {
+				add(s)
+			}
+		}
+		add(sz.head)
+		a, _ := randMatrix(rng, 1, maxN, 0)
+		c := make([]float32, maxN)
+		for _, v := range []struct {
+			name       string
+			gemv, tune bool
+			workers    int
+		}{{"per-panel", false, false, 0}, {"gemv-1core", true, false, 1}, {"gemv-split", true, false, 0}, {"gemv", true, true, 0}} {
+			b.Run(sz.name+"/"+v.name, func(b *testing.B) {
+				read := ReadBandwidth(bytes, 100*time.Millisecond)
+				gemvOn, gemvTuneOn, workerOverride = v.gemv, v.tune, v.workers
+				defer func() { gemvOn, gemvTuneOn, workerOverride = true, true, 0 }()
+				b.ResetTimer()
+				for range b.N {
+					for _, p := range ws {
+						n, k := p.Dims()
+						SgemmPacked(1, 1, a, k, p, 0, c, n)
+					}
+				}
+				rate := float64(bytes) * float64(b.N) / b.Elapsed().Seconds()
+				b.ReportMetric(rate/1e9, "GB/s")
+				b.ReportMetric(rate/read, "of-read")
+			})
+		}
+	}
+}
+
+// TestSplitTuner: the tuner splits unless unsplit products have been faster by a fifth, runs
+// the other way in a window of every gemvProbe products, and leaves the first products after
+// each switch untimed.
+func TestSplitTuner(t *testing.T) {
+	var st splitTuner
+	count := func() (split, timed int) {
+		for range gemvProbe {
+			s, tm := st.split()
+			if s {
+				split++
+			}
+			if tm {
+				timed++
+			}
+		}
+		return split, timed
+	}
+	if s, _ := count(); s != gemvProbe-gemvWindow {
+		t.Fatalf("no samples: %d of %d products split, want all but the window", s, gemvProbe)
+	}
+	st.nsPerKB[0].Store(math.Float64bits(10))
+	st.nsPerKB[1].Store(math.Float64bits(30))
+	s, timed := count()
+	if s != gemvWindow || timed != gemvProbe-2*gemvWarm {
+		t.Fatalf("unsplit faster: %d split, %d timed of %d; want %d, %d", s, timed, gemvProbe, gemvWindow, gemvProbe-2*gemvWarm)
+	}
+	st.nsPerKB[0].Store(math.Float64bits(25)) // faster unsplit, but by less than a fifth
+	if s, _ := count(); s != gemvProbe-gemvWindow {
+		t.Fatalf("unsplit faster by less than the margin: %d of %d products split, want all but the window", s, gemvProbe)
+	}
+	st.record(true, 2048, 220*time.Nanosecond) // 110 ns/KiB moves split's 30 an eighth of the way
+	if got := math.Float64frombits(st.nsPerKB[1].Load()); got != 40 {
+		t.Fatalf("average after a slow sample = %g, want 40", got)
+	}
+	st.record(true, 1024, time.Millisecond) // a stall counts as four times the average
+	if got := math.Float64frombits(st.nsPerKB[1].Load()); got != 40+120/8 {
+		t.Fatalf("average after a stall = %g, want %g", got, 40+120/8.0)
 	}
 }

@@ -284,6 +284,36 @@ func sgemmSmallNNPFavx2_5(kb int, a *float32, lda int, b *float32, ldb int, c *f
 //go:noescape
 func sgemmSmallNNPFavx2_6(kb int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, beta float32, pfd int)
 
+// sgemvPackedavx512_8 computes C[0:256] = alpha*a·B + beta*C over kb k steps from 8 packed panels of B, ldp floats apart (avx512).
+//
+//go:noescape
+func sgemvPackedavx512_8(kb int, a *float32, b *float32, ldp int, c *float32, alpha float32, beta float32)
+
+// sgemvPackedavx512_4 computes C[0:128] = alpha*a·B + beta*C over kb k steps from 4 packed panels of B, ldp floats apart (avx512).
+//
+//go:noescape
+func sgemvPackedavx512_4(kb int, a *float32, b *float32, ldp int, c *float32, alpha float32, beta float32)
+
+// sgemvPackedavx512_2 computes C[0:64] = alpha*a·B + beta*C over kb k steps from 2 packed panels of B, ldp floats apart (avx512).
+//
+//go:noescape
+func sgemvPackedavx512_2(kb int, a *float32, b *float32, ldp int, c *float32, alpha float32, beta float32)
+
+// sgemvPackedavx2_6 computes C[0:96] = alpha*a·B + beta*C over kb k steps from 6 packed panels of B, ldp floats apart (avx2).
+//
+//go:noescape
+func sgemvPackedavx2_6(kb int, a *float32, b *float32, ldp int, c *float32, alpha float32, beta float32)
+
+// sgemvPackedavx2_4 computes C[0:64] = alpha*a·B + beta*C over kb k steps from 4 packed panels of B, ldp floats apart (avx2).
+//
+//go:noescape
+func sgemvPackedavx2_4(kb int, a *float32, b *float32, ldp int, c *float32, alpha float32, beta float32)
+
+// sgemvPackedavx2_2 computes C[0:32] = alpha*a·B + beta*C over kb k steps from 2 packed panels of B, ldp floats apart (avx2).
+//
+//go:noescape
+func sgemvPackedavx2_2(kb int, a *float32, b *float32, ldp int, c *float32, alpha float32, beta float32)
+
 // transpose4 writes dst[(4q+j)*width+i] = src[i*ld+4q+j] for rows i < 4, columns j < 4, blocks q < blocks.
 //
 //go:noescape

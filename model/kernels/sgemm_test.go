@@ -134,31 +134,50 @@ var shapeTable = [][3]int{
 	{6, 16, 1}, {12, 32, 8}, {13, 33, 9}, {2, 300, 7}, {300, 3, 7},
 	{45, 70, 800}, // k spans several kc slices, so beta applies only to the first
 	{257, 70, 40}, // m spans several row blocks
-	{20, 2100, 5}, // n spans two column blocks for every kernel
+	{20, 2100, 5}, // n spans two column blocks with nc ≤ 2048
 }
 
 var scalarTable = [][2]float32{{1, 0}, {1, 1}, {-0.5, 2}, {0, 1.5}, {2, 0}}
+
+// withBlocks forces the blocked driver's mc and nc (rounded up to the kernel's tile).
+func withBlocks(t *testing.T, mc, nc int) {
+	prev := blockOverride
+	blockOverride.mc, blockOverride.nc = mc, nc
+	t.Cleanup(func() { blockOverride = prev })
+}
 
 func TestSgemmMatchesReference(t *testing.T) {
 	for _, kern := range availableKernels() {
 		t.Run(kern.name, func(t *testing.T) {
 			withKernel(t, kern, 2)
-			seed := uint64(1)
-			for _, s := range shapeTable {
-				for _, ab := range scalarTable {
-					for tr := 0; tr < 4; tr++ {
-						for _, pad := range []int{0, 3} {
-							if testing.Short() && pad == 3 && s[0]*s[1]*s[2] > 100000 {
-								continue
-							}
-							tc := gemmCase{s[0], s[1], s[2], tr&1 != 0, tr&2 != 0, ab[0], ab[1], pad}
-							seed++
-							checkCase(t, tc, seed)
-						}
+			checkShapes(t)
+		})
+		// Small blocks: several row and column blocks at the table's sizes, whatever the caches.
+		t.Run(kern.name+"/small-blocks", func(t *testing.T) {
+			withKernel(t, kern, 2)
+			withBlocks(t, 2*kern.mr, 2*kern.nr)
+			checkShapes(t)
+		})
+	}
+}
+
+// checkShapes compares every shape of shapeTable, every scalar pair, transpose and padding with
+// the reference, on the kernel and blocks the caller set.
+func checkShapes(t *testing.T) {
+	seed := uint64(1)
+	for _, s := range shapeTable {
+		for _, ab := range scalarTable {
+			for tr := 0; tr < 4; tr++ {
+				for _, pad := range []int{0, 3} {
+					if testing.Short() && pad == 3 && s[0]*s[1]*s[2] > 100000 {
+						continue
 					}
+					tc := gemmCase{s[0], s[1], s[2], tr&1 != 0, tr&2 != 0, ab[0], ab[1], pad}
+					seed++
+					checkCase(t, tc, seed)
 				}
 			}
-		})
+		}
 	}
 }
 

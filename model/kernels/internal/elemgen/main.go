@@ -111,7 +111,9 @@ func main() {
 		swigluBackward(&isa{name: name, width: width})
 		maxFinite(&isa{name: name, width: width})
 		scale(&isa{name: name, width: width})
+		readStream(&isa{name: name, width: width})
 	}
+	cpuid()
 	Generate()
 }
 
@@ -493,6 +495,99 @@ func scale(s *isa) {
 		}
 	})
 	VZEROUPPER()
+	RET()
+}
+
+// readStreamBlock is the bytes readStream reads per loop step: a 64-byte line from each of its
+// readStreams streams.
+const (
+	readStreamBlock = 512
+	readStreams     = 8
+)
+
+// readStream is the read kernel of kernels.ReadBandwidth, the physical limit a batch-1 decode
+// step's weight stream is measured against (STREAM's idea with a read-only kernel): it adds
+// blocks·512 bytes of floats into eight independent accumulators, with the adds reading memory
+// directly, so that it is bound by how fast the memory system delivers lines and by nothing
+// else. It reads the eight eighths of its range side by side, as the gemv kernels read their
+// panels: a single stream stalls where the hardware prefetchers stop, at every 4 KiB page, and
+// on the 2-vCPU Xeon one stream read DRAM up to three times slower than four, and four streams
+// read a 13.7 MB buffer (in L3) slower than the gemv kernels' eight. It returns the sum, so that
+// the reads have a use.
+func readStream(s *isa) {
+	name := "readStream" + s.name
+	TEXT(name, NOSPLIT, "func(x *float32, blocks int) float32")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s returns the sum of x[:128*blocks] in an unspecified order, reading it as fast as it can (%s).", name, s.name))
+	const streams = readStreams
+	n := Load(Param("blocks"), GP64())
+	quarter := GP64()
+	MOVQ(n, quarter)
+	SHLQ(Imm(6), quarter) // bytes per stream: blocks·512/8
+	p := make([]reg.GPVirtual, streams)
+	p[0] = GP64()
+	Load(Param("x"), p[0])
+	for q := 1; q < streams; q++ {
+		p[q] = GP64()
+		LEAQ(Mem{Base: p[q-1], Index: quarter, Scale: 1}, p[q])
+	}
+	acc := make([]reg.VecVirtual, 8)
+	for i := range acc {
+		acc[i] = s.vec()
+		VXORPS(acc[i].AsY(), acc[i].AsY(), acc[i].AsY())
+	}
+	perStream := readStreamBlock / streams
+	Label(name + "_loop")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	i := 0
+	for q := range p {
+		for off := 0; off < perStream; off += 4 * s.width {
+			a := acc[i%len(acc)]
+			i++
+			VADDPS(Mem{Base: p[q], Disp: off}, a, a)
+		}
+	}
+	for q := range p {
+		ADDQ(U32(perStream), p[q])
+	}
+	DECQ(n)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	for i := 1; i < len(acc); i++ {
+		VADDPS(acc[i], acc[0], acc[0])
+	}
+	lo := acc[0].AsY().(reg.VecVirtual)
+	if s.name == "avx512" {
+		hi := YMM()
+		VEXTRACTF64X4(Imm(1), acc[0], hi)
+		VADDPS(hi, lo, lo)
+	}
+	xl, t := lo.AsX(), XMM()
+	VEXTRACTF128(Imm(1), lo, t)
+	VADDPS(t, xl, xl)
+	VMOVHLPS(xl, xl, t)
+	VADDPS(t, xl, xl)
+	VMOVSHDUP(xl, t)
+	VADDSS(t, xl, xl)
+	Store(xl, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// cpuid is the CPUID instruction, for the cache sizes (leaf 4 on Intel, 0x8000001D on AMD) and
+// the processor's name (0x80000002–4) where the operating system does not report them
+// (kernels.CPU).
+func cpuid() {
+	TEXT("cpuid", NOSPLIT, "func(leaf, sub uint32) (a, b, c, d uint32)")
+	Doc("cpuid executes CPUID with EAX = leaf and ECX = sub and returns EAX, EBX, ECX and EDX.")
+	Load(Param("leaf"), reg.EAX)
+	Load(Param("sub"), reg.ECX)
+	CPUID()
+	Store(reg.EAX, ReturnIndex(0))
+	Store(reg.EBX, ReturnIndex(1))
+	Store(reg.ECX, ReturnIndex(2))
+	Store(reg.EDX, ReturnIndex(3))
 	RET()
 }
 
