@@ -215,7 +215,7 @@ func (c *Conn) WatchPointer(ctx context.Context, run string) (<-chan Pointer, er
 		return nil, fmt.Errorf("dist: policy bucket: %w", err)
 	}
 	reconnect := c.nextReconnect()
-	w, err := kv.Watch(ctx, run+".latest", jetstream.IgnoreDeletes())
+	w, stopW, err := watchBounded(ctx, kv, run+".latest")
 	if err != nil {
 		return nil, fmt.Errorf("dist: watch policy pointer: %w", err)
 	}
@@ -235,7 +235,8 @@ func (c *Conn) WatchPointer(ctx context.Context, run string) (<-chan Pointer, er
 			for !again {
 				select {
 				case <-ctx.Done():
-					w.Stop()
+					_ = w.Stop()
+					stopW()
 					return
 				case <-reconnect:
 					again = true
@@ -254,11 +255,12 @@ func (c *Conn) WatchPointer(ctx context.Context, run string) (<-chan Pointer, er
 				}
 			}
 			_ = w.Stop()
+			stopW()
 			// Watch again, from the pointer's current value.
 			for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
 				reconnect = c.nextReconnect()
 				var err error
-				if w, err = kv.Watch(ctx, run+".latest", jetstream.IgnoreDeletes()); err == nil {
+				if w, stopW, err = watchBounded(ctx, kv, run+".latest"); err == nil {
 					break
 				}
 				select {
@@ -270,6 +272,33 @@ func (c *Conn) WatchPointer(ctx context.Context, run string) (<-chan Pointer, er
 		}
 	}()
 	return out, nil
+}
+
+// fetchRequestTimeout bounds each request a worker makes of the server to set up a watch or a
+// download, and fetchMinRate the pace of a download. A request the server never answers (it
+// stopped after receiving it: the client does not fail a request pending across a reconnect)
+// would otherwise wait as long as the caller's context, for ever for a worker; with the bound
+// the call fails and its caller tries again against the server as it is now.
+const (
+	fetchRequestTimeout = 10 * time.Second
+	fetchMinRate        = 256 << 10 // bytes per second
+)
+
+// watchBounded starts a watch of key whose setup request answers within fetchRequestTimeout;
+// stop ends the watch's context once the watcher is stopped.
+func watchBounded(ctx context.Context, kv jetstream.KeyValue, key string) (w jetstream.KeyWatcher, stop func(), err error) {
+	wctx, cancel := context.WithCancel(ctx)
+	setup := time.AfterFunc(fetchRequestTimeout, cancel)
+	w, err = kv.Watch(wctx, key, jetstream.IgnoreDeletes())
+	if !setup.Stop() && err == nil {
+		_ = w.Stop()
+		err = fmt.Errorf("watch %s: no answer within %v", key, fetchRequestTimeout)
+	}
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return w, cancel, nil
 }
 
 // FetchWeights downloads version p into dir (created if needed): model.safetensors and the
@@ -300,8 +329,21 @@ func (c *Conn) FetchWeights(ctx context.Context, p Pointer, dir string) error {
 	return nil
 }
 
+// getFile downloads obj to path and returns its SHA-256. Every request it makes is bounded by
+// fetchRequestTimeout and the download by its size at fetchMinRate, so that a server that
+// stops in the middle makes it fail rather than wait for an answer that never comes.
 func getFile(ctx context.Context, obs jetstream.ObjectStore, obj, path string) (string, error) {
-	r, err := obs.Get(ctx, obj)
+	ictx, cancel := context.WithTimeout(ctx, fetchRequestTimeout)
+	info, err := obs.GetInfo(ictx, obj)
+	cancel()
+	if err != nil {
+		return "", fmt.Errorf("dist: get %s: %w", obj, err)
+	}
+	gctx, cancel := context.WithTimeout(ctx, fetchRequestTimeout+time.Duration(float64(info.Size)/fetchMinRate*float64(time.Second)))
+	defer cancel()
+	setup := time.AfterFunc(fetchRequestTimeout, cancel) // the object's info and the consumer of its chunks
+	r, err := obs.Get(gctx, obj)
+	setup.Stop()
 	if err != nil {
 		return "", fmt.Errorf("dist: get %s: %w", obj, err)
 	}
