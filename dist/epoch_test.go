@@ -250,6 +250,11 @@ func TestWorkerEpochs(t *testing.T) {
 	}
 	policy.Store(&pol{1, 2})
 	wait("admit2")
+	// admit2's episode ends at once; it is stored before the epoch changes (an epoch-1 episode
+	// still in flight then would be cut off too, as long is).
+	for w.Stats().Done < 1 && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
 	// The learner's epoch 2 arrives: epoch 1's episode in flight is cut off, then the new
 	// weights are loaded.
 	w.Supersede(2)

@@ -212,6 +212,10 @@ func (w *Worker) next(ctx context.Context, cons jetstream.Consumer) (jetstream.M
 	return nil, ctx.Err()
 }
 
+// storeTimeout bounds how long a worker shutting down still spends storing a finished episode's
+// trajectory and acknowledging its task.
+const storeTimeout = 30 * time.Second
+
 func (w *Worker) handle(ctx context.Context, m jetstream.Msg, ackWait time.Duration) {
 	w.running.Add(1)
 	defer w.running.Add(-1)
@@ -271,7 +275,11 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, ackWait time.Durat
 	if t.ID == "" {
 		t.ID = task.MsgID(attempt)
 	}
-	_, err = w.Conn.PublishTrajectory(ctx, task, attempt, w.ID, t)
+	// The episode is done: storing it and acknowledging the task are not cut short by a
+	// shutdown (that would waste the episode and run it again), only bounded.
+	sctx, cancelStore := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancelStore()
+	_, err = w.Conn.PublishTrajectory(sctx, task, attempt, w.ID, t)
 	stopKeep()
 	if err != nil {
 		w.nak(m, task, err)
@@ -279,8 +287,8 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, ackWait time.Durat
 	}
 	// The trajectory is stored: now the task may go. If this ack is lost the task is run again
 	// and the learner drops the second trajectory as a duplicate.
-	err = retry(ctx, func() error {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = retry(sctx, func() error {
+		actx, cancel := context.WithTimeout(sctx, 5*time.Second)
 		defer cancel()
 		return m.DoubleAck(actx)
 	})
