@@ -130,18 +130,11 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 	if c.Async.Mode != ModeOverlap {
 		return r.runRLContinuous(ctx, pi, p, start)
 	}
-	upd, err := r.newRLUpdate(p, start)
+	l, err := r.openRL(ctx, pi, p, start)
 	if err != nil {
 		return err
 	}
-	smp, err := r.newSampler(ctx, p)
-	if err != nil {
-		return err
-	}
-	defer smp.close()
-	mon := newMonitor(r.Cfg.Monitor)
-	bar := r.newProgress(p.Name, p.Steps)
-	defer bar.finish()
+	defer l.close()
 
 	pctx, cancel := context.WithCancel(ctx)
 	// admit holds one token per step sampled or sampling and not yet trained: η+1 of them let the
@@ -163,7 +156,7 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 				return
 			}
 			t0 := r.now()
-			sampled, groups, fill, err := r.sampleRL(pctx, smp.gen, p, s, r.stepRNG(pi, s, 3))
+			sampled, groups, fill, err := r.sampleRL(pctx, l.smp.gen, p, s, r.stepRNG(pi, s, 3))
 			b := asyncBatch{step: s, sampled: sampled, groups: groups, fill: fill, genTime: r.now().Sub(t0), genWait: t0.Sub(a0), err: err}
 			select { // never blocks: the channel holds as many batches as admission lets start
 			case batches <- b:
@@ -207,30 +200,22 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(b.sampled, groups), fill: b.fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(b.sampled)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			// The sampling RNG belongs to the producer; the learner shuffles with its own.
-			rep, err := r.learnStep(upd, trajs, step, r.stepRNG(pi, step, 4))
+			rep, err := r.learnStep(l.upd, trajs, step, r.stepRNG(pi, step, 4))
 			if err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
 			st.learn = rep
-			if err := smp.publish(ctx, false); err != nil {
+			if err := l.smp.publish(ctx, false); err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
 		}
 		<-admit // this step is trained: the producer may start one more
 		st.times = stepTimes{generateEnv: b.genTime.Seconds(), train: r.now().Sub(st0).Seconds(), step: r.now().Sub(w0).Seconds(), elapsed: r.now().Sub(r.start).Seconds()}
-		if err := r.logRL(st, mon, bar); err != nil {
-			return err
-		}
-		if e := r.Cfg.Eval.Every; e > 0 && (step+1)%e == 0 && step+1 < p.Steps {
-			if err := r.evaluate(ctx, fmt.Sprintf("%s-%d", p.Name, step+1)); err != nil {
-				return err
-			}
-		}
-		if err := r.afterStep(upd.Learner, pi, step); err != nil {
+		if err := l.endStep(ctx, st, step); err != nil {
 			return err
 		}
 	}
-	return smp.settle() // the last publish to servers, if one is in flight
+	return l.smp.settle() // the last publish to servers, if one is in flight
 }
 
 // dropStale removes from groups every trajectory whose oldest policy token lags version by more

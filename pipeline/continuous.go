@@ -180,22 +180,15 @@ func parseAsyncGroup(t *traj.Trajectory) (start, k int, ok bool) {
 func (r *Run) runRLContinuous(ctx context.Context, pi int, p Phase, start int) error {
 	c := p.RL
 	eta := c.Async.MaxStaleness
-	upd, err := r.newRLUpdate(p, start)
+	l, err := r.openRL(ctx, pi, p, start)
 	if err != nil {
 		return err
 	}
-	smp, err := r.newSampler(ctx, p)
-	if err != nil {
-		return err
-	}
-	defer smp.close()
-	mon := newMonitor(r.Cfg.Monitor)
-	bar := r.newProgress(p.Name, p.Steps)
-	defer bar.finish()
+	defer l.close()
 
 	a := &admission{eta: eta, B: c.GroupsPerStep, version: r.version, inflight: map[int]*admitted{},
 		toLearner: make(chan struct{}, 1), toProducer: make(chan struct{}, 1)}
-	runner := &rollout.Runner{Gen: smp.gen, Tok: r.tok, Cfg: r.Cfg.Rollout.Config, SampleSeed: r.stepRNG(pi, start, 3).Uint64()}
+	runner := &rollout.Runner{Gen: l.smp.gen, Tok: r.tok, Cfg: r.Cfg.Rollout.Config, SampleSeed: r.stepRNG(pi, start, 3).Uint64()}
 	envs := withLatency(r.phaseEnvs(p.Envs), p.Envs)
 	pctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -249,7 +242,7 @@ func (r *Run) runRLContinuous(ctx context.Context, pi int, p Phase, start int) e
 					a.mu.Lock()
 					step := start + a.trained
 					a.mu.Unlock()
-					err = r.shapeRewards(gctx, smp.gen, p, step, groups[0].Trajs)
+					err = r.shapeRewards(gctx, l.smp.gen, p, step, groups[0].Trajs)
 				}
 				a.mu.Lock()
 				defer a.mu.Unlock()
@@ -318,12 +311,12 @@ func (r *Run) runRLContinuous(ctx context.Context, pi int, p Phase, start int) e
 		}
 		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(f.taken, f.groups), fill: f.fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(f.taken)}
 		if trajs := slices.Concat(f.groups...); len(trajs) > 0 {
-			rep, err := r.learnStep(upd, trajs, step, r.stepRNG(pi, step, 4))
+			rep, err := r.learnStep(l.upd, trajs, step, r.stepRNG(pi, step, 4))
 			if err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
 			st.learn = rep
-			if err := smp.publish(ctx, false); err != nil {
+			if err := l.smp.publish(ctx, false); err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
 		}
@@ -342,17 +335,9 @@ func (r *Run) runRLContinuous(ctx context.Context, pi int, p Phase, start int) e
 		a.mu.Unlock()
 		wake(a.toProducer)
 		st.times = stepTimes{generateEnv: as.learnerWait, train: r.now().Sub(st0).Seconds(), step: r.now().Sub(w0).Seconds(), elapsed: r.now().Sub(r.start).Seconds()}
-		if err := r.logRL(st, mon, bar); err != nil {
-			return err
-		}
-		if e := r.Cfg.Eval.Every; e > 0 && (step+1)%e == 0 && step+1 < p.Steps {
-			if err := r.evaluate(ctx, fmt.Sprintf("%s-%d", p.Name, step+1)); err != nil {
-				return err
-			}
-		}
-		if err := r.afterStep(upd.Learner, pi, step); err != nil {
+		if err := l.endStep(ctx, st, step); err != nil {
 			return err
 		}
 	}
-	return smp.settle()
+	return l.smp.settle()
 }

@@ -15,21 +15,7 @@ var replaySets = []string{"phases.rl.rl.loss.entropy_coef=0.01", "phases.rl.rl.d
 // norm, entropy, shift, advantages, …) is identical to the run's, timings aside, even though
 // pruning left only the phase-start checkpoint and the last.
 func TestReplayReproducesASyncRun(t *testing.T) {
-	c := tinyConfig(t, t.TempDir(), replaySets...)
-	run, err := NewRun(c, Options{Envs: all.Builtins()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := run.Train(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	sum, err := Replay(context.Background(), run.Dir, ReplayOptions{OutDir: t.TempDir(), Opts: Options{Envs: all.Builtins()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum.Steps != 4 || sum.Compared != 4 || sum.Mismatch != "" {
-		t.Fatalf("replayed %d steps, compared %d (want 4 and 4): %s", sum.Steps, sum.Compared, sum.Mismatch)
-	}
+	sum := replayRun(t, 4, replaySets...)
 	lines := metricLines(t, sum.Dir)
 	trained := 0
 	for _, m := range lines {
@@ -45,8 +31,14 @@ func TestReplayReproducesASyncRun(t *testing.T) {
 // An asynchronous run replays too: the staleness bound drops the same episodes and the learner
 // makes the same updates on what the producer sampled.
 func TestReplayReproducesAnAsyncRun(t *testing.T) {
-	c := tinyConfig(t, t.TempDir(), append(asyncSets, "checkpoint.keep=1")...)
-	run, err := NewRun(c, Options{Envs: all.Builtins()})
+	replayRun(t, 6, append(asyncSets, "checkpoint.keep=1")...)
+}
+
+// replayRun trains the tiny run with sets, replays it, and fails unless all steps RL steps were
+// replayed and every one compared identical to the run's.
+func replayRun(t *testing.T, steps int, sets ...string) *ReplaySummary {
+	t.Helper()
+	run, err := NewRun(tinyConfig(t, t.TempDir(), sets...), Options{Envs: all.Builtins()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,29 +49,16 @@ func TestReplayReproducesAnAsyncRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Steps != 6 || sum.Compared != 6 || sum.Mismatch != "" {
-		t.Fatalf("replayed %d steps, compared %d (want 6 and 6): %s", sum.Steps, sum.Compared, sum.Mismatch)
+	if sum.Steps != steps || sum.Compared != steps || sum.Mismatch != "" {
+		t.Fatalf("replayed %d steps, compared %d (want %d and %d): %s", sum.Steps, sum.Compared, steps, steps, sum.Mismatch)
 	}
+	return sum
 }
 
 // With dynamic sampling, replay reconstructs the rounds the run drew and drops the groups it
 // dropped (the tiny policy solves nothing, so every round is drawn and every group dropped).
 func TestReplayReconstructsDynamicSampling(t *testing.T) {
-	c := tinyConfig(t, t.TempDir(), "phases.rl.rl.dynamic_sampling.max_rounds=2", "phases.rl.steps=2")
-	run, err := NewRun(c, Options{Envs: all.Builtins()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := run.Train(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	sum, err := Replay(context.Background(), run.Dir, ReplayOptions{OutDir: t.TempDir(), Opts: Options{Envs: all.Builtins()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum.Steps != 2 || sum.Compared != 2 || sum.Mismatch != "" {
-		t.Fatalf("replayed %d steps, compared %d (want 2 and 2): %s", sum.Steps, sum.Compared, sum.Mismatch)
-	}
+	sum := replayRun(t, 2, "phases.rl.rl.dynamic_sampling.max_rounds=2", "phases.rl.steps=2")
 	for _, m := range metricLines(t, sum.Dir) {
 		if m["signal/sample_rounds"].(float64) < 1 {
 			t.Fatalf("step %v: no sampling round reconstructed", m["step"])

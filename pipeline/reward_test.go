@@ -339,21 +339,7 @@ func omitted(k string) bool {
 // synchronous one does.
 func TestRewardBlockReplayAndAsync(t *testing.T) {
 	block := "phases.rl.envs.0.reward=" + rewardBlock
-	c := tinyConfig(t, t.TempDir(), append(slices.Clone(replaySets), block)...)
-	run, err := NewRun(c, Options{Envs: all.Builtins()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := run.Train(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	sum, err := Replay(context.Background(), run.Dir, ReplayOptions{OutDir: t.TempDir(), Opts: Options{Envs: all.Builtins()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum.Steps != 4 || sum.Compared != 4 || sum.Mismatch != "" {
-		t.Fatalf("replayed %d steps, compared %d (want 4 and 4): %s", sum.Steps, sum.Compared, sum.Mismatch)
-	}
+	sum := replayRun(t, 4, append(slices.Clone(replaySets), block)...)
 	for _, m := range rlMetrics(t, sum.Dir) {
 		if _, ok := m["reward/calc/format"]; !ok {
 			t.Fatalf("replayed metrics lack the reward parts: %v", m)
@@ -361,8 +347,7 @@ func TestRewardBlockReplayAndAsync(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	c = tinyConfig(t, dir, append(slices.Clone(asyncSets), block)...)
-	run, err = NewRun(c, Options{Envs: all.Builtins()})
+	run, err := NewRun(tinyConfig(t, dir, append(slices.Clone(asyncSets), block)...), Options{Envs: all.Builtins()})
 	if err != nil {
 		t.Fatal(err)
 	}

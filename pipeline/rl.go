@@ -25,18 +25,11 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 	if p.RL.Async != nil {
 		return r.runRLAsync(ctx, pi, p, start)
 	}
-	upd, err := r.newRLUpdate(p, start)
+	l, err := r.openRL(ctx, pi, p, start)
 	if err != nil {
 		return err
 	}
-	smp, err := r.newSampler(ctx, p)
-	if err != nil {
-		return err
-	}
-	defer smp.close()
-	mon := newMonitor(r.Cfg.Monitor)
-	bar := r.newProgress(p.Name, p.Steps)
-	defer bar.finish()
+	defer l.close()
 
 	for step := start; step < p.Steps; step++ {
 		if err := ctx.Err(); err != nil {
@@ -44,7 +37,7 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 		}
 		st0 := r.now()
 		rng := r.stepRNG(pi, step, 3)
-		sampled, groups, fill, err := r.sampleRL(ctx, smp.gen, p, step, rng)
+		sampled, groups, fill, err := r.sampleRL(ctx, l.smp.gen, p, step, rng)
 		if err != nil {
 			return fmt.Errorf("step %d: sample: %w", step, err)
 		}
@@ -55,29 +48,66 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups), fill: fill, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(sampled)}
 		tt := r.now()
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
-			rep, err := r.learnStep(upd, trajs, step, rng)
+			rep, err := r.learnStep(l.upd, trajs, step, rng)
 			if err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
 			st.learn = rep
-			if err := smp.publish(ctx, true); err != nil {
+			if err := l.smp.publish(ctx, true); err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
 		}
 		st.times = stepTimes{generateEnv: genTime.Seconds(), train: r.now().Sub(tt).Seconds(), step: r.now().Sub(st0).Seconds(), elapsed: r.now().Sub(r.start).Seconds()}
-		if err := r.logRL(st, mon, bar); err != nil {
-			return err
-		}
-		if e := r.Cfg.Eval.Every; e > 0 && (step+1)%e == 0 && step+1 < p.Steps {
-			if err := r.evaluate(ctx, fmt.Sprintf("%s-%d", p.Name, step+1)); err != nil {
-				return err
-			}
-		}
-		if err := r.afterStep(upd.Learner, pi, step); err != nil {
+		if err := l.endStep(ctx, st, step); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// rlLoop is what every in-process RL loop (synchronous, overlap, continuous) holds for a phase:
+// its update, where it generates, the monitor and the progress bar.
+type rlLoop struct {
+	r   *Run
+	pi  int
+	p   Phase
+	upd *learn.RL
+	smp *policySampler
+	mon *monitor
+	bar *progress
+}
+
+// openRL makes phase pi's update (resuming at step start) and starts its generator.
+func (r *Run) openRL(ctx context.Context, pi int, p Phase, start int) (*rlLoop, error) {
+	upd, err := r.newRLUpdate(p, start)
+	if err != nil {
+		return nil, err
+	}
+	smp, err := r.newSampler(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &rlLoop{r: r, pi: pi, p: p, upd: upd, smp: smp, mon: newMonitor(r.Cfg.Monitor), bar: r.newProgress(p.Name, p.Steps)}, nil
+}
+
+// close ends the progress bar, then stops the generator.
+func (l *rlLoop) close() {
+	l.bar.finish()
+	l.smp.close()
+}
+
+// endStep logs a trained (or skipped) step, evaluates when one is due and checkpoints.
+func (l *rlLoop) endStep(ctx context.Context, st *rlStep, step int) error {
+	r, p := l.r, l.p
+	if err := r.logRL(st, l.mon, l.bar); err != nil {
+		return err
+	}
+	if e := r.Cfg.Eval.Every; e > 0 && (step+1)%e == 0 && step+1 < p.Steps {
+		if err := r.evaluate(ctx, fmt.Sprintf("%s-%d", p.Name, step+1)); err != nil {
+			return err
+		}
+	}
+	return r.afterStep(l.upd.Learner, l.pi, step)
 }
 
 // newRLUpdate makes the phase's RL update: estimator, loss, the frozen reference of a KL term or

@@ -202,7 +202,19 @@ func asyncArmName(arm string) string {
 
 // runAsyncArm runs one arm's RL phase, reads its metrics and evaluates its checkpoints.
 func runAsyncArm(ctx context.Context, out io.Writer, o AsyncOptions, init, arm string, tail float64, seed uint64) (*asyncArm, error) {
-	cfg, err := pipeline.Load(o.Envs, "calc", "", armSets(o, init, arm, tail, seed))
+	a, err := trainRLArm(ctx, out, o, armSets(o, init, arm, tail, seed), seed)
+	if err != nil {
+		return nil, err
+	}
+	a.arm, a.tail, a.seed = arm, tail, seed
+	return a, nil
+}
+
+// trainRLArm trains the calc preset's RL phase alone with sets (which name the supervised
+// checkpoint it starts from), reads its metrics, and evaluates on held-out tasks the checkpoints
+// it took every o.Every steps up to o.Steps.
+func trainRLArm(ctx context.Context, out io.Writer, o AsyncOptions, sets []string, seed uint64) (*asyncArm, error) {
+	cfg, err := pipeline.Load(o.Envs, "calc", "", sets)
 	if err != nil {
 		return nil, err
 	}
@@ -219,10 +231,8 @@ func runAsyncArm(ctx context.Context, out io.Writer, o AsyncOptions, init, arm s
 	if err != nil {
 		return nil, err
 	}
-	a.arm, a.tail, a.seed = arm, tail, seed
 	for s := o.Every; s <= o.Steps; s += o.Every {
-		dir := filepath.Join(sum.Dir, "checkpoints", fmt.Sprintf("rl-p0.s%06d", s))
-		p, err := evalCheckpoint(ctx, dir, seed, o)
+		p, err := evalCheckpoint(ctx, filepath.Join(sum.Dir, "checkpoints", fmt.Sprintf("rl-p0.s%06d", s)), seed, o)
 		if err != nil {
 			return nil, err
 		}

@@ -155,34 +155,12 @@ func paperSets(o PaperOptions, init, arm string, seed uint64) []string {
 
 // runPaperArm runs one arm's RL phase from init and evaluates its checkpoints.
 func runPaperArm(ctx context.Context, out io.Writer, o PaperOptions, init, arm string, seed uint64) (*paperRun, error) {
-	cfg, err := pipeline.Load(o.Envs, "calc", "", paperSets(o, init, arm, seed))
+	a, err := trainRLArm(ctx, out, AsyncOptions{Envs: o.Envs, Terminal: o.Terminal, Steps: o.Steps, Every: o.Every, Tasks: o.Tasks, Samples: o.Samples},
+		paperSets(o, init, arm, seed), seed)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Phases = cfg.Phases[1:] // RL only, from the supervised checkpoint
-	run, err := pipeline.NewRun(cfg, pipeline.Options{Out: out, Terminal: o.Terminal, Envs: o.Envs})
-	if err != nil {
-		return nil, err
-	}
-	sum, err := run.Train(ctx)
-	if err != nil {
-		return nil, err
-	}
-	a, byStep, err := readArmMetrics(sum.Dir, cfg.Phases[0].RL.GroupSize)
-	if err != nil {
-		return nil, err
-	}
-	r := &paperRun{arm: arm, seed: seed, wall: a.wall, steps: a.stepsTaken}
-	ev := AsyncOptions{Envs: o.Envs, Tasks: o.Tasks, Samples: o.Samples}
-	for s := o.Every; s <= o.Steps; s += o.Every {
-		p, err := evalCheckpoint(ctx, filepath.Join(sum.Dir, "checkpoints", fmt.Sprintf("rl-p0.s%06d", s)), seed, ev)
-		if err != nil {
-			return nil, err
-		}
-		p.step, p.wall, p.trained = s, byStep[s][0], byStep[s][1]
-		r.points = append(r.points, p)
-	}
-	return r, nil
+	return &paperRun{arm: arm, seed: seed, wall: a.wall, steps: a.stepsTaken, points: a.points}, nil
 }
 
 // supervisedCheckpoint trains the calc preset's supervised phase alone, as run name under runsDir,
