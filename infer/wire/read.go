@@ -12,10 +12,7 @@ import (
 // that data is wrong: decode it with encoding/json then.
 func ReadRequest(data []byte) (req infer.Request, ok bool) {
 	r := reader{b: data}
-	var seen uint8
-	ok = r.object(func(key []byte) bool {
-		var bit uint8
-		var ok bool
+	ok = r.fields(func(key []byte) (bit uint8, ok bool) {
 		switch string(key) {
 		case "prompt":
 			bit = 1
@@ -36,11 +33,7 @@ func ReadRequest(data []byte) (req infer.Request, ok bool) {
 			bit = 32
 			ok = r.string(&req.Session)
 		}
-		if seen&bit != 0 {
-			return false // a repeated key: encoding/json's merging is left to it
-		}
-		seen |= bit
-		return ok
+		return bit, ok
 	})
 	return req, ok && r.end()
 }
@@ -49,10 +42,7 @@ func ReadRequest(data []byte) (req infer.Request, ok bool) {
 // for ReadRequest.
 func ReadCompletion(data []byte) (c infer.Completion, ok bool) {
 	r := reader{b: data}
-	var seen uint8
-	ok = r.object(func(key []byte) bool {
-		var bit uint8
-		var ok bool
+	ok = r.fields(func(key []byte) (bit uint8, ok bool) {
 		switch string(key) {
 		case "tokens":
 			bit = 1
@@ -69,11 +59,7 @@ func ReadCompletion(data []byte) (c infer.Completion, ok bool) {
 			ok = r.string(&s)
 			c.Finish = infer.FinishReason(s)
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return ok
+		return bit, ok
 	})
 	return c, ok && r.end()
 }
@@ -121,6 +107,21 @@ func (r *reader) null() bool {
 		return true
 	}
 	return false
+}
+
+// fields reads an object of at most 8 known keys: field reads the value of each key it knows and
+// returns the key's bit, or 0 (or ok false) for a key it does not. A key read twice ends the read
+// with false: encoding/json's merging of repeated keys is left to it.
+func (r *reader) fields(field func(key []byte) (bit uint8, ok bool)) bool {
+	var seen uint8
+	return r.object(func(key []byte) bool {
+		bit, ok := field(key)
+		if seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		return ok
+	})
 }
 
 // object reads an object whose values field reads; field is called with each key, the reader
@@ -330,10 +331,7 @@ func (r *reader) sampling(s *infer.Sampling) bool {
 	if r.null() {
 		return true
 	}
-	var seen uint8
-	return r.object(func(key []byte) bool {
-		var bit uint8
-		var ok bool
+	return r.fields(func(key []byte) (bit uint8, ok bool) {
 		switch string(key) {
 		case "temperature":
 			bit = 1
@@ -345,10 +343,6 @@ func (r *reader) sampling(s *infer.Sampling) bool {
 			bit = 4
 			ok = r.float32(&s.TopP)
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return ok
+		return bit, ok
 	})
 }
