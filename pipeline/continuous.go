@@ -120,15 +120,16 @@ func newStepFill(p Phase, version int32) *stepFill {
 func (f *stepFill) full() bool { return len(f.groups) >= f.want || f.fill.Sampled >= f.limit }
 
 // offer takes one finished group: stale episodes are dropped, then (with dynamic sampling) failed
-// episodes and groups without reward variance, as sampleRL's filter does.
-func (f *stepFill) offer(g []*traj.Trajectory) {
+// episodes and groups without reward variance, as sampleRL's filter does. It reports whether the
+// group joined the batch (false: it is discarded).
+func (f *stepFill) offer(g []*traj.Trajectory) bool {
 	f.fill.Sampled++
 	f.taken = append(f.taken, g...)
 	kept, dropped := dropStale([][]*traj.Trajectory{g}, f.version, f.eta)
 	f.stale += dropped
 	if len(kept) == 0 {
 		f.discards++
-		return
+		return false
 	}
 	grp := kept[0]
 	if f.dynamic {
@@ -137,11 +138,12 @@ func (f *stepFill) offer(g []*traj.Trajectory) {
 		if !reward.Informative(ok) {
 			f.fill.ZeroVariance++
 			f.discards++
-			return
+			return false
 		}
 		grp = ok
 	}
 	f.groups = append(f.groups, grp)
+	return true
 }
 
 // done finishes the step's fill statistics.
@@ -286,9 +288,7 @@ func (r *Run) runRLContinuous(ctx context.Context, pi int, p Phase, start int) e
 				}
 				continue
 			}
-			before := f.discards
-			f.offer(g.trajs)
-			if f.discards > before {
+			if !f.offer(g.trajs) {
 				a.mu.Lock()
 				a.discarded++
 				a.mu.Unlock()
