@@ -117,16 +117,17 @@ func (m *Model) blockBackward(l int, b *Batch) {
 	// Attention: mid = x + atty·Oᵀ.
 	kernels.Sgemm(false, false, n, C, C, 1, dres, C, p.O, C, 0, datty, C)
 	kernels.Sgemm(true, false, C, C, n, 1, dres, C, atty, C, 1, g.O, C)
-	clear(dqkv)
-	m.attentionBackward(l, b, qkv, atty, datty, dqkv)
-	m.ropeRows(dqkv, b.Pos, n, true)
+	m.attentionBackward(l, b, qkv, atty, datty, dqkv) // then RoPE's backward
 	kernels.Sgemm(false, false, n, C, Q, 1, dqkv, Q, p.QKV, C, 0, dln, C)
 	kernels.Sgemm(true, false, Q, C, n, 1, dqkv, Q, ln1, C, 1, g.QKV, C)
 	kernels.RMSNormBackward(dres, g.AttnNorm, dln, x, p.AttnNorm, rstd1, n, C)
 }
 
-// attentionBackward mirrors attentionForward. A task owns one key/value head of one span, so
-// its dk and dv (shared by the head's query group) are written by one goroutine only.
+// attentionBackward mirrors attentionForward: each task zeroes its span's rows of dq (the
+// heads of its query group), dk and dv (its key/value head), adds attention's gradients, and
+// turns the dq and dk of the rotated vectors into those before RoPE. A task owns one key/value
+// head of one span, so its dk and dv (shared by the head's query group) are written by one
+// goroutine only, and the spans cover every row of dqkv.
 func (m *Model) attentionBackward(l int, b *Batch, qkv, atty, datty, dqkv []float32) {
 	c, w := m.Cfg, &m.train
 	n := b.Rows * b.T
@@ -134,8 +135,16 @@ func (m *Model) attentionBackward(l int, b *Batch, qkv, atty, datty, dqkv []floa
 	Q, hd, nRep := c.qkvDim(), c.HeadDim(), c.Heads/c.KVHeads
 	m.par.run(len(w.spans)*c.KVHeads, func(worker, i int) {
 		t := m.attnTaskFor(w.spans[i/c.KVHeads], i%c.KVHeads, b.T)
+		for r := 0; r < t.L; r++ {
+			clear(dqkv[t.q+r*Q : t.q+r*Q+nRep*hd])
+			clear(dqkv[t.k+r*Q : t.k+r*Q+hd])
+			clear(dqkv[t.v+r*Q : t.v+r*Q+hd])
+		}
 		kernels.AttentionBackward(dqkv[t.q:], dqkv[t.k:], dqkv[t.v:], w.scratch[worker], datty[t.out:], c.Dim,
 			atty[t.out:], lse[t.lse:], c.Heads, qkv[t.q:], Q, qkv[t.k:], qkv[t.v:], Q, t.L, 0, nRep, hd)
+		pos := b.Pos[t.i0 : t.i0+t.L]
+		kernels.RopeBackward(dqkv[t.q:], Q, pos, m.ropeCos, m.ropeSin, t.L, nRep, hd)
+		kernels.RopeBackward(dqkv[t.k:], Q, pos, m.ropeCos, m.ropeSin, t.L, 1, hd)
 	})
 }
 

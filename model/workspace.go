@@ -91,7 +91,7 @@ func (w *trainWorkspace) size(c Config, rows, t, workers int) {
 		w.scratch = append(w.scratch, nil)
 	}
 	for i := range w.scratch {
-		w.scratch[i] = grow(w.scratch[i], 2*kernels.AttentionScratch(t, 0))
+		w.scratch[i] = grow(w.scratch[i], 2*kernels.AttentionScratch(t, 0, c.HeadDim()))
 	}
 }
 

@@ -234,9 +234,9 @@ func TestAttentionSameOnEveryElemKernel(t *testing.T) {
 	}
 	run := func() [][]float32 {
 		out, lse := make([]float32, L*ld), make([]float32, L*nRep)
-		AttentionForward(out, ld, lse, nRep, make([]float32, AttentionScratch(L, past)), q, ld, k, v, hd, L, past, nRep, hd)
+		AttentionForward(out, ld, lse, nRep, make([]float32, AttentionScratch(L, past, hd)), q, ld, k, v, hd, L, past, nRep, hd)
 		dq, dk, dv := make([]float32, L*ld), make([]float32, (past+L)*hd), make([]float32, (past+L)*hd)
-		AttentionBackward(dq, dk, dv, make([]float32, 2*AttentionScratch(L, past)), dout, ld, out, lse, nRep, q, ld, k, v, hd, L, past, nRep, hd)
+		AttentionBackward(dq, dk, dv, make([]float32, 2*AttentionScratch(L, past, hd)), dout, ld, out, lse, nRep, q, ld, k, v, hd, L, past, nRep, hd)
 		cached := make([]float32, L*ld)
 		AttentionCached(cached, ld, make([]float32, AttentionCachedScratch(L, past, nRep)), q, ld, keyBlocks(k, hd, past+L, hd), v, hd, L, past, nRep, hd)
 		lp, ent, hlse := make([]float32, L), make([]float32, L), make([]float32, L)
