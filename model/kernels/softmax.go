@@ -12,24 +12,33 @@ const expChunk = 256
 // difference of two numbers of the size of the logits, and float32 sums over a vocabulary of
 // thousands lose digits that the policy-gradient seam would then amplify.
 func LogprobEntropyForward(logprob, entropy, lse, logits []float32, targets []int32, n, vocab int) {
+	ek := activeElem()
 	for i := 0; i < n; i++ {
 		z := logits[i*vocab : (i+1)*vocab]
-		m := z[0]
-		for _, v := range z[1:] {
-			m = max(m, v)
-		}
-		var s, sz float64
+		m := ek.max(z)
+		// Four partial sums of each kind: one float64 chain waited on every add.
+		var s0, s1, s2, s3, t0, t1, t2, t3 float64
 		var buf [expChunk]float32
 		for j0 := 0; j0 < len(z); j0 += expChunk {
 			zc := z[j0:min(j0+expChunk, len(z))]
 			ec := buf[:len(zc)]
-			expSum(ec, zc, m)
-			for j, v := range zc {
+			ek.expSum(ec, zc, m)
+			j := 0
+			for ; j+4 <= len(zc); j += 4 {
+				e0, e1, e2, e3 := float64(ec[j]), float64(ec[j+1]), float64(ec[j+2]), float64(ec[j+3])
+				s0, s1, s2, s3 = s0+e0, s1+e1, s2+e2, s3+e3
+				t0 += e0 * float64(zc[j]-m)
+				t1 += e1 * float64(zc[j+1]-m)
+				t2 += e2 * float64(zc[j+2]-m)
+				t3 += e3 * float64(zc[j+3]-m)
+			}
+			for ; j < len(zc); j++ {
 				e := float64(ec[j])
-				s += e
-				sz += e * float64(v-m)
+				s0 += e
+				t0 += e * float64(zc[j]-m)
 			}
 		}
+		s, sz := (s0+s1)+(s2+s3), (t0+t1)+(t2+t3)
 		l := float64(m) + math.Log(s)
 		lse[i] = float32(l)
 		logprob[i] = float32(float64(z[targets[i]]) - l)
