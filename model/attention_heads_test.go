@@ -31,8 +31,10 @@ func TestHeadsGradient(t *testing.T) {
 		t.Run(fmt.Sprintf("hd=%d", hd), func(t *testing.T) {
 			m := newTestModel(t, headConfig(hd), 1)
 			rng := rand.New(rand.NewPCG(2, uint64(hd)))
-			// As large as TestModelGradient's weights relative to the width (0.3 at dim 16).
-			std := 1.2 / math.Sqrt(float64(m.Cfg.Dim))
+			// Weights large enough to exercise every nonlinearity, small enough that central
+			// differences stay accurate (at 1.2/√dim the embedding's derivative changed sign
+			// between steps of 4e-3 and 8e-3).
+			std := 0.8 / math.Sqrt(float64(m.Cfg.Dim))
 			for _, tn := range m.Params.Tensors() {
 				for i := range tn.Data {
 					if len(tn.Shape) == 2 {
@@ -70,7 +72,7 @@ func TestHeadsGradient(t *testing.T) {
 					analytic += float64(dir[i]) * float64(grads[k].Data[i])
 				}
 				orig := append([]float32(nil), tn.Data...)
-				const eps = 1e-3
+				const eps = 2e-3
 				step := func(s float32) float64 {
 					for i := range tn.Data {
 						tn.Data[i] = orig[i] + s*dir[i]

@@ -63,8 +63,8 @@ func fusedBackwardScratch(L, past, hd int) int {
 }
 
 // nnProduct computes C = alpha·A·B + beta·C (m×n, B k×n read in place) over whole panels of
-// the family: n must be a multiple of 16, and of nn.width unless the family has a 16-wide
-// narrow one.
+// the family, and of its 16-wide narrow family for the last 16 columns: n must be a multiple
+// of 16, and of nn.width unless the family has a narrow one.
 func nnProduct(nn *smallNNKernel, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
