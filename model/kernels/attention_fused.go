@@ -35,8 +35,6 @@ const keyPanel = 32
 // compare the two with it).
 var fusedOff bool
 
-var attnExperiment bool
-
 // fusedFamily is the small-m NN family the fused path runs on for heads of headDim, or nil where
 // it does not apply (no assembly kernels, or a head dimension that is not a multiple of 16):
 // the callers then take the Sgemm path.
@@ -97,14 +95,14 @@ func attentionForwardFused(nn *smallNNKernel, out []float32, ldo int, lse []floa
 	q []float32, ldq int, k, v []float32, ldkv int, L, past, nRep, hd int, scale float32) {
 	nk := past + L
 	nkp := roundUp(nk, keyPanel)
-	kt := scratch[:hd*nkp]
+	kT := scratch[:hd*nkp]
 	s := scratch[hd*nkp : hd*nkp+fusedTile*nkp]
-	transposeStrip(kt, k, ldkv, hd, nk, nkp)
+	transposeStrip(kT, k, ldkv, hd, nk, nkp)
 	for r := 0; r < nRep; r++ {
 		for t0 := 0; t0 < L; t0 += fusedTile {
 			t1 := min(L, t0+fusedTile)
 			rows, kEnd := t1-t0, past+t1
-			nnProduct(nn, rows, roundUp(kEnd, nn.width), hd, scale, q[t0*ldq+r*hd:], ldq, kt, nkp, 0, s, nkp)
+			nnProduct(nn, rows, roundUp(kEnd, nn.width), hd, scale, q[t0*ldq+r*hd:], ldq, kT, nkp, 0, s, nkp)
 			for i := 0; i < rows; i++ {
 				row := s[i*nkp : i*nkp+kEnd]
 				visible := past + t0 + i + 1
@@ -129,19 +127,19 @@ func attentionBackwardFused(nn *smallNNKernel, dq, dk, dv, scratch, dout []float
 		scratch = scratch[n:]
 		return x
 	}
-	kt, vt := take(hd*nkp), take(hd*nkp)
-	dkt, dvt := take(hd*nkp), take(hd*nkp)
-	qt, dot := take(hd*L), take(hd*L)
+	kT, vT := take(hd*nkp), take(hd*nkp)
+	dkT, dvT := take(hd*nkp), take(hd*nkp)
+	qT, doutT := take(hd*L), take(hd*L)
 	p, ds := take(fusedBlock*nkp), take(fusedBlock*nkp)
 	dd := take(L)
-	transposeStrip(kt, k, ldkv, hd, nk, nkp)
-	transposeStrip(vt, v, ldkv, hd, nk, nkp)
-	clear(dkt)
-	clear(dvt)
+	transposeStrip(kT, k, ldkv, hd, nk, nkp)
+	transposeStrip(vT, v, ldkv, hd, nk, nkp)
+	clear(dkT)
+	clear(dvT)
 	for r := 0; r < nRep; r++ {
 		qr, dor := q[r*hd:], dout[r*hd:]
-		transposeStrip(qt, qr, ldq, hd, L, L)
-		transposeStrip(dot, dor, ldo, hd, L, L)
+		transposeStrip(qT, qr, ldq, hd, L, L)
+		transposeStrip(doutT, dor, ldo, hd, L, L)
 		// D_i = Σ_j P_ij dP_ij = dO_i·O_i, the softmax Jacobian's row term.
 		for i := range dd {
 			dd[i] = dot4(out[i*ldo+r*hd:i*ldo+r*hd+hd], dor[i*ldo:i*ldo+hd])
@@ -156,8 +154,8 @@ func attentionBackwardFused(nn *smallNNKernel, dq, dk, dv, scratch, dout []float
 				rows, kEnd := t1-t0, past+t1
 				kw := roundUp(kEnd, nn.width)
 				pt, dst := p[(t0-i0)*nkp:], ds[(t0-i0)*nkp:]
-				nnProduct(nn, rows, kw, hd, scale, qr[t0*ldq:], ldq, kt, nkp, 0, pt, nkp)
-				nnProduct(nn, rows, kw, hd, 1, dor[t0*ldo:], ldo, vt, nkp, 0, dst, nkp)
+				nnProduct(nn, rows, kw, hd, scale, qr[t0*ldq:], ldq, kT, nkp, 0, pt, nkp)
+				nnProduct(nn, rows, kw, hd, 1, dor[t0*ldo:], ldo, vT, nkp, 0, dst, nkp)
 				for i := 0; i < rows; i++ {
 					visible := past + t0 + i + 1
 					pr, dr := pt[i*nkp:i*nkp+end], dst[i*nkp:i*nkp+end]
@@ -174,14 +172,14 @@ func attentionBackwardFused(nn *smallNNKernel, dq, dk, dv, scratch, dout []float
 			for j0 := 0; j0 < past+i1; j0 += nn.width {
 				r0 := max(i0, j0-past)
 				kk := i1 - r0
-				nnProduct(nn, hd, nn.width, kk, 1, dot[r0:], L, p[(r0-i0)*nkp+j0:], nkp, 1, dvt[j0:], nkp)
-				nnProduct(nn, hd, nn.width, kk, 1, qt[r0:], L, ds[(r0-i0)*nkp+j0:], nkp, 1, dkt[j0:], nkp)
+				nnProduct(nn, hd, nn.width, kk, 1, doutT[r0:], L, p[(r0-i0)*nkp+j0:], nkp, 1, dvT[j0:], nkp)
+				nnProduct(nn, hd, nn.width, kk, 1, qT[r0:], L, ds[(r0-i0)*nkp+j0:], nkp, 1, dkT[j0:], nkp)
 			}
 		}
 	}
-	// kt and vt are free again: they hold the transposes while they are added.
-	addTransposed(dk, ldkv, dkt, nkp, kt, nk, hd)
-	addTransposed(dv, ldkv, dvt, nkp, vt, nk, hd)
+	// kT and vT are free again: they hold the transposes while they are added.
+	addTransposed(dk, ldkv, dkT, nkp, kT, nk, hd)
+	addTransposed(dv, ldkv, dvT, nkp, vT, nk, hd)
 }
 
 // dot4 is x·y for len(x) a multiple of 4, in four interleaved partial sums (one chain would

@@ -129,12 +129,13 @@ func (r *attnRun) results() map[string][]float32 {
 }
 
 // attnCases covers heads of 16 and 32 dimensions (the fused path) and others (Sgemm), odd
-// lengths, lengths across the fused tiles (12 rows) and blocks (48 rows) and across key panels
-// (32), cached keys before the queries, and grouped query heads.
+// lengths, lengths across the fused tiles (12 rows) and blocks (48 rows), across key panels
+// (32) and k slices (384), cached keys before the queries, and grouped query heads.
 var attnCases = []attnCase{
 	{1, 0, 1, 16}, {2, 0, 2, 16}, {13, 0, 2, 16}, {37, 5, 1, 16}, {49, 0, 3, 16}, {131, 0, 2, 16},
 	{1, 7, 2, 32}, {12, 0, 1, 32}, {33, 0, 2, 32}, {48, 31, 2, 32}, {97, 0, 1, 32}, {200, 0, 2, 32},
 	{29, 3, 2, 48}, {70, 0, 1, 64},
+	{30, 400, 2, 16}, {400, 0, 1, 32}, // more keys than one k slice of the kernels (384)
 	{21, 0, 2, 8}, {40, 2, 1, 24},
 }
 
