@@ -130,22 +130,23 @@ func (m *Model) blockForward(l int, b *Batch) {
 	sw := w.sw[l*n*H : (l+1)*n*H]
 	next := w.res[(l+1)*n*C : (l+2)*n*C]
 
+	// The residual adds are fused into the output GEMMs (beta = 1) on copies of the stream,
+	// made in the norms' parallel regions, which read the same rows.
 	m.par.rows(n, minRows, func(lo, hi int) {
 		kernels.RMSNormForward(ln1[lo*C:hi*C], rstd1[lo:hi], x[lo*C:hi*C], p.AttnNorm, hi-lo, C, c.NormEps)
+		copy(mid[lo*C:hi*C], x[lo*C:hi*C])
 	})
 	kernels.Sgemm(false, true, n, Q, C, 1, ln1, C, p.QKV, C, 0, qkv, Q)
 	m.attentionForward(l, b, qkv, atty) // rotates q and k by RoPE first
-
-	copy(mid, x) // the residual add is fused into the GEMM (beta = 1)
 	kernels.Sgemm(false, true, n, C, C, 1, atty, C, p.O, C, 1, mid, C)
 	m.par.rows(n, minRows, func(lo, hi int) {
 		kernels.RMSNormForward(ln2[lo*C:hi*C], rstd2[lo:hi], mid[lo*C:hi*C], p.MLPNorm, hi-lo, C, c.NormEps)
+		copy(next[lo*C:hi*C], mid[lo*C:hi*C])
 	})
 	kernels.Sgemm(false, true, n, 2*H, C, 1, ln2, C, p.GateUp, C, 0, gu, 2*H)
 	m.par.rows(n, minRows, func(lo, hi int) {
 		kernels.SwiGLUForward(sw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
 	})
-	copy(next, mid)
 	kernels.Sgemm(false, true, n, C, H, 1, sw, H, p.Down, H, 1, next, C)
 }
 
