@@ -10,8 +10,8 @@ package kernels
 // the keys read in place as B) and everything else is read where it lies:
 //
 //	forward, per tile of rows:   S = scale·Q·Kᵀ over the keys the tile sees, softmax per row, O = P·V
-//	backward, per block of rows: P = exp(scale·Q·Kᵀ − lse), dP = dO·Vᵀ, dS = scale·P⊙(dP − D),
-//	                             dQ += dS·K, dVᵀ += dOᵀ·P, dKᵀ += Qᵀ·dS
+//	backward, per block of rows: P = exp(scale·Q·Kᵀ − lse), dP = dO·Vᵀ, dS = scale·P⊙(dP − D)
+//	                             (one pass, softmaxGrad), dQ += dS·K, dVᵀ += dOᵀ·P, dKᵀ += Qᵀ·dS
 //
 // The causal mask is applied by the extents of the products: a tile's scores stop at the key
 // panel holding its last row's key, and a key panel's dK and dV sums start at the first query
@@ -98,18 +98,27 @@ func attentionForwardFused(nn *smallNNKernel, out []float32, ldo int, lse []floa
 	kT := scratch[:hd*nkp]
 	s := scratch[hd*nkp : hd*nkp+fusedTile*nkp]
 	transposeStrip(kT, k, ldkv, hd, nk, nkp)
+	ek := activeElem()
+	var maxes, sums [fusedTile]float32
 	for r := 0; r < nRep; r++ {
 		for t0 := 0; t0 < L; t0 += fusedTile {
 			t1 := min(L, t0+fusedTile)
 			rows, kEnd := t1-t0, past+t1
 			nnProduct(nn, rows, roundUp(kEnd, nn.width), hd, scale, q[t0*ldq+r*hd:], ldq, kT, nkp, 0, s, nkp)
+			// softmaxInPlace's operations; the logarithms of the log-sum-exps come after the
+			// tile's rows, in float32, where their dependency chains overlap.
 			for i := 0; i < rows; i++ {
 				row := s[i*nkp : i*nkp+kEnd]
 				visible := past + t0 + i + 1
-				l := softmaxInPlace(row[:visible])
+				m := ek.max(row[:visible])
+				sum := ek.expSum(row[:visible], row[:visible], m)
+				ek.scale(row[:visible], 1/sum)
 				clear(row[visible:])
-				if lse != nil {
-					lse[(t0+i)*ldlse+r] = l
+				maxes[i], sums[i] = m, sum
+			}
+			if lse != nil {
+				for i := 0; i < rows; i++ {
+					lse[(t0+i)*ldlse+r] = maxes[i] + logf(sums[i])
 				}
 			}
 			nnProduct(nn, rows, hd, kEnd, 1, s, nkp, v, ldkv, 0, out[t0*ldo+r*hd:], ldo)
@@ -132,6 +141,7 @@ func attentionBackwardFused(nn *smallNNKernel, dq, dk, dv, scratch, dout []float
 	qT, doutT := take(hd*L), take(hd*L)
 	p, ds := take(fusedBlock*nkp), take(fusedBlock*nkp)
 	dd := take(L)
+	ek := activeElem()
 	transposeStrip(kT, k, ldkv, hd, nk, nkp)
 	transposeStrip(vT, v, ldkv, hd, nk, nkp)
 	clear(dkT)
@@ -160,9 +170,8 @@ func attentionBackwardFused(nn *smallNNKernel, dq, dk, dv, scratch, dout []float
 					visible := past + t0 + i + 1
 					pr, dr := pt[i*nkp:i*nkp+end], dst[i*nkp:i*nkp+end]
 					l, d := lse[(t0+i)*ldlse+r], dd[t0+i]
-					expSum(pr[:visible], pr[:visible], l)
+					ek.softmaxGrad(pr[:visible], dr[:visible], l, d, scale)
 					clear(pr[visible:])
-					dsRow(dr[:visible], pr[:visible], d, scale)
 					clear(dr[visible:])
 				}
 				// dQ += dS·K over the keys the tile sees.
@@ -194,15 +203,6 @@ func dot4(x, y []float32) float32 {
 		s3 += x[i+3] * y[i+3]
 	}
 	return (s0 + s1) + (s2 + s3)
-}
-
-// dsRow writes ds[j] = p[j]·(ds[j] − d)·scale: the softmax backward dS = P ⊙ (dP − D), times the
-// score scale so that dQ and dK come out of plain products.
-func dsRow(ds, p []float32, d, scale float32) {
-	p = p[:len(ds)]
-	for j, pv := range p {
-		ds[j] = pv * (ds[j] - d) * scale
-	}
 }
 
 // addTransposed adds the transpose of src (cols×rows, stride lds) into dst (rows×cols, stride

@@ -947,6 +947,126 @@ readStreamavx512_done:
 	VZEROUPPER
 	RET
 
+// func softmaxGradavx512(p *float32, ds *float32, n int, shift float32, d float32, scale float32)
+// Requires: AVX, AVX512F
+TEXT ·softmaxGradavx512(SB), NOSPLIT, $0-36
+	MOVQ         p+0(FP), AX
+	MOVQ         ds+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VBROADCASTSS elemconsts<>+0(SB), Z0
+	VBROADCASTSS elemconsts<>+32(SB), Z1
+	VBROADCASTSS elemconsts<>+64(SB), Z2
+	VBROADCASTSS elemconsts<>+96(SB), Z3
+	VBROADCASTSS elemconsts<>+128(SB), Z4
+	VBROADCASTSS elemconsts<>+160(SB), Z5
+	VBROADCASTSS elemconsts<>+192(SB), Z6
+	VBROADCASTSS elemconsts<>+224(SB), Z7
+	VBROADCASTSS elemconsts<>+256(SB), Z8
+	VBROADCASTSS elemconsts<>+288(SB), Z9
+	VBROADCASTSS elemconsts<>+320(SB), Z10
+	VBROADCASTSS elemconsts<>+352(SB), Z11
+	VBROADCASTSS elemconsts<>+384(SB), Z12
+	VBROADCASTSS elemconsts<>+416(SB), Z13
+	VBROADCASTSS shift+24(FP), Z14
+	VBROADCASTSS d+28(FP), Z15
+	VBROADCASTSS scale+32(FP), Z16
+
+softmaxGradavx512_loop:
+	CMPQ        DX, $0x10
+	JB          softmaxGradavx512_tail
+	VMOVUPS     (AX), Z17
+	VSUBPS      Z14, Z17, Z17
+	VMULPS      Z0, Z17, Z18
+	VADDPS      Z1, Z18, Z18
+	VRNDSCALEPS $0x01, Z18, Z18
+	VMULPS      Z2, Z18, Z22
+	VSUBPS      Z22, Z17, Z21
+	VMULPS      Z3, Z18, Z22
+	VSUBPS      Z22, Z21, Z21
+	VMULPS      Z4, Z21, Z22
+	VADDPS      Z5, Z22, Z22
+	VMULPS      Z21, Z22, Z22
+	VADDPS      Z6, Z22, Z22
+	VMULPS      Z21, Z22, Z22
+	VADDPS      Z7, Z22, Z22
+	VMULPS      Z21, Z22, Z22
+	VADDPS      Z8, Z22, Z22
+	VMULPS      Z21, Z22, Z22
+	VADDPS      Z9, Z22, Z22
+	VMULPS      Z21, Z22, Z22
+	VMULPS      Z21, Z22, Z22
+	VADDPS      Z21, Z22, Z22
+	VADDPS      Z10, Z22, Z22
+	VCVTTPS2DQ  Z18, Z18
+	VPSLLD      $0x17, Z18, Z18
+	VPADDD      Z18, Z22, Z22
+	VCMPPS      $0x1e, Z11, Z17, K1
+	VMOVAPS     Z13, K1, Z22
+	VCMPPS      $0x11, Z12, Z17, K1
+	VPXORD      Z19, Z19, Z19
+	VMOVAPS     Z19, K1, Z22
+	VCMPPS      $0x03, Z17, Z17, K1
+	VMOVAPS     Z17, K1, Z22
+	VMOVUPS     Z22, (AX)
+	VMOVUPS     (CX), Z17
+	VSUBPS      Z15, Z17, Z17
+	VMULPS      Z17, Z22, Z17
+	VMULPS      Z16, Z17, Z17
+	VMOVUPS     Z17, (CX)
+	ADDQ        $0x40, AX
+	ADDQ        $0x40, CX
+	SUBQ        $0x10, DX
+	JMP         softmaxGradavx512_loop
+
+softmaxGradavx512_tail:
+	TESTQ       DX, DX
+	JZ          softmaxGradavx512_done
+	LEAQ        elemtailmask512<>+0(SB), BX
+	KMOVW       (BX)(DX*2), K1
+	VMOVUPS.Z   (AX), K1, Z17
+	VSUBPS      Z14, Z17, Z17
+	VMULPS      Z0, Z17, Z0
+	VADDPS      Z1, Z0, Z0
+	VRNDSCALEPS $0x01, Z0, Z0
+	VMULPS      Z2, Z0, Z2
+	VSUBPS      Z2, Z17, Z1
+	VMULPS      Z3, Z0, Z2
+	VSUBPS      Z2, Z1, Z1
+	VMULPS      Z4, Z1, Z2
+	VADDPS      Z5, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z6, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z7, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z8, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z9, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z1, Z2, Z2
+	VADDPS      Z10, Z2, Z2
+	VCVTTPS2DQ  Z0, Z0
+	VPSLLD      $0x17, Z0, Z0
+	VPADDD      Z0, Z2, Z2
+	VCMPPS      $0x1e, Z11, Z17, K2
+	VMOVAPS     Z13, K2, Z2
+	VCMPPS      $0x11, Z12, Z17, K2
+	VPXORD      Z20, Z20, Z20
+	VMOVAPS     Z20, K2, Z2
+	VCMPPS      $0x03, Z17, Z17, K2
+	VMOVAPS     Z17, K2, Z2
+	VMOVUPS     Z2, K1, (AX)
+	VMOVUPS.Z   (CX), K1, Z0
+	VSUBPS      Z15, Z0, Z0
+	VMULPS      Z0, Z2, Z0
+	VMULPS      Z16, Z0, Z0
+	VMOVUPS     Z0, K1, (CX)
+
+softmaxGradavx512_done:
+	VZEROUPPER
+	RET
+
 // func expSumavx2(dst *float32, src *float32, n int, shift float32) float32
 // Requires: AVX, AVX2, SSE
 TEXT ·expSumavx2(SB), NOSPLIT, $0-36
@@ -1712,6 +1832,188 @@ readStreamavx2_done:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func softmaxGradavx2(p *float32, ds *float32, n int, shift float32, d float32, scale float32)
+// Requires: AVX, AVX2
+TEXT ·softmaxGradavx2(SB), NOSPLIT, $0-36
+	MOVQ         p+0(FP), AX
+	MOVQ         ds+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VBROADCASTSS shift+24(FP), Y0
+	VBROADCASTSS d+28(FP), Y1
+	VBROADCASTSS scale+32(FP), Y2
+
+softmaxGradavx2_loop:
+	CMPQ       DX, $0x10
+	JB         softmaxGradavx2_tail
+	VMOVUPS    (AX), Y3
+	VSUBPS     Y0, Y3, Y3
+	VMULPS     elemconsts<>+0(SB), Y3, Y4
+	VADDPS     elemconsts<>+32(SB), Y4, Y4
+	VROUNDPS   $0x01, Y4, Y4
+	VMULPS     elemconsts<>+64(SB), Y4, Y6
+	VSUBPS     Y6, Y3, Y5
+	VMULPS     elemconsts<>+96(SB), Y4, Y6
+	VSUBPS     Y6, Y5, Y5
+	VMULPS     elemconsts<>+128(SB), Y5, Y6
+	VADDPS     elemconsts<>+160(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+192(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+224(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+256(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+288(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+320(SB), Y6, Y6
+	VCVTTPS2DQ Y4, Y4
+	VPSLLD     $0x17, Y4, Y4
+	VPADDD     Y4, Y6, Y6
+	VCMPPS     $0x1e, elemconsts<>+352(SB), Y3, Y4
+	VBLENDVPS  Y4, elemconsts<>+416(SB), Y6, Y6
+	VCMPPS     $0x11, elemconsts<>+384(SB), Y3, Y4
+	VANDNPS    Y6, Y4, Y6
+	VCMPPS     $0x03, Y3, Y3, Y4
+	VBLENDVPS  Y4, Y3, Y6, Y6
+	VMOVUPS    Y6, (AX)
+	VMOVUPS    (CX), Y3
+	VSUBPS     Y1, Y3, Y3
+	VMULPS     Y3, Y6, Y3
+	VMULPS     Y2, Y3, Y3
+	VMOVUPS    Y3, (CX)
+	VMOVUPS    32(AX), Y3
+	VSUBPS     Y0, Y3, Y3
+	VMULPS     elemconsts<>+0(SB), Y3, Y4
+	VADDPS     elemconsts<>+32(SB), Y4, Y4
+	VROUNDPS   $0x01, Y4, Y4
+	VMULPS     elemconsts<>+64(SB), Y4, Y6
+	VSUBPS     Y6, Y3, Y5
+	VMULPS     elemconsts<>+96(SB), Y4, Y6
+	VSUBPS     Y6, Y5, Y5
+	VMULPS     elemconsts<>+128(SB), Y5, Y6
+	VADDPS     elemconsts<>+160(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+192(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+224(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+256(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+288(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+320(SB), Y6, Y6
+	VCVTTPS2DQ Y4, Y4
+	VPSLLD     $0x17, Y4, Y4
+	VPADDD     Y4, Y6, Y6
+	VCMPPS     $0x1e, elemconsts<>+352(SB), Y3, Y4
+	VBLENDVPS  Y4, elemconsts<>+416(SB), Y6, Y6
+	VCMPPS     $0x11, elemconsts<>+384(SB), Y3, Y4
+	VANDNPS    Y6, Y4, Y6
+	VCMPPS     $0x03, Y3, Y3, Y4
+	VBLENDVPS  Y4, Y3, Y6, Y6
+	VMOVUPS    Y6, 32(AX)
+	VMOVUPS    32(CX), Y3
+	VSUBPS     Y1, Y3, Y3
+	VMULPS     Y3, Y6, Y3
+	VMULPS     Y2, Y3, Y3
+	VMOVUPS    Y3, 32(CX)
+	ADDQ       $0x40, AX
+	ADDQ       $0x40, CX
+	SUBQ       $0x10, DX
+	JMP        softmaxGradavx2_loop
+
+softmaxGradavx2_tail:
+	TESTQ      DX, DX
+	JZ         softmaxGradavx2_done
+	LEAQ       elemtailmask256<>+0(SB), BX
+	SHLQ       $0x06, DX
+	VMOVDQU    (BX)(DX*1), Y3
+	VMOVDQU    32(BX)(DX*1), Y4
+	VMASKMOVPS (AX), Y3, Y5
+	VSUBPS     Y0, Y5, Y5
+	VMULPS     elemconsts<>+0(SB), Y5, Y6
+	VADDPS     elemconsts<>+32(SB), Y6, Y6
+	VROUNDPS   $0x01, Y6, Y6
+	VMULPS     elemconsts<>+64(SB), Y6, Y8
+	VSUBPS     Y8, Y5, Y7
+	VMULPS     elemconsts<>+96(SB), Y6, Y8
+	VSUBPS     Y8, Y7, Y7
+	VMULPS     elemconsts<>+128(SB), Y7, Y8
+	VADDPS     elemconsts<>+160(SB), Y8, Y8
+	VMULPS     Y7, Y8, Y8
+	VADDPS     elemconsts<>+192(SB), Y8, Y8
+	VMULPS     Y7, Y8, Y8
+	VADDPS     elemconsts<>+224(SB), Y8, Y8
+	VMULPS     Y7, Y8, Y8
+	VADDPS     elemconsts<>+256(SB), Y8, Y8
+	VMULPS     Y7, Y8, Y8
+	VADDPS     elemconsts<>+288(SB), Y8, Y8
+	VMULPS     Y7, Y8, Y8
+	VMULPS     Y7, Y8, Y8
+	VADDPS     Y7, Y8, Y8
+	VADDPS     elemconsts<>+320(SB), Y8, Y8
+	VCVTTPS2DQ Y6, Y6
+	VPSLLD     $0x17, Y6, Y6
+	VPADDD     Y6, Y8, Y8
+	VCMPPS     $0x1e, elemconsts<>+352(SB), Y5, Y6
+	VBLENDVPS  Y6, elemconsts<>+416(SB), Y8, Y8
+	VCMPPS     $0x11, elemconsts<>+384(SB), Y5, Y6
+	VANDNPS    Y8, Y6, Y8
+	VCMPPS     $0x03, Y5, Y5, Y6
+	VBLENDVPS  Y6, Y5, Y8, Y8
+	VMASKMOVPS Y8, Y3, (AX)
+	VMASKMOVPS (CX), Y3, Y5
+	VSUBPS     Y1, Y5, Y5
+	VMULPS     Y5, Y8, Y5
+	VMULPS     Y2, Y5, Y5
+	VMASKMOVPS Y5, Y3, (CX)
+	VMASKMOVPS 32(AX), Y4, Y3
+	VSUBPS     Y0, Y3, Y3
+	VMULPS     elemconsts<>+0(SB), Y3, Y0
+	VADDPS     elemconsts<>+32(SB), Y0, Y0
+	VROUNDPS   $0x01, Y0, Y0
+	VMULPS     elemconsts<>+64(SB), Y0, Y6
+	VSUBPS     Y6, Y3, Y5
+	VMULPS     elemconsts<>+96(SB), Y0, Y6
+	VSUBPS     Y6, Y5, Y5
+	VMULPS     elemconsts<>+128(SB), Y5, Y6
+	VADDPS     elemconsts<>+160(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+192(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+224(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+256(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+288(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+320(SB), Y6, Y6
+	VCVTTPS2DQ Y0, Y0
+	VPSLLD     $0x17, Y0, Y0
+	VPADDD     Y0, Y6, Y6
+	VCMPPS     $0x1e, elemconsts<>+352(SB), Y3, Y0
+	VBLENDVPS  Y0, elemconsts<>+416(SB), Y6, Y6
+	VCMPPS     $0x11, elemconsts<>+384(SB), Y3, Y0
+	VANDNPS    Y6, Y0, Y6
+	VCMPPS     $0x03, Y3, Y3, Y0
+	VBLENDVPS  Y0, Y3, Y6, Y6
+	VMASKMOVPS Y6, Y4, 32(AX)
+	VMASKMOVPS 32(CX), Y4, Y0
+	VSUBPS     Y1, Y0, Y0
+	VMULPS     Y0, Y6, Y0
+	VMULPS     Y2, Y0, Y0
+	VMASKMOVPS Y0, Y4, 32(CX)
+
+softmaxGradavx2_done:
 	VZEROUPPER
 	RET
 

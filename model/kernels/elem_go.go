@@ -78,8 +78,23 @@ type elemKernel struct {
 	scale func(x []float32, a float32)
 	// read returns the sum of x in an unspecified order, reading x as fast as it can: the
 	// kernel of ReadBandwidth.
-	read func(x []float32) float32
+	read        func(x []float32) float32
+	softmaxGrad func(p, ds []float32, shift, d, scale float32)
 }
 
 var goElem = elemKernel{name: "go", expSum: expSumGo, swigluFwd: swigluForwardGo, swigluBwd: swigluBackwardGo,
-	max: maxGo, scale: scaleGo, read: readGo}
+	max: maxGo, scale: scaleGo, read: readGo, softmaxGrad: softmaxGradGo}
+
+// softmaxGradGo is the backward of attention's softmax on one row (AttentionBackward's fused
+// path): given the row's scores in p and the gradient of its probabilities in ds, it writes the
+// probabilities p[j] = expf(p[j] − shift), shift being the row's log-sum-exp, and the gradient
+// of the scaled scores ds[j] = p[j]·(ds[j] − d)·scale, d = Σ_j p_j·dp_j. One pass instead of an
+// exponential pass and a scalar one.
+func softmaxGradGo(p, ds []float32, shift, d, scale float32) {
+	ds = ds[:len(p)]
+	for j, x := range p {
+		e := expf(x - shift)
+		p[j] = e
+		ds[j] = float32(e*(ds[j]-d)) * scale
+	}
+}

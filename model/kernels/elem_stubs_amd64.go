@@ -34,6 +34,11 @@ func scaleavx512(x *float32, n int, a float32)
 //go:noescape
 func readStreamavx512(x *float32, blocks int) float32
 
+// softmaxGradavx512 writes p[j] = expf(p[j] - shift) and ds[j] = p[j]·(ds[j] - d)·scale for j < n (avx512).
+//
+//go:noescape
+func softmaxGradavx512(p *float32, ds *float32, n int, shift float32, d float32, scale float32)
+
 // expSumavx2 writes dst[i] = expf(src[i] - shift) for i < n and returns their sum in expSumGo's order (avx2).
 //
 //go:noescape
@@ -63,6 +68,11 @@ func scaleavx2(x *float32, n int, a float32)
 //
 //go:noescape
 func readStreamavx2(x *float32, blocks int) float32
+
+// softmaxGradavx2 writes p[j] = expf(p[j] - shift) and ds[j] = p[j]·(ds[j] - d)·scale for j < n (avx2).
+//
+//go:noescape
+func softmaxGradavx2(p *float32, ds *float32, n int, shift float32, d float32, scale float32)
 
 // cpuid executes CPUID with EAX = leaf and ECX = sub and returns EAX, EBX, ECX and EDX.
 func cpuid(leaf uint32, sub uint32) (a uint32, b uint32, c uint32, d uint32)

@@ -256,3 +256,36 @@ func TestAttentionSameOnEveryElemKernel(t *testing.T) {
 		}
 	}
 }
+
+// TestSoftmaxGradMatchesGo: every implementation of softmaxGrad gives softmaxGradGo's bits, the
+// probabilities and the score gradients, at every length around the block and alignment, with
+// the special inputs mixed into the scores.
+func TestSoftmaxGradMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 12))
+	specials := specialInputs()
+	for _, k := range availableElemKernels() {
+		for n := 0; n <= 70; n++ {
+			for off := 0; off < 3; off++ {
+				p := make([]float32, n+off)[off:]
+				for i := range p {
+					p[i] = (rng.Float32()*2 - 1) * 30
+					if rng.IntN(5) == 0 {
+						p[i] = specials[rng.IntN(len(specials))]
+					}
+				}
+				ds := randSlice(rng, n, 2)
+				shift, d, scale := rng.Float32()*4-2, rng.Float32()-0.5, 0.25*rng.Float32()
+				wp, wds := append([]float32(nil), p...), append([]float32(nil), ds...)
+				softmaxGradGo(wp, wds, shift, d, scale)
+				gp, gds := append(make([]float32, off), p...)[off:], append([]float32(nil), ds...)
+				k.softmaxGrad(gp, gds, shift, d, scale)
+				if i := sameBits(gp, wp); i >= 0 {
+					t.Fatalf("%s n=%d: p[%d] from %v is %v, want %v", k.name, n, i, p[i], gp[i], wp[i])
+				}
+				if i := sameBits(gds, wds); i >= 0 {
+					t.Fatalf("%s n=%d: ds[%d] from p %v, ds %v is %v, want %v", k.name, n, i, p[i], ds[i], gds[i], wds[i])
+				}
+			}
+		}
+	}
+}

@@ -112,6 +112,7 @@ func main() {
 		maxFinite(&isa{name: name, width: width})
 		scale(&isa{name: name, width: width})
 		readStream(&isa{name: name, width: width})
+		softmaxGrad(&isa{name: name, width: width})
 	}
 	cpuid()
 	Generate()
@@ -478,6 +479,40 @@ func maxFinite(s *isa) {
 }
 
 // scale multiplies n floats by a in place.
+// softmaxGrad is the backward of attention's softmax on one row, from the scores and the
+// gradient of the probabilities: p[j] = expf(p[j] − shift) (shift the row's log-sum-exp, so p
+// becomes the probabilities) and ds[j] = p[j]·(ds[j] − d)·scale, each product rounded as in
+// softmaxGradGo.
+func softmaxGrad(s *isa) {
+	name := "softmaxGrad" + s.name
+	TEXT(name, NOSPLIT, "func(p, ds *float32, n int, shift, d, scale float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s writes p[j] = expf(p[j] - shift) and ds[j] = p[j]·(ds[j] - d)·scale for j < n (%s).", name, s.name))
+	p := Load(Param("p"), GP64())
+	ds := Load(Param("ds"), GP64())
+	n := Load(Param("n"), GP64())
+	s.loadConsts("log2e", "half", "ln2hi", "ln2lo", "c0", "c1", "c2", "c3", "c4", "c5", "one", "hi", "lo", "inf")
+	shift, d, sc := s.vec(), s.vec(), s.vec()
+	VBROADCASTSS(addr("shift"), shift)
+	VBROADCASTSS(addr("d"), d)
+	VBROADCASTSS(addr("scale"), sc)
+	s.loop(name, n.(reg.GPVirtual), []reg.GPVirtual{p.(reg.GPVirtual), ds.(reg.GPVirtual)}, func(masked bool) {
+		for h := 0; h < block/s.width; h++ {
+			x := s.load(p, h, masked)
+			VSUBPS(shift, x, x)
+			e := s.exp(x)
+			s.store(e, p, h, masked)
+			g := s.load(ds, h, masked)
+			VSUBPS(d, g, g)
+			VMULPS(g, e, g)
+			VMULPS(sc, g, g)
+			s.store(g, ds, h, masked)
+		}
+	})
+	VZEROUPPER()
+	RET()
+}
+
 func scale(s *isa) {
 	name := "scale" + s.name
 	TEXT(name, NOSPLIT, "func(x *float32, n int, a float32)")
