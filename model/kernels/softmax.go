@@ -55,11 +55,20 @@ func LogprobEntropyForward(logprob, entropy, lse, logits []float32, targets []in
 // dlogits may be the logits slice itself (it is overwritten, not added to), which saves the
 // largest activation buffer of the model; each element is read before it is written.
 func LogprobEntropyBackward(dlogits, logits, lse, entropy []float32, targets []int32, dlogprob, dentropy []float32, n, vocab int) {
+	ek := activeElem()
 	for i := 0; i < n; i++ {
 		z := logits[i*vocab : (i+1)*vocab]
 		dz := dlogits[i*vocab : (i+1)*vocab]
 		dl, dh := dlogprob[i], dentropy[i]
 		l, h := lse[i], entropy[i]
+		if dh == 0 && !math.IsInf(float64(h), 0) && h == h {
+			// No entropy term (cross-entropy training): dz = −dl·p in two vector passes, the
+			// values of the loop below (whose entropy term is then a zero) for finite logits.
+			ek.expSum(dz, z, l)
+			ek.scale(dz, -dl)
+			dz[targets[i]] += dl
+			continue
+		}
 		var buf [expChunk]float32
 		for j0 := 0; j0 < len(z); j0 += expChunk {
 			zc := z[j0:min(j0+expChunk, len(z))]
