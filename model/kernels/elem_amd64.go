@@ -17,6 +17,7 @@ var (
 		read:      asmRead(readStreamavx512),
 
 		softmaxGrad: asmSoftmaxGrad(softmaxGradavx512),
+		expMoments:  asmExpMoments(expMomentsavx512),
 	}
 	avx2Elem = elemKernel{
 		name:      "avx2",
@@ -28,6 +29,7 @@ var (
 		read:      asmRead(readStreamavx2),
 
 		softmaxGrad: asmSoftmaxGrad(softmaxGradavx2),
+		expMoments:  asmExpMoments(expMomentsavx2),
 	}
 )
 
@@ -117,5 +119,14 @@ func asmSoftmaxGrad(f func(p, ds *float32, n int, shift, d, scale float32)) func
 		}
 		_ = ds[n-1]
 		f(&p[0], &ds[0], n, shift, d, scale)
+	}
+}
+
+func asmExpMoments(f func(x *float32, n int, shift float32) (float64, float64)) func(x []float32, shift float32) (float64, float64) {
+	return func(x []float32, shift float32) (float64, float64) {
+		if len(x) == 0 {
+			return 0, 0
+		}
+		return f(&x[0], len(x), shift)
 	}
 }

@@ -289,3 +289,30 @@ func TestSoftmaxGradMatchesGo(t *testing.T) {
 		}
 	}
 }
+
+// TestExpMomentsMatchesGo: every implementation of expMoments gives expMomentsGo's two float64
+// sums bit for bit, at every length around the block and alignment, special inputs included.
+func TestExpMomentsMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 14))
+	specials := specialInputs()
+	for _, k := range availableElemKernels() {
+		for n := 0; n <= 70; n++ {
+			for off := 0; off < 3; off++ {
+				x := make([]float32, n+off)[off:]
+				for i := range x {
+					x[i] = (rng.Float32()*2 - 1) * 20
+					if rng.IntN(6) == 0 {
+						x[i] = specials[rng.IntN(len(specials))]
+					}
+				}
+				shift := rng.Float32()*10 - 5
+				ws, wsz := expMomentsGo(x, shift)
+				gs, gsz := k.expMoments(x, shift)
+				same := func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) || a != a && b != b }
+				if !same(gs, ws) || !same(gsz, wsz) {
+					t.Fatalf("%s n=%d off=%d: sums %v %v, want %v %v", k.name, n, off, gs, gsz, ws, wsz)
+				}
+			}
+		}
+	}
+}

@@ -2,43 +2,21 @@ package kernels
 
 import "math"
 
-// expChunk is how many exponentials of a vocabulary row the LM-head kernels compute at a time
-// into a stack buffer, before the scalar loop that consumes them.
+// expChunk is how many exponentials of a vocabulary row LogprobEntropyBackward computes at a
+// time into a stack buffer, before the scalar loop that consumes them.
 const expChunk = 256
 
 // LogprobEntropyForward reads n rows of logits (n, vocab) and writes, per row, the log
 // probability of targets[i] under softmax(logits), the entropy of that distribution, and the
-// log-sum-exp lse[i] that the backward pass reuses. Sums run in float64: the entropy is a
-// difference of two numbers of the size of the logits, and float32 sums over a vocabulary of
-// thousands lose digits that the policy-gradient seam would then amplify.
+// log-sum-exp lse[i] that the backward pass reuses. Sums run in float64 (expMoments): the
+// entropy is a difference of two numbers of the size of the logits, and float32 sums over a
+// vocabulary of thousands lose digits that the policy-gradient seam would then amplify.
 func LogprobEntropyForward(logprob, entropy, lse, logits []float32, targets []int32, n, vocab int) {
 	ek := activeElem()
 	for i := 0; i < n; i++ {
 		z := logits[i*vocab : (i+1)*vocab]
 		m := ek.max(z)
-		// Four partial sums of each kind: one float64 chain waited on every add.
-		var s0, s1, s2, s3, t0, t1, t2, t3 float64
-		var buf [expChunk]float32
-		for j0 := 0; j0 < len(z); j0 += expChunk {
-			zc := z[j0:min(j0+expChunk, len(z))]
-			ec := buf[:len(zc)]
-			ek.expSum(ec, zc, m)
-			j := 0
-			for ; j+4 <= len(zc); j += 4 {
-				e0, e1, e2, e3 := float64(ec[j]), float64(ec[j+1]), float64(ec[j+2]), float64(ec[j+3])
-				s0, s1, s2, s3 = s0+e0, s1+e1, s2+e2, s3+e3
-				t0 += e0 * float64(zc[j]-m)
-				t1 += e1 * float64(zc[j+1]-m)
-				t2 += e2 * float64(zc[j+2]-m)
-				t3 += e3 * float64(zc[j+3]-m)
-			}
-			for ; j < len(zc); j++ {
-				e := float64(ec[j])
-				s0 += e
-				t0 += e * float64(zc[j]-m)
-			}
-		}
-		s, sz := (s0+s1)+(s2+s3), (t0+t1)+(t2+t3)
+		s, sz := ek.expMoments(z, m) // Σ e^(z−m) and Σ e^(z−m)·(z−m), in float64
 		l := float64(m) + math.Log(s)
 		lse[i] = float32(l)
 		logprob[i] = float32(float64(z[targets[i]]) - l)
