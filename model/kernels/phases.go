@@ -1,0 +1,145 @@
+package kernels
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Phases runs a parallel region of several phases in order, on the calling goroutine and up to
+// nw-1 of the pool's helpers: phase i is cut into parts[i] parts, f(worker, i, part) is called
+// once for each, and no part of phase i+1 starts before every part of phase i has finished.
+// worker, in [0, nw), names the goroutine that makes the call: no two calls with the same worker
+// run at once, so it may index per-goroutine scratch. Which goroutine runs which part is not
+// fixed, so f must depend only on the phase and the part.
+//
+// It is fanOut for a chain of dependent steps, such as the products, attention and norms of a
+// decode step: a goroutine that finishes its share of a phase waits (spinning) only until the
+// phase is complete, then takes parts of the next, so a chain of n phases costs n waits on a
+// cache line instead of n regions. A part is claimed by whichever goroutine asks first, except
+// that a phase of one part is the caller's (worker 0): the caller never waits on a helper for
+// work it could do itself, and a helper descheduled by the operating system while it held such
+// a part would have held up the whole chain. A helper that has waited phaseWait for a phase
+// leaves the region, as it would leave between regions, and the caller calls helpers back at
+// the next phase of more than one part: a chain of long one-part phases does not keep a core
+// spinning. The region ends when the caller has seen the last phase complete, not when every
+// helper has left it: a helper that the operating system descheduled before claiming a part
+// holds nothing up, and finds nothing left to claim when it runs again. With nw ≤ 1 the phases
+// run one after another on the caller.
+func Phases(nw int, parts []int, f func(worker, phase, part int)) {
+	nw = min(nw, maxWorkers())
+	if nw <= 1 {
+		for i, n := range parts {
+			for p := range n {
+				f(0, i, p)
+			}
+		}
+		return
+	}
+	ph := &phased{parts: parts, f: f, state: make([]phaseState, len(parts)), seats: make([]atomic.Bool, nw)}
+	if !pool.mu.TryLock() {
+		// Another region holds the helpers: start goroutines, as fanOut does.
+		spawnFanOut(nw, func(p int) {
+			if p == 0 {
+				ph.lead()
+			} else {
+				ph.help(0)
+			}
+		})
+		return
+	}
+	defer pool.mu.Unlock()
+	ph.call = func() {
+		from := int(ph.at.Load())
+		r := &region{parts: int64(nw - 1)}
+		r.f = func(int) {
+			if !ph.help(from) {
+				r.left.Store(true)
+			}
+		}
+		startRegion(r, nw)
+	}
+	ph.call()
+	ph.lead()
+}
+
+// phased is one Phases region.
+type phased struct {
+	parts []int
+	f     func(worker, phase, part int)
+	state []phaseState
+	seats []atomic.Bool // worker numbers held by helpers; 0 is the caller's
+	at    atomic.Int32  // the phase the caller is in
+	left  atomic.Int32  // helpers that left the region before its end
+	call  func()        // publishes the region to the pool's helpers again; nil outside the pool
+}
+
+type phaseState struct {
+	next, done atomic.Int64 // parts claimed, parts finished
+}
+
+// lead runs the chain as the caller, worker 0.
+func (ph *phased) lead() {
+	called := int32(0)
+	for i, n := range ph.parts {
+		ph.at.Store(int32(i))
+		if n > 1 && ph.call != nil {
+			if l := ph.left.Load(); l > called {
+				called = l
+				ph.call()
+			}
+		}
+		ph.work(0, i)
+		ph.wait(i, 0)
+	}
+}
+
+// phaseWait is how long a helper waits for a phase before it leaves the region and parks. A
+// batch-1 decode step's one-part phases (norms) take under a microsecond; a phase that keeps it
+// waiting longer is a stretch the caller runs alone (the one-part products of a small model),
+// through which a spinning helper would hold a P that other goroutines, the network's among
+// them, could use: in `agentrl bench serve` (a 0.13 M model, 64 sequences), helpers that waited
+// 10 µs and then spun 20 µs more made the process use ~5% more CPU per request.
+const phaseWait = 3 * time.Microsecond
+
+// help runs the chain from phase from on as a helper, under a free worker number, until the
+// end (true) or until it has waited phaseWait for one phase (false).
+func (ph *phased) help(from int) bool {
+	w := 1
+	for ; w < len(ph.seats) && !ph.seats[w].CompareAndSwap(false, true); w++ {
+	}
+	if w == len(ph.seats) {
+		return true // every number is taken: enough helpers are in the region
+	}
+	for i := from; i < len(ph.parts); i++ {
+		if ph.parts[i] > 1 {
+			ph.work(w, i)
+		}
+		if !ph.wait(i, phaseWait) {
+			ph.seats[w].Store(false)
+			ph.left.Add(1)
+			return false
+		}
+	}
+	ph.seats[w].Store(false)
+	return true
+}
+
+// work claims and runs parts of phase i until none is left.
+func (ph *phased) work(worker, i int) {
+	st, n := &ph.state[i], int64(ph.parts[i])
+	for {
+		p := st.next.Add(1) - 1
+		if p >= n {
+			return
+		}
+		ph.f(worker, i, int(p))
+		st.done.Add(1)
+	}
+}
+
+// wait returns true once every part of phase i has finished, or false once it has waited
+// limit (0: no limit).
+func (ph *phased) wait(i int, limit time.Duration) bool {
+	st, n := &ph.state[i], int64(ph.parts[i])
+	return spinUntil(func() bool { return st.done.Load() >= n }, limit)
+}
