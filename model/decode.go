@@ -177,7 +177,10 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 		st.nw = 1
 	}
 	st.plan()
-	t0 := time.Now()
+	var t0 time.Time
+	if timed {
+		t0 = time.Now()
+	}
 	kernels.Phases(st.nw, st.parts, st.run)
 	if timed {
 		stepTune.Record(split, d.packed.bytes, time.Since(t0))
@@ -235,7 +238,7 @@ type stepPhase struct {
 // plan lists the phases and cuts each into parts for nw goroutines.
 func (s *decodeStep) plan() {
 	cfg := s.m.Cfg
-	C, Q, H, n := cfg.Dim, cfg.qkvDim(), cfg.Hidden, s.n
+	C, H, n := cfg.Dim, cfg.Hidden, s.n
 	s.phases, s.parts = s.phases[:0], s.parts[:0]
 	add := func(k phaseKind, l, parts int) {
 		s.phases = append(s.phases, stepPhase{k, l})
@@ -243,17 +246,17 @@ func (s *decodeStep) plan() {
 	}
 	for l := range cfg.Layers {
 		add(phAttnNorm, l, s.elemParts(n*C, normPartFloats))
-		add(phQKV, l, s.productParts(n, Q, C, l, phQKV))
+		add(phQKV, l, s.productParts(n, l, phQKV))
 		add(phAttn, l, len(s.runs)*cfg.KVHeads)
-		add(phO, l, s.productParts(n, C, C, l, phO))
+		add(phO, l, s.productParts(n, l, phO))
 		add(phMLPNorm, l, s.elemParts(n*C, normPartFloats))
-		add(phGateUp, l, s.productParts(n, 2*H, C, l, phGateUp))
+		add(phGateUp, l, s.productParts(n, l, phGateUp))
 		add(phSwiGLU, l, s.elemParts(n*H, swigluPartFloats))
-		add(phDown, l, s.productParts(n, C, H, l, phDown))
+		add(phDown, l, s.productParts(n, l, phDown))
 	}
 	out := n - s.head
 	add(phNorm, 0, s.elemParts(out*C, normPartFloats))
-	add(phHead, 0, s.productParts(out, cfg.Vocab, C, 0, phHead))
+	add(phHead, 0, s.productParts(out, 0, phHead))
 }
 
 // The least output floats a part of a norm (RMSNorm: a sum of squares and a scale, cheap per
@@ -274,7 +277,7 @@ func (s *decodeStep) elemParts(floats, least int) int {
 
 // productParts is how many parts the product of phase k takes: the packed weights' own split
 // (kernels.PackedWeights.Parts), or one call of kernels.Sgemm, which splits itself.
-func (s *decodeStep) productParts(rows, out, in, l int, k phaseKind) int {
+func (s *decodeStep) productParts(rows, l int, k phaseKind) int {
 	if w := s.packed(l, k); w != nil {
 		return w.Parts(rows, s.nw)
 	}
