@@ -18,13 +18,13 @@ import (
 // cache line instead of n regions. A part is claimed by whichever goroutine asks first, except
 // that a phase of one part is the caller's (worker 0): the caller never waits on a helper for
 // work it could do itself, and a helper descheduled by the operating system while it held such
-// a part would have held up the whole chain. A helper that has waited phaseWait for a phase
-// leaves the region, as it would leave between regions, and the caller calls helpers back at
-// the next phase of more than one part: a chain of long one-part phases does not keep a core
-// spinning. The region ends when the caller has seen the last phase complete, not when every
-// helper has left it: a helper that the operating system descheduled before claiming a part
-// holds nothing up, and finds nothing left to claim when it runs again. With nw ≤ 1 the phases
-// run one after another on the caller.
+// a part would have held up the whole chain. A helper that has waited phaseWait for a phase of
+// one part leaves the region, as it would leave between regions, and the caller calls helpers
+// back at the next phase of more than one part: a chain of long one-part phases does not keep a
+// core spinning. The region ends when the caller has seen the last phase complete, not when
+// every helper has left it: a helper that the operating system descheduled before claiming a
+// part holds nothing up, and finds nothing left to claim when it runs again. With nw ≤ 1 the
+// phases run one after another on the caller.
 func Phases(nw int, parts []int, f func(worker, phase, part int)) {
 	nw = min(nw, maxWorkers())
 	if nw <= 1 {
@@ -102,7 +102,7 @@ func (ph *phased) lead() {
 const phaseWait = 3 * time.Microsecond
 
 // help runs the chain from phase from on as a helper, under a free worker number, until the
-// end (true) or until it has waited phaseWait for one phase (false).
+// end (true) or until it has waited phaseWait for a phase of one part (false).
 func (ph *phased) help(from int) bool {
 	w := 1
 	for ; w < len(ph.seats) && !ph.seats[w].CompareAndSwap(false, true); w++ {
@@ -111,10 +111,12 @@ func (ph *phased) help(from int) bool {
 		return true // every number is taken: enough helpers are in the region
 	}
 	for i := from; i < len(ph.parts); i++ {
+		limit := phaseWait // a one-part phase: the caller runs it alone
 		if ph.parts[i] > 1 {
 			ph.work(w, i)
+			limit = 0 // the other parts are someone's share of the work
 		}
-		if !ph.wait(i, phaseWait) {
+		if !ph.wait(i, limit) {
 			ph.seats[w].Store(false)
 			ph.left.Add(1)
 			return false
