@@ -102,7 +102,8 @@ func (ph *phased) lead() {
 const phaseWait = 3 * time.Microsecond
 
 // help runs the chain from phase from on as a helper, under a free worker number, until the
-// end (true) or until it has waited phaseWait for a phase of one part (false).
+// end (true) or until it has waited phaseWait for a phase of one part, or helperSpin for the
+// other parts of a phase (false).
 func (ph *phased) help(from int) bool {
 	w := 1
 	for ; w < len(ph.seats) && !ph.seats[w].CompareAndSwap(false, true); w++ {
@@ -114,7 +115,9 @@ func (ph *phased) help(from int) bool {
 		limit := phaseWait // a one-part phase: the caller runs it alone
 		if ph.parts[i] > 1 {
 			ph.work(w, i)
-			limit = 0 // the other parts are someone's share of the work
+			// The parts still running are another goroutine's share, done in a moment unless
+			// the operating system took its core.
+			limit = helperSpin
 		}
 		if !ph.wait(i, limit) {
 			ph.seats[w].Store(false)
