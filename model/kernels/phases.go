@@ -35,7 +35,7 @@ func Phases(nw int, parts []int, f func(worker, phase, part int)) {
 		}
 		return
 	}
-	ph := &phased{parts: parts, f: f, state: make([]phaseState, len(parts)), seats: make([]atomic.Bool, nw)}
+	ph := &phased{parts: parts, f: f, state: make([]phaseState, len(parts)), seats: make([]atomic.Bool, nw), wake: make(chan struct{}, 1)}
 	if !pool.mu.TryLock() {
 		// Another region holds the helpers: start goroutines, as fanOut does.
 		spawnFanOut(nw, func(p int) {
@@ -71,6 +71,8 @@ type phased struct {
 	at    atomic.Int32  // the phase the caller is in
 	left  atomic.Int32  // helpers that left the region before its end
 	call  func()        // publishes the region to the pool's helpers again; nil outside the pool
+	sleep atomic.Int32  // 1 + the phase the caller sleeps on (0: none)
+	wake  chan struct{} // buffered 1: the token of the goroutine that finished that phase
 }
 
 type phaseState struct {
@@ -89,8 +91,24 @@ func (ph *phased) lead() {
 			}
 		}
 		ph.work(0, i)
-		ph.wait(i, 0)
+		ph.leadWait(i)
 	}
+}
+
+// leadWait returns once phase i is complete. The caller spins for helperSpin, then sleeps until
+// the goroutine that finishes the phase wakes it: a helper still in the middle of its part
+// after helperSpin is one the operating system has not been running, and where the process
+// has fewer cores than goroutines (a shared machine) the caller's spinning would take the core
+// from it.
+func (ph *phased) leadWait(i int) {
+	if ph.wait(i, helperSpin) {
+		return
+	}
+	ph.sleep.Store(int32(i + 1))
+	if ph.state[i].done.Load() >= int64(ph.parts[i]) && ph.sleep.CompareAndSwap(int32(i+1), 0) {
+		return // finished between the spin and the store above
+	}
+	<-ph.wake
 }
 
 // phaseWait is how long a helper waits for a phase before it leaves the region and parks. A
@@ -138,7 +156,9 @@ func (ph *phased) work(worker, i int) {
 			return
 		}
 		ph.f(worker, i, int(p))
-		st.done.Add(1)
+		if st.done.Add(1) == n && ph.sleep.CompareAndSwap(int32(i+1), 0) {
+			ph.wake <- struct{}{}
+		}
 	}
 }
 

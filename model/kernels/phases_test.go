@@ -141,3 +141,30 @@ func TestPhasesConcurrentAndNested(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPhasesCallerSleeps: a caller that waits longer than helperSpin for a helper's part sleeps
+// and is woken by the part that completes the phase, every time, and the phases stay in order.
+func TestPhasesCallerSleeps(t *testing.T) {
+	old := workerOverride
+	workerOverride = 2
+	defer func() { workerOverride = old }()
+	for range 20 {
+		var done [3]atomic.Int32
+		Phases(2, []int{4, 4, 4}, func(worker, phase, part int) {
+			if phase > 0 && done[phase-1].Load() != 4 {
+				t.Errorf("phase %d started before phase %d finished", phase, phase-1)
+			}
+			if worker != 0 {
+				time.Sleep(4 * helperSpin) // the caller runs out of parts and waits
+			} else {
+				time.Sleep(helperSpin / 2) // long enough for the helper to take a part
+			}
+			done[phase].Add(1)
+		})
+		for i := range done {
+			if done[i].Load() != 4 {
+				t.Fatalf("phase %d ran %d parts, want 4", i, done[i].Load())
+			}
+		}
+	}
+}
