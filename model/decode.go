@@ -18,8 +18,16 @@ type decodeWorkspace struct {
 	gu      []float32 // (n, 2·Hidden)
 	sw      []float32 // (n, Hidden)
 	scratch [][]float32
+	own     []ownNorm      // per goroutine: its copy of a few rows' norm (decodeStep.normed)
 	packed  *decodeWeights // nil until PackDecodeWeights
 	step    decodeStep
+}
+
+// ownNorm is one goroutine's copy of the normed rows of a step of few rows, and the phase that
+// computed it.
+type ownNorm struct {
+	ln, rstd []float32
+	phase    int
 }
 
 // decodeWeights is a snapshot of the weight matrices in the decode kernels' layout.
@@ -228,6 +236,9 @@ type decodeStep struct {
 	nw     int       // goroutines
 	phases []stepPhase
 	parts  []int
+	// ownNorm: every goroutine norms the few rows a product reads itself (normed); otherwise
+	// norm phases write ln.
+	ownNorm bool
 }
 
 type stepPhase struct {
@@ -244,19 +255,47 @@ func (s *decodeStep) plan() {
 		s.phases = append(s.phases, stepPhase{k, l})
 		s.parts = append(s.parts, max(parts, 1))
 	}
+	// With few rows every goroutine norms them itself, as the first thing it does in the
+	// product that reads them: a norm of one row takes a fraction of a microsecond, less than a
+	// phase of its own, which made the other goroutines wait for it.
+	s.ownNorm = n < minRows
+	for i := range s.d.own {
+		s.d.own[i].phase = -1
+	}
+	norm := func(k phaseKind, l, rows int) {
+		if !s.ownNorm {
+			add(k, l, s.elemParts(rows*C, normPartFloats))
+		}
+	}
 	for l := range cfg.Layers {
-		add(phAttnNorm, l, s.elemParts(n*C, normPartFloats))
+		norm(phAttnNorm, l, n)
 		add(phQKV, l, s.productParts(n, l, phQKV))
 		add(phAttn, l, len(s.runs)*cfg.KVHeads)
 		add(phO, l, s.productParts(n, l, phO))
-		add(phMLPNorm, l, s.elemParts(n*C, normPartFloats))
+		norm(phMLPNorm, l, n)
 		add(phGateUp, l, s.productParts(n, l, phGateUp))
 		add(phSwiGLU, l, s.elemParts(n*H, swigluPartFloats))
 		add(phDown, l, s.productParts(n, l, phDown))
 	}
 	out := n - s.head
-	add(phNorm, 0, s.elemParts(out*C, normPartFloats))
+	norm(phNorm, 0, out)
 	add(phHead, 0, s.productParts(out, 0, phHead))
+}
+
+// normed returns the rows [r0, r0+rows) of x normed by weight for a product of phase i: ln,
+// which a norm phase wrote, or, for a step of few rows, the goroutine's own copy, which it
+// computes at its first part of the phase. Either way every row gets RMSNormForward's bits.
+func (s *decodeStep) normed(worker, i int, weight []float32, r0, rows int) []float32 {
+	d := s.d
+	if !s.ownNorm {
+		return d.ln
+	}
+	o := &d.own[worker]
+	if o.phase != i {
+		s.m.normRows(o.ln, o.rstd, d.x[r0*s.m.Cfg.Dim:], weight, 0, rows, 0, 1)
+		o.phase = i
+	}
+	return o.ln
 }
 
 // The least output floats a part of a norm (RMSNorm: a sum of squares and a scale, cheap per
@@ -319,7 +358,7 @@ func (s *decodeStep) run(worker, i, part int) {
 	case phAttnNorm:
 		m.normRows(d.ln, d.rstd, d.x, p.AttnNorm, 0, n, part, parts)
 	case phQKV:
-		s.project(part, parts, n, Q, C, d.ln, p.QKV, ph, 0, d.qkv)
+		s.project(part, parts, n, Q, C, s.normed(worker, i, p.AttnNorm, 0, n), p.QKV, ph, 0, d.qkv)
 	case phAttn:
 		m.attendTask(s.c, ph.layer, s.runs[part/cfg.KVHeads], part%cfg.KVHeads, d, d.scratch[worker])
 	case phO:
@@ -327,7 +366,7 @@ func (s *decodeStep) run(worker, i, part int) {
 	case phMLPNorm:
 		m.normRows(d.ln, d.rstd, d.x, p.MLPNorm, 0, n, part, parts)
 	case phGateUp:
-		s.project(part, parts, n, 2*H, C, d.ln, p.GateUp, ph, 0, d.gu)
+		s.project(part, parts, n, 2*H, C, s.normed(worker, i, p.MLPNorm, 0, n), p.GateUp, ph, 0, d.gu)
 	case phSwiGLU:
 		if n < parts {
 			// Fewer rows than parts: cut the columns.
@@ -342,7 +381,8 @@ func (s *decodeStep) run(worker, i, part int) {
 	case phNorm:
 		m.normRows(d.ln, d.rstd, d.x[s.head*C:], m.Params.Norm, 0, n-s.head, part, parts)
 	case phHead:
-		s.project(part, parts, n-s.head, cfg.Vocab, C, d.ln, m.Params.LMHead, ph, 0, s.logits)
+		ln := s.normed(worker, i, m.Params.Norm, s.head, n-s.head)
+		s.project(part, parts, n-s.head, cfg.Vocab, C, ln, m.Params.LMHead, ph, 0, s.logits)
 	}
 }
 
@@ -411,6 +451,15 @@ func (m *Model) sizeDecode(n, maxLen int) *decodeWorkspace {
 	for i := range d.scratch {
 		// kernels.AttentionCachedScratch of any run of these n tokens in a slot of maxLen.
 		d.scratch[i] = grow(d.scratch[i], max(min(n, 64), cfg.Heads/cfg.KVHeads)*kernels.KeyBlocksLen(maxLen, 1))
+	}
+	for len(d.own) < m.par.n {
+		d.own = append(d.own, ownNorm{})
+	}
+	if n < minRows {
+		for i := range d.own {
+			d.own[i].ln = grow(d.own[i].ln, n*C)
+			d.own[i].rstd = grow(d.own[i].rstd, n)
+		}
 	}
 	return d
 }
