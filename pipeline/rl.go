@@ -156,7 +156,7 @@ func (r *Run) newRLUpdate(p Phase, start int) (*learn.RL, error) {
 	if r.act, err = r.newActions(p, start); err != nil {
 		return nil, err
 	}
-	return &learn.RL{Learner: l, Estimator: est, Loss: loss, Ref: ref, KLPenalty: pen, Epochs: c.Epochs, Minibatches: c.Minibatches}, nil
+	return &learn.RL{Learner: l, Estimator: est, Loss: loss, Ref: ref, KLPenalty: pen, Epochs: c.Epochs, Minibatches: c.Minibatches, TrainToolTokens: c.TrainToolResponses}, nil
 }
 
 // newKLPenalty makes the phase's KL penalty (nil when c is): a fresh phase starts from c.Coef, a
