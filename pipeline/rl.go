@@ -304,6 +304,10 @@ func (r *Run) logRL(st *rlStep, mon *monitor, bar *progress) error {
 		entropy = st.learn.Entropy
 	}
 	s := st.sample
-	bar.update(st.step, fmt.Sprintf("reward %.2f success %.0f%% tools %.0f%% ent %.2f", s.meanReward, 100*s.success, 100*s.toolRate, entropy))
+	line := fmt.Sprintf("reward %.2f success %.0f%% tools %.0f%% ent %.2f", s.meanReward, 100*s.success, 100*s.toolRate, entropy)
+	if lv := describeLevels(s.levels); lv != "" {
+		line += " (" + lv + ")"
+	}
+	bar.update(st.step, line)
 	return nil
 }

@@ -2,10 +2,16 @@ package pipeline
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/agentrl/agentrl/algo"
+	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/traj"
 )
 
 // rlStep is what one RL step measured. The monitor reads its fields; fields lays it out under the
@@ -101,6 +107,67 @@ func (s *rlStep) fields() map[string]any {
 		m["time/generator_wait_s"] = a.genWait
 	}
 	return m
+}
+
+// levelSuccess is the training success per difficulty level of a step's sampled episodes: for
+// each environment and level its tasks were drawn at (env.InfoLevel, set by a difficulty block),
+// the share of those episodes that succeeded, as "reward/success/<env>/level<N>" beside the
+// step's "reward/success" (evaluations report "eval/level<N>/pass1" on lines that name their
+// environment). Nil when no episode was drawn at a level.
+func levelSuccess(sampled []*traj.Trajectory) map[string]float64 {
+	var n map[string]int
+	var out map[string]float64
+	for _, t := range sampled {
+		i := slices.IndexFunc(t.Meta, func(kv traj.KV) bool { return kv.Key == env.InfoLevel })
+		if i < 0 {
+			continue
+		}
+		if out == nil {
+			n, out = map[string]int{}, map[string]float64{}
+		}
+		k := "reward/success/" + t.Env + "/level" + t.Meta[i].Value
+		n[k]++
+		if rollout.Succeeded(t) {
+			out[k]++
+		}
+	}
+	for k, c := range n {
+		out[k] /= float64(c)
+	}
+	return out
+}
+
+// describeLevels is the per-level success of a step for its progress line, "" when the step
+// has none: "calc L1 80% L2 40%", environments and levels in order.
+func describeLevels(levels map[string]float64) string {
+	type cell struct {
+		env   string
+		level int
+		v     float64
+	}
+	var cells []cell
+	for k, v := range levels {
+		name, lv, _ := strings.Cut(strings.TrimPrefix(k, "reward/success/"), "/level")
+		l, _ := strconv.Atoi(lv)
+		cells = append(cells, cell{name, l, v})
+	}
+	slices.SortFunc(cells, func(a, b cell) int {
+		if c := strings.Compare(a.env, b.env); c != 0 {
+			return c
+		}
+		return a.level - b.level
+	})
+	var b strings.Builder
+	for i, c := range cells {
+		if i == 0 || cells[i-1].env != c.env {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(c.env)
+		}
+		fmt.Fprintf(&b, " L%d %.0f%%", c.level, 100*c.v)
+	}
+	return b.String()
 }
 
 // monitor turns the three invariants into warnings that name them.
