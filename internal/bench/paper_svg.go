@@ -141,26 +141,29 @@ func writePaperSVG(path, title string, arms []string, panels []svgPanel) error {
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
-// drawPanel draws p in the box at (x0, y0) of size w × h.
+// drawPanel draws p in the box at (x0, y0) of size w × h. A share spans 0–100%; other values
+// span their means with a margin (never below 0 when no mean is), and interval bars are cut at
+// the edges, so that two seeds' wide intervals do not flatten the curves.
 func drawPanel(b *strings.Builder, p svgPanel, arms []string, x0, y0 float64, w, h int) {
 	xMax, yLo, yHi := 0.0, math.Inf(1), math.Inf(-1)
 	for _, c := range p.curves {
 		for _, q := range c {
-			if math.IsNaN(q.y) {
-				continue
+			if !math.IsNaN(q.y) {
+				xMax, yLo, yHi = max(xMax, q.x), min(yLo, q.y), max(yHi, q.y)
 			}
-			half := q.half
-			if math.IsNaN(half) {
-				half = 0
-			}
-			xMax, yLo, yHi = max(xMax, q.x), min(yLo, q.y-half), max(yHi, q.y+half)
 		}
 	}
-	if p.share || math.IsInf(yLo, 0) {
+	switch {
+	case p.share || math.IsInf(yLo, 0):
 		yLo, yHi = 0, 1
-	}
-	if yHi <= yLo {
-		yLo, yHi = yLo-0.5, yHi+0.5
+	default:
+		pad := max(0.1*(yHi-yLo), 0.05*max(math.Abs(yLo), math.Abs(yHi)), 1e-6)
+		if yLo >= 0 {
+			yLo = max(yLo-pad, 0)
+		} else {
+			yLo -= pad
+		}
+		yHi += pad
 	}
 	if xMax <= 0 {
 		xMax = 1
@@ -170,7 +173,7 @@ func drawPanel(b *strings.Builder, p svgPanel, arms []string, x0, y0 float64, w,
 	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%d" height="%d" fill="none" stroke="#999"/>`+"\n", x0, y0, w, h)
 	for _, g := range []float64{0, 0.25, 0.5, 0.75, 1} {
 		v := yLo + g*(yHi-yLo)
-		label := fmt.Sprintf("%.3g", v)
+		label := fmt.Sprintf("%.*f", decimals((yHi-yLo)/4), v)
 		if p.share {
 			label = fmt.Sprintf("%.0f%%", 100*v)
 		}
@@ -178,7 +181,7 @@ func drawPanel(b *strings.Builder, p svgPanel, arms []string, x0, y0 float64, w,
 			x0, x0+float64(w), Y(v), Y(v), x0-4, Y(v)+4, label)
 	}
 	for _, g := range []float64{0, 0.5, 1} {
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%.0f</text>`+"\n", X(g*xMax), y0+float64(h)+16, g*xMax)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%.*f</text>`+"\n", X(g*xMax), y0+float64(h)+16, decimals(xMax/2), g*xMax)
 	}
 	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", x0+float64(w)/2, y0+float64(h)+34, html.EscapeString(p.xlabel))
 	cy := y0 + float64(h)/2
@@ -202,4 +205,12 @@ func drawPanel(b *strings.Builder, p svgPanel, arms []string, x0, y0 float64, w,
 		}
 		fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), col)
 	}
+}
+
+// decimals is how many decimals tell apart ticks step apart (0 for steps of 1 or more, at most 6).
+func decimals(step float64) int {
+	if !(step > 0) {
+		return 0
+	}
+	return min(max(int(math.Ceil(-math.Log10(step))), 0), 6)
 }
