@@ -143,8 +143,7 @@ func meta(t *traj.Trajectory, key string) string {
 
 // The progress line's per-level success: environments, then levels, in order.
 func TestDescribeLevels(t *testing.T) {
-	got := describeLevels(map[string]float64{"reward/success/maze/level2": 0.25, "reward/success/calc/level10": 1,
-		"reward/success/calc/level2": 0.5})
+	got := describeLevels(map[envLevel]float64{{"maze", 2}: 0.25, {"calc", 10}: 1, {"calc", 2}: 0.5})
 	if want := "calc L2 50% L10 100%, maze L2 25%"; got != want {
 		t.Fatalf("%q, want %q", got, want)
 	}

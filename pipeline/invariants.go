@@ -21,7 +21,7 @@ type stepStats struct {
 	effectiveGroups        int     // groups kept for training
 	truncated              int
 	genSeconds, envSeconds float64
-	levels                 map[string]float64 // success per environment and difficulty level (levelSuccess)
+	levels                 map[envLevel]float64 // success per environment and difficulty level (levelSuccess)
 	// groups is how each sampled group ended, in the order sampled (the task sampler's
 	// observations).
 	groups []groupOutcome
@@ -155,6 +155,6 @@ func (s stepStats) into(m map[string]any) {
 	m["signal/zero_var_share"] = s.zeroVarShare
 	m["signal/groups_kept"] = s.effectiveGroups
 	for k, v := range s.levels {
-		m[k] = v
+		m[k.metric()] = v
 	}
 }

@@ -1,7 +1,9 @@
 package pipeline
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -109,23 +111,36 @@ func (s *rlStep) fields() map[string]any {
 	return m
 }
 
+// envLevel is an environment at one of its difficulty levels.
+type envLevel struct {
+	env   string
+	level int
+}
+
+// metric is the name of the level's training success in a step's metrics: "reward/success/
+// <env>/level<N>" beside the step's "reward/success" (evaluations report "eval/level<N>/pass1" on
+// lines that name their environment).
+func (l envLevel) metric() string { return fmt.Sprintf("reward/success/%s/level%d", l.env, l.level) }
+
 // levelSuccess is the training success per difficulty level of a step's sampled episodes: for
 // each environment and level its tasks were drawn at (env.InfoLevel, set by a difficulty block),
-// the share of those episodes that succeeded, as "reward/success/<env>/level<N>" beside the
-// step's "reward/success" (evaluations report "eval/level<N>/pass1" on lines that name their
-// environment). Nil when no episode was drawn at a level.
-func levelSuccess(sampled []*traj.Trajectory) map[string]float64 {
-	var n map[string]int
-	var out map[string]float64
+// the share of those episodes that succeeded. Nil when no episode was drawn at a level.
+func levelSuccess(sampled []*traj.Trajectory) map[envLevel]float64 {
+	var n map[envLevel]int
+	var out map[envLevel]float64
 	for _, t := range sampled {
 		i := slices.IndexFunc(t.Meta, func(kv traj.KV) bool { return kv.Key == env.InfoLevel })
 		if i < 0 {
 			continue
 		}
-		if out == nil {
-			n, out = map[string]int{}, map[string]float64{}
+		lv, err := strconv.Atoi(t.Meta[i].Value)
+		if err != nil {
+			continue // env.WithDifficulty writes a decimal level; nothing else sets the key
 		}
-		k := "reward/success/" + t.Env + "/level" + t.Meta[i].Value
+		if out == nil {
+			n, out = map[envLevel]int{}, map[envLevel]float64{}
+		}
+		k := envLevel{t.Env, lv}
 		n[k]++
 		if rollout.Succeeded(t) {
 			out[k]++
@@ -139,33 +154,19 @@ func levelSuccess(sampled []*traj.Trajectory) map[string]float64 {
 
 // describeLevels is the per-level success of a step for its progress line, "" when the step
 // has none: "calc L1 80% L2 40%", environments and levels in order.
-func describeLevels(levels map[string]float64) string {
-	type cell struct {
-		env   string
-		level int
-		v     float64
-	}
-	var cells []cell
-	for k, v := range levels {
-		name, lv, _ := strings.Cut(strings.TrimPrefix(k, "reward/success/"), "/level")
-		l, _ := strconv.Atoi(lv)
-		cells = append(cells, cell{name, l, v})
-	}
-	slices.SortFunc(cells, func(a, b cell) int {
-		if c := strings.Compare(a.env, b.env); c != 0 {
-			return c
-		}
-		return a.level - b.level
+func describeLevels(levels map[envLevel]float64) string {
+	keys := slices.SortedFunc(maps.Keys(levels), func(a, b envLevel) int {
+		return cmp.Or(strings.Compare(a.env, b.env), a.level-b.level)
 	})
 	var b strings.Builder
-	for i, c := range cells {
-		if i == 0 || cells[i-1].env != c.env {
+	for i, k := range keys {
+		if i == 0 || keys[i-1].env != k.env {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(c.env)
+			b.WriteString(k.env)
 		}
-		fmt.Fprintf(&b, " L%d %.0f%%", c.level, 100*c.v)
+		fmt.Fprintf(&b, " L%d %.0f%%", k.level, 100*levels[k])
 	}
 	return b.String()
 }

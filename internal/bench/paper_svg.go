@@ -26,28 +26,13 @@ type svgPoint struct{ x, y, half float64 }
 // against seconds of RL, and per RL step the figures its tables show: token entropy, gradient
 // norm, and the policy's tokens per held-out episode.
 func paperPanels(b paperBench, arms []string, runs []*paperRun) []svgPanel {
-	eps := svgPanel{xlabel: "episodes trained", ylabel: "held-out pass@1 (sampled)", share: true, curves: map[string][]svgPoint{}}
-	wall := svgPanel{xlabel: "seconds of RL", ylabel: "held-out pass@1 (sampled)", share: true, curves: map[string][]svgPoint{}}
-	for _, arm := range arms {
-		rs := armRuns(runs, arm)
-		if len(rs) == 0 {
-			continue
-		}
-		for k := range rs[0].points {
-			var ys, xe, xw []float64
-			for _, r := range rs {
-				if k < len(r.points) {
-					ys, xe, xw = append(ys, r.points[k].pass1), append(xe, r.points[k].trained), append(xw, r.points[k].wall)
-				}
-			}
-			ci := meanCI(ys)
-			e, _, _ := meanStd(xe)
-			s, _, _ := meanStd(xw)
-			eps.curves[arm] = append(eps.curves[arm], svgPoint{e, ci.mean, ci.half})
-			wall.curves[arm] = append(wall.curves[arm], svgPoint{s, ci.mean, ci.half})
-		}
+	pass1 := func(p evalPoint) float64 { return p.pass1 }
+	panels := []svgPanel{
+		evalPanel(svgPanel{xlabel: "episodes trained", ylabel: "held-out pass@1 (sampled)", share: true}, arms, runs,
+			func(p evalPoint) float64 { return p.trained }, pass1),
+		evalPanel(svgPanel{xlabel: "seconds of RL", ylabel: "held-out pass@1 (sampled)", share: true}, arms, runs,
+			func(p evalPoint) float64 { return p.wall }, pass1),
 	}
-	panels := []svgPanel{eps, wall}
 	shows := func(prefix string) bool {
 		return slices.ContainsFunc(b.figures, func(k string) bool { return strings.HasPrefix(k, prefix) })
 	}
@@ -58,26 +43,34 @@ func paperPanels(b paperBench, arms []string, runs []*paperRun) []svgPanel {
 		panels = append(panels, stepPanel("gradient norm (before clipping)", arms, runs, stepGrad))
 	}
 	if shows("tokens") {
-		p := svgPanel{xlabel: "RL step", ylabel: "policy tokens per held-out episode", curves: map[string][]svgPoint{}}
-		for _, arm := range arms {
-			rs := armRuns(runs, arm)
-			if len(rs) == 0 {
-				continue
-			}
-			for k, q := range rs[0].points {
-				var ys []float64
-				for _, r := range rs {
-					if k < len(r.points) {
-						ys = append(ys, r.points[k].tokens)
-					}
-				}
-				ci := meanCI(ys)
-				p.curves[arm] = append(p.curves[arm], svgPoint{float64(q.step), ci.mean, ci.half})
-			}
-		}
-		panels = append(panels, p)
+		panels = append(panels, evalPanel(svgPanel{xlabel: "RL step", ylabel: "policy tokens per held-out episode"}, arms, runs,
+			func(p evalPoint) float64 { return float64(p.step) }, func(p evalPoint) float64 { return p.tokens }))
 	}
 	return panels
+}
+
+// evalPanel fills p with a curve per arm through its runs' evaluations: at each, the mean of
+// x and the mean and 95% interval of y over the runs (which share their evaluation steps).
+func evalPanel(p svgPanel, arms []string, runs []*paperRun, x, y func(evalPoint) float64) svgPanel {
+	p.curves = map[string][]svgPoint{}
+	for _, arm := range arms {
+		rs := armRuns(runs, arm)
+		if len(rs) == 0 {
+			continue
+		}
+		for k := range rs[0].points {
+			var xs, ys []float64
+			for _, r := range rs {
+				if k < len(r.points) {
+					xs, ys = append(xs, x(r.points[k])), append(ys, y(r.points[k]))
+				}
+			}
+			mx, _, _ := meanStd(xs)
+			ci := meanCI(ys)
+			p.curves[arm] = append(p.curves[arm], svgPoint{mx, ci.mean, ci.half})
+		}
+	}
+	return p
 }
 
 func armRuns(runs []*paperRun, arm string) []*paperRun {
