@@ -1,9 +1,6 @@
 package kernels
 
-import (
-	"fmt"
-	"math"
-)
+import "math"
 
 // bfloat16 is the upper half of a float32: its sign, its 8 exponent bits and the top 7 of its 23
 // mantissa bits. Rounding a float32 to it keeps the range and gives up 16 bits of precision, a
@@ -116,19 +113,7 @@ func (p *PackedBF16) Dims() (n, k int) { return p.n, p.k }
 // multi-row kernels, panel by panel.
 func SgemmBF16(m int, alpha float32, a []float32, lda int, w *PackedBF16, beta float32, c []float32, ldc int) {
 	n, k := w.n, w.k
-	if w.kern == nil {
-		panic("kernels.SgemmBF16: weights not packed")
-	}
-	if m < 0 {
-		panic(fmt.Sprintf("kernels.SgemmBF16: negative m=%d", m))
-	}
-	checkMatrix("A", m, k, a, lda)
-	checkMatrix("C", m, n, c, ldc)
-	if m == 0 || n == 0 {
-		return
-	}
-	if k == 0 || alpha == 0 {
-		scaleC(m, n, beta, c, ldc)
+	if !packedOperands("SgemmBF16", w.kern != nil, m, n, k, alpha, a, lda, beta, c, ldc) {
 		return
 	}
 	if m == 1 && gemvOn {

@@ -54,19 +54,7 @@ func (p *PackedWeights) Dims() (n, k int) { return p.n, p.k }
 // cores; more rows on the NN kernels, panel by panel.
 func SgemmPacked(m int, alpha float32, a []float32, lda int, w *PackedWeights, beta float32, c []float32, ldc int) {
 	n, k := w.n, w.k
-	if w.kern == nil {
-		panic("kernels.SgemmPacked: weights not packed")
-	}
-	if m < 0 {
-		panic(fmt.Sprintf("kernels.SgemmPacked: negative m=%d", m))
-	}
-	checkMatrix("A", m, k, a, lda)
-	checkMatrix("C", m, n, c, ldc)
-	if m == 0 || n == 0 {
-		return
-	}
-	if k == 0 || alpha == 0 {
-		scaleC(m, n, beta, c, ldc)
+	if !packedOperands("SgemmPacked", w.kern != nil, m, n, k, alpha, a, lda, beta, c, ldc) {
 		return
 	}
 	kern, width := w.kern, w.width
@@ -104,6 +92,29 @@ func SgemmPacked(m int, alpha float32, a []float32, lda int, w *PackedWeights, b
 			}
 		}
 	})
+}
+
+// packedOperands checks the operands of a product with a packed weight (SgemmPacked,
+// SgemmBF16; fn names it), panicking on a programming error, and computes the products that need
+// no kernel: none when m or n is zero, C = beta*C when k or alpha is. It reports whether the
+// kernels have the product to compute.
+func packedOperands(fn string, packed bool, m, n, k int, alpha float32, a []float32, lda int, beta float32, c []float32, ldc int) bool {
+	if !packed {
+		panic("kernels." + fn + ": weights not packed")
+	}
+	if m < 0 {
+		panic(fmt.Sprintf("kernels.%s: negative m=%d", fn, m))
+	}
+	checkMatrix("A", m, k, a, lda)
+	checkMatrix("C", m, n, c, ldc)
+	if m == 0 || n == 0 {
+		return false
+	}
+	if k == 0 || alpha == 0 {
+		scaleC(m, n, beta, c, ldc)
+		return false
+	}
+	return true
 }
 
 // gemvPacked's settings. gemvOn and gemvChoice exist for the tests and benchmarks, which
