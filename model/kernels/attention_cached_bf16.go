@@ -1,7 +1,5 @@
 package kernels
 
-import "math"
-
 // The bfloat16 KV cache: keys and values rounded to bfloat16 as they are stored, half the bytes
 // of the float32 cache, and attended over with the bfloat16 kernels (SgemmBF16's), which widen
 // them to float32 in registers: scores, softmax, probabilities and sums stay float32.
@@ -32,35 +30,7 @@ func ToBF16(dst []uint16, src []float32) {
 // order, from key 0 (the probabilities of keys past a row's last visible one are exact zeros and
 // add nothing), whatever the number of rows in the call.
 func AttentionCachedBF16(out []float32, ldo int, scratch []float32, q []float32, ldq int, kb, v []uint16, ldv int, L, past, nRep, headDim int) {
-	scale := float32(1 / math.Sqrt(float64(headDim)))
-	fam := bf16For(activeKernel())
-	if L == 1 {
-		nk := past + 1
-		lds := roundUpKeys(nk)
-		s := scratch[:nRep*lds]
-		keyBlockScoresBF16(fam, s, lds, q, headDim, kb, nRep, nk, headDim, scale)
-		for r := 0; r < nRep; r++ {
-			softmaxInPlace(s[r*lds : r*lds+nk])
-		}
-		valuesBF16(fam, out, headDim, s, lds, v, ldv, nRep, nk, headDim)
-		return
-	}
-	for r := 0; r < nRep; r++ {
-		for i0 := 0; i0 < L; i0 += attnBlock {
-			i1 := min(L, i0+attnBlock)
-			rows, nk := i1-i0, past+i1
-			lds := roundUpKeys(nk)
-			s := scratch[:rows*lds]
-			keyBlockScoresBF16(fam, s, lds, q[i0*ldq+r*headDim:], ldq, kb, rows, nk, headDim, scale)
-			for i := 0; i < rows; i++ {
-				row := s[i*lds : i*lds+nk]
-				visible := past + i0 + i + 1
-				softmaxInPlace(row[:visible])
-				clear(row[visible:])
-			}
-			valuesBF16(fam, out[i0*ldo+r*headDim:], ldo, s, lds, v, ldv, rows, nk, headDim)
-		}
-	}
+	attentionCached(out, ldo, scratch, q, ldq, kb, v, ldv, L, past, nRep, headDim)
 }
 
 // keyBlockScoresBF16 writes s = scale·q·Kᵀ for rows query rows over the bfloat16 key blocks that
