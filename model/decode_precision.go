@@ -6,24 +6,22 @@ import (
 	"github.com/agentrl/agentrl/model/kernels"
 )
 
-// Precision is the number format of the weights that decode steps (Step, Prefill) multiply by,
-// once packed (PackDecodeWeightsAs). Training and every learner computation read the float32
-// Params and are not affected.
+// Precision is a number format decode steps (Step, Prefill) hold the packed weights
+// (PackDecodeWeightsAs) or the KV cache (NewKVCacheAs) in. Training and every learner
+// computation read the float32 Params and are not affected.
 type Precision string
 
 const (
 	// F32 decodes with the float32 weights: bit for bit the logits of the training forward pass.
 	F32 Precision = "f32"
-	// BF16 decodes with a copy of the projection weights and the LM head rounded to bfloat16
-	// (kernels.PackedBF16; activations, norms, embeddings, attention and accumulation stay
-	// float32). A batch-1 step streams half the bytes; the logits differ from the float32 ones by
-	// the rounding of the weights, so a sampler using them samples from a distribution close to,
-	// but not the same as, the one the float32 weights define.
+	// BF16 rounds to bfloat16: a copy of the projection weights and the LM head
+	// (kernels.PackedBF16), or the keys and values as they are stored; activations, norms,
+	// embeddings, softmax and every sum stay float32. A step streams half the bytes of that
+	// part; the logits differ from the float32 ones by the rounding, so a sampler using them
+	// samples from a distribution close to, but not the same as, the one the float32 weights
+	// define.
 	BF16 Precision = "bf16"
 )
-
-// Precisions lists the accepted precisions.
-func Precisions() []Precision { return []Precision{F32, BF16} }
 
 // ParsePrecision reads a precision by name; "" is F32.
 func ParsePrecision(s string) (Precision, error) {
@@ -86,10 +84,10 @@ func (m *Model) PackDecodeWeightsAs(p Precision) error {
 	return nil
 }
 
-// DecodePrecision is the precision of the packed decode weights (F32 when none are packed).
-func (m *Model) DecodePrecision() Precision {
-	if w := m.dec.packed; w != nil {
-		return w.head.prec
+// PackedPrecision is the precision of the packed decode weights (F32 when none are packed).
+func (m *Model) PackedPrecision() Precision {
+	if w := m.dec.packed; w != nil && w.head.bf16 != nil {
+		return BF16
 	}
 	return F32
 }
@@ -97,7 +95,6 @@ func (m *Model) DecodePrecision() Precision {
 // decodeMatrix is one weight matrix as decode steps multiply by it: packed float32 or bfloat16,
 // the other nil.
 type decodeMatrix struct {
-	prec Precision
 	f32  *kernels.PackedWeights
 	bf16 *kernels.PackedBF16
 }
@@ -105,9 +102,8 @@ type decodeMatrix struct {
 // pack copies w (n×k) in precision p, reusing the storage of an earlier pack in the same one
 // and dropping the other's.
 func (d *decodeMatrix) pack(p Precision, w []float32, n, k int) {
-	d.prec = p
 	if p.Exact() {
-		d.prec, d.bf16 = F32, nil
+		d.bf16 = nil
 		if d.f32 == nil {
 			d.f32 = new(kernels.PackedWeights)
 		}

@@ -66,8 +66,8 @@ func TestDecodeBF16(t *testing.T) {
 	if err := m.PackDecodeWeightsAs(BF16); err != nil {
 		t.Fatal(err)
 	}
-	if got := m.DecodePrecision(); got != BF16 {
-		t.Fatalf("DecodePrecision() = %q after packing bf16", got)
+	if got := m.PackedPrecision(); got != BF16 {
+		t.Fatalf("PackedPrecision() = %q after packing bf16", got)
 	}
 	got := decodeAll(t, m, seq, nil, 1)
 
@@ -111,8 +111,8 @@ func TestDecodeBF16(t *testing.T) {
 	}
 
 	m.PackDecodeWeights()
-	if got := m.DecodePrecision(); got != F32 {
-		t.Fatalf("DecodePrecision() = %q after packing f32", got)
+	if got := m.PackedPrecision(); got != F32 {
+		t.Fatalf("PackedPrecision() = %q after packing f32", got)
 	}
 	if g := decodeAll(t, m, seq, nil, 1); !slices.EqualFunc(g, want, slices.Equal) {
 		t.Fatal("packing f32 after bf16 does not restore the float32 logits")
