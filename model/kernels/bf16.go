@@ -4,7 +4,7 @@ import "math"
 
 // bfloat16 is the upper half of a float32: its sign, its 8 exponent bits and the top 7 of its 23
 // mantissa bits. Rounding a float32 to it keeps the range and gives up 16 bits of precision, a
-// relative error of at most 2⁻⁹; stored as uint16 it halves the bytes a decode step streams per
+// relative error of at most 2⁻⁸; stored as uint16 it halves the bytes a decode step streams per
 // weight. The kernels here widen it back to float32 in registers and accumulate in float32.
 
 // BF16FromFloat32 rounds f to the nearest bfloat16, ties to even. A NaN stays a (quiet) NaN of
@@ -59,32 +59,31 @@ const bf16GoWidth = 8
 // which reads every weight once, streams half the bytes.
 //
 // The products differ from the float32 ones by the rounding of the weights (each to within a
-// relative 2⁻⁹), so a model decoding with them samples from a slightly different distribution than
+// relative 2⁻⁸), so a model decoding with them samples from a slightly different distribution than
 // its float32 weights define. Within that, SgemmBF16 keeps the float32 path's guarantees: every
 // element of C is one FMA chain over k in order and then the same store, so a row's result does
 // not depend on m, on which rows share the call, or on which kernel of the family ran it.
 //
 // The copy is a snapshot: after W changes, Pack it again.
 type PackedBF16 struct {
-	n, k  int
-	width int         // panel width: the family's, bf16GoWidth for the Go kernels
-	fam   *bf16Family // the kernels SgemmBF16 runs; nil: the Go kernels
-	kern  *microKernel
-	data  []uint16 // panel s at data[s*k*width:], row p of it at +p*width
+	n, k   int
+	width  int         // panel width: the family's, bf16GoWidth for the Go kernels
+	fam    *bf16Family // the kernels SgemmBF16 runs; nil: the Go kernels
+	packed bool
+	data   []uint16 // panel s at data[s*k*width:], row p of it at +p*width
 }
 
 // Pack rounds w (n×k, row-major) to bfloat16 into p, reusing p's storage when it is large enough.
 // The kernels are those of the microkernel active now (the float32 path's choice).
 func (p *PackedBF16) Pack(w []float32, n, k int) {
 	checkMatrix("B", n, k, w, k)
-	kern := activeKernel()
-	fam := bf16For(kern)
+	fam := bf16For(activeKernel())
 	width := bf16GoWidth
 	if fam != nil {
 		width = fam.width
 	}
 	panels := (n + width - 1) / width
-	p.n, p.k, p.width, p.fam, p.kern = n, k, width, fam, kern
+	p.n, p.k, p.width, p.fam, p.packed = n, k, width, fam, true
 	if cap(p.data) < panels*k*width {
 		p.data = make([]uint16, panels*k*width)
 	}
@@ -113,7 +112,7 @@ func (p *PackedBF16) Dims() (n, k int) { return p.n, p.k }
 // multi-row kernels, panel by panel.
 func SgemmBF16(m int, alpha float32, a []float32, lda int, w *PackedBF16, beta float32, c []float32, ldc int) {
 	n, k := w.n, w.k
-	if !packedOperands("SgemmBF16", w.kern != nil, m, n, k, alpha, a, lda, beta, c, ldc) {
+	if !packedOperands("SgemmBF16", w.packed, m, n, k, alpha, a, lda, beta, c, ldc) {
 		return
 	}
 	if m == 1 && gemvOn {
