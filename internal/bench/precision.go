@@ -44,13 +44,6 @@ var PrecisionArms = map[string]model.DecodePrecision{
 // so the arms differ in the sampling precision alone.
 var precisionCorrection = []string{"phases.rl.rl.loss.correction.level=token", "phases.rl.rl.loss.correction.cap=2"}
 
-// precisionRun is one arm at one seed.
-type precisionRun struct {
-	arm  string
-	seed uint64
-	*asyncArm
-}
-
 // Precision measures what sampling RL episodes in bfloat16 (rollout.precision: bf16 weights, KV
 // cache or both) costs in learning and gains in speed on calc: for each seed it trains the calc
 // preset's RL phase once per arm from the same supervised checkpoint, each arm sampling in its
@@ -110,7 +103,7 @@ func Precision(ctx context.Context, w io.Writer, o PrecisionOptions) error {
 		fmt.Fprintf(w, "supervised checkpoint: %s (%d SFT steps, %s)\n", init, o.SFTSteps, time.Since(t0).Round(time.Second))
 	}
 	ev := AsyncOptions{Envs: o.Envs, Terminal: o.Terminal, Steps: o.Steps, Every: o.Every, Tasks: o.Tasks, Samples: o.Samples}
-	var runs []precisionRun
+	var runs []*asyncArm
 	for _, seed := range seeds {
 		base, err := evalCheckpoint(ctx, init, seed, ev)
 		if err != nil {
@@ -122,7 +115,8 @@ func Precision(ctx context.Context, w io.Writer, o PrecisionOptions) error {
 				return fmt.Errorf("arm %s seed %d: %w", arm, seed, err)
 			}
 			a.points = append([]evalPoint{{pass1: base.pass1, greedy: base.greedy}}, a.points...)
-			runs = append(runs, precisionRun{arm: arm, seed: seed, asyncArm: a})
+			a.arm, a.seed = arm, seed
+			runs = append(runs, a)
 			fmt.Fprintf(w, "done: %s seed %d: RL wall %.1fs, sampling %.1fs, held-out pass@1 %.1f%% -> %.1f%%, behaviour KL %.2e per token (mean over steps)\n",
 				arm, seed, a.wall, a.sampleWall, 100*a.points[0].pass1, 100*a.points[len(a.points)-1].pass1, a.shift.klMean)
 		}
@@ -156,28 +150,29 @@ func precisionSets(o PrecisionOptions, init, arm string, seed uint64) []string {
 // precisionFigure is one figure of a run, as the table prints it.
 type precisionFigure struct {
 	name  string
-	get   func(precisionRun) float64
+	get   func(*asyncArm) float64
 	scale float64
 	prec  int
 	unit  string
 }
 
-func printPrecision(w io.Writer, o PrecisionOptions, arms []string, runs []precisionRun) {
-	last := func(r precisionRun) evalPoint { return r.points[len(r.points)-1] }
+func printPrecision(w io.Writer, o PrecisionOptions, arms []string, runs []*asyncArm) {
+	last := func(r *asyncArm) evalPoint { return r.points[len(r.points)-1] }
 	figures := []precisionFigure{
-		{"held-out pass@1 sampled, start", func(r precisionRun) float64 { return r.points[0].pass1 }, 100, 1, "%"},
-		{fmt.Sprintf("held-out pass@1 sampled after %d steps", o.Steps), func(r precisionRun) float64 { return last(r).pass1 }, 100, 1, "%"},
-		{fmt.Sprintf("held-out pass@1 greedy after %d steps", o.Steps), func(r precisionRun) float64 { return last(r).greedy }, 100, 1, "%"},
-		{"behaviour KL per token, mean over steps (×1e-6)", func(r precisionRun) float64 { return r.shift.klMean }, 1e6, 3, ""},
-		{"behaviour KL per token, largest step (×1e-6)", func(r precisionRun) float64 { return r.shift.klMax }, 1e6, 3, ""},
-		{"IS weight std, mean over steps (×1e-3)", func(r precisionRun) float64 { return r.shift.isStd }, 1e3, 3, ""},
-		{"IS weight, largest", func(r precisionRun) float64 { return r.shift.isMax }, 1, 4, ""},
-		{"IS weight ESS, smallest step", func(r precisionRun) float64 { return r.shift.essMin }, 1, 6, ""},
-		{"sampling wall seconds per step (generation + environment)", func(r precisionRun) float64 { return r.sampleWall / float64(max(r.stepsTaken, 1)) }, 1, 3, "s"},
-		{"RL wall seconds", func(r precisionRun) float64 { return r.wall }, 1, 1, "s"},
+		{"held-out pass@1 sampled, start", func(r *asyncArm) float64 { return r.points[0].pass1 }, 100, 1, "%"},
+		{fmt.Sprintf("held-out pass@1 sampled after %d steps", o.Steps), func(r *asyncArm) float64 { return last(r).pass1 }, 100, 1, "%"},
+		{fmt.Sprintf("held-out pass@1 greedy after %d steps", o.Steps), func(r *asyncArm) float64 { return last(r).greedy }, 100, 1, "%"},
+		{"behaviour KL per token, mean over steps (×1e-6)", func(r *asyncArm) float64 { return r.shift.klMean }, 1e6, 3, ""},
+		{"behaviour KL per token, largest step (×1e-6)", func(r *asyncArm) float64 { return r.shift.klMax }, 1e6, 3, ""},
+		{"IS weight std, mean over steps (×1e-3)", func(r *asyncArm) float64 { return r.shift.isStd }, 1e3, 3, ""},
+		{"IS weight, largest", func(r *asyncArm) float64 { return r.shift.isMax }, 1, 4, ""},
+		{"IS weight ESS, mean over steps", func(r *asyncArm) float64 { return r.shift.essMean }, 1, 6, ""},
+		{"IS weight ESS, smallest step", func(r *asyncArm) float64 { return r.shift.essMin }, 1, 6, ""},
+		{"sampling wall seconds per step (generation + environment)", func(r *asyncArm) float64 { return r.sampleWall / float64(max(r.stepsTaken, 1)) }, 1, 3, "s"},
+		{"RL wall seconds", func(r *asyncArm) float64 { return r.wall }, 1, 1, "s"},
 	}
 	base := arms[0]
-	baseAt := map[uint64]precisionRun{}
+	baseAt := map[uint64]*asyncArm{}
 	for _, r := range runs {
 		if r.arm == base {
 			baseAt[r.seed] = r
@@ -185,7 +180,7 @@ func printPrecision(w io.Writer, o PrecisionOptions, arms []string, runs []preci
 	}
 	// each is f of every run of arm, in seed order; paired is f of each of them against the
 	// baseline's run at the same seed.
-	each := func(arm string, f func(r precisionRun) float64) []float64 {
+	each := func(arm string, f func(r *asyncArm) float64) []float64 {
 		var v []float64
 		for _, r := range runs {
 			if r.arm == arm {
@@ -194,7 +189,7 @@ func printPrecision(w io.Writer, o PrecisionOptions, arms []string, runs []preci
 		}
 		return v
 	}
-	paired := func(arm string, f func(r, b precisionRun) float64) []float64 {
+	paired := func(arm string, f func(r, b *asyncArm) float64) []float64 {
 		var v []float64
 		for _, r := range runs {
 			if b, ok := baseAt[r.seed]; ok && r.arm == arm {
@@ -219,14 +214,14 @@ func printPrecision(w io.Writer, o PrecisionOptions, arms []string, runs []preci
 			row += "\t" + meanCI(each(a, f.get)).format(f.scale, f.prec, f.unit)
 		}
 		for _, a := range arms[1:] {
-			row += "\t" + meanCI(paired(a, func(r, b precisionRun) float64 { return f.get(r) - f.get(b) })).format(f.scale, f.prec, f.unit)
+			row += "\t" + meanCI(paired(a, func(r, b *asyncArm) float64 { return f.get(r) - f.get(b) })).format(f.scale, f.prec, f.unit)
 		}
 		fmt.Fprintln(tw, row)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nsampling speed-up over %s in these runs (its sampling wall seconds over the arm's, paired by seed; calc's model is small enough for its weights to sit in the caches, where bfloat16 saves no memory traffic: `agentrl bench model` measures decoding alone at larger sizes):\n", base)
 	for _, a := range arms[1:] {
-		s := paired(a, func(r, b precisionRun) float64 { return b.sampleWall / max(r.sampleWall, 1e-9) })
+		s := paired(a, func(r, b *asyncArm) float64 { return b.sampleWall / max(r.sampleWall, 1e-9) })
 		fmt.Fprintf(w, "  %s: %s×\n", a, meanCI(s).format(1, 2, ""))
 	}
 	fmt.Fprintf(w, "\nheld-out sampled pass@1 (greedy) at each evaluation:\n")

@@ -31,12 +31,11 @@ func TestPrecisionRefusals(t *testing.T) {
 // The table pairs each arm with the baseline at the same seed: the differences and the speed-up
 // are taken seed by seed.
 func TestPrintPrecision(t *testing.T) {
-	run := func(arm string, seed uint64, end, kl, sampling float64) precisionRun {
-		a := &asyncArm{stepsTaken: 10, wall: 20, sampleWall: sampling, points: []evalPoint{{pass1: 0.4}, {step: 10, pass1: end}}}
-		a.shift = shiftSummary{steps: 10, klMean: kl, klMax: 2 * kl, essMin: 1}
-		return precisionRun{arm: arm, seed: seed, asyncArm: a}
+	run := func(arm string, seed uint64, end, kl, sampling float64) *asyncArm {
+		return &asyncArm{arm: arm, seed: seed, stepsTaken: 10, wall: 20, sampleWall: sampling, points: []evalPoint{{pass1: 0.4}, {step: 10, pass1: end}},
+			shift: shiftSummary{steps: 10, klMean: kl, klMax: 2 * kl, essMean: 1, essMin: 1}}
 	}
-	runs := []precisionRun{
+	runs := []*asyncArm{
 		run("f32", 1, 0.60, 0, 10), run("bf16", 1, 0.62, 2e-6, 5),
 		run("f32", 2, 0.70, 0, 12), run("bf16", 2, 0.68, 4e-6, 6),
 	}
