@@ -23,18 +23,20 @@ type decodeWorkspace struct {
 // decodeWeights is a snapshot of the weight matrices in the decode kernels' layout.
 type decodeWeights struct {
 	layers []packedLayer
-	head   kernels.PackedWeights
+	head   decodeMatrix
 }
 
-type packedLayer struct{ qkv, o, gateUp, down kernels.PackedWeights }
+type packedLayer struct{ qkv, o, gateUp, down decodeMatrix }
 
 // PackDecodeWeights copies the weight matrices into the layout of the decode kernels
 // (kernels.PackedWeights), and Step and Prefill read them from that copy from then on; call it
 // again after every change of the weights. The results are bit for bit those of the unpacked
 // weights; a batch-1 step streams each matrix once instead of transposing it in registers, and a
 // batched step skips packing every matrix on every call. The copy takes as much memory as the
-// matrices (13.6 MB for DefaultConfig(2048)).
-func (m *Model) PackDecodeWeights() {
+// matrices (13.6 MB for DefaultConfig(2048)). PackDecodeWeightsAs packs them in another precision.
+func (m *Model) PackDecodeWeights() { m.packDecodeWeights(F32) }
+
+func (m *Model) packDecodeWeights(prec Precision) {
 	cfg := m.Cfg
 	C, H := cfg.Dim, cfg.Hidden
 	w := m.dec.packed
@@ -43,12 +45,12 @@ func (m *Model) PackDecodeWeights() {
 	}
 	for l := range cfg.Layers {
 		p, pl := &m.Params.Layers[l], &w.layers[l]
-		pl.qkv.Pack(p.QKV, cfg.qkvDim(), C)
-		pl.o.Pack(p.O, C, C)
-		pl.gateUp.Pack(p.GateUp, 2*H, C)
-		pl.down.Pack(p.Down, C, H)
+		pl.qkv.pack(prec, p.QKV, cfg.qkvDim(), C)
+		pl.o.pack(prec, p.O, C, C)
+		pl.gateUp.pack(prec, p.GateUp, 2*H, C)
+		pl.down.pack(prec, p.Down, C, H)
 	}
-	w.head.Pack(m.Params.LMHead, cfg.Vocab, C)
+	w.head.pack(prec, m.Params.LMHead, cfg.Vocab, C)
 	m.dec.packed = w
 }
 
@@ -148,7 +150,7 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 	kernels.EmbeddingForward(x, tokens, m.Params.Embed, n, C)
 	for l := range cfg.Layers {
 		p := &m.Params.Layers[l]
-		var qkv, o, gateUp, down *kernels.PackedWeights
+		var qkv, o, gateUp, down *decodeMatrix
 		if pw != nil {
 			pl := &pw.layers[l]
 			qkv, o, gateUp, down = &pl.qkv, &pl.o, &pl.gateUp, &pl.down
@@ -165,7 +167,7 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 		})
 		project(n, C, H, d.sw, p.Down, down, 1, x)
 	}
-	var head *kernels.PackedWeights
+	var head *decodeMatrix
 	if pw != nil {
 		head = &pw.head
 	}
@@ -184,9 +186,9 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 }
 
 // project computes y = x·Wᵀ + beta·y for n rows, W out×in, from packed when it is not nil.
-func project(n, out, in int, x, w []float32, packed *kernels.PackedWeights, beta float32, y []float32) {
+func project(n, out, in int, x, w []float32, packed *decodeMatrix, beta float32, y []float32) {
 	if packed != nil {
-		kernels.SgemmPacked(n, 1, x, in, packed, beta, y, out)
+		packed.apply(n, in, x, beta, y, out)
 		return
 	}
 	kernels.Sgemm(false, true, n, out, in, 1, x, in, w, in, beta, y, out)
@@ -204,6 +206,10 @@ func (m *Model) norm(out, rstd, x, weight []float32, n int) {
 // token over its slot; tasks are (run, key/value head) pairs and write disjoint outputs.
 // kernels.AttentionCached gives a token the same result in a prefill as in a decode step.
 func (m *Model) cacheAttention(c *KVCache, l int, runs []run, d *decodeWorkspace) {
+	if c.k16 != nil {
+		m.cacheAttentionBF16(c, l, runs, d) // decode_precision.go
+		return
+	}
 	cfg := m.Cfg
 	Q, hd, nRep := cfg.qkvDim(), cfg.HeadDim(), cfg.Heads/cfg.KVHeads
 	kOff, vOff := cfg.Heads*hd, (cfg.Heads+cfg.KVHeads)*hd

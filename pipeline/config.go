@@ -58,6 +58,10 @@ type RolloutConfig struct {
 	// trainer publishes its weights to them at the start of an RL phase and after every update;
 	// evaluation stays in-process.
 	Generator *remote.Config `yaml:"generator,omitempty"`
+	// Precision is the number formats the in-process engine samples RL episodes in: of the
+	// weights and of the KV cache, f32 (the default, what the learner computes) or bf16
+	// (precision.go).
+	Precision *model.DecodePrecision `yaml:"precision,omitempty"`
 }
 
 // EnvWeight is one environment of a phase's mix.
@@ -286,6 +290,7 @@ func (c *Config) Validate(envs *env.Registry) error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, c.validatePrecision()...) // precision.go
 	if c.Checkpoint.Every < 1 || c.Checkpoint.Keep < 1 {
 		bad("checkpoint.every and checkpoint.keep must be positive")
 	}

@@ -41,7 +41,8 @@ func (r *Run) newSampler(ctx context.Context, p Phase) (*policySampler, error) {
 	g := r.Cfg.Rollout.Generator
 	if g == nil {
 		swap := p.RL != nil && p.RL.Async != nil && !p.RL.Async.partial()
-		eng, err := local.NewEngine(r.model, r.version, local.EngineConfig{Slots: r.Cfg.Rollout.EngineSlots, MaxLen: r.Cfg.Rollout.MaxContext, SwapAtCompletion: swap})
+		eng, err := local.NewEngine(r.model, r.version, local.EngineConfig{Slots: r.Cfg.Rollout.EngineSlots, MaxLen: r.Cfg.Rollout.MaxContext,
+			SwapAtCompletion: swap, Precision: r.Cfg.samplingPrecision()})
 		if err != nil {
 			return nil, err
 		}

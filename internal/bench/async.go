@@ -66,6 +66,39 @@ type asyncArm struct {
 	filtered   float64     // episodes in groups the filter dropped
 	failed     float64     // episodes whose environment failed
 	stepsTaken int
+	sampleWall float64      // wall seconds the steps spent sampling their batches (time/generate_env_s)
+	shift      shiftSummary // the behaviour-vs-learner gap of the trained steps
+}
+
+// shiftSummary is the behaviour-vs-learner gap over the trained steps of a run, from the shift/…
+// metrics each step logs (algo.MeasureShift).
+type shiftSummary struct {
+	steps           int
+	klMean, klMax   float64 // per-token k3 KL(behaviour ‖ learner)
+	isStd, isMax    float64 // the importance weights' std (mean over steps) and largest weight
+	essMean, essMin float64 // normalised effective sample size: mean over steps, smallest
+}
+
+// add counts one trained step's metrics.
+func (s *shiftSummary) add(num func(string) float64) {
+	kl, ess := num("shift/behaviour_kl"), num("shift/is_ess")
+	if s.steps == 0 || ess < s.essMin {
+		s.essMin = ess
+	}
+	s.steps++
+	s.klMean += kl
+	s.klMax = max(s.klMax, kl)
+	s.isStd += num("shift/is_std")
+	s.isMax = max(s.isMax, num("shift/is_max"))
+	s.essMean += ess
+}
+
+// finish turns the sums into means.
+func (s *shiftSummary) finish() {
+	if s.steps > 0 {
+		n := float64(s.steps)
+		s.klMean, s.isStd, s.essMean = s.klMean/n, s.isStd/n, s.essMean/n
+	}
 }
 
 // evalPoint is one held-out evaluation of a checkpoint the arm saved.
@@ -260,6 +293,10 @@ func readArmMetrics(dir string, groupSize int) (*asyncArm, map[int][2]float64, e
 			a.genWait += num("time/train_s")          // and sampling waits for the whole update
 		}
 		a.genWait += num("time/generator_wait_s")
+		a.sampleWall += num("time/generate_env_s")
+		if _, trainedStep := m["signal/effective_batch"]; trainedStep {
+			a.shift.add(num)
+		}
 		lag := num("shift/version_lag_max")
 		a.lagMean += num("shift/version_lag_mean")
 		a.lagMax = max(a.lagMax, lag)
@@ -279,6 +316,7 @@ func readArmMetrics(dir string, groupSize int) (*asyncArm, map[int][2]float64, e
 		return nil, nil, fmt.Errorf("%s: no RL step in metrics.jsonl", dir)
 	}
 	a.lagMean /= float64(a.stepsTaken)
+	a.shift.finish()
 	return a, byStep, nil
 }
 

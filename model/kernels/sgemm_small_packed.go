@@ -54,19 +54,7 @@ func (p *PackedWeights) Dims() (n, k int) { return p.n, p.k }
 // cores; more rows on the NN kernels, panel by panel.
 func SgemmPacked(m int, alpha float32, a []float32, lda int, w *PackedWeights, beta float32, c []float32, ldc int) {
 	n, k := w.n, w.k
-	if w.kern == nil {
-		panic("kernels.SgemmPacked: weights not packed")
-	}
-	if m < 0 {
-		panic(fmt.Sprintf("kernels.SgemmPacked: negative m=%d", m))
-	}
-	checkMatrix("A", m, k, a, lda)
-	checkMatrix("C", m, n, c, ldc)
-	if m == 0 || n == 0 {
-		return
-	}
-	if k == 0 || alpha == 0 {
-		scaleC(m, n, beta, c, ldc)
+	if !packedOperands("SgemmPacked", w.kern != nil, m, n, k, alpha, a, lda, beta, c, ldc) {
 		return
 	}
 	kern, width := w.kern, w.width
@@ -104,6 +92,29 @@ func SgemmPacked(m int, alpha float32, a []float32, lda int, w *PackedWeights, b
 			}
 		}
 	})
+}
+
+// packedOperands checks the operands of a product with a packed weight (SgemmPacked,
+// SgemmBF16; fn names it), panicking on a programming error, and computes the products that need
+// no kernel: none when m or n is zero, C = beta*C when k or alpha is. It reports whether the
+// kernels have the product to compute.
+func packedOperands(fn string, packed bool, m, n, k int, alpha float32, a []float32, lda int, beta float32, c []float32, ldc int) bool {
+	if !packed {
+		panic("kernels." + fn + ": weights not packed")
+	}
+	if m < 0 {
+		panic(fmt.Sprintf("kernels.%s: negative m=%d", fn, m))
+	}
+	checkMatrix("A", m, k, a, lda)
+	checkMatrix("C", m, n, c, ldc)
+	if m == 0 || n == 0 {
+		return false
+	}
+	if k == 0 || alpha == 0 {
+		scaleC(m, n, beta, c, ldc)
+		return false
+	}
+	return true
 }
 
 // gemvPacked's settings. gemvOn and gemvChoice exist for the tests and benchmarks, which
@@ -166,6 +177,44 @@ func (t *splitTuner) split() (split, timed bool) {
 	return best, true
 }
 
+// gemvPlan is how one one-row product was run, for splitTuner.plan's caller to report its time.
+type gemvPlan struct {
+	t            *splitTuner
+	split, timed bool
+	bytes        int
+	t0           time.Time
+}
+
+// plan is how many parts a one-row product of full panels of panelBytes each, bytes in all, is
+// cut into for nw goroutines: as many as the goroutines take (gemvPartsPerWorker each) and
+// gemvMinPartBytes allow, or one where the tuner says unsplit products are faster now. The
+// caller calls done on the returned plan once the product is computed.
+func (t *splitTuner) plan(nw, full, panelBytes, bytes int) (int, gemvPlan) {
+	parts := 1
+	if nw > 1 {
+		parts = max(1, min(full, nw*gemvPartsPerWorker, full*panelBytes/gemvMinPartBytes))
+	}
+	if parts <= 1 || !gemvTuneOn {
+		return parts, gemvPlan{}
+	}
+	p := gemvPlan{t: t, bytes: bytes}
+	p.split, p.timed = t.split()
+	if !p.split {
+		parts = 1
+	}
+	if p.timed {
+		p.t0 = time.Now()
+	}
+	return parts, p
+}
+
+// done records the product's time, if it was timed.
+func (p gemvPlan) done() {
+	if p.timed {
+		p.t.record(p.split, p.bytes, time.Since(p.t0))
+	}
+}
+
 // record adds a product of the given bytes that took d to the average of its way.
 func (t *splitTuner) record(split bool, bytes int, d time.Duration) {
 	ns := float64(d.Nanoseconds()) / (float64(bytes) / 1024)
@@ -190,20 +239,8 @@ func (t *splitTuner) record(split bool, bytes int, d time.Duration) {
 func gemvPacked(nn *smallNNKernel, w *PackedWeights, kc int, alpha float32, a []float32, beta float32, c []float32, nw int) {
 	n, k, width := w.n, w.k, w.width
 	full := n / width
-	parts := 1
-	if nw > 1 {
-		parts = max(1, min(full, nw*gemvPartsPerWorker, full*k*width*4/gemvMinPartBytes))
-	}
-	if parts > 1 && gemvTuneOn {
-		split, timed := gemvTune.split()
-		if !split {
-			parts = 1
-		}
-		if timed {
-			t0 := time.Now()
-			defer func() { gemvTune.record(split, 4*n*k, time.Since(t0)) }()
-		}
-	}
+	parts, plan := gemvTune.plan(nw, full, 4*k*width, 4*n*k)
+	defer plan.done()
 	ch := 0
 	if nn != nil {
 		ch = min(gemvChoice, len(nn.gemv)-1)
