@@ -44,6 +44,27 @@ type DecodePrecision struct {
 	KVCache Precision `yaml:"kv_cache,omitempty"`
 }
 
+// UnmarshalYAML reads either the block ({weights: bf16, kv_cache: f32}) or one precision for
+// both ("bf16").
+func (p *DecodePrecision) UnmarshalYAML(unmarshal func(any) error) error {
+	var both string
+	if err := unmarshal(&both); err == nil {
+		v, err := ParsePrecision(both)
+		if err != nil {
+			return err
+		}
+		*p = DecodePrecision{Weights: v, KVCache: v}
+		return nil
+	}
+	type plain DecodePrecision
+	var q plain
+	if err := unmarshal(&q); err != nil {
+		return err
+	}
+	*p = DecodePrecision(q)
+	return nil
+}
+
 // Exact reports whether decoding in p gives the float32 logits bit for bit: the training forward
 // pass's, so that a sampler's logprobs are the learner's.
 func (p DecodePrecision) Exact() bool { return p.Weights.Exact() && p.KVCache.Exact() }

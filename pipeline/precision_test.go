@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"github.com/agentrl/agentrl/model"
 	"strings"
 	"testing"
 
@@ -51,6 +52,17 @@ func TestPrecisionConfigErrors(t *testing.T) {
 		if err != nil || back.Rollout.Precision == nil || *back.Rollout.Precision != *c.Rollout.Precision {
 			t.Fatalf("%v: round trip gives %+v, %v", sets, back.Rollout.Precision, err)
 		}
+	}
+	// One precision for both: rollout.precision: bf16.
+	c, err := Load(all.Builtins(), "", "", append([]string{"rollout.precision=bf16"}, bf16Sets[1:]...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Rollout.Precision; p == nil || p.Weights != model.BF16 || p.KVCache != model.BF16 {
+		t.Fatalf("rollout.precision: bf16 reads as %+v, want bf16 weights and KV cache", p)
+	}
+	if _, err := Load(all.Builtins(), "", "", []string{"rollout.precision=fp8"}); err == nil || !strings.Contains(err.Error(), `precision "fp8"`) {
+		t.Fatalf("rollout.precision: fp8: error %v", err)
 	}
 	if data, _ := Encode(tinyConfig(t, t.TempDir())); strings.Contains(string(data), "precision") {
 		t.Fatalf("the default configuration writes a precision block:\n%s", data)
