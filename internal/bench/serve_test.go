@@ -15,6 +15,7 @@ import (
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/infer/remote"
+	"github.com/agentrl/agentrl/infer/serve"
 	"github.com/agentrl/agentrl/model"
 )
 
@@ -85,6 +86,7 @@ func BenchmarkServe(b *testing.B) {
 		run(b, eng)
 	})
 	b.Run("http", func(b *testing.B) {
+		defer serve.ReserveNetworkProc()() // as agentrl serve runs
 		url, stop, err := startServe(dir, "", slots)
 		if err != nil {
 			b.Fatal(err)

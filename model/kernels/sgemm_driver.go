@@ -43,7 +43,11 @@ func maxWorkers() int {
 	if workerOverride > 0 {
 		return workerOverride
 	}
-	return runtime.GOMAXPROCS(0)
+	p := runtime.GOMAXPROCS(0)
+	if w := int(workers.Load()); w > 0 {
+		return min(w, p)
+	}
+	return p
 }
 
 // gemm is the blocked driver (the GotoBLAS loop nest): for each nc-wide column block and
