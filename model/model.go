@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 
 	"github.com/agentrl/agentrl/model/kernels"
@@ -77,7 +78,7 @@ func newEmpty(cfg Config, value bool) *Model {
 		Cfg:    cfg,
 		Params: newParams(cfg, make([]float32, n), value),
 		Grads:  newParams(cfg, make([]float32, n), value),
-		par:    workers{n: kernels.Workers()},
+		par:    workers{n: runtime.GOMAXPROCS(0)},
 	}
 	half := cfg.HeadDim() / 2
 	m.ropeCos = make([]float32, cfg.MaxSeq*half)
@@ -111,8 +112,7 @@ func (m *Model) AddValueHead() {
 	m.Grads = newParams(m.Cfg, grads, true)
 }
 
-// SetWorkers sets how many goroutines the model's own parallel loops use (default
-// kernels.Workers(): GOMAXPROCS unless kernels.SetWorkers says fewer).
+// SetWorkers sets how many goroutines the model's own parallel loops use (default GOMAXPROCS).
 // Results are bit-identical for every setting; kernels.Sgemm schedules its own goroutines.
 func (m *Model) SetWorkers(n int) { m.par.n = max(n, 1) }
 

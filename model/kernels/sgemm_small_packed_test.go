@@ -304,10 +304,10 @@ func BenchmarkGemvRoofline(b *testing.B) {
 // the other way in a window of every gemvProbe products, and leaves the first products after
 // each switch untimed.
 func TestSplitTuner(t *testing.T) {
-	var st SplitTuner
+	var st splitTuner
 	count := func() (split, timed int) {
 		for range gemvProbe {
-			s, tm := st.Split()
+			s, tm := st.split()
 			if s {
 				split++
 			}
@@ -330,11 +330,11 @@ func TestSplitTuner(t *testing.T) {
 	if s, _ := count(); s != gemvProbe-gemvWindow {
 		t.Fatalf("unsplit faster by less than the margin: %d of %d products split, want all but the window", s, gemvProbe)
 	}
-	st.Record(true, 2048, 220*time.Nanosecond) // 110 ns/KiB moves split's 30 an eighth of the way
+	st.record(true, 2048, 220*time.Nanosecond) // 110 ns/KiB moves split's 30 an eighth of the way
 	if got := math.Float64frombits(st.nsPerKB[1].Load()); got != 40 {
 		t.Fatalf("average after a slow sample = %g, want 40", got)
 	}
-	st.Record(true, 1024, time.Millisecond) // a stall counts as four times the average
+	st.record(true, 1024, time.Millisecond) // a stall counts as four times the average
 	if got := math.Float64frombits(st.nsPerKB[1].Load()); got != 40+120/8 {
 		t.Fatalf("average after a stall = %g, want %g", got, 40+120/8.0)
 	}
