@@ -178,14 +178,12 @@ func (r *Router) probeServer(ctx context.Context, s *server, maxContext int) (In
 			var v struct {
 				Version string `json:"version"`
 			}
-			err := r.getJSON(ctx, s, "/version", &v)
-			var status *statusError
-			switch {
-			case errors.As(err, &status) && status.code == http.StatusNotFound:
-				// Not every deployment exposes /version; the generation probe still checks the shape.
-			case err != nil:
+			// Not every deployment exposes /version; the generation probe still checks the shape.
+			found, err := r.getOptionalJSON(ctx, s, "/version", &v)
+			if err != nil {
 				return info, err
-			default:
+			}
+			if found {
 				info.Release = v.Version
 			}
 		}
@@ -205,13 +203,11 @@ func (r *Router) probeServer(ctx context.Context, s *server, maxContext int) (In
 			Version       string `json:"version"`
 			ContextLength int    `json:"context_length"`
 		}
-		err := r.getJSON(ctx, s, "/get_server_info", &si)
-		var status *statusError
-		switch {
-		case errors.As(err, &status) && status.code == http.StatusNotFound:
-		case err != nil:
+		found, err := r.getOptionalJSON(ctx, s, "/get_server_info", &si)
+		if err != nil {
 			return info, err
-		default:
+		}
+		if found {
 			info.Release, info.MaxContext = si.Version, si.ContextLength
 		}
 	}
@@ -266,6 +262,17 @@ func (r *Router) getJSON(ctx context.Context, s *server, path string, v any) err
 		return fmt.Errorf("GET %s: %w: %v", path, errProtocol, err)
 	}
 	return nil
+}
+
+// getOptionalJSON is getJSON for a route a server may not have: a 404 is found = false, not an
+// error.
+func (r *Router) getOptionalJSON(ctx context.Context, s *server, path string, v any) (found bool, err error) {
+	err = r.getJSON(ctx, s, path, v)
+	var status *statusError
+	if errors.As(err, &status) && status.code == http.StatusNotFound {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // parseRelease reads "MAJOR.MINOR.PATCH" with anything after the numbers ignored
