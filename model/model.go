@@ -112,7 +112,7 @@ func (m *Model) AddValueHead() {
 }
 
 // SetWorkers sets how many goroutines the model's own parallel loops use (default
-// kernels.Workers(): GOMAXPROCS unless kernels.SetWorkers says fewer).
+// kernels.Workers(), GOMAXPROCS).
 // Results are bit-identical for every setting; kernels.Sgemm schedules its own goroutines.
 func (m *Model) SetWorkers(n int) { m.par.n = max(n, 1) }
 

@@ -198,13 +198,7 @@ func overhead(ctx context.Context, w io.Writer, o ServeOptions, levels []int, m 
 		if _, _, _, err := runClients(ctx, eng, reqs[:min(n, 2*c)], c); err != nil {
 			return err
 		}
-		// Each side runs as it is deployed: the in-process engine with the default scheduler
-		// settings, agentrl serve with a P kept for the network (serve.ReserveNetworkProc).
-		httpClients := func(reqs []infer.Request) (time.Duration, time.Duration, int, error) {
-			defer serve.ReserveNetworkProc()()
-			return runClients(ctx, router, reqs, c)
-		}
-		if _, _, _, err := httpClients(reqs[:min(n, 2*c)]); err != nil {
+		if _, _, _, err := runClients(ctx, router, reqs[:min(n, 2*c)], c); err != nil {
 			return err
 		}
 		var rl, rh, ratio, sl, sh []float64
@@ -219,7 +213,7 @@ func overhead(ctx context.Context, w io.Writer, o ServeOptions, levels []int, m 
 				return err
 			}
 			c1, s1, h0 := cpuTime(), eng.Stats(), srv.EngineStats()
-			wh, h, th, err := httpClients(reqs)
+			wh, h, th, err := runClients(ctx, router, reqs, c)
 			if err != nil {
 				return err
 			}
@@ -239,7 +233,6 @@ func overhead(ctx context.Context, w io.Writer, o ServeOptions, levels []int, m 
 	fmt.Fprintf(w, "%d timed rounds of each, in-process and HTTP alternating: throughput is the best round's (what other processes on the machine\n", repeat)
 	fmt.Fprintln(w, "took least from), HTTP/in-process the ratio of the best rounds; median: the median of the rounds' ratios, (rounds) their lowest and highest;")
 	fmt.Fprintln(w, "latency and CPU: medians of the rounds")
-	fmt.Fprintln(w, "HTTP rounds run as agentrl serve does, with GOMAXPROCS one above the kernels' workers (a P kept for the network); in-process rounds with the defaults")
 	fmt.Fprintln(w, "overhead: mean request latency over HTTP (agentrl serve on loopback, the router, JSON both ways) minus in-process; per token: divided by the completion tokens")
 	fmt.Fprintln(w, "CPU: the process's user+system CPU time per request (engine, server, router and clients), steadier than wall time on a shared machine")
 	fmt.Fprintf(w, "steps/request: the engine's decode steps per request (medians of the rounds); %d-token completions in full batches of %d slots take %.2f\n", o.Tokens, o.Slots, float64(o.Tokens)/float64(o.Slots))

@@ -15,7 +15,6 @@ import (
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/infer/remote"
-	"github.com/agentrl/agentrl/infer/serve"
 	"github.com/agentrl/agentrl/model"
 )
 
@@ -86,7 +85,6 @@ func BenchmarkServe(b *testing.B) {
 		run(b, eng)
 	})
 	b.Run("http", func(b *testing.B) {
-		defer serve.ReserveNetworkProc()() // as agentrl serve runs
 		url, stop, err := startServe(dir, "", slots)
 		if err != nil {
 			b.Fatal(err)

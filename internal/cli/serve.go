@@ -29,7 +29,6 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err := serve.CheckAddr(c.Addr, c.APIKey != "", c.Insecure); err != nil {
 		return err
 	}
-	defer serve.ReserveNetworkProc()()
 	srv, err := serve.Open(c.Checkpoint, serve.Options{
 		ModelName: c.ModelName, Slots: c.Slots, MaxLen: c.MaxLen, Version: c.Version, APIKey: c.APIKey,
 		MaxBodyBytes: c.MaxBodyBytes, MaxWeightBytes: c.MaxWeightBytes, MaxPending: c.MaxPending, RequestTimeout: c.RequestTimeout,

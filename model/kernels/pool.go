@@ -94,10 +94,7 @@ func startRegion(r *region, need int) {
 // its limit, and yields (runtime.Gosched) when yieldGap has passed since it last did. A yield on
 // every turn, as the pool did, made a goroutine see a new region or a finished phase only after
 // a pass through the scheduler, ~0.3 µs and a lock of the global run queue each time. yieldGap
-// bounds how long a spinning goroutine delays others queued on its P. Where GOMAXPROCS leaves Ps
-// to other goroutines (SetWorkers below it) they run there, and a spinning goroutine does not
-// yield at all: every yield wakes an idle P's thread to look for work (the runtime's wakep),
-// which then finds only the spinner.
+// bounds how long a spinning goroutine delays others queued on its P.
 const (
 	spinTurns = 256
 	yieldGap  = 5 * time.Microsecond
@@ -106,7 +103,6 @@ const (
 // spinUntil returns true once cond holds, or false once it has spun for limit (0: no limit).
 func spinUntil(cond func() bool, limit time.Duration) bool {
 	var start, yielded time.Time
-	var yield bool
 	for turn := 1; !cond(); turn++ {
 		if turn%spinTurns != 0 {
 			continue
@@ -114,14 +110,12 @@ func spinUntil(cond func() bool, limit time.Duration) bool {
 		now := time.Now()
 		if start.IsZero() {
 			start, yielded = now, now
-			w := int(workers.Load())
-			yield = w == 0 || w >= runtime.GOMAXPROCS(0)
 			continue
 		}
 		if limit > 0 && now.Sub(start) > limit {
 			return false
 		}
-		if yield && now.Sub(yielded) >= yieldGap {
+		if now.Sub(yielded) >= yieldGap {
 			runtime.Gosched()
 			yielded = now
 		}
@@ -229,18 +223,7 @@ func spawnFanOut(parts int, f func(part int)) {
 	wg.Wait()
 }
 
-// workers is SetWorkers' setting; 0 means GOMAXPROCS.
-var workers atomic.Int32
-
-// SetWorkers sets how many goroutines the kernels' parallel regions use, the caller's included,
-// at most GOMAXPROCS; n ≤ 0 goes back to the default, GOMAXPROCS. It returns the setting it
-// replaced. A process that serves the network while it decodes runs GOMAXPROCS one above it
-// (infer/serve.ReserveNetworkProc): the helpers spin between regions and keep their Ps busy,
-// and the Go runtime looks for network events from an idle P (or from its monitor, every
-// 10 ms), so with every P spinning requests and responses wait to be read.
-func SetWorkers(n int) (prev int) { return int(workers.Swap(int32(max(n, 0)))) }
-
-// Workers is how many goroutines the kernels' parallel regions use (SetWorkers).
+// Workers is how many goroutines the kernels' parallel regions use: GOMAXPROCS.
 func Workers() int { return maxWorkers() }
 
 // FanOut runs f(0..parts-1), each exactly once, in parallel on the calling goroutine and up to

@@ -43,11 +43,7 @@ func maxWorkers() int {
 	if workerOverride > 0 {
 		return workerOverride
 	}
-	p := runtime.GOMAXPROCS(0)
-	if w := int(workers.Load()); w > 0 {
-		return min(w, p)
-	}
-	return p
+	return runtime.GOMAXPROCS(0)
 }
 
 // gemm is the blocked driver (the GotoBLAS loop nest): for each nc-wide column block and
