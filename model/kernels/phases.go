@@ -163,9 +163,9 @@ func (ph *phased) leadWait(i int) {
 // parks at once. A batch-1 decode step's one-part phases take a microsecond or less; a longer
 // one is a stretch the caller runs alone (the one-part products of a small model), through
 // which a spinning helper holds a P that other goroutines could use. Shorter waits cost more
-// than they saved: with 3 µs, a helper parked in every small product of `agentrl bench serve`'s
-// 0.13 M model and came back a wake-up later, and on a quiet machine the in-process engine made
-// 78–82 thousand tokens/s instead of 98.
+// than they saved: with 3 µs a helper parked in every small product of `agentrl bench serve`'s
+// 0.13 M model and came back a wake-up later; on a quiet machine that in-process engine made
+// 78–82 thousand tokens/s, 117–120 with this wait (and the contiguous ranges of claim).
 const phaseWait = helperSpin
 
 // help runs the chain from phase from on as a helper, under a free worker number, until the
