@@ -19,9 +19,9 @@ import (
 // its own and then the others' (claim), except that a phase of one part is the caller's (worker
 // 0): the caller never waits on a helper for work it could do itself, and a helper descheduled
 // by the operating system while it held such a part would have held up the whole chain. A
-// helper that has waited phaseWait for a phase of one part leaves the region, as it would leave
-// between regions, and the caller calls helpers back at the next phase of more than one part: a
-// chain of long one-part phases does not keep a core spinning. The region ends when the caller
+// helper that has waited helperSpin for a phase leaves the region, as it would leave between
+// regions, and the caller calls helpers back at the next phase of more than one part: a chain
+// of long one-part phases does not keep a core spinning. The region ends when the caller
 // has seen the last phase complete, not when every helper has left it: a helper that the
 // operating system descheduled before claiming a part holds nothing up, and finds nothing left
 // to claim when it runs again. With nw ≤ 1 the phases run one after another on the caller.
@@ -158,19 +158,16 @@ func (ph *phased) leadWait(i int) {
 	<-ph.wake
 }
 
-// phaseWait is how long a helper waits for a phase of one part (the caller's) before it leaves
-// the region and parks: as long as a helper spins between regions (helperSpin), after which it
-// parks at once. A batch-1 decode step's one-part phases take a microsecond or less; a longer
-// one is a stretch the caller runs alone (the one-part products of a small model), through
-// which a spinning helper holds a P that other goroutines could use. Shorter waits cost more
-// than they saved: with 3 µs a helper parked in every small product of `agentrl bench serve`'s
-// 0.13 M model and came back a wake-up later; on a quiet machine that in-process engine made
-// 78–82 thousand tokens/s, 117–120 with this wait (and the contiguous ranges of claim).
-const phaseWait = helperSpin
-
 // help runs the chain from phase from on as a helper, under a free worker number, until the
-// end (true) or until it has waited phaseWait for a phase of one part, or helperSpin for the
-// other parts of a phase (false).
+// end (true) or until it has waited helperSpin for a phase (false), as long as a helper spins
+// between regions, after which it parks at once. A batch-1 decode step's waits are a
+// microsecond or two; a longer one is a stretch the caller runs alone (a one-part phase: the
+// one-part products of a small model) or a part whose goroutine the operating system took off
+// its core, and a spinning helper would hold a P, or a core, that others could use. Shorter
+// waits cost more than they saved: leaving after 3 µs, a helper parked in every small product
+// of `agentrl bench serve`'s 0.13 M model and came back a wake-up later, and on a quiet machine
+// that in-process engine made 78–82 thousand tokens/s instead of 110–120; leaving while a
+// shared phase's other parts ran left a batch-32 product's parts to the caller alone.
 func (ph *phased) help(from int) bool {
 	w := 1
 	for ; w < len(ph.seats) && !ph.seats[w].CompareAndSwap(false, true); w++ {
@@ -179,14 +176,10 @@ func (ph *phased) help(from int) bool {
 		return true // every number is taken: enough helpers are in the region
 	}
 	for i := from; i < len(ph.parts); i++ {
-		limit := phaseWait // a one-part phase: the caller runs it alone
-		if ph.parts[i] > 1 {
+		if ph.parts[i] > 1 { // a phase of one part is the caller's
 			ph.work(w, i)
-			// The parts still running are another goroutine's share, done in a moment unless
-			// the operating system took its core.
-			limit = helperSpin
 		}
-		if !ph.wait(i, limit) {
+		if !ph.wait(i, helperSpin) {
 			ph.seats[w].Store(false)
 			ph.left.Add(1)
 			return false

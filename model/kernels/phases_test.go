@@ -77,7 +77,7 @@ func TestPhasesOrderAndParts(t *testing.T) {
 	}
 }
 
-// TestPhasesHelpersLeaveAndReturn: one-part phases longer than phaseWait send the helpers away,
+// TestPhasesHelpersLeaveAndReturn: one-part phases longer than helperSpin send the helpers away,
 // and the next phase of several parts calls them back (its parts run on more than one worker).
 func TestPhasesHelpersLeaveAndReturn(t *testing.T) {
 	old := workerOverride
@@ -88,7 +88,7 @@ func TestPhasesHelpersLeaveAndReturn(t *testing.T) {
 	for try := 0; try < 20; try++ {
 		Phases(2, parts, func(worker, phase, part int) {
 			if parts[phase] == 1 {
-				time.Sleep(3 * phaseWait)
+				time.Sleep(3 * helperSpin)
 			} else {
 				time.Sleep(20 * time.Microsecond)
 			}
@@ -100,7 +100,7 @@ func TestPhasesHelpersLeaveAndReturn(t *testing.T) {
 			return
 		}
 	}
-	t.Fatalf("after one-part phases longer than phaseWait, helpers ran %d and %d parts of the phases after them in 20 tries", helped[2].Load(), helped[4].Load())
+	t.Fatalf("after one-part phases longer than helperSpin, helpers ran %d and %d parts of the phases after them in 20 tries", helped[2].Load(), helped[4].Load())
 }
 
 // TestPhasesConcurrentAndNested: chains started from many goroutines at once, and chains
