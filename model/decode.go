@@ -140,11 +140,12 @@ func (m *Model) checkCache(c *KVCache) error {
 // The layers run as one parallel region of phases (kernels.Phases, decodeStep): per layer the
 // norm, the q/k/v product, attention (each (run, key/value head) task rotating its own queries
 // and key, storing its key and value, attending), the output product, the norm, the gate/up
-// product, SwiGLU and the down product; then the final norm and the LM head. A phase waits for
-// the one before it, as each kernel call used to wait for the one before, so every value gets
-// the same operations: only the number of parallel regions changed, from five or more a layer
-// to one a call. A batch-1 step is bound by the weights' memory traffic and the region's cost
-// was a fifth of it.
+// product, SwiGLU and the down product; then the final norm and the LM head (with few rows the
+// norms are done inside the products, normed). A phase waits for the one before it, as each
+// kernel call used to wait for the one before, so every value gets the same operations: only
+// the number of parallel regions changed, from five or more a layer to one a call. A batch-1
+// step is bound by the weights' memory traffic, and what came around the products (attention,
+// norms, 21 regions) was a fifth of it.
 func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32, allRows bool) error {
 	cfg := m.Cfg
 	for _, r := range runs {
@@ -224,7 +225,7 @@ const (
 )
 
 // decodeStep is one extend call as a chain of phases (kernels.Phases); it lives in the
-// workspace so that a step allocates nothing but the region.
+// workspace so that a step allocates nothing but the region's bookkeeping.
 type decodeStep struct {
 	m      *Model
 	c      *KVCache
