@@ -67,18 +67,16 @@ type Engine struct {
 	applied chan struct{} // closed when pending weights are in use
 	closed  bool
 
-	steps, rows atomic.Int64 // Stats
+	steps atomic.Int64 // Stats
 }
 
 // Stats counts what an engine has decoded since it started.
 type Stats struct {
-	Steps int64 // batched decode steps
-	Rows  int64 // sequences in them: tokens decoded, one a sequence a step
+	Steps int64 // batched decode steps: per generated token, how full the continuous batch was
 }
 
-// Stats returns the decode steps run so far and the rows in them; rows per step is how full
-// the continuous batch has been.
-func (e *Engine) Stats() Stats { return Stats{Steps: e.steps.Load(), Rows: e.rows.Load()} }
+// Stats returns the decode steps run so far.
+func (e *Engine) Stats() Stats { return Stats{Steps: e.steps.Load()} }
 
 // job is one request in flight; its fields after req are owned by the engine goroutine.
 type job struct {
@@ -388,7 +386,6 @@ func (e *Engine) loop(m *model.Model, cache *model.KVCache) {
 			continue
 		}
 		e.steps.Add(1)
-		e.rows.Add(int64(len(stepJobs)))
 		// Every job draws from its own rng, so sampling the slots in parallel gives the same
 		// tokens as one after another; finishing touches the shared slot table, so it stays here.
 		emitted = slices.Grow(emitted[:0], len(stepJobs))[:len(stepJobs)]

@@ -203,8 +203,8 @@ func overhead(ctx context.Context, w io.Writer, o ServeOptions, levels []int, m 
 		}
 		var rl, rh, ratio, sl, sh []float64
 		var ll, lh, cl, ch []time.Duration
-		// steps counts the decode steps of a round per request: 1/slots when every step is
-		// full, more when requests reach the engine too late to share steps.
+		// steps counts the decode steps of a round per request: completion tokens over slots
+		// when every step is full, more when requests reach the engine too late to share steps.
 		steps := func(before, after local.Stats) float64 { return float64(after.Steps-before.Steps) / float64(n) }
 		for range repeat {
 			c0, s0 := cpuTime(), eng.Stats()
