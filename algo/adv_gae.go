@@ -45,6 +45,9 @@ func newGAE(turn bool) EstimatorFactory {
 // NeedsValues is true: GAE bootstraps from V(s_t).
 func (gae) NeedsValues() bool { return true }
 
+// CreditsTurns is true for gae-turn, whose steps are the assistant turns.
+func (e gae) CreditsTurns() bool { return e.turn }
+
 func (e gae) Estimate(b *Batch) (Metrics, error) {
 	if err := prepare(b, true); err != nil {
 		return nil, err

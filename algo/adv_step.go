@@ -45,6 +45,9 @@ type stepRef struct {
 // GroupRelative is true: both levels compare with the episode group.
 func (gigpo) GroupRelative() bool { return true }
 
+// CreditsTurns is true: each step's tokens get their own advantage.
+func (gigpo) CreditsTurns() bool { return true }
+
 func (e gigpo) Estimate(b *Batch) (Metrics, error) {
 	if err := prepare(b, false); err != nil {
 		return nil, err
@@ -145,6 +148,9 @@ func newTurnReturn(c AdvantageConfig) (Estimator, error) {
 
 // GroupRelative is true: the baseline is the group's first-turn returns.
 func (turnReturn) GroupRelative() bool { return true }
+
+// CreditsTurns is true: each turn's tokens get the return from that turn on.
+func (turnReturn) CreditsTurns() bool { return true }
 
 func (e turnReturn) Estimate(b *Batch) (Metrics, error) {
 	if err := prepare(b, false); err != nil {

@@ -104,6 +104,14 @@ func Relative(e Estimator) bool {
 	return ok && v.GroupRelative()
 }
 
+// CreditsTurns reports whether e credits each assistant turn apart (from Batch.Turns) instead of
+// the whole sequence: tokens outside the turns, such as tool responses in the loss
+// (TrainOnToolTokens), then get no advantage.
+func CreditsTurns(e Estimator) bool {
+	v, ok := e.(interface{ CreditsTurns() bool })
+	return ok && v.CreditsTurns()
+}
+
 // NewEstimator builds a built-in estimator.
 func NewEstimator(c AdvantageConfig) (Estimator, error) { return Estimators().New(c) }
 

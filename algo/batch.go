@@ -19,7 +19,7 @@ type Batch struct {
 	// Per-token inputs.
 	Tokens    []int32     // optional token ids; the learner needs them to recompute logprobs
 	Mask      []bool      // loss mask: true for sampled policy tokens (the only ones with a gradient)
-	Roles     []traj.Role // optional; when present Mask may be true only on assistant tokens
+	Roles     []traj.Role // optional; when present Mask may be true only on assistant tokens (and tool tokens with ToolInLoss)
 	Behaviour []float32   // logprobs under the distribution the sampler actually used
 	// Old are the proximal logprobs π_old recomputed by the learner before the update. nil means
 	// the ratio's denominator is Behaviour and no importance correction is possible.
@@ -43,6 +43,10 @@ type Batch struct {
 	// batch has no turn structure (turn-level estimators then refuse it).
 	TurnOffsets []int
 	Turns       []Turn
+
+	// ToolInLoss lets Mask cover tool-response tokens too (TrainOnToolTokens): the ablation of
+	// Search-R1's retrieved-token masking, never the default.
+	ToolInLoss bool
 }
 
 // Turn is one assistant action inside a sequence. Positions are relative to the sequence start.
@@ -93,8 +97,8 @@ func (b *Batch) seqName(i int) string {
 }
 
 // Validate checks shapes and values: offsets, per-token and per-sequence lengths, turn ranges,
-// finite numbers (an error names the sequence and token), masks only on assistant tokens and
-// token rewards only on masked tokens.
+// finite numbers (an error names the sequence and token), masks only on assistant tokens (and
+// tool-response tokens with ToolInLoss) and token rewards only on masked tokens.
 func (b *Batch) Validate() error {
 	if len(b.Offsets) == 0 {
 		return fmt.Errorf("algo: batch has no offsets (want NumSeqs+1 entries starting at 0)")
@@ -200,7 +204,7 @@ func (b *Batch) validateSeq(i int) error {
 			if !b.Roles[t].Valid() {
 				return fmt.Errorf("algo: %s token %d: unknown role %d", b.seqName(i), t-lo, b.Roles[t])
 			}
-			if b.Mask[t] && b.Roles[t] != traj.RoleAssistant {
+			if b.Mask[t] && b.Roles[t] != traj.RoleAssistant && !(b.ToolInLoss && b.Roles[t] == traj.RoleTool) {
 				return fmt.Errorf("algo: %s token %d: loss mask set on a %s token", b.seqName(i), t-lo, b.Roles[t])
 			}
 		}

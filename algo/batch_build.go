@@ -64,6 +64,28 @@ func FromTrajectories(ts []*traj.Trajectory) (*Batch, error) {
 	return b, nil
 }
 
+// TrainOnToolTokens extends b's loss mask to its tool-response tokens (traj.RoleTool), so that the
+// loss trains the policy to predict what the tools answered as if it had written it. This is the
+// ablation of Search-R1's retrieved-token loss masking (arXiv 2503.09516 §3.1 and its Table 4,
+// "w/o mask"), which found training on retrieved tokens less stable and worse; the default is to
+// mask them, as nanochat's and verl's agent loops do. b must carry its roles. Call it before the
+// proximal logprobs are recomputed, so that they cover these tokens too: nothing sampled them, so
+// they have no behaviour logprob, and the learner takes the proximal one in its place (importance
+// weight 1). An estimator that credits turns (CreditsTurns) would give them no advantage, and a
+// critic estimator would give tokens the environment wrote a value: neither fits.
+func (b *Batch) TrainOnToolTokens() error {
+	if b.Roles == nil {
+		return fmt.Errorf("algo: training on tool tokens needs the batch's roles")
+	}
+	for t, r := range b.Roles {
+		if r == traj.RoleTool {
+			b.Mask[t] = true
+		}
+	}
+	b.ToolInLoss = true
+	return nil
+}
+
 // tokenKey encodes token ids as a string usable as a map key (exact, no hashing collisions).
 func tokenKey(ids []int32) string {
 	buf := make([]byte, 4*len(ids))
@@ -87,7 +109,7 @@ func (b *Batch) Select(idx []int) (*Batch, error) {
 			nt += b.TurnOffsets[i+1] - b.TurnOffsets[i]
 		}
 	}
-	m := &Batch{Offsets: make([]int, 1, len(idx)+1)}
+	m := &Batch{Offsets: make([]int, 1, len(idx)+1), ToolInLoss: b.ToolInLoss}
 	m.Mask = make([]bool, 0, n)
 	m.Behaviour = make([]float32, 0, n)
 	m.Tokens, m.Roles = selTok(m.Tokens, b.Tokens, n), selTok(m.Roles, b.Roles, n)

@@ -309,7 +309,7 @@ type RLStats struct {
 	MaxGrad  float64
 	LR       float64 // of the last update
 	Skipped  int     // updates skipped for a non-finite loss or gradient
-	Entropy  float64 // mean entropy of masked tokens in the first epoch
+	Entropy  float64 // mean entropy of the masked assistant tokens in the first epoch
 	Metrics  algo.Metrics
 }
 
@@ -358,7 +358,8 @@ func (l *Learner) RLStep(b *algo.Batch, loss *algo.Loss, epochs, minibatches int
 				}
 				if ep == 0 {
 					for j := s0; j < s1; j++ {
-						if mb.Mask[j] {
+						// The policy's entropy: over its own tokens, also when tool tokens train.
+						if mb.Mask[j] && (mb.Roles == nil || mb.Roles[j] == traj.RoleAssistant) {
 							entSum += float64(cur.Entropies[j])
 							entN++
 						}

@@ -26,6 +26,9 @@ type RL struct {
 	Minibatches int
 	// Chunk is how many sequences one recomputation forward pass holds (memory bound).
 	Chunk int
+	// TrainToolTokens puts the tool-response tokens in the loss (algo.Batch.TrainOnToolTokens):
+	// Search-R1's ablation of retrieved-token masking. Off, only the policy's own tokens train.
+	TrainToolTokens bool
 }
 
 // KLPenalty is the KL to the reference as a dense reward (Ouyang et al., arXiv 2203.02155 eq. 2):
@@ -85,6 +88,11 @@ func (r *RL) Step(trajs []*traj.Trajectory, version int32, rng *rand.Rand) (RLRe
 	if err != nil {
 		return rep, err
 	}
+	if r.TrainToolTokens {
+		if err := b.TrainOnToolTokens(); err != nil {
+			return rep, err
+		}
+	}
 	chunk := r.Chunk
 	if chunk <= 0 {
 		chunk = 64
@@ -100,6 +108,15 @@ func (r *RL) Step(trajs []*traj.Trajectory, version int32, rng *rand.Rand) (RLRe
 	}
 	if err := l.LogprobsValues(l.Model, b, chunk, b.Old, nil, b.Values); err != nil {
 		return rep, fmt.Errorf("recompute logprobs: %w", err)
+	}
+	if b.ToolInLoss {
+		// No policy sampled the tool's tokens: their behaviour is taken to be the proximal policy
+		// (importance weight 1), so corrections and the shift measure see no gap there.
+		for t, role := range b.Roles {
+			if role == traj.RoleTool {
+				b.Behaviour[t] = b.Old[t]
+			}
+		}
 	}
 	rep.Shift = algo.MeasureShift(b, version)
 	if r.Ref != nil {

@@ -74,9 +74,8 @@ func (m *Model) backward(b *Batch, dLogprobs, dEntropy, dValues []float32) error
 			copy(w.dln[int(idx)*C:(int(idx)+1)*C], w.lnfT[i*C:(i+1)*C])
 		}
 	}
-	clear(w.dres[:n*C])
 	x := w.res[c.Layers*n*C : (c.Layers+1)*n*C]
-	kernels.RMSNormBackward(w.dres, g.Norm, w.dln, x, m.Params.Norm, w.rstdf, n, C)
+	m.normBackward(w.dres[:n*C], g.Norm, w.dln, x, m.Params.Norm, w.rstdf, n, true)
 
 	for l := c.Layers - 1; l >= 0; l-- {
 		m.blockBackward(l, b)
@@ -106,27 +105,58 @@ func (m *Model) blockBackward(l int, b *Batch) {
 	// MLP: next = mid + sw·Downᵀ, so d(mid) starts as dres and gains the MLP branch below.
 	kernels.Sgemm(false, false, n, H, C, 1, dres, C, p.Down, H, 0, dsw, H)
 	kernels.Sgemm(true, false, C, H, n, 1, dres, C, sw, H, 1, g.Down, H)
-	clear(dgu)
 	m.par.rows(n, minRows, func(lo, hi int) {
+		clear(dgu[lo*2*H : hi*2*H])
 		kernels.SwiGLUBackward(dgu[lo*2*H:hi*2*H], dsw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
 	})
 	kernels.Sgemm(false, false, n, C, 2*H, 1, dgu, 2*H, p.GateUp, C, 0, dln, C)
 	kernels.Sgemm(true, false, 2*H, C, n, 1, dgu, 2*H, ln2, C, 1, g.GateUp, C)
-	kernels.RMSNormBackward(dres, g.MLPNorm, dln, mid, p.MLPNorm, rstd2, n, C)
+	m.normBackward(dres, g.MLPNorm, dln, mid, p.MLPNorm, rstd2, n, false)
 
 	// Attention: mid = x + atty·Oᵀ.
 	kernels.Sgemm(false, false, n, C, C, 1, dres, C, p.O, C, 0, datty, C)
 	kernels.Sgemm(true, false, C, C, n, 1, dres, C, atty, C, 1, g.O, C)
-	clear(dqkv)
-	m.attentionBackward(l, b, qkv, atty, datty, dqkv)
-	m.ropeRows(dqkv, b.Pos, n, true)
+	m.attentionBackward(l, b, qkv, atty, datty, dqkv) // then RoPE's backward
 	kernels.Sgemm(false, false, n, C, Q, 1, dqkv, Q, p.QKV, C, 0, dln, C)
 	kernels.Sgemm(true, false, Q, C, n, 1, dqkv, Q, ln1, C, 1, g.QKV, C)
-	kernels.RMSNormBackward(dres, g.AttnNorm, dln, x, p.AttnNorm, rstd1, n, C)
+	m.normBackward(dres, g.AttnNorm, dln, x, p.AttnNorm, rstd1, n, false)
 }
 
-// attentionBackward mirrors attentionForward. A task owns one key/value head of one span, so
-// its dk and dv (shared by the head's query group) are written by one goroutine only.
+// normChunk is the number of rows of one task of normBackward. The chunks, not the number of
+// workers, decide how the weight gradient is summed.
+const normChunk = 64
+
+func normChunks(n int) int { return (n + normChunk - 1) / normChunk }
+
+// normBackward is kernels.RMSNormBackward over n rows in parallel: each chunk of normChunk rows
+// adds its rows' input gradients into dinp (zeroed first when clearInp is set) and its weight
+// gradient into a partial of its own, and the partials are then added into dweight in chunk
+// order, so the sum is the same on any number of workers.
+func (m *Model) normBackward(dinp, dweight, dout, inp, weight, rstd []float32, n int, clearInp bool) {
+	C, w := m.Cfg.Dim, &m.train
+	chunks := normChunks(n)
+	part := w.dnorm[:chunks*C]
+	m.par.run(chunks, func(_, ch int) {
+		lo, hi := ch*normChunk, min(n, (ch+1)*normChunk)
+		dw := part[ch*C : (ch+1)*C]
+		clear(dw)
+		if clearInp {
+			clear(dinp[lo*C : hi*C])
+		}
+		kernels.RMSNormBackward(dinp[lo*C:hi*C], dw, dout[lo*C:hi*C], inp[lo*C:hi*C], weight, rstd[lo:hi], hi-lo, C)
+	})
+	for ch := range chunks {
+		for j, v := range part[ch*C : (ch+1)*C] {
+			dweight[j] += v
+		}
+	}
+}
+
+// attentionBackward mirrors attentionForward: each task zeroes its span's rows of dq (the
+// heads of its query group), dk and dv (its key/value head), adds attention's gradients, and
+// turns the dq and dk of the rotated vectors into those before RoPE. A task owns one key/value
+// head of one span, so its dk and dv (shared by the head's query group) are written by one
+// goroutine only, and the spans cover every row of dqkv.
 func (m *Model) attentionBackward(l int, b *Batch, qkv, atty, datty, dqkv []float32) {
 	c, w := m.Cfg, &m.train
 	n := b.Rows * b.T
@@ -134,8 +164,16 @@ func (m *Model) attentionBackward(l int, b *Batch, qkv, atty, datty, dqkv []floa
 	Q, hd, nRep := c.qkvDim(), c.HeadDim(), c.Heads/c.KVHeads
 	m.par.run(len(w.spans)*c.KVHeads, func(worker, i int) {
 		t := m.attnTaskFor(w.spans[i/c.KVHeads], i%c.KVHeads, b.T)
+		for r := 0; r < t.L; r++ {
+			clear(dqkv[t.q+r*Q : t.q+r*Q+nRep*hd])
+			clear(dqkv[t.k+r*Q : t.k+r*Q+hd])
+			clear(dqkv[t.v+r*Q : t.v+r*Q+hd])
+		}
 		kernels.AttentionBackward(dqkv[t.q:], dqkv[t.k:], dqkv[t.v:], w.scratch[worker], datty[t.out:], c.Dim,
 			atty[t.out:], lse[t.lse:], c.Heads, qkv[t.q:], Q, qkv[t.k:], qkv[t.v:], Q, t.L, 0, nRep, hd)
+		pos := b.Pos[t.i0 : t.i0+t.L]
+		kernels.RopeBackward(dqkv[t.q:], Q, pos, m.ropeCos, m.ropeSin, t.L, nRep, hd)
+		kernels.RopeBackward(dqkv[t.k:], Q, pos, m.ropeCos, m.ropeSin, t.L, 1, hd)
 	})
 }
 

@@ -33,19 +33,21 @@ type ownNorm struct {
 // decodeWeights is a snapshot of the weight matrices in the decode kernels' layout.
 type decodeWeights struct {
 	layers []packedLayer
-	head   kernels.PackedWeights
+	head   decodeMatrix
 	bytes  int // of all the matrices: what a batch-1 step reads
 }
 
-type packedLayer struct{ qkv, o, gateUp, down kernels.PackedWeights }
+type packedLayer struct{ qkv, o, gateUp, down decodeMatrix }
 
 // PackDecodeWeights copies the weight matrices into the layout of the decode kernels
 // (kernels.PackedWeights), and Step and Prefill read them from that copy from then on; call it
 // again after every change of the weights. The results are bit for bit those of the unpacked
 // weights; a batch-1 step streams each matrix once instead of transposing it in registers, and a
 // batched step skips packing every matrix on every call. The copy takes as much memory as the
-// matrices (13.6 MB for DefaultConfig(2048)).
-func (m *Model) PackDecodeWeights() {
+// matrices (13.6 MB for DefaultConfig(2048)). PackDecodeWeightsAs packs them in another precision.
+func (m *Model) PackDecodeWeights() { m.packDecodeWeights(F32) }
+
+func (m *Model) packDecodeWeights(prec Precision) {
 	cfg := m.Cfg
 	C, H := cfg.Dim, cfg.Hidden
 	w := m.dec.packed
@@ -54,13 +56,17 @@ func (m *Model) PackDecodeWeights() {
 	}
 	for l := range cfg.Layers {
 		p, pl := &m.Params.Layers[l], &w.layers[l]
-		pl.qkv.Pack(p.QKV, cfg.qkvDim(), C)
-		pl.o.Pack(p.O, C, C)
-		pl.gateUp.Pack(p.GateUp, 2*H, C)
-		pl.down.Pack(p.Down, C, H)
+		pl.qkv.pack(prec, p.QKV, cfg.qkvDim(), C)
+		pl.o.pack(prec, p.O, C, C)
+		pl.gateUp.pack(prec, p.GateUp, 2*H, C)
+		pl.down.pack(prec, p.Down, C, H)
 	}
-	w.head.Pack(m.Params.LMHead, cfg.Vocab, C)
-	w.bytes = 4 * (len(m.Params.LMHead) + cfg.Layers*(cfg.qkvDim()*C+C*C+2*H*C+C*H))
+	w.head.pack(prec, m.Params.LMHead, cfg.Vocab, C)
+	size := 4 // bytes a weight
+	if !prec.Exact() {
+		size = 2
+	}
+	w.bytes = size * (len(m.Params.LMHead) + cfg.Layers*(cfg.qkvDim()*C+C*C+2*H*C+C*H))
 	m.dec.packed = w
 }
 
@@ -316,16 +322,17 @@ func (s *decodeStep) elemParts(floats, least int) int {
 }
 
 // productParts is how many parts the product of phase k takes: the packed weights' own split
-// (kernels.PackedWeights.Parts), or one call of kernels.Sgemm, which splits itself.
+// (kernels.PackedWeights.Parts, kernels.PackedBF16.Parts), or one call of kernels.Sgemm,
+// which splits itself.
 func (s *decodeStep) productParts(rows, l int, k phaseKind) int {
 	if w := s.packed(l, k); w != nil {
-		return w.Parts(rows, s.nw)
+		return w.parts(rows, s.nw)
 	}
 	return 1
 }
 
 // packed returns the packed weights of the product of phase k in layer l, nil without them.
-func (s *decodeStep) packed(l int, k phaseKind) *kernels.PackedWeights {
+func (s *decodeStep) packed(l int, k phaseKind) *decodeMatrix {
 	pw := s.d.packed
 	if pw == nil {
 		return nil
@@ -398,7 +405,7 @@ func chunk(n, part, parts, align int) (lo, hi int) {
 // of the phase when there are any.
 func (s *decodeStep) project(part, parts, rows, out, in int, x, w []float32, ph stepPhase, beta float32, y []float32) {
 	if packed := s.packed(ph.layer, ph.kind); packed != nil {
-		kernels.SgemmPackedPart(part, parts, rows, 1, x, in, packed, beta, y, out)
+		packed.part(part, parts, rows, in, x, beta, y, out)
 		return
 	}
 	kernels.Sgemm(false, true, rows, out, in, 1, x, in, w, in, beta, y, out)
@@ -424,6 +431,10 @@ func (m *Model) attendTask(c *KVCache, l int, r run, g int, d *decodeWorkspace, 
 	qkv, pos := d.qkv[r.first*Q:], d.pos[r.first:r.first+r.L]
 	kernels.RopeForward(qkv[g*nRep*hd:], Q, pos, m.ropeCos, m.ropeSin, r.L, nRep, hd)
 	kernels.RopeForward(qkv[kOff+g*hd:], Q, pos, m.ropeCos, m.ropeSin, r.L, 1, hd)
+	if c.k16 != nil {
+		m.attendTaskBF16(c, l, r, g, d, scratch) // decode_precision.go
+		return
+	}
 	ckb, cv := c.headSlot(l, r.slot, g)
 	for j := 0; j < r.L; j++ {
 		row := qkv[j*Q:]

@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/agentrl/agentrl/model/kernels"
 )
@@ -45,6 +46,11 @@ func (m *Model) forward(b *Batch, logprobs, entropy, values []float32) error {
 		return fmt.Errorf("model: Forward needs %d logprobs and entropies, got %d and %d", n, len(logprobs), len(entropy))
 	}
 	w := &m.train
+	// Longest sequences first: attention's tasks are (span, key/value head) pairs whose cost
+	// grows with the square of the span, and handing out the longest first keeps a long one
+	// from running alone at the end of the parallel region. Each task writes its own outputs,
+	// so the order changes no result.
+	slices.SortStableFunc(spans, func(a, b span) int { return (b.end - b.start) - (a.end - a.start) })
 	w.spans = spans
 	w.fwd = nil
 	w.size(m.Cfg, b.Rows, b.T, m.par.n)
@@ -124,22 +130,23 @@ func (m *Model) blockForward(l int, b *Batch) {
 	sw := w.sw[l*n*H : (l+1)*n*H]
 	next := w.res[(l+1)*n*C : (l+2)*n*C]
 
+	// The residual adds are fused into the output GEMMs (beta = 1) on copies of the stream,
+	// made in the norms' parallel regions, which read the same rows.
 	m.par.rows(n, minRows, func(lo, hi int) {
 		kernels.RMSNormForward(ln1[lo*C:hi*C], rstd1[lo:hi], x[lo*C:hi*C], p.AttnNorm, hi-lo, C, c.NormEps)
+		copy(mid[lo*C:hi*C], x[lo*C:hi*C])
 	})
 	kernels.Sgemm(false, true, n, Q, C, 1, ln1, C, p.QKV, C, 0, qkv, Q)
-	m.ropeRows(qkv, b.Pos, n, false)
-	m.attentionForward(l, b, qkv, atty)
-	copy(mid, x) // the residual add is fused into the GEMM (beta = 1)
+	m.attentionForward(l, b, qkv, atty) // rotates q and k by RoPE first
 	kernels.Sgemm(false, true, n, C, C, 1, atty, C, p.O, C, 1, mid, C)
 	m.par.rows(n, minRows, func(lo, hi int) {
 		kernels.RMSNormForward(ln2[lo*C:hi*C], rstd2[lo:hi], mid[lo*C:hi*C], p.MLPNorm, hi-lo, C, c.NormEps)
+		copy(next[lo*C:hi*C], mid[lo*C:hi*C])
 	})
 	kernels.Sgemm(false, true, n, 2*H, C, 1, ln2, C, p.GateUp, C, 0, gu, 2*H)
 	m.par.rows(n, minRows, func(lo, hi int) {
 		kernels.SwiGLUForward(sw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
 	})
-	copy(next, mid)
 	kernels.Sgemm(false, true, n, C, H, 1, sw, H, p.Down, H, 1, next, C)
 }
 
@@ -159,9 +166,10 @@ func (m *Model) ropeRows(qkv []float32, pos []int32, n int, backward bool) {
 }
 
 // attnTask locates one (sequence span, key/value head) unit of attention work in the fused
-// buffers: q/k/v offsets into qkv, the output offset into atty (row stride Dim) and the offset of
-// the first head's log-sum-exp in lse (layout (n, Heads), row stride Heads).
-type attnTask struct{ q, k, v, out, lse, L int }
+// buffers: q/k/v offsets into qkv, the output offset into atty (row stride Dim), the offset of
+// the first head's log-sum-exp in lse (layout (n, Heads), row stride Heads), and the span's first
+// row i0 and length L.
+type attnTask struct{ q, k, v, out, lse, i0, L int }
 
 func (m *Model) attnTaskFor(s span, g, T int) attnTask {
 	c := m.Cfg
@@ -174,12 +182,14 @@ func (m *Model) attnTaskFor(s span, g, T int) attnTask {
 		v:   i0*Q + (c.Heads+c.KVHeads)*hd + g*hd,
 		out: i0*c.Dim + g*nRep*hd,
 		lse: i0*c.Heads + g*nRep,
+		i0:  i0,
 		L:   s.end - s.start,
 	}
 }
 
-// attentionForward runs attention for every sequence span and key/value head in parallel; the
-// tasks write disjoint parts of atty and lse.
+// attentionForward rotates the queries and keys of every sequence span and key/value head by
+// RoPE and runs attention on them, all (span, head) pairs in one parallel region: the spans
+// cover every row, and the tasks rotate and write disjoint parts of qkv, atty and lse.
 func (m *Model) attentionForward(l int, b *Batch, qkv, atty []float32) {
 	c, w := m.Cfg, &m.train
 	n := b.Rows * b.T
@@ -187,6 +197,9 @@ func (m *Model) attentionForward(l int, b *Batch, qkv, atty []float32) {
 	Q, hd, nRep := c.qkvDim(), c.HeadDim(), c.Heads/c.KVHeads
 	m.par.run(len(w.spans)*c.KVHeads, func(worker, i int) {
 		t := m.attnTaskFor(w.spans[i/c.KVHeads], i%c.KVHeads, b.T)
+		pos := b.Pos[t.i0 : t.i0+t.L]
+		kernels.RopeForward(qkv[t.q:], Q, pos, m.ropeCos, m.ropeSin, t.L, nRep, hd)
+		kernels.RopeForward(qkv[t.k:], Q, pos, m.ropeCos, m.ropeSin, t.L, 1, hd)
 		kernels.AttentionForward(atty[t.out:], c.Dim, lse[t.lse:], c.Heads, w.scratch[worker],
 			qkv[t.q:], Q, qkv[t.k:], qkv[t.v:], Q, t.L, 0, nRep, hd)
 	})

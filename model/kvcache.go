@@ -14,14 +14,18 @@ type KVCache struct {
 	slots, maxLen int
 	k             []float32 // (Layers, slots, KVHeads, kernels.KeyBlocksLen(maxLen, HeadDim))
 	v             []float32 // (Layers, slots, KVHeads, maxLen, HeadDim)
-	lens          []int
-	err           error // a size error from NewKVCache, reported by every use
+	// k16 and v16 replace k and v in a bfloat16 cache (NewKVCacheAs), in the same layouts.
+	k16, v16 []uint16
+	lens     []int
+	err      error // a size error from NewKVCache, reported by every use
 }
 
 // NewKVCache allocates a cache of slots sequences of up to maxLen tokens. maxLen above the
 // model's MaxSeq is lowered to MaxSeq (there are no positions beyond it). Non-positive sizes give
 // a cache whose every Step and Prefill returns an error saying so.
-func (m *Model) NewKVCache(slots, maxLen int) *KVCache {
+func (m *Model) NewKVCache(slots, maxLen int) *KVCache { return m.newKVCache(slots, maxLen, F32) }
+
+func (m *Model) newKVCache(slots, maxLen int, p Precision) *KVCache {
 	c := &KVCache{cfg: m.Cfg, slots: slots, maxLen: min(maxLen, m.Cfg.MaxSeq)}
 	if slots <= 0 || maxLen <= 0 {
 		c.err = fmt.Errorf("model: KV cache needs positive slots and length, got %d and %d", slots, maxLen)
@@ -29,8 +33,12 @@ func (m *Model) NewKVCache(slots, maxLen int) *KVCache {
 		return c
 	}
 	heads := m.Cfg.Layers * slots * m.Cfg.KVHeads
-	c.k = make([]float32, heads*kernels.KeyBlocksLen(c.maxLen, m.Cfg.HeadDim()))
-	c.v = make([]float32, heads*c.maxLen*m.Cfg.HeadDim())
+	nk, nv := heads*kernels.KeyBlocksLen(c.maxLen, m.Cfg.HeadDim()), heads*c.maxLen*m.Cfg.HeadDim()
+	if p.Exact() {
+		c.k, c.v = make([]float32, nk), make([]float32, nv)
+	} else {
+		c.k16, c.v16 = make([]uint16, nk), make([]uint16, nv)
+	}
 	c.lens = make([]int, slots)
 	return c
 }
@@ -61,8 +69,15 @@ func (c *KVCache) Reset(slot int) {
 // scores of a decode step stream a head's keys as one contiguous run; the values are (maxLen,
 // HeadDim). Each head's keys and values are contiguous.
 func (c *KVCache) headSlot(l, slot, g int) (kb, v []float32) {
+	k, vs := c.headRange(l, slot, g)
+	return c.k[k[0]:k[1]], c.v[vs[0]:vs[1]]
+}
+
+// headRange is where the keys and the values of key/value head g of slot in layer l lie in the
+// cache's arrays (either precision's).
+func (c *KVCache) headRange(l, slot, g int) (k, v [2]int) {
 	hd := c.cfg.HeadDim()
 	ksize, vsize := kernels.KeyBlocksLen(c.maxLen, hd), c.maxLen*hd
 	h := (l*c.slots+slot)*c.cfg.KVHeads + g
-	return c.k[h*ksize : (h+1)*ksize], c.v[h*vsize : (h+1)*vsize]
+	return [2]int{h * ksize, (h + 1) * ksize}, [2]int{h * vsize, (h + 1) * vsize}
 }

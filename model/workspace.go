@@ -46,6 +46,7 @@ type trainWorkspace struct {
 	datty []float32 // (n, C)
 	dgu   []float32 // (n, 2·Hidden)
 	dsw   []float32 // (n, Hidden)
+	dnorm []float32 // (normChunks(n), C) the norm weight gradient of each chunk of rows
 
 	fwd *Batch // the batch of the last Forward whose activations are intact, nil after Backward
 }
@@ -87,11 +88,12 @@ func (w *trainWorkspace) size(c Config, rows, t, workers int) {
 	w.datty = grow(w.datty, n*C)
 	w.dgu = grow(w.dgu, n*2*c.Hidden)
 	w.dsw = grow(w.dsw, n*c.Hidden)
+	w.dnorm = grow(w.dnorm, normChunks(n)*C)
 	for len(w.scratch) < workers {
 		w.scratch = append(w.scratch, nil)
 	}
 	for i := range w.scratch {
-		w.scratch[i] = grow(w.scratch[i], 2*kernels.AttentionScratch(t, 0))
+		w.scratch[i] = grow(w.scratch[i], 2*kernels.AttentionScratch(t, 0, c.HeadDim()))
 	}
 }
 

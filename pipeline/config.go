@@ -58,6 +58,10 @@ type RolloutConfig struct {
 	// trainer publishes its weights to them at the start of an RL phase and after every update;
 	// evaluation stays in-process.
 	Generator *remote.Config `yaml:"generator,omitempty"`
+	// Precision is the number formats the in-process engine samples RL episodes in: of the
+	// weights and of the KV cache, f32 (the default, what the learner computes) or bf16
+	// (precision.go).
+	Precision *model.DecodePrecision `yaml:"precision,omitempty"`
 }
 
 // EnvWeight is one environment of a phase's mix.
@@ -113,6 +117,11 @@ type RLConfig struct {
 	KLPenalty *algo.KLPenaltyConfig `yaml:"kl_penalty,omitempty"`
 	// DynamicSampling drops zero-variance groups and samples more to fill the step (DAPO).
 	DynamicSampling *DynamicSamplingConfig `yaml:"dynamic_sampling,omitempty"`
+	// TrainToolResponses puts the tool-response tokens in the loss besides the policy's own: the
+	// ablation of Search-R1's retrieved-token masking (arXiv 2503.09516), for measuring it. The
+	// tokens take the sequence's advantage; their behaviour logprob is the proximal one, so the
+	// step's shift metrics count them with weight 1. Entropy is still the policy's tokens'.
+	TrainToolResponses bool `yaml:"train_tool_responses"`
 	// AllowSamplingMismatch must be set when rollout sampling (temperature ≠ 1, top-k, top-p)
 	// makes the behaviour distribution differ from what the learner recomputes.
 	AllowSamplingMismatch bool `yaml:"allow_sampling_mismatch"`
@@ -281,6 +290,7 @@ func (c *Config) Validate(envs *env.Registry) error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, c.validatePrecision()...) // precision.go
 	if c.Checkpoint.Every < 1 || c.Checkpoint.Keep < 1 {
 		bad("checkpoint.every and checkpoint.keep must be positive")
 	}
@@ -416,6 +426,9 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 		if err := checkCritic(r); err != nil {
 			return err
 		}
+		if err := checkToolResponses(r); err != nil {
+			return err
+		}
 		if r.KLPenalty != nil {
 			if err := r.KLPenalty.Validate(); err != nil {
 				return fmt.Errorf("rl.kl_penalty.%w", err)
@@ -477,4 +490,24 @@ func criticEstimators() []string {
 		}
 	}
 	return names
+}
+
+// checkToolResponses refuses tool-response tokens in the loss where they cannot train as the
+// ablation means: with an estimator that credits turns apart they would get no advantage, and a
+// critic estimator would give tokens the environment wrote a value.
+func checkToolResponses(r *RLConfig) error {
+	if !r.TrainToolResponses {
+		return nil
+	}
+	est, err := algo.NewEstimator(r.Advantage)
+	if err != nil {
+		return fmt.Errorf("rl.advantage: %w", err)
+	}
+	switch {
+	case algo.NeedsValues(est):
+		return fmt.Errorf("rl.train_tool_responses: %q bootstraps from the value of each state the policy acted in, and the tool's tokens are not the policy's actions: use an estimator without a critic (grpo, rloo, reinforce++)", r.Advantage.Name)
+	case algo.CreditsTurns(est):
+		return fmt.Errorf("rl.train_tool_responses: %q credits each assistant turn apart, so tool-response tokens would get no advantage and train nothing: use a sequence-level estimator (grpo, rloo, reinforce++)", r.Advantage.Name)
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/env/calc"
+	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -60,7 +61,7 @@ func TestDifficultyRun(t *testing.T) {
 	if _, err := run.Train(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "phase rl: tasks drawn by difficulty: calc at levels 1 (×1), 4 (×3)") {
+	if !strings.Contains(out.String(), "phase rl: tasks drawn by difficulty: calc at levels 1 (×1), 4 (×3)") || !strings.Contains(out.String(), "(calc L1 ") {
 		t.Errorf("the run does not describe its difficulty:\n%s", out.String())
 	}
 	f, err := os.Open(filepath.Join(run.Dir, "trajectories.atrs"))
@@ -73,6 +74,7 @@ func TestDifficultyRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, levels := 0, 0
+	rlEps, rlWins := map[string]int{}, map[string]int{} // by level, the RL step's episodes
 	for tr, err := range rd.All() {
 		if err != nil {
 			t.Fatal(err)
@@ -80,6 +82,11 @@ func TestDifficultyRun(t *testing.T) {
 		d := rlD
 		if meta(tr, "phase") == "sft" {
 			d = sftD
+		} else if lv := meta(tr, env.InfoLevel); lv != "" {
+			rlEps[lv]++
+			if rollout.Succeeded(tr) {
+				rlWins[lv]++
+			}
 		}
 		level := d.LevelOf(tr.TaskSeed)
 		// An episode cut short by a rollout limit never saw its final transition.
@@ -99,6 +106,18 @@ func TestDifficultyRun(t *testing.T) {
 	}
 	evals := 0
 	for _, m := range metricLines(t, run.Dir) {
+		if m["phase"] == "rl" && m["optim/lr"] != nil {
+			// The RL step's training success per level, from the episodes it recorded.
+			for lv, eps := range rlEps {
+				k := "reward/success/calc/level" + lv
+				if got, ok := m[k].(float64); !ok || got != float64(rlWins[lv])/float64(eps) {
+					t.Errorf("%s = %v, want %d of %d", k, m[k], rlWins[lv], eps)
+				}
+			}
+			if len(rlEps) == 0 || m["reward/success/calc/level2"] != nil {
+				t.Errorf("step levels %v, line %v", rlEps, m)
+			}
+		}
 		if m["eval"] == nil {
 			continue
 		}
@@ -120,4 +139,15 @@ func meta(t *traj.Trajectory, key string) string {
 		}
 	}
 	return ""
+}
+
+// The progress line's per-level success: environments, then levels, in order.
+func TestDescribeLevels(t *testing.T) {
+	got := describeLevels(map[envLevel]float64{{"maze", 2}: 0.25, {"calc", 10}: 1, {"calc", 2}: 0.5})
+	if want := "calc L2 50% L10 100%, maze L2 25%"; got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+	if describeLevels(nil) != "" {
+		t.Fatal("no levels described as something")
+	}
 }

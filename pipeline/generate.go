@@ -41,7 +41,8 @@ func (r *Run) newSampler(ctx context.Context, p Phase) (*policySampler, error) {
 	g := r.Cfg.Rollout.Generator
 	if g == nil {
 		swap := p.RL != nil && p.RL.Async != nil && !p.RL.Async.partial()
-		eng, err := local.NewEngine(r.model, r.version, local.EngineConfig{Slots: r.Cfg.Rollout.EngineSlots, MaxLen: r.Cfg.Rollout.MaxContext, SwapAtCompletion: swap})
+		eng, err := local.NewEngine(r.model, r.version, local.EngineConfig{Slots: r.Cfg.Rollout.EngineSlots, MaxLen: r.Cfg.Rollout.MaxContext,
+			SwapAtCompletion: swap, Precision: r.Cfg.samplingPrecision()})
 		if err != nil {
 			return nil, err
 		}
@@ -56,12 +57,38 @@ func (r *Run) newSampler(ctx context.Context, p Phase) (*policySampler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := r.probeServers(ctx, router); err != nil {
+		router.Close()
+		return nil, err
+	}
 	s := &policySampler{gen: router, router: router, r: r}
 	if err := s.toServers(ctx); err != nil {
 		router.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// probeServers checks, before any weights are sent, that every server of the phase serves what
+// the run needs (remote.Router.Probe): a server that answers wrongly stops the run with an error
+// naming it; one that does not answer is ejected with a warning and re-admitted by the health
+// checks when it comes up.
+func (r *Run) probeServers(ctx context.Context, router *remote.Router) error {
+	req := infer.Request{
+		Prompt:   r.tok.EncodePrompt("", "1+1"),
+		Sampling: r.Cfg.Rollout.Sampling,
+		Seed:     r.Cfg.Seed,
+	}
+	infos, err := router.Probe(ctx, remote.ProbeOptions{Request: req, MaxContext: r.Cfg.Rollout.MaxContext})
+	if err != nil {
+		return err
+	}
+	for _, info := range infos {
+		if info.Unreachable != nil {
+			r.printf("warning: inference server ejected at start: %v\n", info.Unreachable)
+		}
+	}
+	return nil
 }
 
 // publish makes r.model, as r.version, the policy that generates next. With wait it returns once

@@ -21,6 +21,7 @@ type stepStats struct {
 	effectiveGroups        int     // groups kept for training
 	truncated              int
 	genSeconds, envSeconds float64
+	levels                 map[envLevel]float64 // success per environment and difficulty level (levelSuccess)
 	// groups is how each sampled group ended, in the order sampled (the task sampler's
 	// observations).
 	groups []groupOutcome
@@ -48,7 +49,7 @@ func actionKey(t *traj.Trajectory) uint64 {
 
 // batchStats measures every sampled episode (sampled) and the groups kept for training (kept).
 func batchStats(sampled []*traj.Trajectory, kept [][]*traj.Trajectory) stepStats {
-	s := stepStats{tools: map[string]float64{}, effectiveGroups: len(kept)}
+	s := stepStats{tools: map[string]float64{}, effectiveGroups: len(kept), levels: levelSuccess(sampled)}
 	groups := map[uint64][]*traj.Trajectory{}
 	var order []uint64
 	turns, calls, respTok := 0, 0, 0
@@ -153,4 +154,7 @@ func (s stepStats) into(m map[string]any) {
 	m["explore/distinct_per_group"] = s.distinctPerGroup
 	m["signal/zero_var_share"] = s.zeroVarShare
 	m["signal/groups_kept"] = s.effectiveGroups
+	for k, v := range s.levels {
+		m[k.metric()] = v
+	}
 }

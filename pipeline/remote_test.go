@@ -9,11 +9,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -281,65 +282,53 @@ func startChild(t *testing.T, dir string) (string, *exec.Cmd) {
 	return "", nil
 }
 
-var gaugeRE = regexp.MustCompile(`(?m)^(agentrl_serve_running|agentrl_serve_queue_depth|agentrl_serve_model_version) (\S+)$`)
-
-// serverGauges reads a server's running and queued generations and its version from /metrics.
-func serverGauges(url string) (inFlight, version float64, err error) {
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, m := range gaugeRE.FindAllStringSubmatch(string(data), -1) {
-		v, _ := strconv.ParseFloat(m[2], 64)
-		if m[1] == "agentrl_serve_model_version" {
-			version = v
-		} else {
-			inFlight += v
-		}
-	}
-	return inFlight, version, nil
-}
-
 // kill -9 of one of two servers in the middle of an RL step: its generations are resubmitted to
 // the other (an agentrl server reproduces them from their seeds), the run completes and records
 // exactly what the in-process run records, so nothing cut short is recorded as ok.
+//
+// The trainer reaches the victim through a proxy that sees every call, so the kill happens at a
+// chosen point rather than when a poll happens to catch one: once the victim has taken the first
+// RL update (version 7), at the first generation the proxy forwards to it, while that generation
+// is in flight.
 func TestRemoteServerKilled(t *testing.T) {
 	ref := trainTiny(t, t.TempDir(), nil)
 	t.Setenv(testKeyVar, "k")
 	ck := initialCheckpoint(t, ref)
-	a, victim := startChild(t, ck)
+	victimURL, victim := startChild(t, ck)
 	b, _ := startChild(t, ck)
-	killed := make(chan float64, 1)
-	stop := make(chan struct{})
-	go func() {
-		defer close(killed)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			// Mid-RL: after the first update (version 7), with generations in flight.
-			if n, v, err := serverGauges(a); err == nil && v >= 7 && n > 0 {
-				victim.Process.Signal(syscall.SIGKILL)
-				killed <- n
-				return
-			}
-			time.Sleep(200 * time.Microsecond)
-		}
-	}()
-	got := trainTiny(t, t.TempDir(), generatorConfig(a, b))
-	close(stop)
-	n, ok := <-killed
-	if !ok {
-		t.Fatal("the server was never seen generating in the RL phase, so never killed")
+	target, err := url.Parse(victimURL)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("killed %s with %v generations in flight", a, n)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var updated, killed atomic.Bool
+	var inFlight, atKill atomic.Int32
+	a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/agentrl/v1/weights":
+			if v, _ := strconv.Atoi(r.URL.Query().Get("version")); v >= 7 {
+				defer updated.Store(true)
+			}
+		case "/agentrl/v1/generate":
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			if updated.Load() && !killed.Swap(true) {
+				// Forwarded and then cut: the generation is in flight when its server dies.
+				atKill.Store(n)
+				go func() {
+					time.Sleep(time.Millisecond)
+					victim.Process.Signal(syscall.SIGKILL)
+				}()
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer a.Close()
+	got := trainTiny(t, t.TempDir(), generatorConfig(a.URL, b))
+	if !killed.Load() {
+		t.Fatal("the server never got a generation after the first RL update, so it was never killed")
+	}
+	t.Logf("killed the server with %d generations in flight through the proxy", atKill.Load())
 	sameRun(t, ref, got)
 }
 

@@ -245,6 +245,20 @@ func (r *Run) judgeGenerator(j *JudgeConfig, policy infer.Generator) (*textGen, 
 				return nil, err
 			}
 		}
+		// The judge's servers are probed as the policy's are; the shortest context any of them
+		// reports bounds the judge's prompts.
+		probe := infer.Request{Prompt: tg.tok.EncodePrompt("", "1+1"), Stop: []int32{tg.tok.EndOfTurn()}}
+		infos, err := router.Probe(context.Background(), remote.ProbeOptions{Request: probe})
+		if err != nil {
+			return nil, fmt.Errorf("judge: %w", err)
+		}
+		for _, info := range infos {
+			if info.Unreachable != nil {
+				r.printf("warning: judge server ejected at start: %v\n", info.Unreachable)
+			} else if info.MaxContext > 0 && (tg.maxLen == 0 || info.MaxContext < tg.maxLen) {
+				tg.maxLen = info.MaxContext
+			}
+		}
 	default:
 		return nil, fmt.Errorf("unknown generator %q", j.Generator)
 	}

@@ -169,7 +169,8 @@ func TestRewardBlockEndToEnd(t *testing.T) {
 				}
 				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				if want := `agentrl_serve_requests_total{code="200",route="/agentrl/v1/generate"} 16`; !strings.Contains(string(body), want) {
+				// 16 judgements, and the one-token probe before the run trusts the server.
+				if want := `agentrl_serve_requests_total{code="200",route="/agentrl/v1/generate"} 17`; !strings.Contains(string(body), want) {
 					t.Fatalf("the served judge's metrics lack %q:\n%s", want, body)
 				}
 			}

@@ -156,7 +156,7 @@ func (r *Run) newRLUpdate(p Phase, start int) (*learn.RL, error) {
 	if r.act, err = r.newActions(p, start); err != nil {
 		return nil, err
 	}
-	return &learn.RL{Learner: l, Estimator: est, Loss: loss, Ref: ref, KLPenalty: pen, Epochs: c.Epochs, Minibatches: c.Minibatches}, nil
+	return &learn.RL{Learner: l, Estimator: est, Loss: loss, Ref: ref, KLPenalty: pen, Epochs: c.Epochs, Minibatches: c.Minibatches, TrainToolTokens: c.TrainToolResponses}, nil
 }
 
 // newKLPenalty makes the phase's KL penalty (nil when c is): a fresh phase starts from c.Coef, a
@@ -304,6 +304,10 @@ func (r *Run) logRL(st *rlStep, mon *monitor, bar *progress) error {
 		entropy = st.learn.Entropy
 	}
 	s := st.sample
-	bar.update(st.step, fmt.Sprintf("reward %.2f success %.0f%% tools %.0f%% ent %.2f", s.meanReward, 100*s.success, 100*s.toolRate, entropy))
+	line := fmt.Sprintf("reward %.2f success %.0f%% tools %.0f%% ent %.2f", s.meanReward, 100*s.success, 100*s.toolRate, entropy)
+	if lv := describeLevels(s.levels); lv != "" {
+		line += " (" + lv + ")"
+	}
+	bar.update(st.step, line)
 	return nil
 }

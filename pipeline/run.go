@@ -244,6 +244,9 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		}
 	}
 	r.printf("run %s: model %.2fM parameters, vocabulary %d\n", r.Dir, float64(r.model.NumParams())/1e6, r.tok.VocabSize())
+	if d := r.Cfg.describePrecision(); d != "" {
+		r.printf("%s\n", d)
+	}
 	for _, p := range r.Cfg.Phases {
 		if d := simulatedLatency(p.Envs); d != "" {
 			r.printf("phase %s: environment steps wait a SIMULATED latency (a benchmark workload): %s\n", p.Name, d)

@@ -196,7 +196,9 @@ func TestCasesAndSolved(t *testing.T) {
 	if Solved(0.99) || !Solved(1) {
 		t.Error("only a full score solves")
 	}
-	for in, want := range map[string]string{"x\nAnswer: Miravo\nmore": " Miravo", "Miravo": "Miravo", "ANSWER:a": "a"} {
+	// Bytes that lowering would lengthen (invalid UTF-8, "Ⱥ") before the marker must not shift it.
+	for in, want := range map[string]string{"x\nAnswer: Miravo\nmore": " Miravo", "Miravo": "Miravo", "ANSWER:a": "a",
+		"\xff\xfe answer: Miravo": " Miravo", "ȺȺ Answer:Oslo\nx": "Oslo", "answer": "answer"} {
 		if got, ok := AnswerLine(in); !ok || got != want {
 			t.Errorf("AnswerLine(%q) = %q", in, got)
 		}

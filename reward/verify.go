@@ -276,8 +276,7 @@ func Solved(score float64) bool { return score >= 1 }
 // AnswerLine extracts the answer of a final turn: the rest of the line after the last "Answer:"
 // (any case), or the whole turn when it has none. It always finds one.
 func AnswerLine(response string) (string, bool) {
-	lower := strings.ToLower(response)
-	if i := strings.LastIndex(lower, "answer:"); i >= 0 {
+	if i := lastIndexASCIIFold(response, "answer:"); i >= 0 {
 		rest := response[i+len("answer:"):]
 		if nl := strings.IndexByte(rest, '\n'); nl >= 0 {
 			rest = rest[:nl]
@@ -285,6 +284,29 @@ func AnswerLine(response string) (string, bool) {
 		return rest, true
 	}
 	return response, true
+}
+
+// lastIndexASCIIFold is the last index of marker (lower-case ASCII) in s, matching either case
+// of its letters. It reads s's own bytes: the offsets of a strings.ToLower copy differ from s's
+// wherever lowering changes a character's length (invalid UTF-8 becomes a 3-byte U+FFFD), and
+// no other character lowers to an ASCII letter of "answer:".
+func lastIndexASCIIFold(s, marker string) int {
+	for i := len(s) - len(marker); i >= 0; i-- {
+		j := 0
+		for ; j < len(marker); j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != marker[j] {
+				break
+			}
+		}
+		if j == len(marker) {
+			return i
+		}
+	}
+	return -1
 }
 
 // Cases grades a program by its test cases: 1 when all of them pass, else 0, or the fraction

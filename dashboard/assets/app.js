@@ -18,6 +18,7 @@ const WIDTH = () => Math.max(360, Math.min(560, (window.innerWidth - 60) / 2));
 const PANELS = [
   ["Outcome", [
     { id: "reward", title: "reward and success", keys: ["reward/mean", "reward/success"], warn: true },
+    { id: "levels", title: "training success per difficulty level", keys: ["reward/success/"] },
   ]],
   ["Loss", [
     { id: "loss", title: "loss terms", keys: ["loss/total", "loss/pg", "sft/loss"] },

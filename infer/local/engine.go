@@ -44,6 +44,13 @@ type EngineConfig struct {
 	// so every completion is sampled by one version. Otherwise (the default) the switch happens
 	// at the next decode step and sequences in flight continue under the new weights.
 	SwapAtCompletion bool
+	// Precision is the number formats the engine decodes in (zero value: float32 throughout).
+	// With bfloat16 weights it samples from a copy of the weights rounded to bfloat16
+	// (model.PackDecodeWeightsAs), with a bfloat16 KV cache from keys and values rounded as they
+	// are stored (model.NewKVCacheAs): faster where a step is bound by streaming them, but the
+	// logprobs it reports are then not the learner's, so a trainer must treat them as behaviour
+	// logprobs of another policy (model.DecodePrecision.Exact says which).
+	Precision model.DecodePrecision
 }
 
 // Engine is the local batched inference engine over the built-in model: continuous batching
@@ -107,7 +114,7 @@ func CheckSize(mc model.Config, cfg EngineConfig) error {
 	if n == 0 {
 		n = mc.MaxSeq
 	}
-	if b := mc.KVCacheBytes(max(cfg.Slots, 1), n); b > MaxCacheBytes {
+	if b := mc.KVCacheBytesAs(max(cfg.Slots, 1), n, cfg.Precision.KVCache); b > MaxCacheBytes {
 		return fmt.Errorf("infer: a KV cache of %d slots × %d tokens takes %.1f GiB, over the limit of %d GiB (local.MaxCacheBytes); use fewer slots or a shorter context",
 			cfg.Slots, n, float64(b)/(1<<30), MaxCacheBytes>>30)
 	}
@@ -115,7 +122,8 @@ func CheckSize(mc model.Config, cfg EngineConfig) error {
 }
 
 // NewEngine starts an engine over a private copy of m's weights at the given policy version,
-// packed for decoding (model.PackDecodeWeights) and repacked at every weight load.
+// packed for decoding in cfg.Precision (model.PackDecodeWeightsAs) and repacked at every weight
+// load.
 func NewEngine(m *model.Model, version int32, cfg EngineConfig) (*Engine, error) {
 	if m == nil {
 		return nil, errors.New("infer: NewEngine needs a model")
@@ -132,6 +140,11 @@ func NewEngine(m *model.Model, version int32, cfg EngineConfig) (*Engine, error)
 	if err := CheckSize(m.Cfg, cfg); err != nil {
 		return nil, err
 	}
+	prec, err := cfg.Precision.Normalize()
+	if err != nil {
+		return nil, fmt.Errorf("infer: engine precision: %w", err)
+	}
+	cfg.Precision = prec
 	e := &Engine{
 		cfg:     cfg,
 		mcfg:    m.Cfg,
@@ -142,8 +155,8 @@ func NewEngine(m *model.Model, version int32, cfg EngineConfig) (*Engine, error)
 		version: version,
 	}
 	own := m.Clone()
-	own.PackDecodeWeights()
-	cache := own.NewKVCache(cfg.Slots, cfg.MaxLen)
+	_ = own.PackDecodeWeightsAs(cfg.Precision.Weights) // checked above
+	cache, _ := own.NewKVCacheAs(cfg.Slots, cfg.MaxLen, cfg.Precision.KVCache)
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -151,6 +164,9 @@ func NewEngine(m *model.Model, version int32, cfg EngineConfig) (*Engine, error)
 	}()
 	return e, nil
 }
+
+// Precision is the number formats the engine decodes in.
+func (e *Engine) Precision() model.DecodePrecision { return e.cfg.Precision }
 
 // Version is the policy version of the weights in use.
 func (e *Engine) Version() int32 {
@@ -466,7 +482,7 @@ func (e *Engine) applyWeights(m *model.Model) {
 	}
 	// LoadWeights checked the config, so the copy cannot fail.
 	_ = m.CopyWeightsFrom(e.pending)
-	m.PackDecodeWeights()
+	_ = m.PackDecodeWeightsAs(e.cfg.Precision.Weights) // NewEngine checked it
 	e.version = e.pendVer
 	e.pending = nil
 	close(e.applied)

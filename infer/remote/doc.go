@@ -25,6 +25,10 @@
 // taken before temperature, top-k and top-p unless the server is declared to return processed
 // logprobs.
 //
+// Probe checks every server before a run trusts it: what it serves, its release and context
+// length, and one generated token through its dialect; a server that answers wrongly is refused,
+// one that does not answer is ejected until a health check re-admits it.
+//
 // PublishWeights sends a trainer's weights to every server: agentrl servers receive the file
 // under the router's epoch (Options.Epoch), within which versions only go up, SGLang servers load
 // the folder from a shared disk.

@@ -16,10 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/env"
-	"github.com/agentrl/agentrl/eval"
-	"github.com/agentrl/agentrl/pipeline"
 )
 
 // AsyncOptions says what Async runs; `agentrl bench async` documents each field.
@@ -44,6 +41,11 @@ type AsyncOptions struct {
 	Terminal bool
 }
 
+// rlArm is how the async bench's arms train and are evaluated: calc's RL phase.
+func (o AsyncOptions) rlArm() rlArm {
+	return rlArm{envs: o.Envs, preset: "calc", steps: o.Steps, every: o.Every, tasks: o.Tasks, samples: o.Samples, terminal: o.Terminal}
+}
+
 // asyncArm is one run of the bench: an arm at one tail and seed, and what it measured.
 type asyncArm struct {
 	arm        string
@@ -59,10 +61,44 @@ type asyncArm struct {
 	lagMean    float64
 	lagMax     float64
 	lagHist    map[int]int // steps by their largest version lag
+	trainedAt  []stepPoint // the steps that trained, in order
 	stale      float64     // episodes dropped past the staleness bound
 	filtered   float64     // episodes in groups the filter dropped
 	failed     float64     // episodes whose environment failed
 	stepsTaken int
+	sampleWall float64      // wall seconds the steps spent sampling their batches (time/generate_env_s)
+	shift      shiftSummary // the behaviour-vs-learner gap of the trained steps
+}
+
+// shiftSummary is the behaviour-vs-learner gap over the trained steps of a run, from the shift/…
+// metrics each step logs (algo.MeasureShift).
+type shiftSummary struct {
+	steps           int
+	klMean, klMax   float64 // per-token k3 KL(behaviour ‖ learner)
+	isStd, isMax    float64 // the importance weights' std (mean over steps) and largest weight
+	essMean, essMin float64 // normalised effective sample size: mean over steps, smallest
+}
+
+// add counts one trained step's metrics.
+func (s *shiftSummary) add(num func(string) float64) {
+	kl, ess := num("shift/behaviour_kl"), num("shift/is_ess")
+	if s.steps == 0 || ess < s.essMin {
+		s.essMin = ess
+	}
+	s.steps++
+	s.klMean += kl
+	s.klMax = max(s.klMax, kl)
+	s.isStd += num("shift/is_std")
+	s.isMax = max(s.isMax, num("shift/is_max"))
+	s.essMean += ess
+}
+
+// finish turns the sums into means.
+func (s *shiftSummary) finish() {
+	if s.steps > 0 {
+		n := float64(s.steps)
+		s.klMean, s.isStd, s.essMean = s.klMean/n, s.isStd/n, s.essMean/n
+	}
 }
 
 // evalPoint is one held-out evaluation of a checkpoint the arm saved.
@@ -72,6 +108,13 @@ type evalPoint struct {
 	trained float64 // episodes trained on by then
 	pass1   float64 // sampled
 	greedy  float64
+	tokens  float64 // the policy's tokens per greedy episode
+}
+
+// stepPoint is what one RL step that trained measured of the policy and its update.
+type stepPoint struct {
+	step              int
+	entropy, gradNorm float64
 }
 
 // Async compares synchronous RL with the asynchronous controller on calc whose environment
@@ -122,7 +165,7 @@ func Async(ctx context.Context, w io.Writer, o AsyncOptions) error {
 		if err != nil {
 			return fmt.Errorf("bench async: bad seed %q", s)
 		}
-		base, err := evalCheckpoint(ctx, init, seed, o)
+		base, err := evalCheckpoint(ctx, init, seed, o.rlArm())
 		if err != nil {
 			return err
 		}
@@ -144,7 +187,7 @@ func Async(ctx context.Context, w io.Writer, o AsyncOptions) error {
 
 // trainSupervised trains the calc preset's supervised phase alone and returns its checkpoint.
 func trainSupervised(ctx context.Context, out io.Writer, o AsyncOptions) (string, error) {
-	return supervisedCheckpoint(ctx, out, o.Envs, o.RunsDir, "bench-async-sft", o.SFTSteps, o.Terminal)
+	return supervisedCheckpoint(ctx, out, sftRun{envs: o.Envs, runsDir: o.RunsDir, name: "bench-async-sft", preset: "calc", steps: o.SFTSteps, seed: 1, terminal: o.Terminal})
 }
 
 // armSets are the overrides of one arm. Every arm trains with the same loss (PPO with a
@@ -202,43 +245,11 @@ func asyncArmName(arm string) string {
 
 // runAsyncArm runs one arm's RL phase, reads its metrics and evaluates its checkpoints.
 func runAsyncArm(ctx context.Context, out io.Writer, o AsyncOptions, init, arm string, tail float64, seed uint64) (*asyncArm, error) {
-	a, err := trainRLArm(ctx, out, o, armSets(o, init, arm, tail, seed), seed)
+	a, err := trainRLArm(ctx, out, o.rlArm(), armSets(o, init, arm, tail, seed), seed)
 	if err != nil {
 		return nil, err
 	}
 	a.arm, a.tail, a.seed = arm, tail, seed
-	return a, nil
-}
-
-// trainRLArm trains the calc preset's RL phase alone with sets (which name the supervised
-// checkpoint it starts from), reads its metrics, and evaluates on held-out tasks the checkpoints
-// it took every o.Every steps up to o.Steps.
-func trainRLArm(ctx context.Context, out io.Writer, o AsyncOptions, sets []string, seed uint64) (*asyncArm, error) {
-	cfg, err := pipeline.Load(o.Envs, "calc", "", sets)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Phases = cfg.Phases[1:] // RL only, from the supervised checkpoint
-	run, err := pipeline.NewRun(cfg, pipeline.Options{Out: out, Terminal: o.Terminal, Envs: o.Envs})
-	if err != nil {
-		return nil, err
-	}
-	sum, err := run.Train(ctx)
-	if err != nil {
-		return nil, err
-	}
-	a, byStep, err := readArmMetrics(sum.Dir, cfg.Phases[0].RL.GroupSize)
-	if err != nil {
-		return nil, err
-	}
-	for s := o.Every; s <= o.Steps; s += o.Every {
-		p, err := evalCheckpoint(ctx, filepath.Join(sum.Dir, "checkpoints", fmt.Sprintf("rl-p0.s%06d", s)), seed, o)
-		if err != nil {
-			return nil, err
-		}
-		p.step, p.wall, p.trained = s, byStep[s][0], byStep[s][1]
-		a.points = append(a.points, p)
-	}
 	return a, nil
 }
 
@@ -282,6 +293,10 @@ func readArmMetrics(dir string, groupSize int) (*asyncArm, map[int][2]float64, e
 			a.genWait += num("time/train_s")          // and sampling waits for the whole update
 		}
 		a.genWait += num("time/generator_wait_s")
+		a.sampleWall += num("time/generate_env_s")
+		if _, trainedStep := m["signal/effective_batch"]; trainedStep {
+			a.shift.add(num)
+		}
 		lag := num("shift/version_lag_max")
 		a.lagMean += num("shift/version_lag_mean")
 		a.lagMax = max(a.lagMax, lag)
@@ -290,6 +305,9 @@ func readArmMetrics(dir string, groupSize int) (*asyncArm, map[int][2]float64, e
 		a.failed += num("episodes/failed")
 		a.filtered += max(num("episodes/sampled")-stale-num("signal/groups_kept")*float64(groupSize), 0)
 		byStep[int(num("step"))] = [2]float64{a.wall, a.trained}
+		if _, ok := m["signal/effective_batch"]; ok {
+			a.trainedAt = append(a.trainedAt, stepPoint{step: int(num("step")), entropy: num("explore/entropy"), gradNorm: num("signal/grad_norm")})
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, nil, err
@@ -298,26 +316,8 @@ func readArmMetrics(dir string, groupSize int) (*asyncArm, map[int][2]float64, e
 		return nil, nil, fmt.Errorf("%s: no RL step in metrics.jsonl", dir)
 	}
 	a.lagMean /= float64(a.stepsTaken)
+	a.shift.finish()
 	return a, byStep, nil
-}
-
-// evalCheckpoint evaluates the checkpoint in dir on held-out calc tasks (no simulated latency:
-// evaluation measures the policy).
-func evalCheckpoint(ctx context.Context, dir string, seed uint64, o AsyncOptions) (evalPoint, error) {
-	ck, err := checkpoint.Load(dir)
-	if err != nil {
-		return evalPoint{}, err
-	}
-	cfg, err := pipeline.Load(o.Envs, "calc", "", nil)
-	if err != nil {
-		return evalPoint{}, err
-	}
-	r, err := eval.Run(ctx, ck.Model, ck.Tokenizer, 0, eval.Options{Env: "calc", Tasks: o.Tasks, K: o.Samples, Seed: seed,
-		Rollout: cfg.Rollout.Config, Slots: cfg.Rollout.EngineSlots, Envs: o.Envs})
-	if err != nil {
-		return evalPoint{}, err
-	}
-	return evalPoint{pass1: *r.Pass1Sampled, greedy: r.Pass1Greedy}, nil
 }
 
 // timeToTarget is the wall time at which the held-out sampled pass@1 first reaches target,

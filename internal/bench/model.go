@@ -93,47 +93,103 @@ func Model(ctx context.Context, w io.Writer, c ModelOptions) error {
 	return nil
 }
 
+// decodeVariant is one precision decodeRounds measures decoding in.
+type decodeVariant struct {
+	name     string // "" for float32 throughout
+	prec     model.DecodePrecision
+	roofline bool // print the batch-1 roofline (what the weights' bytes allow)
+}
+
+// decodeVariants are float32 throughout, then what rollout.precision samples with: bfloat16
+// weights, and bfloat16 weights and KV cache.
+var decodeVariants = []decodeVariant{
+	{"", model.DecodePrecision{}, true},
+	{"bf16 weights", model.DecodePrecision{Weights: model.BF16}, true},
+	{"bf16 weights and KV cache", model.DecodePrecision{Weights: model.BF16, KVCache: model.BF16}, false},
+}
+
 // decodeRounds alternates batch-1 and batch-32 decoding for c.Rounds rounds, so both see the
-// same load, and prints the median of the rounds' throughput ratios. Before each round's batch
-// 1 it measures the machine's read bandwidth over a buffer of the weights' size
+// same load, each in every decodeVariant, and prints the median of the rounds' throughput ratios:
+// batch 32 over batch 1, and each bfloat16 variant over float32. Before each round's batch 1 it
+// measures the machine's read bandwidth over a buffer of the weights' size in each precision
 // (kernels.ReadBandwidth, the same goroutines): a batch-1 step reads every weight once, so the
 // weights streamed per second over that rate is the fraction of the physical limit that
 // decoding reaches, a ratio taken in one run under one load.
 func (c *ModelOptions) decodeRounds(ctx context.Context, w io.Writer, cfg model.Config) error {
-	weights := 4 * matmulParams(cfg)
+	params := matmulParams(cfg)
 	fmt.Fprintf(w, "  cpu: %s; kernels %s, GOMAXPROCS %d\n", kernels.CPU(), kernels.SgemmKernel(), runtime.GOMAXPROCS(0))
-	var ratios, fractions, streams, reads []float64
-	for range c.Rounds {
-		var rate [2]float64
-		for i, slots := range []int{1, 32} {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if slots == 1 {
-				reads = append(reads, kernels.ReadBandwidth(int(weights), 150*time.Millisecond))
-			}
-			r, err := c.decodeBench(w, cfg, slots)
-			if err != nil {
-				return err
-			}
-			rate[i] = r
+	weightBytes := func(v decodeVariant) float64 {
+		if v.prec.Weights.Exact() {
+			return 4 * params
 		}
-		ratios = append(ratios, rate[1]/rate[0])
-		streams = append(streams, rate[0]*weights)
-		fractions = append(fractions, rate[0]*weights/reads[len(reads)-1])
+		return 2 * params
+	}
+	nv := len(decodeVariants)
+	// Per variant: batch 32 / batch 1; batch-1 weights streamed (bytes/s), its fraction of the read
+	// bandwidth, and that bandwidth; batch-1 and batch-32 throughput over float32's.
+	ratios, streams, fractions, reads := make([][]float64, nv), make([][]float64, nv), make([][]float64, nv), make([][]float64, nv)
+	speedups := make([][2][]float64, nv)
+	for range c.Rounds {
+		rate := make([][2]float64, nv)
+		for b, slots := range []int{1, 32} {
+			for i, v := range decodeVariants {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if slots == 1 && v.roofline {
+					reads[i] = append(reads[i], kernels.ReadBandwidth(int(weightBytes(v)), 150*time.Millisecond))
+				}
+				r, err := c.decodeBench(w, cfg, slots, v)
+				if err != nil {
+					return err
+				}
+				rate[i][b] = r
+			}
+		}
+		for i, v := range decodeVariants {
+			ratios[i] = append(ratios[i], rate[i][1]/rate[i][0])
+			if v.roofline {
+				streams[i] = append(streams[i], rate[i][0]*weightBytes(v))
+				fractions[i] = append(fractions[i], rate[i][0]*weightBytes(v)/reads[i][len(reads[i])-1])
+			}
+			for b := range 2 {
+				speedups[i][b] = append(speedups[i][b], rate[i][b]/rate[0][b])
+			}
+		}
 	}
 	med := func(x []float64) (m, lo, hi float64) {
 		x = slices.Clone(x)
 		slices.Sort(x)
 		return x[len(x)/2], x[0], x[len(x)-1]
 	}
-	f, flo, fhi := med(fractions)
-	st, _, _ := med(streams)
-	rd, _, _ := med(reads)
-	fmt.Fprintf(w, "  decode roofline, batch 1: weights streamed at %.1f GB/s of %.1f MB weights = %.2f of the read bandwidth (median over %d rounds, %.2f–%.2f; read %.1f GB/s over a buffer of the weights' size, same run)\n",
-		st/1e9, weights/1e6, f, len(fractions), flo, fhi, rd/1e9)
-	r, lo, hi := med(ratios)
-	fmt.Fprintf(w, "  decode batch 32 / batch 1 throughput: median %.2f× over %d rounds (%.2f–%.2f)\n", r, len(ratios), lo, hi)
+	for i, v := range decodeVariants {
+		if !v.roofline {
+			continue
+		}
+		what := "weights"
+		if v.name != "" {
+			what = v.name
+		}
+		f, flo, fhi := med(fractions[i])
+		st, _, _ := med(streams[i])
+		rd, _, _ := med(reads[i])
+		fmt.Fprintf(w, "  decode roofline, batch 1: %s streamed at %.1f GB/s of %.1f MB weights = %.2f of the read bandwidth (median over %d rounds, %.2f–%.2f; read %.1f GB/s over a buffer of the weights' size, same run)\n",
+			what, st/1e9, weightBytes(v)/1e6, f, len(fractions[i]), flo, fhi, rd/1e9)
+	}
+	for i, v := range decodeVariants {
+		r, lo, hi := med(ratios[i])
+		what := ""
+		if v.name != "" {
+			what = " with " + v.name
+		}
+		fmt.Fprintf(w, "  decode batch 32 / batch 1 throughput%s: median %.2f× over %d rounds (%.2f–%.2f)\n", what, r, len(ratios[i]), lo, hi)
+	}
+	for i, v := range decodeVariants[1:] {
+		s1, lo1, hi1 := med(speedups[i+1][0])
+		s32, lo32, hi32 := med(speedups[i+1][1])
+		fmt.Fprintf(w, "  decode speed-up of %s over f32: batch 1 median %.2f× (%.2f–%.2f), batch 32 median %.2f× (%.2f–%.2f) over %d rounds\n",
+			v.name, s1, lo1, hi1, s32, lo32, hi32, len(speedups[i+1][0]))
+	}
 	return nil
 }
 
@@ -326,14 +382,23 @@ func timeStepGEMMs(cfg model.Config, n, reps int) float64 {
 }
 
 // decodeBench prefills slots with Prompt tokens each, then decodes Decode tokens per slot with
-// batched Steps and reports generated tokens per second.
-func (c *ModelOptions) decodeBench(w io.Writer, cfg model.Config, slots int) (float64, error) {
+// batched Steps in v's precision, and reports generated tokens per second.
+func (c *ModelOptions) decodeBench(w io.Writer, cfg model.Config, slots int, v decodeVariant) (float64, error) {
 	m, err := model.New(cfg, c.Seed)
 	if err != nil {
 		return 0, err
 	}
-	m.PackDecodeWeights() // as infer.Engine decodes
-	cache := m.NewKVCache(slots, c.Prompt+c.Decode+1)
+	if err := m.PackDecodeWeightsAs(v.prec.Weights); err != nil { // as infer.Engine decodes
+		return 0, err
+	}
+	cache, err := m.NewKVCacheAs(slots, c.Prompt+c.Decode+1, v.prec.KVCache)
+	if err != nil {
+		return 0, err
+	}
+	name := fmt.Sprintf("decode batch %d", slots)
+	if v.name != "" {
+		name = fmt.Sprintf("decode %s, batch %d", v.name, slots)
+	}
 	rng := rand.New(rand.NewPCG(c.Seed, 9))
 	logits := make([]float32, slots*cfg.Vocab)
 	t0 := time.Now()
@@ -363,8 +428,8 @@ func (c *ModelOptions) decodeBench(w io.Writer, cfg model.Config, slots int) (fl
 	}
 	dec := time.Since(t0)
 	rate := float64(slots*c.Decode) / dec.Seconds()
-	fmt.Fprintf(w, "  decode batch %d (KV cache, context %d→%d): %.0f tokens/s (%.2f ms per Step); prefill %.0f tokens/s\n",
-		slots, c.Prompt, c.Prompt+c.Decode, rate,
+	fmt.Fprintf(w, "  %s (KV cache, context %d→%d): %.0f tokens/s (%.2f ms per Step); prefill %.0f tokens/s\n",
+		name, c.Prompt, c.Prompt+c.Decode, rate,
 		dec.Seconds()/float64(c.Decode)*1e3, float64(slots*c.Prompt)/prefill.Seconds())
 	return rate, nil
 }

@@ -158,32 +158,8 @@ func describeSets(sets []string) string {
 
 // supervised trains the preset's supervised phase alone with seed and returns its checkpoint.
 func supervised(ctx context.Context, out io.Writer, o MonitorOptions, preset string, seed uint64) (string, error) {
-	sets := []string{"runs_dir=" + o.RunsDir, fmt.Sprintf("name=bench-monitor-%s-sft-seed%d", preset, seed), fmt.Sprintf("seed=%d", seed), "eval.tasks=8", "eval.samples=1"}
-	if o.SFTSteps > 0 {
-		sets = append(sets, fmt.Sprintf("phases.sft.steps=%d", o.SFTSteps))
-		// The preset's sequence-length warmup and learning-rate warmup scale with the phase.
-		if p, err := pipeline.Preset(preset); err == nil {
-			sft := p.Phases[0]
-			if c := sft.SFT.Curriculum; c > 0 {
-				sets = append(sets, fmt.Sprintf("phases.sft.sft.curriculum=%d", c*o.SFTSteps/sft.Steps))
-			}
-			sets = append(sets, fmt.Sprintf("phases.sft.optim.warmup=%d", min(sft.Optim.Warmup, o.SFTSteps)))
-		}
-	}
-	cfg, err := pipeline.Load(o.Envs, preset, "", sets)
-	if err != nil {
-		return "", err
-	}
-	cfg.Phases = cfg.Phases[:1]
-	run, err := pipeline.NewRun(cfg, pipeline.Options{Out: out, Terminal: o.Terminal, Envs: o.Envs})
-	if err != nil {
-		return "", err
-	}
-	sum, err := run.Train(ctx)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(sum.Dir, "checkpoints", fmt.Sprintf("sft-p0.s%06d", cfg.Phases[0].Steps)), nil
+	return supervisedCheckpoint(ctx, out, sftRun{envs: o.Envs, runsDir: o.RunsDir, name: fmt.Sprintf("bench-monitor-%s-sft-seed%d", preset, seed),
+		preset: preset, steps: o.SFTSteps, seed: seed, terminal: o.Terminal})
 }
 
 // runMonitorArm trains the preset's RL phase from init with seed and sets, and reads what it

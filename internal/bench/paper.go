@@ -1,313 +1,441 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/pipeline"
 )
 
-// PaperOptions says what a `bench paper` comparison runs; `agentrl bench paper` documents each
-// field.
+// PaperOptions says what `agentrl bench paper NAME` runs; the command documents each field.
 type PaperOptions struct {
 	Envs     *env.Registry
-	RunsDir  string   // where the supervised checkpoint and the arms' runs go
-	Init     string   // supervised checkpoint to start every arm's RL from ("" = train one first)
-	SFTSteps int      // steps of the supervised phase when Init is empty
-	Arms     string   // comma-separated arm names
+	Name     string   // the comparison (PaperNames)
+	RunsDir  string   // where the supervised checkpoints and the arms' runs go
+	Init     string   // supervised checkpoints: "DIR" (one preset) or "PRESET=DIR,…" ("" = train them)
+	SFTSteps int      // steps of a supervised phase trained here (0: the preset's)
+	Arms     string   // comma-separated arm names ("" = every arm of the comparison)
 	Seeds    string   // comma-separated RL seeds
-	Steps    int      // RL steps per arm
+	Steps    int      // RL steps per arm (0: the preset's)
 	Every    int      // RL steps between the checkpoints evaluated on held-out tasks
-	Tasks    int      // held-out tasks per evaluation
-	Samples  int      // samples per task for the sampled pass@1
-	Set      []string // further overrides for every arm
-	SVG      string   // where to draw the curves ("" = <RunsDir>/bench-paper-ppo-gae.svg)
+	Tasks    int      // held-out tasks per evaluation (0: the preset's)
+	Samples  int      // samples per task for the sampled pass@1 (0: the preset's)
+	Set      []string // overrides of every supervised phase and every arm alike
+	SVG      string   // where to draw the curves ("" = <RunsDir>/bench-paper-NAME[-PRESET].svg)
 	Quiet    bool
 	Terminal bool
 }
 
-// ppoGAEArms are the arms of issue 17's ordering 5 and the estimator each selects. Setting
-// rl.advantage.name through the configuration's override gives each estimator its defaults, and
-// gae also the critic term (coef 0.5, clip 0.5) that trains its value head; nothing else differs.
-var ppoGAEArms = map[string]string{
-	"ppo-gae":     "gae",
-	"grpo":        "grpo",
-	"rloo":        "rloo",
-	"reinforce++": "reinforce++",
+// paperBench is one of issue 17's orderings: the arms, the presets they are compared on (one
+// comparison each, from that preset's supervised checkpoint), the orderings the papers report
+// and the figures that show them. Arms differ from each other only in their sets, the switch
+// under test; everything else is the preset's, and --set changes every arm alike.
+type paperBench struct {
+	what    string
+	presets []string
+	both    []string // settings of every arm, beside the preset's
+	arms    []paperArm
+	claims  []paperClaim
+	figures []string // the tables' columns (paperFigures keys) after the start and end pass@1
 }
 
-// PPOGAEArms is the default arm list of PaperPPOGAE, in the issue's order.
-const PPOGAEArms = "ppo-gae,grpo,rloo,reinforce++"
+// paperArm is one arm: its name, the switch that makes it (sets), and a preset of its own when
+// the switch is the environment itself (ReTool's text-only calc).
+type paperArm struct {
+	name   string
+	preset string // "" = the comparison's
+	sets   []string
+}
+
+// paperClaim is an ordering a paper reports: better beats worse on figure.
+type paperClaim struct {
+	better, worse string
+	figure        string
+	paper         string
+}
+
+const (
+	toolTokens   = "phases.rl.rl.train_tool_responses=true"
+	clipHigher   = "phases.rl.rl.loss.ppo.clip_high=0.28" // DAPO §3.1: ε_low 0.2, ε_high 0.28
+	noDynSampled = "phases.rl.rl.dynamic_sampling=null"
+)
+
+// paperBenches are the comparisons of issue 17, by name.
+var paperBenches = map[string]paperBench{
+	"retool": {
+		what:    "ReTool: RL with the calculator vs RL on the same tasks without it (calc-notool, its own supervised checkpoint)",
+		presets: []string{"calc"},
+		arms:    []paperArm{{name: "calc"}, {name: "calc-notool", preset: "calc-notool"}},
+		claims: []paperClaim{
+			{"calc", "calc-notool", "end", "ReTool (arXiv 2504.11536): tool-integrated RL beats text-only RL"},
+			{"calc", "calc-notool", "tokens", "ReTool: shorter responses with the tool (10k → 6k tokens)"},
+		},
+		figures: []string{"greedy", "tokens", "wall"},
+	},
+	"search-r1": {
+		what:    "Search-R1: tool-response tokens masked out of the loss (the default) vs trained on",
+		presets: []string{"search"},
+		arms:    []paperArm{{name: "masked"}, {name: "unmasked", sets: []string{toolTokens}}},
+		claims: []paperClaim{
+			{"masked", "unmasked", "end", "Search-R1 (arXiv 2503.09516) Table 4: retrieved-token masking gives better results"},
+			{"masked", "unmasked", "grad-max", "Search-R1 §3.1: masking stabilises training"},
+		},
+		figures: []string{"greedy", "entropy", "entropy-min", "grad", "grad-max"},
+	},
+	"dapo": {
+		what:    "DAPO: dynamic sampling on vs off, and clip-higher (ε_high 0.28) vs symmetric clip (0.2)",
+		presets: []string{"calc", "search"},
+		arms: []paperArm{
+			{name: "dapo", sets: []string{clipHigher}},
+			{name: "no-dynamic-sampling", sets: []string{clipHigher, noDynSampled}},
+			{name: "symmetric-clip"},
+		},
+		claims: []paperClaim{
+			{"dapo", "no-dynamic-sampling", "end", "DAPO (arXiv 2503.14476) §3.2: dynamic sampling"},
+			{"dapo", "symmetric-clip", "end", "DAPO §3.1: clip-higher"},
+			{"dapo", "symmetric-clip", "entropy", "DAPO §3.1 Fig. 2: clip-higher keeps entropy from collapsing"},
+		},
+		figures: []string{"greedy", "entropy", "sampled", "wall"},
+	},
+	"gigpo": {
+		what:    "GiGPO vs GRPO on maze (step-level credit in a POMDP)",
+		presets: []string{"maze"},
+		arms:    []paperArm{{name: "gigpo"}, {name: "grpo", sets: []string{"phases.rl.rl.advantage.name=grpo"}}},
+		claims: []paperClaim{
+			{"gigpo", "grpo", "end", "GiGPO (arXiv 2505.10978) Table 1"},
+			{"gigpo", "grpo", "greedy", "GiGPO Table 1"},
+		},
+		figures: []string{"greedy", "at-eps", "entropy", "wall"},
+	},
+	// Dynamic sampling is off in every arm: it drops the zero-variance groups that a
+	// group-relative estimator cannot learn from and a critic can, and with it off every arm
+	// trains on every episode it samples. gae also gets its critic term (coef 0.5, clip 0.5).
+	"estimators": {
+		what:    "PPO+GAE vs GRPO vs RLOO vs REINFORCE++: held-out success per trained episode and per second of RL",
+		presets: []string{"calc"},
+		both:    []string{noDynSampled},
+		arms: []paperArm{
+			{name: "ppo-gae", sets: []string{"phases.rl.rl.advantage.name=gae"}},
+			{name: "grpo", sets: []string{"phases.rl.rl.advantage.name=grpo"}},
+			{name: "rloo", sets: []string{"phases.rl.rl.advantage.name=rloo"}},
+			{name: "reinforce++", sets: []string{"phases.rl.rl.advantage.name=reinforce++"}},
+		},
+		claims: []paperClaim{
+			{"grpo", "ppo-gae", "at-wall", "DeepSeekMath (arXiv 2402.03300) §4.1: GRPO drops the critic's cost"},
+			{"rloo", "ppo-gae", "at-eps", "Ahmadian et al. (arXiv 2402.14740): RLOO is more sample-efficient than PPO"},
+			{"reinforce++", "ppo-gae", "at-wall", "REINFORCE++ (arXiv 2501.03262): PPO's stability without the critic's cost"},
+		},
+		figures: []string{"at-eps", "lift-eps", "at-wall", "lift-min", "wall", "s-step"},
+	},
+	"gspo": {
+		what:    "GSPO and SAPO vs PPO-clip on search (each loss at its paper's defaults)",
+		presets: []string{"search"},
+		arms: []paperArm{
+			{name: "ppo-clip"},
+			{name: "gspo", sets: []string{"phases.rl.rl.loss.policy=gspo"}},
+			{name: "sapo", sets: []string{"phases.rl.rl.loss.policy=sapo"}},
+		},
+		claims: []paperClaim{
+			{"gspo", "ppo-clip", "end", "GSPO (arXiv 2507.18071) Fig. 1: beats GRPO's token-level clipping"},
+			{"sapo", "ppo-clip", "end", "SAPO (arXiv 2511.20347): beats GRPO's token-level clipping"},
+			{"sapo", "gspo", "end", "SAPO: beats GSPO"},
+		},
+		figures: []string{"greedy", "entropy", "grad-max", "wall"},
+	},
+}
+
+// paperAliases are other names of comparisons: ppo-gae, the estimators comparison's first name.
+var paperAliases = map[string]string{"ppo-gae": "estimators"}
+
+// PaperNames lists the comparisons `agentrl bench paper` runs.
+func PaperNames() []string {
+	names := make([]string, 0, len(paperBenches))
+	for n := range paperBenches {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
 
 // paperRun is one arm at one seed: its held-out evaluations (step 0, the supervised checkpoint,
-// first) and RL wall time.
+// first), the steps that trained, RL wall time and episodes sampled.
 type paperRun struct {
-	arm    string
-	seed   uint64
-	points []evalPoint
-	wall   float64
-	steps  int
+	arm     string
+	seed    uint64
+	points  []evalPoint
+	trained []stepPoint
+	wall    float64
+	steps   int
+	sampled float64
 }
 
-// PaperPPOGAE compares PPO with GAE and a learned value against GRPO, RLOO and REINFORCE++ on
-// calc (issue 17, ordering 5): held-out success per trained episode and per second of RL. Every
-// arm starts RL from the same supervised checkpoint (Init, or one trained first) with the calc
-// preset's RL phase, the same PPO-clip loss, engine, steps and seeds; only the advantage
-// estimator differs, and PPO+GAE's critic term with it. Dynamic sampling is off in every arm (it
-// drops the zero-variance groups a group-relative estimator cannot learn from, which a critic
-// can), so every arm trains on every episode it samples. Checkpoints taken every Every steps are
-// evaluated on held-out tasks after the arm has run, so evaluation takes no RL time.
-func PaperPPOGAE(ctx context.Context, w io.Writer, o PaperOptions) error {
-	if o.Steps < 1 || o.Every < 1 || o.Every > o.Steps || o.Steps%o.Every != 0 {
-		return fmt.Errorf("bench paper ppo-gae: need steps >= 1 and every in [1, steps] dividing steps")
-	}
-	arms, seeds := splitList(o.Arms), splitList(o.Seeds)
-	if len(arms) == 0 || len(seeds) == 0 {
-		return fmt.Errorf("bench paper ppo-gae: need at least one arm and one seed")
-	}
-	for _, a := range arms {
-		if _, ok := ppoGAEArms[a]; !ok {
-			return fmt.Errorf("bench paper ppo-gae: unknown arm %q (known: %s)", a, PPOGAEArms)
-		}
-	}
-	var seedVals []uint64
-	for _, s := range seeds {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return fmt.Errorf("bench paper ppo-gae: bad seed %q", s)
-		}
-		seedVals = append(seedVals, v)
-	}
-	// Every arm's configuration is checked before anything trains.
-	for _, a := range arms {
-		if _, err := pipeline.Load(o.Envs, "calc", "", paperSets(o, "", a, seedVals[0])); err != nil {
-			return fmt.Errorf("arm %s: %w", a, err)
-		}
+// paperPlan is a comparison made ready to run: its arms, seeds, steps and starting checkpoints.
+type paperPlan struct {
+	name  string // the bench's, as asked
+	b     paperBench
+	arms  []paperArm
+	seeds []uint64
+	inits map[string]string // supervised checkpoint by preset
+}
+
+// Paper runs the comparison o.Name: for each of its presets, every selected arm at every seed
+// trains that preset's RL phase from one supervised checkpoint (of the arm's preset, trained
+// first unless o.Init gives it), with checkpoints every o.Every steps evaluated on held-out tasks
+// after the arm has run, so evaluation takes no RL time. It prints per-seed and summary tables
+// (mean ± 95% interval over seeds), whether each ordering its papers report reproduced (from the
+// paired differences' intervals), and draws the curves as SVG.
+func Paper(ctx context.Context, w io.Writer, o PaperOptions) error {
+	pl, err := planPaper(o)
+	if err != nil {
+		return err
 	}
 	out := w
 	if o.Quiet {
 		out = nil
 	}
-	fmt.Fprintf(w, "bench paper ppo-gae: calc, arms %s, seeds %s; RL %d steps per arm from one supervised checkpoint, held-out evaluation every %d steps on %d tasks × %d samples\n",
-		strings.Join(arms, ", "), strings.Join(seeds, ", "), o.Steps, o.Every, o.Tasks, o.Samples)
-	fmt.Fprintf(w, "every arm: the calc preset's RL phase (PPO-clip, token-mean, same optimizer, engine and steps) with only the advantage estimator changed (ppo-gae adds its critic term, rl.loss.critic coef 0.5 clip 0.5); dynamic sampling off in every arm; all arms run one after another in this process on the same cores\n")
-	init := o.Init
-	if init == "" {
-		t0 := time.Now()
-		var err error
-		if init, err = supervisedCheckpoint(ctx, out, o.Envs, o.RunsDir, "bench-paper-sft", o.SFTSteps, o.Terminal); err != nil {
+	fmt.Fprintf(w, "bench paper %s: %s; arms %s, seeds %s\n", pl.name, pl.b.what, strings.Join(armNames(pl.arms), ", "), o.Seeds)
+	fmt.Fprintf(w, "every arm: its preset's RL phase from one supervised checkpoint per preset (seed 1); all runs one after another in this process on the same cores; the arms differ only in: %s\n",
+		describeArms(pl.arms))
+	if both := append(slices.Clone(pl.b.both), o.Set...); len(both) > 0 {
+		fmt.Fprintf(w, "every arm (and, for --set, every supervised phase) also: %s\n", strings.Join(both, " "))
+	}
+	for _, preset := range pl.b.presets {
+		if err := paperComparison(ctx, w, out, o, pl, preset); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "supervised checkpoint: %s (%d SFT steps, %s)\n", init, o.SFTSteps, time.Since(t0).Round(time.Second))
 	}
-	ev := AsyncOptions{Envs: o.Envs, Tasks: o.Tasks, Samples: o.Samples}
-	var runs []*paperRun
-	for _, seed := range seedVals {
-		base, err := evalCheckpoint(ctx, init, seed, ev)
+	return nil
+}
+
+// planPaper checks o and every arm's configuration before anything trains.
+func planPaper(o PaperOptions) (*paperPlan, error) {
+	name := o.Name
+	if a, ok := paperAliases[name]; ok {
+		name = a
+	}
+	b, ok := paperBenches[name]
+	if !ok {
+		return nil, fmt.Errorf("bench paper: unknown comparison %q (known: %s)", o.Name, strings.Join(PaperNames(), ", "))
+	}
+	pl := &paperPlan{name: o.Name, b: b}
+	if o.Every < 1 || o.Steps < 0 || o.SFTSteps < 0 || o.Tasks < 0 || o.Samples < 0 {
+		return nil, fmt.Errorf("bench paper %s: need every >= 1 and steps, sft-steps, tasks and samples >= 0", o.Name)
+	}
+	if o.Arms == "" {
+		pl.arms = b.arms
+	}
+	for _, a := range splitList(o.Arms) {
+		i := slices.IndexFunc(b.arms, func(x paperArm) bool { return x.name == a })
+		if i < 0 {
+			return nil, fmt.Errorf("bench paper %s: unknown arm %q (known: %s)", o.Name, a, strings.Join(armNames(b.arms), ", "))
+		}
+		pl.arms = append(pl.arms, b.arms[i])
+	}
+	for _, s := range splitList(o.Seeds) {
+		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("bench paper %s: bad seed %q", o.Name, s)
 		}
-		for _, arm := range arms {
-			r, err := runPaperArm(ctx, out, o, init, arm, seed)
-			if err != nil {
-				return fmt.Errorf("arm %s seed %d: %w", arm, seed, err)
+		pl.seeds = append(pl.seeds, v)
+	}
+	if len(pl.arms) == 0 || len(pl.seeds) == 0 {
+		return nil, fmt.Errorf("bench paper %s: need at least one arm and one seed", o.Name)
+	}
+	var presets []string // every supervised checkpoint the runs start from
+	for _, p := range b.presets {
+		for _, a := range pl.arms {
+			if ap := cmp.Or(a.preset, p); !slices.Contains(presets, ap) {
+				presets = append(presets, ap)
 			}
-			r.points = append([]evalPoint{{pass1: base.pass1, greedy: base.greedy}}, r.points...)
-			runs = append(runs, r)
-			fmt.Fprintf(w, "done: arm %s seed %d: RL wall %.1fs, held-out pass@1 %.1f%% -> %.1f%%\n", arm, seed, r.wall, 100*r.points[0].pass1, 100*r.points[len(r.points)-1].pass1)
 		}
 	}
-	printPaper(w, arms, runs)
+	var err error
+	if pl.inits, err = parseInits(o.Init, presets); err != nil {
+		return nil, fmt.Errorf("bench paper %s: %w", o.Name, err)
+	}
+	for _, p := range b.presets {
+		steps, err := paperSteps(o, p)
+		if err != nil {
+			return nil, err
+		}
+		if steps%o.Every != 0 {
+			return nil, fmt.Errorf("bench paper %s: --every %d must divide the %d RL steps on %s", o.Name, o.Every, steps, p)
+		}
+		for _, a := range pl.arms {
+			if _, err := pipeline.Load(o.Envs, cmp.Or(a.preset, p), "", paperSets(o, pl, p, a, "", pl.seeds[0], steps)); err != nil {
+				return nil, fmt.Errorf("arm %s on %s: %w", a.name, p, err)
+			}
+		}
+	}
+	return pl, nil
+}
+
+// paperComparison runs every arm at every seed on preset and reports them.
+func paperComparison(ctx context.Context, w, out io.Writer, o PaperOptions, pl *paperPlan, preset string) error {
+	steps, _ := paperSteps(o, preset)
+	tasks, samples, err := paperEval(o, preset)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n== %s on %s: RL %d steps per arm, held-out evaluation every %d steps on %d tasks × %d samples ==\n", pl.name, preset, steps, o.Every, tasks, samples)
+	type key struct {
+		preset string
+		seed   uint64
+	}
+	base := map[key]evalPoint{}
+	var runs []*paperRun
+	for _, seed := range pl.seeds {
+		for _, a := range pl.arms {
+			ap := cmp.Or(a.preset, preset)
+			arm := rlArm{envs: o.Envs, preset: ap, sets: o.Set, steps: steps, every: o.Every, tasks: tasks, samples: samples, terminal: o.Terminal}
+			init, err := pl.init(ctx, w, out, o, ap)
+			if err != nil {
+				return err
+			}
+			b, ok := base[key{ap, seed}]
+			if !ok {
+				if b, err = evalCheckpoint(ctx, init, seed, arm); err != nil {
+					return err
+				}
+				base[key{ap, seed}] = b
+			}
+			r, err := trainRLArm(ctx, out, arm, paperSets(o, pl, preset, a, init, seed, steps), seed)
+			if err != nil {
+				return fmt.Errorf("arm %s on %s seed %d: %w", a.name, preset, seed, err)
+			}
+			run := &paperRun{arm: a.name, seed: seed, points: append([]evalPoint{b}, r.points...), trained: r.trainedAt,
+				wall: r.wall, steps: r.stepsTaken, sampled: r.episodes}
+			runs = append(runs, run)
+			fmt.Fprintf(w, "done: %s arm %s seed %d: RL wall %.1fs, held-out pass@1 %.1f%% -> %.1f%%\n", preset, a.name, seed, run.wall,
+				100*run.points[0].pass1, 100*run.points[len(run.points)-1].pass1)
+		}
+	}
+	arms := armNames(pl.arms)
+	printPaper(w, pl.b, arms, runs)
 	svg := o.SVG
 	if svg == "" {
-		svg = filepath.Join(o.RunsDir, "bench-paper-ppo-gae.svg")
+		svg = filepath.Join(o.RunsDir, "bench-paper-"+pl.name+".svg")
 	}
-	title := fmt.Sprintf("calc: held-out pass@1 of %s from one supervised checkpoint, seeds %s", strings.Join(arms, ", "), strings.Join(seeds, ", "))
-	if err := writePaperSVG(svg, title, arms, runs); err != nil {
+	if len(pl.b.presets) > 1 {
+		svg = strings.TrimSuffix(svg, ".svg") + "-" + preset + ".svg"
+	}
+	title := fmt.Sprintf("bench paper %s on %s, seeds %s", pl.name, preset, o.Seeds)
+	if err := writePaperSVG(svg, title, arms, paperPanels(pl.b, arms, runs)); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\ncurves: %s\n", svg)
 	return nil
 }
 
-// paperSets are the overrides of one arm at one seed.
-func paperSets(o PaperOptions, init, arm string, seed uint64) []string {
+// init is the supervised checkpoint of preset: given, or trained once (seed 1) and reused.
+func (pl *paperPlan) init(ctx context.Context, w, out io.Writer, o PaperOptions, preset string) (string, error) {
+	if dir, ok := pl.inits[preset]; ok {
+		return dir, nil
+	}
+	t0 := time.Now()
+	dir, err := supervisedCheckpoint(ctx, out, sftRun{envs: o.Envs, runsDir: o.RunsDir, name: "bench-paper-sft-" + preset, preset: preset,
+		steps: o.SFTSteps, seed: 1, sets: o.Set, terminal: o.Terminal})
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(w, "supervised checkpoint of %s: %s (%s)\n", preset, dir, time.Since(t0).Round(time.Second))
+	pl.inits[preset] = dir
+	return dir, nil
+}
+
+// parseInits reads --init: one directory when the runs start from one preset's checkpoint, or
+// PRESET=DIR pairs; presets not given are trained.
+func parseInits(s string, presets []string) (map[string]string, error) {
+	inits := map[string]string{}
+	items := splitList(s)
+	if len(items) == 1 && !strings.Contains(items[0], "=") {
+		if len(presets) != 1 {
+			return nil, fmt.Errorf("--init: the runs start from checkpoints of %s: give PRESET=DIR for each", strings.Join(presets, ", "))
+		}
+		inits[presets[0]] = items[0]
+		return inits, nil
+	}
+	for _, it := range items {
+		p, dir, ok := strings.Cut(it, "=")
+		if !ok || dir == "" || !slices.Contains(presets, p) {
+			return nil, fmt.Errorf("--init %q: want PRESET=DIR with PRESET one of %s", it, strings.Join(presets, ", "))
+		}
+		inits[p] = dir
+	}
+	return inits, nil
+}
+
+// paperSteps is the RL steps of the arms on preset: o.Steps, or the preset's.
+func paperSteps(o PaperOptions, preset string) (int, error) {
+	if o.Steps > 0 {
+		return o.Steps, nil
+	}
+	c, err := pipeline.Preset(preset)
+	if err != nil {
+		return 0, err
+	}
+	return c.Phases[len(c.Phases)-1].Steps, nil
+}
+
+// paperEval is the held-out evaluation's tasks and samples on preset: o's, or the preset's.
+func paperEval(o PaperOptions, preset string) (tasks, samples int, err error) {
+	c, err := pipeline.Preset(preset)
+	if err != nil {
+		return 0, 0, err
+	}
+	return cmp.Or(o.Tasks, c.Eval.Tasks), cmp.Or(o.Samples, c.Eval.Samples), nil
+}
+
+// paperSets are the overrides of arm a on preset at seed, starting from init ("" only to
+// validate before anything trains): the run's name and seed, the steps and the checkpoints to
+// evaluate, then the bench's settings of every arm, the arm's switch, and --set.
+func paperSets(o PaperOptions, pl *paperPlan, preset string, a paperArm, init string, seed uint64, steps int) []string {
 	sets := []string{
-		"runs_dir=" + o.RunsDir, fmt.Sprintf("name=bench-paper-ppo-gae-%s-seed%d", strings.ReplaceAll(arm, "+", "p"), seed), fmt.Sprintf("seed=%d", seed),
-		"phases.rl.rl.advantage.name=" + ppoGAEArms[arm], "phases.rl.rl.dynamic_sampling=null",
-		fmt.Sprintf("phases.rl.steps=%d", o.Steps), fmt.Sprintf("checkpoint.every=%d", o.Every), "checkpoint.keep=100000",
-		"eval.tasks=8", "eval.samples=1", "eval.every=0",
+		"runs_dir=" + o.RunsDir, fmt.Sprintf("name=bench-paper-%s-%s-%s-seed%d", pl.name, preset, strings.ReplaceAll(a.name, "+", "p"), seed),
+		fmt.Sprintf("seed=%d", seed), fmt.Sprintf("phases.rl.steps=%d", steps),
+		fmt.Sprintf("checkpoint.every=%d", o.Every), "checkpoint.keep=100000", "eval.tasks=8", "eval.samples=1", "eval.every=0",
+	}
+	if o.Steps > 0 {
+		// The preset's learning-rate warmup, capped by a shorter phase.
+		if c, err := pipeline.Preset(cmp.Or(a.preset, preset)); err == nil {
+			sets = append(sets, fmt.Sprintf("phases.rl.optim.warmup=%d", min(c.Phases[len(c.Phases)-1].Optim.Warmup, steps)))
+		}
 	}
 	if init != "" {
 		sets = append(sets, "init="+init)
 	}
+	sets = append(append(sets, pl.b.both...), a.sets...)
 	return append(sets, o.Set...)
 }
 
-// runPaperArm runs one arm's RL phase from init and evaluates its checkpoints.
-func runPaperArm(ctx context.Context, out io.Writer, o PaperOptions, init, arm string, seed uint64) (*paperRun, error) {
-	a, err := trainRLArm(ctx, out, AsyncOptions{Envs: o.Envs, Terminal: o.Terminal, Steps: o.Steps, Every: o.Every, Tasks: o.Tasks, Samples: o.Samples},
-		paperSets(o, init, arm, seed), seed)
-	if err != nil {
-		return nil, err
+func armNames(arms []paperArm) []string {
+	names := make([]string, len(arms))
+	for i, a := range arms {
+		names[i] = a.name
 	}
-	return &paperRun{arm: arm, seed: seed, wall: a.wall, steps: a.stepsTaken, points: a.points}, nil
+	return names
 }
 
-// supervisedCheckpoint trains the calc preset's supervised phase alone, as run name under runsDir,
-// and returns its last checkpoint.
-func supervisedCheckpoint(ctx context.Context, out io.Writer, envs *env.Registry, runsDir, name string, steps int, terminal bool) (string, error) {
-	cfg, err := pipeline.Load(envs, "calc", "", []string{"runs_dir=" + runsDir, "name=" + name,
-		fmt.Sprintf("phases.sft.steps=%d", steps), "eval.tasks=8", "eval.samples=1"})
-	if err != nil {
-		return "", err
-	}
-	cfg.Phases = cfg.Phases[:1]
-	run, err := pipeline.NewRun(cfg, pipeline.Options{Out: out, Terminal: terminal, Envs: envs})
-	if err != nil {
-		return "", err
-	}
-	sum, err := run.Train(ctx)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(sum.Dir, "checkpoints", fmt.Sprintf("sft-p0.s%06d", steps)), nil
-}
-
-// pass1AtWall is the held-out sampled pass@1 after t seconds of RL, interpolated linearly.
-func pass1AtWall(ps []evalPoint, t float64) float64 {
-	for i := 1; i < len(ps); i++ {
-		if ps[i].wall >= t {
-			q, p := ps[i-1], ps[i]
-			if p.wall == q.wall {
-				return p.pass1
-			}
-			return q.pass1 + (p.pass1-q.pass1)*(t-q.wall)/(p.wall-q.wall)
+// describeArms says what sets each arm apart.
+func describeArms(arms []paperArm) string {
+	var parts []string
+	for _, a := range arms {
+		what := "the preset as it is"
+		switch {
+		case a.preset != "":
+			what = "the " + a.preset + " preset"
+		case len(a.sets) > 0:
+			what = strings.Join(a.sets, " ")
 		}
+		parts = append(parts, a.name+" = "+what)
 	}
-	return ps[len(ps)-1].pass1
-}
-
-// interval is a mean over seeds with the half-width of its 95% interval (NaN with one seed).
-type interval struct{ mean, half float64 }
-
-func meanCI(v []float64) interval {
-	mean, half := ci95(v)
-	return interval{mean, half}
-}
-
-// format prints the interval scaled by k with prec decimals: "m ± h", or "m" with one seed.
-func (c interval) format(k float64, prec int, unit string) string {
-	if math.IsNaN(c.half) {
-		return strconv.FormatFloat(k*c.mean, 'f', prec, 64) + unit
-	}
-	return fmt.Sprintf("%.*f%s ± %.*f", prec, k*c.mean, unit, prec, k*c.half)
-}
-
-func (c interval) lo() float64 { return c.mean - c.half }
-func (c interval) hi() float64 { return c.mean + c.half }
-
-// paperSummary is one arm's figures over its seeds.
-type paperSummary struct {
-	arm                           string
-	n                             int
-	start, end, atEps, atWall     interval
-	perKEps, perMin, wall, secStp interval
-}
-
-// summarize computes every arm's figures. Sample efficiency is compared at the fewest episodes
-// and the least RL wall time any run reached, so every arm is read inside its own curve.
-func summarize(arms []string, runs []*paperRun) (sums []paperSummary, eqEps, eqWall float64) {
-	eqEps, eqWall = math.Inf(1), math.Inf(1)
-	for _, r := range runs {
-		last := r.points[len(r.points)-1]
-		eqEps, eqWall = min(eqEps, last.trained), min(eqWall, last.wall)
-	}
-	for _, arm := range arms {
-		var start, end, atEps, atWall, perK, perMin, wall, secStep []float64
-		for _, r := range runs {
-			if r.arm != arm {
-				continue
-			}
-			p0, last := r.points[0], r.points[len(r.points)-1]
-			e, tw := pass1At(r.points, eqEps), pass1AtWall(r.points, eqWall)
-			start, end = append(start, p0.pass1), append(end, last.pass1)
-			atEps, atWall = append(atEps, e), append(atWall, tw)
-			perK = append(perK, 1000*(e-p0.pass1)/eqEps)
-			perMin = append(perMin, 60*(tw-p0.pass1)/eqWall)
-			wall, secStep = append(wall, r.wall), append(secStep, r.wall/float64(max(r.steps, 1)))
-		}
-		if len(start) == 0 {
-			continue
-		}
-		sums = append(sums, paperSummary{arm: arm, n: len(start), start: meanCI(start), end: meanCI(end), atEps: meanCI(atEps),
-			atWall: meanCI(atWall), perKEps: meanCI(perK), perMin: meanCI(perMin), wall: meanCI(wall), secStp: meanCI(secStep)})
-	}
-	return sums, eqEps, eqWall
-}
-
-// ordering names the arms from best to worst by f, and says which neighbours' 95% intervals
-// overlap (an ordering between them is not resolved at this many seeds).
-func ordering(sums []paperSummary, f func(paperSummary) interval) string {
-	s := slices.Clone(sums)
-	slices.SortStableFunc(s, func(a, b paperSummary) int { return -cmpFloat(f(a).mean, f(b).mean) })
-	var b strings.Builder
-	for i, x := range s {
-		if i > 0 {
-			prev := f(s[i-1])
-			if math.IsNaN(prev.half) || prev.lo() <= f(x).hi() {
-				b.WriteString(" ≈ ")
-			} else {
-				b.WriteString(" > ")
-			}
-		}
-		b.WriteString(x.arm)
-	}
-	return b.String()
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func printPaper(w io.Writer, arms []string, runs []*paperRun) {
-	if len(runs) == 0 {
-		return
-	}
-	sums, eqEps, eqWall := summarize(arms, runs)
-	fmt.Fprintf(w, "\nheld-out sampled pass@1, mean ± 95%% interval over seeds (Student's t); wall = RL steps only (evaluation excluded)\n")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "arm\tseeds\tpass@1 start\tpass@1 end\tpass@1 at %.0f trained eps\tlift per 1k trained eps\tpass@1 at %.1fs RL\tlift per RL minute\tRL wall\ts/step\n", eqEps, eqWall)
-	for _, s := range sums {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.arm, s.n, s.start.format(100, 1, "%"), s.end.format(100, 1, "%"),
-			s.atEps.format(100, 1, "%"), s.perKEps.format(100, 2, " pt"), s.atWall.format(100, 1, "%"), s.perMin.format(100, 2, " pt"),
-			s.wall.format(1, 0, "s"), s.secStp.format(1, 2, "s"))
-	}
-	tw.Flush()
-	fmt.Fprintf(w, "\nordering per trained episode (pass@1 at %.0f episodes): %s\n", eqEps, ordering(sums, func(s paperSummary) interval { return s.atEps }))
-	fmt.Fprintf(w, "ordering per second (pass@1 at %.1fs of RL):            %s\n", eqWall, ordering(sums, func(s paperSummary) interval { return s.atWall }))
-	fmt.Fprintf(w, "(\">\": the 95%% intervals are apart; \"≈\": they overlap, so this many seeds do not resolve the order)\n")
-	fmt.Fprintf(w, "\nheld-out sampled pass@1 (greedy) at each evaluation, with RL wall seconds and episodes trained:\n")
-	for _, r := range runs {
-		var cells []string
-		for _, p := range r.points {
-			cells = append(cells, fmt.Sprintf("s%d %.1f%% (%.1f%%) %.0fs %.0f", p.step, 100*p.pass1, 100*p.greedy, p.wall, p.trained))
-		}
-		fmt.Fprintf(w, "  %s seed %d: %s\n", r.arm, r.seed, strings.Join(cells, " | "))
-	}
+	return strings.Join(parts, "; ")
 }

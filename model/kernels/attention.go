@@ -7,9 +7,13 @@ import "math"
 // instead of half the matrix, while each block is still a GEMM big enough for Sgemm's SIMD path.
 const attnBlock = 64
 
-// AttentionScratch is the number of scratch floats AttentionForward needs for L queries after
-// past cached keys; AttentionBackward needs twice as many.
-func AttentionScratch(L, past int) int { return min(L, attnBlock) * (past + L) }
+// AttentionScratch is the number of scratch floats AttentionForward needs for L queries of
+// heads of headDim after past cached keys; AttentionBackward needs twice as many.
+func AttentionScratch(L, past, headDim int) int {
+	gemm := min(L, attnBlock) * (past + L)
+	fused := max(fusedForwardScratch(L, past, headDim), (fusedBackwardScratch(L, past, headDim)+1)/2)
+	return max(gemm, fused)
+}
 
 // AttentionForward computes causal softmax attention for the nRep query heads that share one
 // key/value head (grouped-query attention; nRep = 1 is plain multi-head attention), over L query
@@ -26,10 +30,17 @@ func AttentionScratch(L, past int) int { return min(L, attnBlock) * (past + L) }
 // Like FlashAttention (Dao et al. 2022) it keeps only each row's log-sum-exp of the scaled
 // scores, not the L×(past+L) probabilities: AttentionBackward recomputes them, one extra GEMM
 // per block in exchange for memory linear in the sequence length. scratch needs
-// AttentionScratch(L, past) floats.
+// AttentionScratch(L, past, headDim) floats.
+//
+// Heads of a multiple of 16 dimensions on the assembly kernels take the fused path
+// (attention_fused.go); others multiply through Sgemm, a block of attnBlock rows at a time.
 func AttentionForward(out []float32, ldo int, lse []float32, ldlse int, scratch []float32,
 	q []float32, ldq int, k, v []float32, ldkv int, L, past, nRep, headDim int) {
 	scale := float32(1 / math.Sqrt(float64(headDim)))
+	if nn := fusedFamily(headDim); nn != nil {
+		attentionForwardFused(nn, out, ldo, lse, ldlse, scratch, q, ldq, k, v, ldkv, L, past, nRep, headDim, scale)
+		return
+	}
 	for r := 0; r < nRep; r++ {
 		for i0 := 0; i0 < L; i0 += attnBlock {
 			i1 := min(L, i0+attnBlock)
@@ -63,11 +74,15 @@ func softmaxInPlace(x []float32) float32 {
 
 // AttentionBackward adds to dq, dk and dv the gradients of AttentionForward given dout, with the
 // same layouts (dq like q, dk and dv like k and v). out and lse must be what the matching
-// forward call wrote. scratch needs 2·AttentionScratch(L, past) floats. The nRep heads are
-// visited in order, so their shared dk and dv sum deterministically.
+// forward call wrote. scratch needs 2·AttentionScratch(L, past, headDim) floats. The nRep
+// heads are visited in order, so their shared dk and dv sum deterministically.
 func AttentionBackward(dq, dk, dv, scratch, dout []float32, ldo int, out, lse []float32, ldlse int,
 	q []float32, ldq int, k, v []float32, ldkv int, L, past, nRep, headDim int) {
 	scale := float32(1 / math.Sqrt(float64(headDim)))
+	if nn := fusedFamily(headDim); nn != nil {
+		attentionBackwardFused(nn, dq, dk, dv, scratch, dout, ldo, out, lse, ldlse, q, ldq, k, v, ldkv, L, past, nRep, headDim, scale)
+		return
+	}
 	for r := 0; r < nRep; r++ {
 		for i0 := 0; i0 < L; i0 += attnBlock {
 			i1 := min(L, i0+attnBlock)

@@ -58,16 +58,23 @@ func AttentionCachedScratch(L, past, nRep int) int {
 // decode step multiplies K and V by nRep rows at once; q and out then hold the heads
 // headDim floats apart.
 func AttentionCached(out []float32, ldo int, scratch []float32, q []float32, ldq int, kb, v []float32, ldv int, L, past, nRep, headDim int) {
+	attentionCached(out, ldo, scratch, q, ldq, kb, v, ldv, L, past, nRep, headDim)
+}
+
+// attentionCached is AttentionCached over float32 keys and values and AttentionCachedBF16 over
+// bfloat16 ones: the same blocks of queries, softmax over each row's visible keys and zeros past
+// them, with the products of the cache's precision (cachedScores, cachedValues).
+func attentionCached[T float32 | uint16](out []float32, ldo int, scratch []float32, q []float32, ldq int, kb, v []T, ldv int, L, past, nRep, headDim int) {
 	scale := float32(1 / math.Sqrt(float64(headDim)))
 	if L == 1 {
 		nk := past + 1
 		lds := roundUpKeys(nk)
 		s := scratch[:nRep*lds]
-		keyBlockScores(s, lds, q, headDim, kb, nRep, nk, headDim, scale)
+		cachedScores(s, lds, q, headDim, kb, nRep, nk, headDim, scale)
 		for r := 0; r < nRep; r++ {
 			softmaxInPlace(s[r*lds : r*lds+nk])
 		}
-		keyChunksPV(out, headDim, s, lds, v, ldv, nRep, nk, headDim)
+		cachedValues(out, headDim, s, lds, v, ldv, nRep, nk, headDim)
 		return
 	}
 	for r := 0; r < nRep; r++ {
@@ -76,15 +83,35 @@ func AttentionCached(out []float32, ldo int, scratch []float32, q []float32, ldq
 			rows, nk := i1-i0, past+i1
 			lds := roundUpKeys(nk)
 			s := scratch[:rows*lds]
-			keyBlockScores(s, lds, q[i0*ldq+r*headDim:], ldq, kb, rows, nk, headDim, scale)
+			cachedScores(s, lds, q[i0*ldq+r*headDim:], ldq, kb, rows, nk, headDim, scale)
 			for i := 0; i < rows; i++ {
 				row := s[i*lds : i*lds+nk]
 				visible := past + i0 + i + 1
 				softmaxInPlace(row[:visible])
 				clear(row[visible:])
 			}
-			keyChunksPV(out[i0*ldo+r*headDim:], ldo, s, lds, v, ldv, rows, nk, headDim)
+			cachedValues(out[i0*ldo+r*headDim:], ldo, s, lds, v, ldv, rows, nk, headDim)
 		}
+	}
+}
+
+// cachedScores is keyBlockScores over float32 keys, keyBlockScoresBF16 over bfloat16 ones.
+func cachedScores[T float32 | uint16](s []float32, lds int, q []float32, ldq int, kb []T, rows, nk, hd int, scale float32) {
+	switch kb := any(kb).(type) {
+	case []float32:
+		keyBlockScores(s, lds, q, ldq, kb, rows, nk, hd, scale)
+	case []uint16:
+		keyBlockScoresBF16(bf16For(activeKernel()), s, lds, q, ldq, kb, rows, nk, hd, scale)
+	}
+}
+
+// cachedValues is keyChunksPV over float32 values, valuesBF16 over bfloat16 ones.
+func cachedValues[T float32 | uint16](out []float32, ldo int, p []float32, ldp int, v []T, ldv, rows, nk, headDim int) {
+	switch v := any(v).(type) {
+	case []float32:
+		keyChunksPV(out, ldo, p, ldp, v, ldv, rows, nk, headDim)
+	case []uint16:
+		valuesBF16(bf16For(activeKernel()), out, ldo, p, ldp, v, ldv, rows, nk, headDim)
 	}
 }
 

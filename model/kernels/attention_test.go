@@ -50,7 +50,7 @@ func TestAttentionForwardMatchesNaive(t *testing.T) {
 		ldo := tc.nRep * tc.hd
 		out := make([]float32, tc.L*ldo)
 		lse := make([]float32, tc.L*tc.nRep)
-		scratch := make([]float32, AttentionScratch(tc.L, tc.past))
+		scratch := make([]float32, AttentionScratch(tc.L, tc.past, tc.hd))
 		AttentionForward(out, ldo, lse, tc.nRep, scratch, q, ldq, k, v, ldkv, tc.L, tc.past, tc.nRep, tc.hd)
 		want := naiveAttention(q, ldq, k, v, ldkv, tc.L, tc.past, tc.nRep, tc.hd)
 		noLSE := make([]float32, len(out))
@@ -78,7 +78,7 @@ func TestAttentionGrad(t *testing.T) {
 		dout := randSlice(rng, tc.L*ldq, 1)
 		out := make([]float32, tc.L*ldq)
 		lse := make([]float32, tc.L*tc.nRep)
-		scratch := make([]float32, 2*AttentionScratch(tc.L, tc.past))
+		scratch := make([]float32, 2*AttentionScratch(tc.L, tc.past, tc.hd))
 		loss := func() float64 {
 			AttentionForward(out, ldq, lse, tc.nRep, scratch, q, ldq, k, v, ldkv, tc.L, tc.past, tc.nRep, tc.hd)
 			return dotLoss(dout, out)

@@ -15,6 +15,9 @@ var (
 		max:       asmMax(maxFiniteavx512),
 		scale:     asmScale(scaleavx512),
 		read:      asmRead(readStreamavx512),
+
+		softmaxGrad: asmSoftmaxGrad(softmaxGradavx512),
+		expMoments:  asmExpMoments(expMomentsavx512),
 	}
 	avx2Elem = elemKernel{
 		name:      "avx2",
@@ -24,6 +27,9 @@ var (
 		max:       asmMax(maxFiniteavx2),
 		scale:     asmScale(scaleavx2),
 		read:      asmRead(readStreamavx2),
+
+		softmaxGrad: asmSoftmaxGrad(softmaxGradavx2),
+		expMoments:  asmExpMoments(expMomentsavx2),
 	}
 )
 
@@ -102,5 +108,25 @@ func asmRead(f func(x *float32, blocks int) float32) func(x []float32) float32 {
 			s = f(&x[0], blocks)
 		}
 		return s + readGo(x[128*blocks:])
+	}
+}
+
+func asmSoftmaxGrad(f func(p, ds *float32, n int, shift, d, scale float32)) func(p, ds []float32, shift, d, scale float32) {
+	return func(p, ds []float32, shift, d, scale float32) {
+		n := len(p)
+		if n == 0 {
+			return
+		}
+		_ = ds[n-1]
+		f(&p[0], &ds[0], n, shift, d, scale)
+	}
+}
+
+func asmExpMoments(f func(x *float32, n int, shift float32) (float64, float64)) func(x []float32, shift float32) (float64, float64) {
+	return func(x []float32, shift float32) (float64, float64) {
+		if len(x) == 0 {
+			return 0, 0
+		}
+		return f(&x[0], len(x), shift)
 	}
 }

@@ -947,6 +947,278 @@ readStreamavx512_done:
 	VZEROUPPER
 	RET
 
+// func softmaxGradavx512(p *float32, ds *float32, n int, shift float32, d float32, scale float32)
+// Requires: AVX, AVX512F
+TEXT ·softmaxGradavx512(SB), NOSPLIT, $0-36
+	MOVQ         p+0(FP), AX
+	MOVQ         ds+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VBROADCASTSS elemconsts<>+0(SB), Z0
+	VBROADCASTSS elemconsts<>+32(SB), Z1
+	VBROADCASTSS elemconsts<>+64(SB), Z2
+	VBROADCASTSS elemconsts<>+96(SB), Z3
+	VBROADCASTSS elemconsts<>+128(SB), Z4
+	VBROADCASTSS elemconsts<>+160(SB), Z5
+	VBROADCASTSS elemconsts<>+192(SB), Z6
+	VBROADCASTSS elemconsts<>+224(SB), Z7
+	VBROADCASTSS elemconsts<>+256(SB), Z8
+	VBROADCASTSS elemconsts<>+288(SB), Z9
+	VBROADCASTSS elemconsts<>+320(SB), Z10
+	VBROADCASTSS elemconsts<>+352(SB), Z11
+	VBROADCASTSS elemconsts<>+384(SB), Z12
+	VBROADCASTSS elemconsts<>+416(SB), Z13
+	VBROADCASTSS shift+24(FP), Z14
+	VBROADCASTSS d+28(FP), Z15
+	VBROADCASTSS scale+32(FP), Z16
+
+softmaxGradavx512_loop:
+	CMPQ        DX, $0x10
+	JB          softmaxGradavx512_tail
+	VMOVUPS     (AX), Z17
+	VSUBPS      Z14, Z17, Z17
+	VMULPS      Z0, Z17, Z18
+	VADDPS      Z1, Z18, Z18
+	VRNDSCALEPS $0x01, Z18, Z18
+	VMULPS      Z2, Z18, Z22
+	VSUBPS      Z22, Z17, Z21
+	VMULPS      Z3, Z18, Z22
+	VSUBPS      Z22, Z21, Z21
+	VMULPS      Z4, Z21, Z22
+	VADDPS      Z5, Z22, Z22
+	VMULPS      Z21, Z22, Z22
+	VADDPS      Z6, Z22, Z22
+	VMULPS      Z21, Z22, Z22
+	VADDPS      Z7, Z22, Z22
+	VMULPS      Z21, Z22, Z22
+	VADDPS      Z8, Z22, Z22
+	VMULPS      Z21, Z22, Z22
+	VADDPS      Z9, Z22, Z22
+	VMULPS      Z21, Z22, Z22
+	VMULPS      Z21, Z22, Z22
+	VADDPS      Z21, Z22, Z22
+	VADDPS      Z10, Z22, Z22
+	VCVTTPS2DQ  Z18, Z18
+	VPSLLD      $0x17, Z18, Z18
+	VPADDD      Z18, Z22, Z22
+	VCMPPS      $0x1e, Z11, Z17, K1
+	VMOVAPS     Z13, K1, Z22
+	VCMPPS      $0x11, Z12, Z17, K1
+	VPXORD      Z19, Z19, Z19
+	VMOVAPS     Z19, K1, Z22
+	VCMPPS      $0x03, Z17, Z17, K1
+	VMOVAPS     Z17, K1, Z22
+	VMOVUPS     Z22, (AX)
+	VMOVUPS     (CX), Z17
+	VSUBPS      Z15, Z17, Z17
+	VMULPS      Z17, Z22, Z17
+	VMULPS      Z16, Z17, Z17
+	VMOVUPS     Z17, (CX)
+	ADDQ        $0x40, AX
+	ADDQ        $0x40, CX
+	SUBQ        $0x10, DX
+	JMP         softmaxGradavx512_loop
+
+softmaxGradavx512_tail:
+	TESTQ       DX, DX
+	JZ          softmaxGradavx512_done
+	LEAQ        elemtailmask512<>+0(SB), BX
+	KMOVW       (BX)(DX*2), K1
+	VMOVUPS.Z   (AX), K1, Z17
+	VSUBPS      Z14, Z17, Z17
+	VMULPS      Z0, Z17, Z0
+	VADDPS      Z1, Z0, Z0
+	VRNDSCALEPS $0x01, Z0, Z0
+	VMULPS      Z2, Z0, Z2
+	VSUBPS      Z2, Z17, Z1
+	VMULPS      Z3, Z0, Z2
+	VSUBPS      Z2, Z1, Z1
+	VMULPS      Z4, Z1, Z2
+	VADDPS      Z5, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z6, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z7, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z8, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z9, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z1, Z2, Z2
+	VADDPS      Z10, Z2, Z2
+	VCVTTPS2DQ  Z0, Z0
+	VPSLLD      $0x17, Z0, Z0
+	VPADDD      Z0, Z2, Z2
+	VCMPPS      $0x1e, Z11, Z17, K2
+	VMOVAPS     Z13, K2, Z2
+	VCMPPS      $0x11, Z12, Z17, K2
+	VPXORD      Z20, Z20, Z20
+	VMOVAPS     Z20, K2, Z2
+	VCMPPS      $0x03, Z17, Z17, K2
+	VMOVAPS     Z17, K2, Z2
+	VMOVUPS     Z2, K1, (AX)
+	VMOVUPS.Z   (CX), K1, Z0
+	VSUBPS      Z15, Z0, Z0
+	VMULPS      Z0, Z2, Z0
+	VMULPS      Z16, Z0, Z0
+	VMOVUPS     Z0, K1, (CX)
+
+softmaxGradavx512_done:
+	VZEROUPPER
+	RET
+
+// func expMomentsavx512(x *float32, n int, shift float32) (s float64, sz float64)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·expMomentsavx512(SB), NOSPLIT, $0-40
+	MOVQ         x+0(FP), AX
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS elemconsts<>+0(SB), Z0
+	VBROADCASTSS elemconsts<>+32(SB), Z1
+	VBROADCASTSS elemconsts<>+64(SB), Z2
+	VBROADCASTSS elemconsts<>+96(SB), Z3
+	VBROADCASTSS elemconsts<>+128(SB), Z4
+	VBROADCASTSS elemconsts<>+160(SB), Z5
+	VBROADCASTSS elemconsts<>+192(SB), Z6
+	VBROADCASTSS elemconsts<>+224(SB), Z7
+	VBROADCASTSS elemconsts<>+256(SB), Z8
+	VBROADCASTSS elemconsts<>+288(SB), Z9
+	VBROADCASTSS elemconsts<>+320(SB), Z10
+	VBROADCASTSS elemconsts<>+352(SB), Z11
+	VBROADCASTSS elemconsts<>+384(SB), Z12
+	VBROADCASTSS elemconsts<>+416(SB), Z13
+	VBROADCASTSS shift+16(FP), Z14
+	VXORPS       Y15, Y15, Y15
+	VXORPS       Y16, Y16, Y16
+
+expMomentsavx512_loop:
+	CMPQ          CX, $0x10
+	JB            expMomentsavx512_tail
+	VMOVUPS       (AX), Z17
+	VSUBPS        Z14, Z17, Z17
+	VMULPS        Z0, Z17, Z18
+	VADDPS        Z1, Z18, Z18
+	VRNDSCALEPS   $0x01, Z18, Z18
+	VMULPS        Z2, Z18, Z22
+	VSUBPS        Z22, Z17, Z21
+	VMULPS        Z3, Z18, Z22
+	VSUBPS        Z22, Z21, Z21
+	VMULPS        Z4, Z21, Z22
+	VADDPS        Z5, Z22, Z22
+	VMULPS        Z21, Z22, Z22
+	VADDPS        Z6, Z22, Z22
+	VMULPS        Z21, Z22, Z22
+	VADDPS        Z7, Z22, Z22
+	VMULPS        Z21, Z22, Z22
+	VADDPS        Z8, Z22, Z22
+	VMULPS        Z21, Z22, Z22
+	VADDPS        Z9, Z22, Z22
+	VMULPS        Z21, Z22, Z22
+	VMULPS        Z21, Z22, Z22
+	VADDPS        Z21, Z22, Z22
+	VADDPS        Z10, Z22, Z22
+	VCVTTPS2DQ    Z18, Z18
+	VPSLLD        $0x17, Z18, Z18
+	VPADDD        Z18, Z22, Z22
+	VCMPPS        $0x1e, Z11, Z17, K1
+	VMOVAPS       Z13, K1, Z22
+	VCMPPS        $0x11, Z12, Z17, K1
+	VPXORD        Z19, Z19, Z19
+	VMOVAPS       Z19, K1, Z22
+	VCMPPS        $0x03, Z17, Z17, K1
+	VMOVAPS       Z17, K1, Z22
+	VCVTPS2PD     Y22, Z18
+	VEXTRACTF64X4 $0x01, Z22, Y21
+	VCVTPS2PD     Y21, Z21
+	VADDPD        Z18, Z15, Z15
+	VADDPD        Z21, Z15, Z15
+	VCVTPS2PD     Y22, Z18
+	VEXTRACTF64X4 $0x01, Z22, Y22
+	VCVTPS2PD     Y22, Z21
+	VCVTPS2PD     Y17, Z23
+	VEXTRACTF64X4 $0x01, Z17, Y22
+	VCVTPS2PD     Y22, Z17
+	VMULPD        Z23, Z18, Z18
+	VMULPD        Z17, Z21, Z21
+	VADDPD        Z18, Z16, Z16
+	VADDPD        Z21, Z16, Z16
+	ADDQ          $0x40, AX
+	SUBQ          $0x10, CX
+	JMP           expMomentsavx512_loop
+
+expMomentsavx512_tail:
+	TESTQ         CX, CX
+	JZ            expMomentsavx512_done
+	LEAQ          elemtailmask512<>+0(SB), DX
+	KMOVW         (DX)(CX*2), K1
+	VMOVUPS.Z     (AX), K1, Z17
+	VSUBPS        Z14, Z17, Z17
+	VMULPS        Z0, Z17, Z0
+	VADDPS        Z1, Z0, Z0
+	VRNDSCALEPS   $0x01, Z0, Z0
+	VMULPS        Z2, Z0, Z2
+	VSUBPS        Z2, Z17, Z1
+	VMULPS        Z3, Z0, Z2
+	VSUBPS        Z2, Z1, Z1
+	VMULPS        Z4, Z1, Z2
+	VADDPS        Z5, Z2, Z2
+	VMULPS        Z1, Z2, Z2
+	VADDPS        Z6, Z2, Z2
+	VMULPS        Z1, Z2, Z2
+	VADDPS        Z7, Z2, Z2
+	VMULPS        Z1, Z2, Z2
+	VADDPS        Z8, Z2, Z2
+	VMULPS        Z1, Z2, Z2
+	VADDPS        Z9, Z2, Z2
+	VMULPS        Z1, Z2, Z2
+	VMULPS        Z1, Z2, Z2
+	VADDPS        Z1, Z2, Z2
+	VADDPS        Z10, Z2, Z2
+	VCVTTPS2DQ    Z0, Z0
+	VPSLLD        $0x17, Z0, Z0
+	VPADDD        Z0, Z2, Z2
+	VCMPPS        $0x1e, Z11, Z17, K2
+	VMOVAPS       Z13, K2, Z2
+	VCMPPS        $0x11, Z12, Z17, K2
+	VPXORD        Z20, Z20, Z20
+	VMOVAPS       Z20, K2, Z2
+	VCMPPS        $0x03, Z17, Z17, K2
+	VMOVAPS       Z17, K2, Z2
+	VMOVAPS.Z     Z2, K1, Z2
+	VMOVAPS.Z     Z17, K1, Z17
+	VCVTPS2PD     Y2, Z0
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VCVTPS2PD     Y1, Z1
+	VADDPD        Z0, Z15, Z15
+	VADDPD        Z1, Z15, Z15
+	VCVTPS2PD     Y2, Z0
+	VEXTRACTF64X4 $0x01, Z2, Y2
+	VCVTPS2PD     Y2, Z1
+	VCVTPS2PD     Y17, Z3
+	VEXTRACTF64X4 $0x01, Z17, Y2
+	VCVTPS2PD     Y2, Z2
+	VMULPD        Z3, Z0, Z0
+	VMULPD        Z2, Z1, Z1
+	VADDPD        Z0, Z16, Z16
+	VADDPD        Z1, Z16, Z16
+
+expMomentsavx512_done:
+	VEXTRACTF64X4 $0x01, Z15, Y0
+	VADDPD        Y0, Y15, Y15
+	VEXTRACTF32X4 $0x01, Y15, X0
+	VADDPD        X0, X15, X15
+	VUNPCKHPD     X15, X15, X0
+	VADDSD        X0, X15, X15
+	VMOVSD        X15, s+24(FP)
+	VEXTRACTF64X4 $0x01, Z16, Y0
+	VADDPD        Y0, Y16, Y16
+	VEXTRACTF32X4 $0x01, Y16, X0
+	VADDPD        X0, X16, X16
+	VUNPCKHPD     X16, X16, X0
+	VADDSD        X0, X16, X16
+	VMOVSD        X16, sz+32(FP)
+	VZEROUPPER
+	RET
+
 // func expSumavx2(dst *float32, src *float32, n int, shift float32) float32
 // Requires: AVX, AVX2, SSE
 TEXT ·expSumavx2(SB), NOSPLIT, $0-36
@@ -1712,6 +1984,422 @@ readStreamavx2_done:
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
 	MOVSS        X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func softmaxGradavx2(p *float32, ds *float32, n int, shift float32, d float32, scale float32)
+// Requires: AVX, AVX2
+TEXT ·softmaxGradavx2(SB), NOSPLIT, $0-36
+	MOVQ         p+0(FP), AX
+	MOVQ         ds+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VBROADCASTSS shift+24(FP), Y0
+	VBROADCASTSS d+28(FP), Y1
+	VBROADCASTSS scale+32(FP), Y2
+
+softmaxGradavx2_loop:
+	CMPQ       DX, $0x10
+	JB         softmaxGradavx2_tail
+	VMOVUPS    (AX), Y3
+	VSUBPS     Y0, Y3, Y3
+	VMULPS     elemconsts<>+0(SB), Y3, Y4
+	VADDPS     elemconsts<>+32(SB), Y4, Y4
+	VROUNDPS   $0x01, Y4, Y4
+	VMULPS     elemconsts<>+64(SB), Y4, Y6
+	VSUBPS     Y6, Y3, Y5
+	VMULPS     elemconsts<>+96(SB), Y4, Y6
+	VSUBPS     Y6, Y5, Y5
+	VMULPS     elemconsts<>+128(SB), Y5, Y6
+	VADDPS     elemconsts<>+160(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+192(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+224(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+256(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+288(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+320(SB), Y6, Y6
+	VCVTTPS2DQ Y4, Y4
+	VPSLLD     $0x17, Y4, Y4
+	VPADDD     Y4, Y6, Y6
+	VCMPPS     $0x1e, elemconsts<>+352(SB), Y3, Y4
+	VBLENDVPS  Y4, elemconsts<>+416(SB), Y6, Y6
+	VCMPPS     $0x11, elemconsts<>+384(SB), Y3, Y4
+	VANDNPS    Y6, Y4, Y6
+	VCMPPS     $0x03, Y3, Y3, Y4
+	VBLENDVPS  Y4, Y3, Y6, Y6
+	VMOVUPS    Y6, (AX)
+	VMOVUPS    (CX), Y3
+	VSUBPS     Y1, Y3, Y3
+	VMULPS     Y3, Y6, Y3
+	VMULPS     Y2, Y3, Y3
+	VMOVUPS    Y3, (CX)
+	VMOVUPS    32(AX), Y3
+	VSUBPS     Y0, Y3, Y3
+	VMULPS     elemconsts<>+0(SB), Y3, Y4
+	VADDPS     elemconsts<>+32(SB), Y4, Y4
+	VROUNDPS   $0x01, Y4, Y4
+	VMULPS     elemconsts<>+64(SB), Y4, Y6
+	VSUBPS     Y6, Y3, Y5
+	VMULPS     elemconsts<>+96(SB), Y4, Y6
+	VSUBPS     Y6, Y5, Y5
+	VMULPS     elemconsts<>+128(SB), Y5, Y6
+	VADDPS     elemconsts<>+160(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+192(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+224(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+256(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+288(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+320(SB), Y6, Y6
+	VCVTTPS2DQ Y4, Y4
+	VPSLLD     $0x17, Y4, Y4
+	VPADDD     Y4, Y6, Y6
+	VCMPPS     $0x1e, elemconsts<>+352(SB), Y3, Y4
+	VBLENDVPS  Y4, elemconsts<>+416(SB), Y6, Y6
+	VCMPPS     $0x11, elemconsts<>+384(SB), Y3, Y4
+	VANDNPS    Y6, Y4, Y6
+	VCMPPS     $0x03, Y3, Y3, Y4
+	VBLENDVPS  Y4, Y3, Y6, Y6
+	VMOVUPS    Y6, 32(AX)
+	VMOVUPS    32(CX), Y3
+	VSUBPS     Y1, Y3, Y3
+	VMULPS     Y3, Y6, Y3
+	VMULPS     Y2, Y3, Y3
+	VMOVUPS    Y3, 32(CX)
+	ADDQ       $0x40, AX
+	ADDQ       $0x40, CX
+	SUBQ       $0x10, DX
+	JMP        softmaxGradavx2_loop
+
+softmaxGradavx2_tail:
+	TESTQ      DX, DX
+	JZ         softmaxGradavx2_done
+	LEAQ       elemtailmask256<>+0(SB), BX
+	SHLQ       $0x06, DX
+	VMOVDQU    (BX)(DX*1), Y3
+	VMOVDQU    32(BX)(DX*1), Y4
+	VMASKMOVPS (AX), Y3, Y5
+	VSUBPS     Y0, Y5, Y5
+	VMULPS     elemconsts<>+0(SB), Y5, Y6
+	VADDPS     elemconsts<>+32(SB), Y6, Y6
+	VROUNDPS   $0x01, Y6, Y6
+	VMULPS     elemconsts<>+64(SB), Y6, Y8
+	VSUBPS     Y8, Y5, Y7
+	VMULPS     elemconsts<>+96(SB), Y6, Y8
+	VSUBPS     Y8, Y7, Y7
+	VMULPS     elemconsts<>+128(SB), Y7, Y8
+	VADDPS     elemconsts<>+160(SB), Y8, Y8
+	VMULPS     Y7, Y8, Y8
+	VADDPS     elemconsts<>+192(SB), Y8, Y8
+	VMULPS     Y7, Y8, Y8
+	VADDPS     elemconsts<>+224(SB), Y8, Y8
+	VMULPS     Y7, Y8, Y8
+	VADDPS     elemconsts<>+256(SB), Y8, Y8
+	VMULPS     Y7, Y8, Y8
+	VADDPS     elemconsts<>+288(SB), Y8, Y8
+	VMULPS     Y7, Y8, Y8
+	VMULPS     Y7, Y8, Y8
+	VADDPS     Y7, Y8, Y8
+	VADDPS     elemconsts<>+320(SB), Y8, Y8
+	VCVTTPS2DQ Y6, Y6
+	VPSLLD     $0x17, Y6, Y6
+	VPADDD     Y6, Y8, Y8
+	VCMPPS     $0x1e, elemconsts<>+352(SB), Y5, Y6
+	VBLENDVPS  Y6, elemconsts<>+416(SB), Y8, Y8
+	VCMPPS     $0x11, elemconsts<>+384(SB), Y5, Y6
+	VANDNPS    Y8, Y6, Y8
+	VCMPPS     $0x03, Y5, Y5, Y6
+	VBLENDVPS  Y6, Y5, Y8, Y8
+	VMASKMOVPS Y8, Y3, (AX)
+	VMASKMOVPS (CX), Y3, Y5
+	VSUBPS     Y1, Y5, Y5
+	VMULPS     Y5, Y8, Y5
+	VMULPS     Y2, Y5, Y5
+	VMASKMOVPS Y5, Y3, (CX)
+	VMASKMOVPS 32(AX), Y4, Y3
+	VSUBPS     Y0, Y3, Y3
+	VMULPS     elemconsts<>+0(SB), Y3, Y0
+	VADDPS     elemconsts<>+32(SB), Y0, Y0
+	VROUNDPS   $0x01, Y0, Y0
+	VMULPS     elemconsts<>+64(SB), Y0, Y6
+	VSUBPS     Y6, Y3, Y5
+	VMULPS     elemconsts<>+96(SB), Y0, Y6
+	VSUBPS     Y6, Y5, Y5
+	VMULPS     elemconsts<>+128(SB), Y5, Y6
+	VADDPS     elemconsts<>+160(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+192(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+224(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+256(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+288(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+320(SB), Y6, Y6
+	VCVTTPS2DQ Y0, Y0
+	VPSLLD     $0x17, Y0, Y0
+	VPADDD     Y0, Y6, Y6
+	VCMPPS     $0x1e, elemconsts<>+352(SB), Y3, Y0
+	VBLENDVPS  Y0, elemconsts<>+416(SB), Y6, Y6
+	VCMPPS     $0x11, elemconsts<>+384(SB), Y3, Y0
+	VANDNPS    Y6, Y0, Y6
+	VCMPPS     $0x03, Y3, Y3, Y0
+	VBLENDVPS  Y0, Y3, Y6, Y6
+	VMASKMOVPS Y6, Y4, 32(AX)
+	VMASKMOVPS 32(CX), Y4, Y0
+	VSUBPS     Y1, Y0, Y0
+	VMULPS     Y0, Y6, Y0
+	VMULPS     Y2, Y0, Y0
+	VMASKMOVPS Y0, Y4, 32(CX)
+
+softmaxGradavx2_done:
+	VZEROUPPER
+	RET
+
+// func expMomentsavx2(x *float32, n int, shift float32) (s float64, sz float64)
+// Requires: AVX, AVX2
+TEXT ·expMomentsavx2(SB), NOSPLIT, $0-40
+	MOVQ         x+0(FP), AX
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS shift+16(FP), Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+
+expMomentsavx2_loop:
+	CMPQ         CX, $0x10
+	JB           expMomentsavx2_tail
+	VMOVUPS      (AX), Y5
+	VSUBPS       Y0, Y5, Y5
+	VMULPS       elemconsts<>+0(SB), Y5, Y6
+	VADDPS       elemconsts<>+32(SB), Y6, Y6
+	VROUNDPS     $0x01, Y6, Y6
+	VMULPS       elemconsts<>+64(SB), Y6, Y8
+	VSUBPS       Y8, Y5, Y7
+	VMULPS       elemconsts<>+96(SB), Y6, Y8
+	VSUBPS       Y8, Y7, Y7
+	VMULPS       elemconsts<>+128(SB), Y7, Y8
+	VADDPS       elemconsts<>+160(SB), Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VADDPS       elemconsts<>+192(SB), Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VADDPS       elemconsts<>+224(SB), Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VADDPS       elemconsts<>+256(SB), Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VADDPS       elemconsts<>+288(SB), Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VADDPS       Y7, Y8, Y8
+	VADDPS       elemconsts<>+320(SB), Y8, Y8
+	VCVTTPS2DQ   Y6, Y6
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y8, Y8
+	VCMPPS       $0x1e, elemconsts<>+352(SB), Y5, Y6
+	VBLENDVPS    Y6, elemconsts<>+416(SB), Y8, Y8
+	VCMPPS       $0x11, elemconsts<>+384(SB), Y5, Y6
+	VANDNPS      Y8, Y6, Y8
+	VCMPPS       $0x03, Y5, Y5, Y6
+	VBLENDVPS    Y6, Y5, Y8, Y8
+	VCVTPS2PD    X8, Y6
+	VEXTRACTF128 $0x01, Y8, X7
+	VCVTPS2PD    X7, Y7
+	VADDPD       Y6, Y1, Y1
+	VADDPD       Y7, Y2, Y2
+	VCVTPS2PD    X8, Y6
+	VEXTRACTF128 $0x01, Y8, X8
+	VCVTPS2PD    X8, Y7
+	VCVTPS2PD    X5, Y9
+	VEXTRACTF128 $0x01, Y5, X8
+	VCVTPS2PD    X8, Y5
+	VMULPD       Y9, Y6, Y6
+	VMULPD       Y5, Y7, Y7
+	VADDPD       Y6, Y3, Y3
+	VADDPD       Y7, Y4, Y4
+	VMOVUPS      32(AX), Y5
+	VSUBPS       Y0, Y5, Y5
+	VMULPS       elemconsts<>+0(SB), Y5, Y6
+	VADDPS       elemconsts<>+32(SB), Y6, Y6
+	VROUNDPS     $0x01, Y6, Y6
+	VMULPS       elemconsts<>+64(SB), Y6, Y8
+	VSUBPS       Y8, Y5, Y7
+	VMULPS       elemconsts<>+96(SB), Y6, Y8
+	VSUBPS       Y8, Y7, Y7
+	VMULPS       elemconsts<>+128(SB), Y7, Y8
+	VADDPS       elemconsts<>+160(SB), Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VADDPS       elemconsts<>+192(SB), Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VADDPS       elemconsts<>+224(SB), Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VADDPS       elemconsts<>+256(SB), Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VADDPS       elemconsts<>+288(SB), Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VADDPS       Y7, Y8, Y8
+	VADDPS       elemconsts<>+320(SB), Y8, Y8
+	VCVTTPS2DQ   Y6, Y6
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y8, Y8
+	VCMPPS       $0x1e, elemconsts<>+352(SB), Y5, Y6
+	VBLENDVPS    Y6, elemconsts<>+416(SB), Y8, Y8
+	VCMPPS       $0x11, elemconsts<>+384(SB), Y5, Y6
+	VANDNPS      Y8, Y6, Y8
+	VCMPPS       $0x03, Y5, Y5, Y6
+	VBLENDVPS    Y6, Y5, Y8, Y8
+	VCVTPS2PD    X8, Y6
+	VEXTRACTF128 $0x01, Y8, X7
+	VCVTPS2PD    X7, Y7
+	VADDPD       Y6, Y1, Y1
+	VADDPD       Y7, Y2, Y2
+	VCVTPS2PD    X8, Y6
+	VEXTRACTF128 $0x01, Y8, X8
+	VCVTPS2PD    X8, Y7
+	VCVTPS2PD    X5, Y9
+	VEXTRACTF128 $0x01, Y5, X8
+	VCVTPS2PD    X8, Y5
+	VMULPD       Y9, Y6, Y6
+	VMULPD       Y5, Y7, Y7
+	VADDPD       Y6, Y3, Y3
+	VADDPD       Y7, Y4, Y4
+	ADDQ         $0x40, AX
+	SUBQ         $0x10, CX
+	JMP          expMomentsavx2_loop
+
+expMomentsavx2_tail:
+	TESTQ        CX, CX
+	JZ           expMomentsavx2_done
+	LEAQ         elemtailmask256<>+0(SB), DX
+	SHLQ         $0x06, CX
+	VMOVDQU      (DX)(CX*1), Y5
+	VMOVDQU      32(DX)(CX*1), Y6
+	VMASKMOVPS   (AX), Y5, Y7
+	VSUBPS       Y0, Y7, Y7
+	VMULPS       elemconsts<>+0(SB), Y7, Y8
+	VADDPS       elemconsts<>+32(SB), Y8, Y8
+	VROUNDPS     $0x01, Y8, Y8
+	VMULPS       elemconsts<>+64(SB), Y8, Y10
+	VSUBPS       Y10, Y7, Y9
+	VMULPS       elemconsts<>+96(SB), Y8, Y10
+	VSUBPS       Y10, Y9, Y9
+	VMULPS       elemconsts<>+128(SB), Y9, Y10
+	VADDPS       elemconsts<>+160(SB), Y10, Y10
+	VMULPS       Y9, Y10, Y10
+	VADDPS       elemconsts<>+192(SB), Y10, Y10
+	VMULPS       Y9, Y10, Y10
+	VADDPS       elemconsts<>+224(SB), Y10, Y10
+	VMULPS       Y9, Y10, Y10
+	VADDPS       elemconsts<>+256(SB), Y10, Y10
+	VMULPS       Y9, Y10, Y10
+	VADDPS       elemconsts<>+288(SB), Y10, Y10
+	VMULPS       Y9, Y10, Y10
+	VMULPS       Y9, Y10, Y10
+	VADDPS       Y9, Y10, Y10
+	VADDPS       elemconsts<>+320(SB), Y10, Y10
+	VCVTTPS2DQ   Y8, Y8
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VCMPPS       $0x1e, elemconsts<>+352(SB), Y7, Y8
+	VBLENDVPS    Y8, elemconsts<>+416(SB), Y10, Y10
+	VCMPPS       $0x11, elemconsts<>+384(SB), Y7, Y8
+	VANDNPS      Y10, Y8, Y10
+	VCMPPS       $0x03, Y7, Y7, Y8
+	VBLENDVPS    Y8, Y7, Y10, Y10
+	VANDPS       Y5, Y10, Y10
+	VANDPS       Y5, Y7, Y7
+	VCVTPS2PD    X10, Y5
+	VEXTRACTF128 $0x01, Y10, X8
+	VCVTPS2PD    X8, Y8
+	VADDPD       Y5, Y1, Y1
+	VADDPD       Y8, Y2, Y2
+	VCVTPS2PD    X10, Y5
+	VEXTRACTF128 $0x01, Y10, X9
+	VCVTPS2PD    X9, Y8
+	VCVTPS2PD    X7, Y10
+	VEXTRACTF128 $0x01, Y7, X9
+	VCVTPS2PD    X9, Y7
+	VMULPD       Y10, Y5, Y5
+	VMULPD       Y7, Y8, Y8
+	VADDPD       Y5, Y3, Y3
+	VADDPD       Y8, Y4, Y4
+	VMASKMOVPS   32(AX), Y6, Y5
+	VSUBPS       Y0, Y5, Y5
+	VMULPS       elemconsts<>+0(SB), Y5, Y0
+	VADDPS       elemconsts<>+32(SB), Y0, Y0
+	VROUNDPS     $0x01, Y0, Y0
+	VMULPS       elemconsts<>+64(SB), Y0, Y8
+	VSUBPS       Y8, Y5, Y7
+	VMULPS       elemconsts<>+96(SB), Y0, Y8
+	VSUBPS       Y8, Y7, Y7
+	VMULPS       elemconsts<>+128(SB), Y7, Y8
+	VADDPS       elemconsts<>+160(SB), Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VADDPS       elemconsts<>+192(SB), Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VADDPS       elemconsts<>+224(SB), Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VADDPS       elemconsts<>+256(SB), Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VADDPS       elemconsts<>+288(SB), Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VADDPS       Y7, Y8, Y8
+	VADDPS       elemconsts<>+320(SB), Y8, Y8
+	VCVTTPS2DQ   Y0, Y0
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y8, Y8
+	VCMPPS       $0x1e, elemconsts<>+352(SB), Y5, Y0
+	VBLENDVPS    Y0, elemconsts<>+416(SB), Y8, Y8
+	VCMPPS       $0x11, elemconsts<>+384(SB), Y5, Y0
+	VANDNPS      Y8, Y0, Y8
+	VCMPPS       $0x03, Y5, Y5, Y0
+	VBLENDVPS    Y0, Y5, Y8, Y8
+	VANDPS       Y6, Y8, Y8
+	VANDPS       Y6, Y5, Y5
+	VCVTPS2PD    X8, Y0
+	VEXTRACTF128 $0x01, Y8, X6
+	VCVTPS2PD    X6, Y6
+	VADDPD       Y0, Y1, Y1
+	VADDPD       Y6, Y2, Y2
+	VCVTPS2PD    X8, Y0
+	VEXTRACTF128 $0x01, Y8, X7
+	VCVTPS2PD    X7, Y6
+	VCVTPS2PD    X5, Y8
+	VEXTRACTF128 $0x01, Y5, X7
+	VCVTPS2PD    X7, Y5
+	VMULPD       Y8, Y0, Y0
+	VMULPD       Y5, Y6, Y6
+	VADDPD       Y0, Y3, Y3
+	VADDPD       Y6, Y4, Y4
+
+expMomentsavx2_done:
+	VADDPD       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPD       X0, X1, X1
+	VUNPCKHPD    X1, X1, X0
+	VADDSD       X0, X1, X1
+	VMOVSD       X1, s+24(FP)
+	VADDPD       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPD       X0, X3, X3
+	VUNPCKHPD    X3, X3, X0
+	VADDSD       X0, X3, X3
+	VMOVSD       X3, sz+32(FP)
 	VZEROUPPER
 	RET
 

@@ -78,8 +78,49 @@ type elemKernel struct {
 	scale func(x []float32, a float32)
 	// read returns the sum of x in an unspecified order, reading x as fast as it can: the
 	// kernel of ReadBandwidth.
-	read func(x []float32) float32
+	read        func(x []float32) float32
+	softmaxGrad func(p, ds []float32, shift, d, scale float32)
+	expMoments  func(x []float32, shift float32) (s, sz float64)
 }
 
 var goElem = elemKernel{name: "go", expSum: expSumGo, swigluFwd: swigluForwardGo, swigluBwd: swigluBackwardGo,
-	max: maxGo, scale: scaleGo, read: readGo}
+	max: maxGo, scale: scaleGo, read: readGo, softmaxGrad: softmaxGradGo, expMoments: expMomentsGo}
+
+// expMomentLanes is how many float64 partial sums expMomentsGo keeps: element i adds into lane
+// i mod expMomentLanes, and the lanes are then added pairwise (l += l+4, l += l+2, l += l+1).
+const expMomentLanes = 8
+
+// expMomentsGo returns s = Σ e_i and sz = Σ e_i·d_i in float64, with d_i = x[i] − shift (in
+// float32) and e_i = expf(d_i): the log-sum-exp and entropy sums of an LM-head row
+// (LogprobEntropyForward). The product of two float32 is exact in float64, so only the adds
+// round, in the order above.
+func expMomentsGo(x []float32, shift float32) (s, sz float64) {
+	var a, b [expMomentLanes]float64
+	for i, v := range x {
+		d := v - shift
+		e := float64(expf(d))
+		a[i%expMomentLanes] += e
+		b[i%expMomentLanes] += e * float64(d)
+	}
+	for w := expMomentLanes / 2; w >= 1; w /= 2 {
+		for l := 0; l < w; l++ {
+			a[l] += a[l+w]
+			b[l] += b[l+w]
+		}
+	}
+	return a[0], b[0]
+}
+
+// softmaxGradGo is the backward of attention's softmax on one row (AttentionBackward's fused
+// path): given the row's scores in p and the gradient of its probabilities in ds, it writes the
+// probabilities p[j] = expf(p[j] − shift), shift being the row's log-sum-exp, and the gradient
+// of the scaled scores ds[j] = p[j]·(ds[j] − d)·scale, d = Σ_j p_j·dp_j. One pass instead of an
+// exponential pass and a scalar one.
+func softmaxGradGo(p, ds []float32, shift, d, scale float32) {
+	ds = ds[:len(p)]
+	for j, x := range p {
+		e := expf(x - shift)
+		p[j] = e
+		ds[j] = float32(e*(ds[j]-d)) * scale
+	}
+}

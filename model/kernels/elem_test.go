@@ -234,9 +234,9 @@ func TestAttentionSameOnEveryElemKernel(t *testing.T) {
 	}
 	run := func() [][]float32 {
 		out, lse := make([]float32, L*ld), make([]float32, L*nRep)
-		AttentionForward(out, ld, lse, nRep, make([]float32, AttentionScratch(L, past)), q, ld, k, v, hd, L, past, nRep, hd)
+		AttentionForward(out, ld, lse, nRep, make([]float32, AttentionScratch(L, past, hd)), q, ld, k, v, hd, L, past, nRep, hd)
 		dq, dk, dv := make([]float32, L*ld), make([]float32, (past+L)*hd), make([]float32, (past+L)*hd)
-		AttentionBackward(dq, dk, dv, make([]float32, 2*AttentionScratch(L, past)), dout, ld, out, lse, nRep, q, ld, k, v, hd, L, past, nRep, hd)
+		AttentionBackward(dq, dk, dv, make([]float32, 2*AttentionScratch(L, past, hd)), dout, ld, out, lse, nRep, q, ld, k, v, hd, L, past, nRep, hd)
 		cached := make([]float32, L*ld)
 		AttentionCached(cached, ld, make([]float32, AttentionCachedScratch(L, past, nRep)), q, ld, keyBlocks(k, hd, past+L, hd), v, hd, L, past, nRep, hd)
 		lp, ent, hlse := make([]float32, L), make([]float32, L), make([]float32, L)
@@ -252,6 +252,66 @@ func TestAttentionSameOnEveryElemKernel(t *testing.T) {
 		for i, got := range run() {
 			if j := sameBits(got, want[i]); j >= 0 {
 				t.Fatalf("%s: result %d differs at %d: %v, Go gives %v", ek.name, i, j, got[j], want[i][j])
+			}
+		}
+	}
+}
+
+// TestSoftmaxGradMatchesGo: every implementation of softmaxGrad gives softmaxGradGo's bits, the
+// probabilities and the score gradients, at every length around the block and alignment, with
+// the special inputs mixed into the scores.
+func TestSoftmaxGradMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 12))
+	specials := specialInputs()
+	for _, k := range availableElemKernels() {
+		for n := 0; n <= 70; n++ {
+			for off := 0; off < 3; off++ {
+				p := make([]float32, n+off)[off:]
+				for i := range p {
+					p[i] = (rng.Float32()*2 - 1) * 30
+					if rng.IntN(5) == 0 {
+						p[i] = specials[rng.IntN(len(specials))]
+					}
+				}
+				ds := randSlice(rng, n, 2)
+				shift, d, scale := rng.Float32()*4-2, rng.Float32()-0.5, 0.25*rng.Float32()
+				wp, wds := append([]float32(nil), p...), append([]float32(nil), ds...)
+				softmaxGradGo(wp, wds, shift, d, scale)
+				gp, gds := append(make([]float32, off), p...)[off:], append([]float32(nil), ds...)
+				k.softmaxGrad(gp, gds, shift, d, scale)
+				if i := sameBits(gp, wp); i >= 0 {
+					t.Fatalf("%s n=%d: p[%d] from %v is %v, want %v", k.name, n, i, p[i], gp[i], wp[i])
+				}
+				if i := sameBits(gds, wds); i >= 0 {
+					t.Fatalf("%s n=%d: ds[%d] from p %v, ds %v is %v, want %v", k.name, n, i, p[i], ds[i], gds[i], wds[i])
+				}
+			}
+		}
+	}
+}
+
+// TestExpMomentsMatchesGo: every implementation of expMoments gives expMomentsGo's two float64
+// sums bit for bit, at every length around the block and alignment, special inputs included.
+func TestExpMomentsMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 14))
+	specials := specialInputs()
+	for _, k := range availableElemKernels() {
+		for n := 0; n <= 70; n++ {
+			for off := 0; off < 3; off++ {
+				x := make([]float32, n+off)[off:]
+				for i := range x {
+					x[i] = (rng.Float32()*2 - 1) * 20
+					if rng.IntN(6) == 0 {
+						x[i] = specials[rng.IntN(len(specials))]
+					}
+				}
+				shift := rng.Float32()*10 - 5
+				ws, wsz := expMomentsGo(x, shift)
+				gs, gsz := k.expMoments(x, shift)
+				same := func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) || a != a && b != b }
+				if !same(gs, ws) || !same(gsz, wsz) {
+					t.Fatalf("%s n=%d off=%d: sums %v %v, want %v %v", k.name, n, off, gs, gsz, ws, wsz)
+				}
 			}
 		}
 	}

@@ -54,31 +54,14 @@ func (p *PackedWeights) Dims() (n, k int) { return p.n, p.k }
 // cores when gemvTune says so; more rows on the NN kernels, panel by panel.
 func SgemmPacked(m int, alpha float32, a []float32, lda int, w *PackedWeights, beta float32, c []float32, ldc int) {
 	n, k := w.n, w.k
-	if w.kern == nil {
-		panic("kernels.SgemmPacked: weights not packed")
-	}
-	if m < 0 {
-		panic(fmt.Sprintf("kernels.SgemmPacked: negative m=%d", m))
-	}
-	checkMatrix("A", m, k, a, lda)
-	checkMatrix("C", m, n, c, ldc)
-	if m == 0 || n == 0 {
-		return
-	}
-	if k == 0 || alpha == 0 {
-		scaleC(m, n, beta, c, ldc)
+	if !packedOperands("SgemmPacked", w.kern != nil, m, n, k, alpha, a, lda, beta, c, ldc) {
 		return
 	}
 	parts := w.Parts(m, maxWorkers())
-	if m == 1 && parts > 1 && w.gemv() && gemvTuneOn {
-		split, timed := gemvTune.Split()
-		if !split {
-			parts = 1
-		}
-		if timed {
-			t0 := time.Now()
-			defer func() { gemvTune.Record(split, 4*n*k, time.Since(t0)) }()
-		}
+	if m == 1 && w.gemv() {
+		var plan gemvPlan
+		parts, plan = gemvTune.plan(parts, 4*n*k)
+		defer plan.done()
 	}
 	fanOut(parts, func(part int) { w.part(part, parts, m, alpha, a, lda, beta, c, ldc) })
 }
@@ -167,6 +150,29 @@ func (w *PackedWeights) part(part, parts, m int, alpha float32, a []float32, lda
 	}
 }
 
+// packedOperands checks the operands of a product with a packed weight (SgemmPacked,
+// SgemmBF16; fn names it), panicking on a programming error, and computes the products that need
+// no kernel: none when m or n is zero, C = beta*C when k or alpha is. It reports whether the
+// kernels have the product to compute.
+func packedOperands(fn string, packed bool, m, n, k int, alpha float32, a []float32, lda int, beta float32, c []float32, ldc int) bool {
+	if !packed {
+		panic("kernels." + fn + ": weights not packed")
+	}
+	if m < 0 {
+		panic(fmt.Sprintf("kernels.%s: negative m=%d", fn, m))
+	}
+	checkMatrix("A", m, k, a, lda)
+	checkMatrix("C", m, n, c, ldc)
+	if m == 0 || n == 0 {
+		return false
+	}
+	if k == 0 || alpha == 0 {
+		scaleC(m, n, beta, c, ldc)
+		return false
+	}
+	return true
+}
+
 // gemvPart's settings. gemvOn and gemvChoice exist for the tests and benchmarks, which
 // compare it with the per-panel path and run each of its kernels.
 var (
@@ -230,6 +236,39 @@ func (t *SplitTuner) Split() (split, timed bool) {
 		return best, false
 	}
 	return best, true
+}
+
+// gemvPlan is how one one-row product was run, for SplitTuner.plan's caller to report its time.
+type gemvPlan struct {
+	t            *SplitTuner
+	split, timed bool
+	bytes        int
+	t0           time.Time
+}
+
+// plan is how many parts a one-row product cut into parts (its Parts for the goroutines), bytes
+// of weight in all, runs in: parts, or one where the tuner says unsplit products are faster
+// now. The caller calls done on the returned plan once the product is computed.
+func (t *SplitTuner) plan(parts, bytes int) (int, gemvPlan) {
+	if parts <= 1 || !gemvTuneOn {
+		return parts, gemvPlan{}
+	}
+	p := gemvPlan{t: t, bytes: bytes}
+	p.split, p.timed = t.Split()
+	if !p.split {
+		parts = 1
+	}
+	if p.timed {
+		p.t0 = time.Now()
+	}
+	return parts, p
+}
+
+// done records the product's time, if it was timed.
+func (p gemvPlan) done() {
+	if p.timed {
+		p.t.Record(p.split, p.bytes, time.Since(p.t0))
+	}
 }
 
 // Record adds a run that read the given bytes of weight and took d to the average of its way.

@@ -112,6 +112,8 @@ func main() {
 		maxFinite(&isa{name: name, width: width})
 		scale(&isa{name: name, width: width})
 		readStream(&isa{name: name, width: width})
+		softmaxGrad(&isa{name: name, width: width})
+		expMoments(&isa{name: name, width: width})
 	}
 	cpuid()
 	Generate()
@@ -478,6 +480,154 @@ func maxFinite(s *isa) {
 }
 
 // scale multiplies n floats by a in place.
+// softmaxGrad is the backward of attention's softmax on one row, from the scores and the
+// gradient of the probabilities: p[j] = expf(p[j] − shift) (shift the row's log-sum-exp, so p
+// becomes the probabilities) and ds[j] = p[j]·(ds[j] − d)·scale, each product rounded as in
+// softmaxGradGo.
+func softmaxGrad(s *isa) {
+	name := "softmaxGrad" + s.name
+	TEXT(name, NOSPLIT, "func(p, ds *float32, n int, shift, d, scale float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s writes p[j] = expf(p[j] - shift) and ds[j] = p[j]·(ds[j] - d)·scale for j < n (%s).", name, s.name))
+	p := Load(Param("p"), GP64())
+	ds := Load(Param("ds"), GP64())
+	n := Load(Param("n"), GP64())
+	s.loadConsts("log2e", "half", "ln2hi", "ln2lo", "c0", "c1", "c2", "c3", "c4", "c5", "one", "hi", "lo", "inf")
+	shift, d, sc := s.vec(), s.vec(), s.vec()
+	VBROADCASTSS(addr("shift"), shift)
+	VBROADCASTSS(addr("d"), d)
+	VBROADCASTSS(addr("scale"), sc)
+	s.loop(name, n.(reg.GPVirtual), []reg.GPVirtual{p.(reg.GPVirtual), ds.(reg.GPVirtual)}, func(masked bool) {
+		for h := 0; h < block/s.width; h++ {
+			x := s.load(p, h, masked)
+			VSUBPS(shift, x, x)
+			e := s.exp(x)
+			s.store(e, p, h, masked)
+			g := s.load(ds, h, masked)
+			VSUBPS(d, g, g)
+			VMULPS(g, e, g)
+			VMULPS(sc, g, g)
+			s.store(g, ds, h, masked)
+		}
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// momentLanes is how many float64 partial sums expMoments keeps (expMomentsGo's order).
+const momentLanes = 8
+
+// expMoments returns, in float64, s = Σ expf(x[i] − shift) and sz = Σ expf(x[i] − shift)·(x[i] −
+// shift) over x[:n]: the sums of the LM head's log-sum-exp and entropy. Each float32 block
+// becomes float64 lanes (element i into lane i mod 8, in order); the product of two float32 is
+// exact in float64, so only the adds round. Masked-off lanes of the tail add +0.
+func expMoments(s *isa) {
+	name := "expMoments" + s.name
+	TEXT(name, NOSPLIT, "func(x *float32, n int, shift float32) (s float64, sz float64)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s returns the float64 sums of e = expf(x[i] - shift) and of e·(x[i] - shift) for i < n, in expMomentsGo's order (%s).", name, s.name))
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	s.loadConsts("log2e", "half", "ln2hi", "ln2lo", "c0", "c1", "c2", "c3", "c4", "c5", "one", "hi", "lo", "inf")
+	shift := s.vec()
+	VBROADCASTSS(addr("shift"), shift)
+	// momentLanes float64 lanes: one zmm, or two ymm, per sum.
+	pdPerAcc := momentLanes * 8 / (4 * s.width) // registers of float64 lanes per sum
+	acc := [2][]reg.VecVirtual{}
+	for k := range acc {
+		for range pdPerAcc {
+			r := s.vec()
+			VXORPS(r.AsY(), r.AsY(), r.AsY())
+			acc[k] = append(acc[k], r)
+		}
+	}
+	// add converts the float32 vector v (s.width lanes) to float64 and adds it to acc[k],
+	// lanes in order.
+	add := func(k int, v reg.VecVirtual, prod reg.VecVirtual) {
+		if s.name == "avx512" {
+			lo, hi := ZMM(), ZMM()
+			VCVTPS2PD(v.AsY(), lo)
+			t := YMM()
+			VEXTRACTF64X4(Imm(1), v, t)
+			VCVTPS2PD(t, hi)
+			if prod != nil {
+				plo, phi := ZMM(), ZMM()
+				VCVTPS2PD(prod.AsY(), plo)
+				VEXTRACTF64X4(Imm(1), prod, t)
+				VCVTPS2PD(t, phi)
+				VMULPD(plo, lo, lo)
+				VMULPD(phi, hi, hi)
+			}
+			// Elements 0–7 then 8–15 of the block land on lanes 0–7 in turn.
+			VADDPD(lo, acc[k][0], acc[k][0])
+			VADDPD(hi, acc[k][0], acc[k][0])
+			return
+		}
+		lo, hi := YMM(), YMM()
+		VCVTPS2PD(v.AsX(), lo)
+		t := XMM()
+		VEXTRACTF128(Imm(1), v, t)
+		VCVTPS2PD(t, hi)
+		if prod != nil {
+			plo, phi := YMM(), YMM()
+			VCVTPS2PD(prod.AsX(), plo)
+			VEXTRACTF128(Imm(1), prod, t)
+			VCVTPS2PD(t, phi)
+			VMULPD(plo, lo, lo)
+			VMULPD(phi, hi, hi)
+		}
+		VADDPD(lo, acc[k][0], acc[k][0])
+		VADDPD(hi, acc[k][1], acc[k][1])
+	}
+	s.loop(name, n.(reg.GPVirtual), []reg.GPVirtual{x.(reg.GPVirtual)}, func(masked bool) {
+		for h := 0; h < block/s.width; h++ {
+			d := s.load(x, h, masked)
+			VSUBPS(shift, d, d)
+			e := s.exp(d)
+			if masked {
+				if s.name == "avx512" {
+					VMOVAPS_Z(e, s.masks[0], e)
+					VMOVAPS_Z(d, s.masks[0], d)
+				} else {
+					VANDPS(s.masks[h], e, e)
+					VANDPS(s.masks[h], d, d)
+				}
+			}
+			add(0, e, nil)
+			add(1, e, d)
+		}
+	})
+	// Pairwise: lanes l += l+4, l += l+2, l += l+1.
+	for k := range acc {
+		var lo reg.VecVirtual
+		if s.name == "avx512" {
+			lo = acc[k][0].AsY().(reg.VecVirtual)
+			hi := YMM()
+			VEXTRACTF64X4(Imm(1), acc[k][0], hi)
+			VADDPD(hi, lo, lo)
+		} else {
+			lo = acc[k][0]
+			VADDPD(acc[k][1], lo, lo)
+		}
+		xr, t := lo.AsX(), XMM()
+		if s.name == "avx512" {
+			VEXTRACTF32X4(Imm(1), lo, t) // the EVEX form: the registers may be X16–X31
+		} else {
+			VEXTRACTF128(Imm(1), lo, t)
+		}
+		VADDPD(t, xr, xr)
+		VUNPCKHPD(xr, xr, t)
+		VADDSD(t, xr, xr)
+		ret, err := ReturnIndex(k).Resolve()
+		if err != nil {
+			panic(err)
+		}
+		VMOVSD(xr, ret.Addr) // Store's MOVSD cannot name X16–X31
+	}
+	VZEROUPPER()
+	RET()
+}
+
 func scale(s *isa) {
 	name := "scale" + s.name
 	TEXT(name, NOSPLIT, "func(x *float32, n int, a float32)")
