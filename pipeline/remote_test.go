@@ -465,8 +465,10 @@ func TestRemoteResumeRewindsServers(t *testing.T) {
 				t.Errorf("version %d: %d %s", ahead, rec.Code, rec.Body)
 			}
 			if took.Add(1) == 2 {
-				trainer.Load().Kill()
+				// killed is closed first: the trainer's exit, which the test may see at once,
+				// must find it closed.
 				close(killed)
+				trainer.Load().Kill()
 			}
 			select {
 			case <-killed: // the trainer never hears back
@@ -490,7 +492,11 @@ func TestRemoteResumeRewindsServers(t *testing.T) {
 	case <-killed:
 		<-exited
 	case err := <-exited:
-		t.Fatalf("the trainer exited before it published version %d: %v", ahead, err)
+		select {
+		case <-killed: // the kill and the exit were both ready; select took the exit
+		default:
+			t.Fatalf("the trainer exited before it published version %d: %v", ahead, err)
+		}
 	}
 	killedEpoch := servers[0].Epoch()
 	for i, srv := range servers {
