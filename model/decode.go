@@ -34,7 +34,8 @@ type ownNorm struct {
 type decodeWeights struct {
 	layers []packedLayer
 	head   decodeMatrix
-	bytes  int // of all the matrices: what a batch-1 step reads
+	bytes  int                 // of all the matrices: what a batch-1 step reads
+	tune   *kernels.SplitTuner // stepTune's tuner for this precision
 }
 
 type packedLayer struct{ qkv, o, gateUp, down decodeMatrix }
@@ -63,8 +64,9 @@ func (m *Model) packDecodeWeights(prec Precision) {
 	}
 	w.head.pack(prec, m.Params.LMHead, cfg.Vocab, C)
 	size := 4 // bytes a weight
+	w.tune = &stepTune[0]
 	if !prec.Exact() {
-		size = 2
+		size, w.tune = 2, &stepTune[1]
 	}
 	w.bytes = size * (len(m.Params.LMHead) + cfg.Layers*(cfg.qkvDim()*C+C*C+2*H*C+C*H))
 	m.dec.packed = w
@@ -182,7 +184,7 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 	var split, timed bool
 	tuned := n == 1 && st.nw > 1 && d.packed != nil && stepTuneOn
 	if tuned {
-		split, timed = stepTune.Split()
+		split, timed = d.packed.tune.Split()
 		if !split {
 			st.nw = 1
 		}
@@ -198,7 +200,7 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 	}
 	kernels.Phases(st.nw, st.parts, st.run)
 	if timed {
-		stepTune.Record(split, d.packed.bytes, time.Since(t0))
+		d.packed.tune.Record(split, d.packed.bytes, time.Since(t0))
 	}
 	for _, r := range runs {
 		c.lens[r.slot] += r.L
@@ -207,9 +209,12 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 }
 
 // stepTune decides whether batch-1 decode steps are split among the cores (kernels.SplitTuner:
-// split unless one core has been faster by a fifth, both ways probed). It is shared by every
-// model, as the load it measures is the machine's.
-var stepTune kernels.SplitTuner
+// split unless one core has been faster by a fifth, both ways probed), one for float32 weights
+// and one for bfloat16 ones: a step's time per KiB of weight differs between them, and one
+// tuner for both compared the two kinds of step instead of the two ways (a process decoding
+// both, as bench model does, ran whole rounds of float32 steps on one core). It is shared by
+// every model of the process, as the load it measures is the machine's.
+var stepTune [2]kernels.SplitTuner
 
 // stepTuneOn is false only in tests and benchmarks that force one way.
 var stepTuneOn = true
