@@ -211,9 +211,9 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 // stepTune decides whether batch-1 decode steps are split among the cores (kernels.SplitTuner:
 // split unless one core has been faster by a fifth, both ways probed), one for float32 weights
 // and one for bfloat16 ones: a step's time per KiB of weight differs between them, and one
-// tuner for both compared the two kinds of step instead of the two ways (a process decoding
-// both, as bench model does, ran whole rounds of float32 steps on one core). It is shared by
-// every model of the process, as the load it measures is the machine's.
+// tuner for both would compare the two kinds of step instead of the two ways (bench model
+// decodes both in one process). It is shared by every model of the process, as the load it
+// measures is the machine's.
 var stepTune [2]kernels.SplitTuner
 
 // stepTuneOn is false only in tests and benchmarks that force one way.
