@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/agentrl/agentrl/model/kernels"
 )
@@ -17,13 +18,24 @@ type decodeWorkspace struct {
 	gu      []float32 // (n, 2·Hidden)
 	sw      []float32 // (n, Hidden)
 	scratch [][]float32
+	own     []ownNorm      // per goroutine: its copy of a few rows' norm (decodeStep.normed)
 	packed  *decodeWeights // nil until PackDecodeWeights
+	step    decodeStep
+}
+
+// ownNorm is one goroutine's copy of the normed rows of a step of few rows, and the phase that
+// computed it.
+type ownNorm struct {
+	ln, rstd []float32
+	phase    int
 }
 
 // decodeWeights is a snapshot of the weight matrices in the decode kernels' layout.
 type decodeWeights struct {
 	layers []packedLayer
 	head   decodeMatrix
+	bytes  int                 // of all the matrices: what a batch-1 step reads
+	tune   *kernels.SplitTuner // stepTune's tuner for this precision
 }
 
 type packedLayer struct{ qkv, o, gateUp, down decodeMatrix }
@@ -51,6 +63,12 @@ func (m *Model) packDecodeWeights(prec Precision) {
 		pl.down.pack(prec, p.Down, C, H)
 	}
 	w.head.pack(prec, m.Params.LMHead, cfg.Vocab, C)
+	size := 4 // bytes a weight
+	w.tune = &stepTune[0]
+	if !prec.Exact() {
+		size, w.tune = 2, &stepTune[1]
+	}
+	w.bytes = size * (len(m.Params.LMHead) + cfg.Layers*(cfg.qkvDim()*C+C*C+2*H*C+C*H))
 	m.dec.packed = w
 }
 
@@ -126,6 +144,16 @@ func (m *Model) checkCache(c *KVCache) error {
 // extend runs the new tokens through the model, appends their keys and values to the cache and
 // writes logits: after every token (allRows) or after the last one only. Every input is checked
 // before anything is written, so an error leaves the cache as it was.
+//
+// The layers run as one parallel region of phases (kernels.Phases, decodeStep): per layer the
+// norm, the q/k/v product, attention (each (run, key/value head) task rotating its own queries
+// and key, storing its key and value, attending), the output product, the norm, the gate/up
+// product, SwiGLU and the down product; then the final norm and the LM head (with few rows the
+// norms are done inside the products, normed). A phase waits for the one before it, as each
+// kernel call used to wait for the one before, so every value gets the same operations: only
+// the number of parallel regions changed, from five or more a layer to one a call. A batch-1
+// step is bound by the weights' memory traffic, and what came around the products (attention,
+// norms, 21 regions) was a fifth of it.
 func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32, allRows bool) error {
 	cfg := m.Cfg
 	for _, r := range runs {
@@ -138,46 +166,41 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 			return fmt.Errorf("model: token %d at index %d is outside the vocabulary of %d", t, i, cfg.Vocab)
 		}
 	}
-	n, C, Q, H := len(tokens), cfg.Dim, cfg.qkvDim(), cfg.Hidden
+	n, C := len(tokens), cfg.Dim
 	d := m.sizeDecode(n, c.maxLen)
 	for _, r := range runs {
 		for j := 0; j < r.L; j++ {
 			d.pos[r.first+j] = int32(r.past + j)
 		}
 	}
-	x := d.x[:n*C]
-	pw := d.packed
-	kernels.EmbeddingForward(x, tokens, m.Params.Embed, n, C)
-	for l := range cfg.Layers {
-		p := &m.Params.Layers[l]
-		var qkv, o, gateUp, down *decodeMatrix
-		if pw != nil {
-			pl := &pw.layers[l]
-			qkv, o, gateUp, down = &pl.qkv, &pl.o, &pl.gateUp, &pl.down
+	kernels.EmbeddingForward(d.x[:n*C], tokens, m.Params.Embed, n, C)
+	st := &d.step
+	*st = decodeStep{m: m, c: c, d: d, runs: runs, n: n, logits: logits, nw: m.par.n}
+	if !allRows {
+		st.head = n - 1
+	}
+	// A batch-1 step over packed weights reads every weight once: whether splitting it among
+	// the cores pays depends on what else the machine runs, so it is timed both ways.
+	var split, timed bool
+	tuned := n == 1 && st.nw > 1 && d.packed != nil && stepTuneOn
+	if tuned {
+		split, timed = d.packed.tune.Split()
+		if !split {
+			st.nw = 1
 		}
-		m.norm(d.ln, d.rstd, x, p.AttnNorm, n)
-		project(n, Q, C, d.ln, p.QKV, qkv, 0, d.qkv)
-		m.ropeRows(d.qkv, d.pos, n, false)
-		m.cacheAttention(c, l, runs, d)
-		project(n, C, C, d.atty, p.O, o, 1, x)
-		m.norm(d.ln, d.rstd, x, p.MLPNorm, n)
-		project(n, 2*H, C, d.ln, p.GateUp, gateUp, 0, d.gu)
-		m.par.rows(n, minRows, func(lo, hi int) {
-			kernels.SwiGLUForward(d.sw[lo*H:hi*H], d.gu[lo*2*H:hi*2*H], hi-lo, H)
-		})
-		project(n, C, H, d.sw, p.Down, down, 1, x)
 	}
-	var head *decodeMatrix
-	if pw != nil {
-		head = &pw.head
+	if d.packed == nil {
+		// kernels.Sgemm runs its own parallel regions, which need the helpers to themselves.
+		st.nw = 1
 	}
-	if allRows {
-		m.norm(d.ln, d.rstd, x, m.Params.Norm, n)
-		project(n, cfg.Vocab, C, d.ln, m.Params.LMHead, head, 0, logits)
-	} else {
-		last := x[(n-1)*C : n*C]
-		m.norm(d.ln, d.rstd, last, m.Params.Norm, 1)
-		project(1, cfg.Vocab, C, d.ln, m.Params.LMHead, head, 0, logits)
+	st.plan()
+	var t0 time.Time
+	if timed {
+		t0 = time.Now()
+	}
+	kernels.Phases(st.nw, st.parts, st.run)
+	if timed {
+		d.packed.tune.Record(split, d.packed.bytes, time.Since(t0))
 	}
 	for _, r := range runs {
 		c.lens[r.slot] += r.L
@@ -185,50 +208,246 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 	return nil
 }
 
-// project computes y = x·Wᵀ + beta·y for n rows, W out×in, from packed when it is not nil.
-func project(n, out, in int, x, w []float32, packed *decodeMatrix, beta float32, y []float32) {
-	if packed != nil {
-		packed.apply(n, in, x, beta, y, out)
-		return
-	}
-	kernels.Sgemm(false, true, n, out, in, 1, x, in, w, in, beta, y, out)
+// stepTune decides whether batch-1 decode steps are split among the cores (kernels.SplitTuner:
+// split unless one core has been faster by a fifth, both ways probed), one for float32 weights
+// and one for bfloat16 ones: a step's time per KiB of weight differs between them, and one
+// tuner for both would compare the two kinds of step instead of the two ways (bench model
+// decodes both in one process). It is shared by every model of the process, as the load it
+// measures is the machine's.
+var stepTune [2]kernels.SplitTuner
+
+// stepTuneOn is false only in tests and benchmarks that force one way.
+var stepTuneOn = true
+
+// phaseKind is what a phase of a decode step computes.
+type phaseKind uint8
+
+const (
+	phAttnNorm phaseKind = iota // ln = RMSNorm(x)·AttnNorm, in chunks of rows
+	phQKV                       // qkv = ln·QKVᵀ
+	phAttn                      // RoPE, the cache and attention of one (run, key/value head) task a part
+	phO                         // x += atty·Oᵀ
+	phMLPNorm                   // ln = RMSNorm(x)·MLPNorm
+	phGateUp                    // gu = ln·GateUpᵀ
+	phSwiGLU                    // sw = SwiGLU(gu), in chunks of rows or of columns
+	phDown                      // x += sw·Downᵀ
+	phNorm                      // the final norm of the rows whose logits are wanted
+	phHead                      // logits = ln·LMHeadᵀ
+)
+
+// decodeStep is one extend call as a chain of phases (kernels.Phases); it lives in the
+// workspace so that a step allocates nothing but the region's bookkeeping.
+type decodeStep struct {
+	m      *Model
+	c      *KVCache
+	d      *decodeWorkspace
+	runs   []run
+	n      int       // new tokens
+	head   int       // first row whose logits are wanted (the rest of the n rows)
+	logits []float32 // (n-head, Vocab)
+	nw     int       // goroutines
+	phases []stepPhase
+	parts  []int
+	// ownNorm: every goroutine norms the few rows a product reads itself (normed); otherwise
+	// norm phases write ln.
+	ownNorm bool
 }
 
-// norm applies RMSNorm to n rows of x, in parallel when there are enough of them.
-func (m *Model) norm(out, rstd, x, weight []float32, n int) {
+type stepPhase struct {
+	kind  phaseKind
+	layer int
+}
+
+// plan lists the phases and cuts each into parts for nw goroutines.
+func (s *decodeStep) plan() {
+	cfg := s.m.Cfg
+	C, H, n := cfg.Dim, cfg.Hidden, s.n
+	s.phases, s.parts = s.phases[:0], s.parts[:0]
+	add := func(k phaseKind, l, parts int) {
+		s.phases = append(s.phases, stepPhase{k, l})
+		s.parts = append(s.parts, max(parts, 1))
+	}
+	// With few rows every goroutine norms them itself, as the first thing it does in the
+	// product that reads them: a norm of one row takes a fraction of a microsecond, less than a
+	// phase of its own, which made the other goroutines wait for it.
+	s.ownNorm = n < minRows
+	for i := range s.d.own {
+		s.d.own[i].phase = -1
+	}
+	norm := func(k phaseKind, l, rows int) {
+		if !s.ownNorm {
+			add(k, l, s.elemParts(rows*C, normPartFloats))
+		}
+	}
+	for l := range cfg.Layers {
+		norm(phAttnNorm, l, n)
+		add(phQKV, l, s.productParts(n, l, phQKV))
+		add(phAttn, l, len(s.runs)*cfg.KVHeads)
+		add(phO, l, s.productParts(n, l, phO))
+		norm(phMLPNorm, l, n)
+		add(phGateUp, l, s.productParts(n, l, phGateUp))
+		add(phSwiGLU, l, s.elemParts(n*H, swigluPartFloats))
+		add(phDown, l, s.productParts(n, l, phDown))
+	}
+	out := n - s.head
+	norm(phNorm, 0, out)
+	add(phHead, 0, s.productParts(out, 0, phHead))
+}
+
+// normed returns the rows [r0, r0+rows) of x normed by weight for a product of phase i: ln,
+// which a norm phase wrote, or, for a step of few rows, the goroutine's own copy, which it
+// computes at its first part of the phase. Either way every row gets RMSNormForward's bits.
+func (s *decodeStep) normed(worker, i int, weight []float32, r0, rows int) []float32 {
+	d := s.d
+	if !s.ownNorm {
+		return d.ln
+	}
+	o := &d.own[worker]
+	if o.phase != i {
+		s.m.normRows(o.ln, o.rstd, d.x[r0*s.m.Cfg.Dim:], weight, 0, rows, 0, 1)
+		o.phase = i
+	}
+	return o.ln
+}
+
+// The least output floats a part of a norm (RMSNorm: a sum of squares and a scale, cheap per
+// float: minRows rows of the default model) and of SwiGLU (an exponential a float) takes.
+const (
+	normPartFloats   = minRows * 256
+	swigluPartFloats = 256
+)
+
+// elemParts is how many parts a row-wise phase writing floats outputs is cut into: at least
+// least floats a part, at most four a goroutine.
+func (s *decodeStep) elemParts(floats, least int) int {
+	if s.nw <= 1 {
+		return 1
+	}
+	return min(s.nw*4, floats/least)
+}
+
+// productParts is how many parts the product of phase k takes: the packed weights' own split
+// (kernels.PackedWeights.Parts, kernels.PackedBF16.Parts), or one call of kernels.Sgemm,
+// which splits itself.
+func (s *decodeStep) productParts(rows, l int, k phaseKind) int {
+	if w := s.packed(l, k); w != nil {
+		return w.parts(rows, s.nw)
+	}
+	return 1
+}
+
+// packed returns the packed weights of the product of phase k in layer l, nil without them.
+func (s *decodeStep) packed(l int, k phaseKind) *decodeMatrix {
+	pw := s.d.packed
+	if pw == nil {
+		return nil
+	}
+	switch k {
+	case phQKV:
+		return &pw.layers[l].qkv
+	case phO:
+		return &pw.layers[l].o
+	case phGateUp:
+		return &pw.layers[l].gateUp
+	case phDown:
+		return &pw.layers[l].down
+	case phHead:
+		return &pw.head
+	}
+	return nil
+}
+
+// run computes part of phase i, on the goroutine named worker.
+func (s *decodeStep) run(worker, i, part int) {
+	m, d := s.m, s.d
+	cfg := m.Cfg
+	C, Q, H, n := cfg.Dim, cfg.qkvDim(), cfg.Hidden, s.n
+	ph, parts := s.phases[i], s.parts[i]
+	var p *LayerParams
+	if ph.kind < phNorm {
+		p = &m.Params.Layers[ph.layer]
+	}
+	switch ph.kind {
+	case phAttnNorm:
+		m.normRows(d.ln, d.rstd, d.x, p.AttnNorm, 0, n, part, parts)
+	case phQKV:
+		s.project(part, parts, n, Q, C, s.normed(worker, i, p.AttnNorm, 0, n), p.QKV, ph, 0, d.qkv)
+	case phAttn:
+		m.attendTask(s.c, ph.layer, s.runs[part/cfg.KVHeads], part%cfg.KVHeads, d, d.scratch[worker])
+	case phO:
+		s.project(part, parts, n, C, C, d.atty, p.O, ph, 1, d.x)
+	case phMLPNorm:
+		m.normRows(d.ln, d.rstd, d.x, p.MLPNorm, 0, n, part, parts)
+	case phGateUp:
+		s.project(part, parts, n, 2*H, C, s.normed(worker, i, p.MLPNorm, 0, n), p.GateUp, ph, 0, d.gu)
+	case phSwiGLU:
+		if n < parts {
+			// Fewer rows than parts: cut the columns.
+			lo, hi := chunk(H, part, parts, 16)
+			kernels.SwiGLUForwardCols(d.sw, d.gu, n, H, lo, hi)
+		} else {
+			lo, hi := chunk(n, part, parts, 1)
+			kernels.SwiGLUForward(d.sw[lo*H:hi*H], d.gu[lo*2*H:hi*2*H], hi-lo, H)
+		}
+	case phDown:
+		s.project(part, parts, n, C, H, d.sw, p.Down, ph, 1, d.x)
+	case phNorm:
+		m.normRows(d.ln, d.rstd, d.x[s.head*C:], m.Params.Norm, 0, n-s.head, part, parts)
+	case phHead:
+		ln := s.normed(worker, i, m.Params.Norm, s.head, n-s.head)
+		s.project(part, parts, n-s.head, cfg.Vocab, C, ln, m.Params.LMHead, ph, 0, s.logits)
+	}
+}
+
+// chunk returns part (of parts) of [0, n), cut at multiples of align.
+func chunk(n, part, parts, align int) (lo, hi int) {
+	units := (n + align - 1) / align
+	lo, hi = units*part/parts*align, units*(part+1)/parts*align
+	return min(lo, n), min(hi, n)
+}
+
+// project computes part of y = x·Wᵀ + beta·y for rows rows, W out×in, from the packed weights
+// of the phase when there are any.
+func (s *decodeStep) project(part, parts, rows, out, in int, x, w []float32, ph stepPhase, beta float32, y []float32) {
+	if packed := s.packed(ph.layer, ph.kind); packed != nil {
+		packed.part(part, parts, rows, in, x, beta, y, out)
+		return
+	}
+	kernels.Sgemm(false, true, rows, out, in, 1, x, in, w, in, beta, y, out)
+}
+
+// normRows applies RMSNorm to chunk part (of parts) of rows [r0, r0+rows) of x.
+func (m *Model) normRows(out, rstd, x, weight []float32, r0, rows, part, parts int) {
 	C := m.Cfg.Dim
-	m.par.rows(n, minRows, func(lo, hi int) {
-		kernels.RMSNormForward(out[lo*C:hi*C], rstd[lo:hi], x[lo*C:hi*C], weight, hi-lo, C, m.Cfg.NormEps)
-	})
+	lo, hi := chunk(rows, part, parts, 1)
+	lo, hi = r0+lo, r0+hi
+	kernels.RMSNormForward(out[lo*C:hi*C], rstd[lo:hi], x[lo*C:hi*C], weight, hi-lo, C, m.Cfg.NormEps)
 }
 
-// cacheAttention stores the new keys and values of layer l in the cache and attends every new
-// token over its slot; tasks are (run, key/value head) pairs and write disjoint outputs.
-// kernels.AttentionCached gives a token the same result in a prefill as in a decode step.
-func (m *Model) cacheAttention(c *KVCache, l int, runs []run, d *decodeWorkspace) {
-	if c.k16 != nil {
-		m.cacheAttentionBF16(c, l, runs, d) // decode_precision.go
-		return
-	}
+// attendTask is attention for key/value head g of run r in layer l: it rotates the run's
+// queries of the heads that share g and its keys (RoPE), stores its keys and values in the
+// cache, and attends every new token over its slot. Tasks write disjoint parts of qkv, the
+// cache and atty; kernels.AttentionCached gives a token the same result in a prefill as in a
+// decode step.
+func (m *Model) attendTask(c *KVCache, l int, r run, g int, d *decodeWorkspace, scratch []float32) {
 	cfg := m.Cfg
 	Q, hd, nRep := cfg.qkvDim(), cfg.HeadDim(), cfg.Heads/cfg.KVHeads
 	kOff, vOff := cfg.Heads*hd, (cfg.Heads+cfg.KVHeads)*hd
-	for _, r := range runs {
-		for g := range cfg.KVHeads {
-			ckb, cv := c.headSlot(l, r.slot, g)
-			for j := 0; j < r.L; j++ {
-				row := d.qkv[(r.first+j)*Q:]
-				kernels.StoreKey(ckb, r.past+j, row[kOff+g*hd:kOff+(g+1)*hd])
-				copy(cv[(r.past+j)*hd:(r.past+j+1)*hd], row[vOff+g*hd:vOff+(g+1)*hd])
-			}
-		}
+	qkv, pos := d.qkv[r.first*Q:], d.pos[r.first:r.first+r.L]
+	kernels.RopeForward(qkv[g*nRep*hd:], Q, pos, m.ropeCos, m.ropeSin, r.L, nRep, hd)
+	kernels.RopeForward(qkv[kOff+g*hd:], Q, pos, m.ropeCos, m.ropeSin, r.L, 1, hd)
+	if c.k16 != nil {
+		m.attendTaskBF16(c, l, r, g, d, scratch) // decode_precision.go
+		return
 	}
-	m.par.run(len(runs)*cfg.KVHeads, func(worker, i int) {
-		r, g := runs[i/cfg.KVHeads], i%cfg.KVHeads
-		ckb, cv := c.headSlot(l, r.slot, g)
-		kernels.AttentionCached(d.atty[r.first*cfg.Dim+g*nRep*hd:], cfg.Dim, d.scratch[worker],
-			d.qkv[r.first*Q+g*nRep*hd:], Q, ckb, cv, hd, r.L, r.past, nRep, hd)
-	})
+	ckb, cv := c.headSlot(l, r.slot, g)
+	for j := 0; j < r.L; j++ {
+		row := qkv[j*Q:]
+		kernels.StoreKey(ckb, r.past+j, row[kOff+g*hd:kOff+(g+1)*hd])
+		copy(cv[(r.past+j)*hd:(r.past+j+1)*hd], row[vOff+g*hd:vOff+(g+1)*hd])
+	}
+	kernels.AttentionCached(d.atty[r.first*cfg.Dim+g*nRep*hd:], cfg.Dim, scratch,
+		qkv[g*nRep*hd:], Q, ckb, cv, hd, r.L, r.past, nRep, hd)
 }
 
 // sizeDecode grows the decode workspace to n tokens over slots of up to maxLen.
@@ -249,6 +468,15 @@ func (m *Model) sizeDecode(n, maxLen int) *decodeWorkspace {
 	for i := range d.scratch {
 		// kernels.AttentionCachedScratch of any run of these n tokens in a slot of maxLen.
 		d.scratch[i] = grow(d.scratch[i], max(min(n, 64), cfg.Heads/cfg.KVHeads)*kernels.KeyBlocksLen(maxLen, 1))
+	}
+	for len(d.own) < m.par.n {
+		d.own = append(d.own, ownNorm{})
+	}
+	if n < minRows {
+		for i := range d.own {
+			d.own[i].ln = grow(d.own[i].ln, n*C)
+			d.own[i].rstd = grow(d.own[i].rstd, n)
+		}
 	}
 	return d
 }

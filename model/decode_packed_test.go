@@ -71,3 +71,61 @@ func TestDecodeLongContextBitwise(t *testing.T) {
 		t.Fatal("after changing the weights and repacking, packed logits differ from unpacked ones")
 	}
 }
+
+// TestDecodeSplitEqualsSerial: a decode step split among goroutines (one region of phases,
+// products cut into parts, batch 1 included) gives the bits of the same step on one, with
+// packed weights large enough that every product is cut and SwiGLU of one row is cut into
+// columns; in float32 and with bfloat16 weights and KV cache (kernels.SgemmBF16Part).
+func TestDecodeSplitEqualsSerial(t *testing.T) {
+	defer func(on bool) { stepTuneOn = on }(stepTuneOn)
+	stepTuneOn = false // split every batch-1 step
+	cfg := Config{Vocab: 512, Dim: 128, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 688, MaxSeq: 64,
+		RopeTheta: 10000, NormEps: 1e-5, TieEmbeddings: true}
+	for _, prec := range []Precision{F32, BF16} {
+		serial := newTestModel(t, cfg, 9)
+		split := serial.Clone()
+		serial.SetWorkers(1)
+		split.SetWorkers(3)
+		for _, m := range []*Model{serial, split} {
+			if err := m.PackDecodeWeightsAs(prec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rng := rand.New(rand.NewPCG(2, 9))
+		const slots = 8
+		c1, err1 := serial.NewKVCacheAs(slots, 64, prec)
+		c2, err2 := split.NewKVCacheAs(slots, 64, prec)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		V := cfg.Vocab
+		l1, l2 := make([]float32, slots*V), make([]float32, slots*V)
+		same := func(what string, n int) {
+			t.Helper()
+			if !slices.Equal(l1[:n*V], l2[:n*V]) {
+				t.Fatalf("%s, %s: split logits differ from serial ones", prec, what)
+			}
+		}
+		for s := range slots {
+			p := randTokens(rng, 3+5*s, V)
+			if err := serial.Prefill(c1, s, p, l1[:V]); err != nil {
+				t.Fatal(err)
+			}
+			if err := split.Prefill(c2, s, p, l2[:V]); err != nil {
+				t.Fatal(err)
+			}
+			same("prefill", 1)
+		}
+		for step := range 6 {
+			ids := []int{5, 0, 3, 1, 2, 7, 6, 4}[:1+step%2*7] // batch 1, then 8
+			toks := randTokens(rng, len(ids), V)
+			if err := serial.Step(c1, ids, toks, l1[:len(ids)*V]); err != nil {
+				t.Fatal(err)
+			}
+			if err := split.Step(c2, ids, toks, l2[:len(ids)*V]); err != nil {
+				t.Fatal(err)
+			}
+			same("step", len(ids))
+		}
+	}
+}

@@ -138,13 +138,23 @@ func (d *decodeMatrix) pack(p Precision, w []float32, n, k int) {
 	d.bf16.Pack(w, n, k)
 }
 
-// apply computes y = x·Wᵀ + beta·y for n rows.
-func (d *decodeMatrix) apply(n, in int, x []float32, beta float32, y []float32, out int) {
+// parts is how many parts a product of rows rows by d is cut into for nw goroutines
+// (kernels.PackedWeights.Parts, kernels.PackedBF16.Parts).
+func (d *decodeMatrix) parts(rows, nw int) int {
 	if d.bf16 != nil {
-		kernels.SgemmBF16(n, 1, x, in, d.bf16, beta, y, out)
+		return d.bf16.Parts(rows, nw)
+	}
+	return d.f32.Parts(rows, nw)
+}
+
+// part computes part (of parts, as d.parts gives) of y = x·Wᵀ + beta·y for n rows
+// (kernels.SgemmPackedPart, kernels.SgemmBF16Part).
+func (d *decodeMatrix) part(part, parts, n, in int, x []float32, beta float32, y []float32, out int) {
+	if d.bf16 != nil {
+		kernels.SgemmBF16Part(part, parts, n, 1, x, in, d.bf16, beta, y, out)
 		return
 	}
-	kernels.SgemmPacked(n, 1, x, in, d.f32, beta, y, out)
+	kernels.SgemmPackedPart(part, parts, n, 1, x, in, d.f32, beta, y, out)
 }
 
 // NewKVCacheAs is NewKVCache holding the keys and values in precision p: BF16 rounds them to
@@ -176,27 +186,21 @@ func (c *KVCache) Precision() Precision {
 	return F32
 }
 
-// cacheAttentionBF16 is cacheAttention over a bfloat16 cache: the new keys and values are
-// rounded as they are stored.
-func (m *Model) cacheAttentionBF16(c *KVCache, l int, runs []run, d *decodeWorkspace) {
+// attendTaskBF16 is attendTask's cache and attention over a bfloat16 cache, after the RoPE: the
+// new keys and values of key/value head g of run r are rounded as they are stored, and every new
+// token attends over its slot with kernels.AttentionCachedBF16.
+func (m *Model) attendTaskBF16(c *KVCache, l int, r run, g int, d *decodeWorkspace, scratch []float32) {
 	cfg := m.Cfg
 	Q, hd, nRep := cfg.qkvDim(), cfg.HeadDim(), cfg.Heads/cfg.KVHeads
 	kOff, vOff := cfg.Heads*hd, (cfg.Heads+cfg.KVHeads)*hd
-	for _, r := range runs {
-		for g := range cfg.KVHeads {
-			kr, vr := c.headRange(l, r.slot, g)
-			ckb, cv := c.k16[kr[0]:kr[1]], c.v16[vr[0]:vr[1]]
-			for j := 0; j < r.L; j++ {
-				row := d.qkv[(r.first+j)*Q:]
-				kernels.StoreKeyBF16(ckb, r.past+j, row[kOff+g*hd:kOff+(g+1)*hd])
-				kernels.ToBF16(cv[(r.past+j)*hd:(r.past+j+1)*hd], row[vOff+g*hd:vOff+(g+1)*hd])
-			}
-		}
+	qkv := d.qkv[r.first*Q:]
+	kr, vr := c.headRange(l, r.slot, g)
+	ckb, cv := c.k16[kr[0]:kr[1]], c.v16[vr[0]:vr[1]]
+	for j := 0; j < r.L; j++ {
+		row := qkv[j*Q:]
+		kernels.StoreKeyBF16(ckb, r.past+j, row[kOff+g*hd:kOff+(g+1)*hd])
+		kernels.ToBF16(cv[(r.past+j)*hd:(r.past+j+1)*hd], row[vOff+g*hd:vOff+(g+1)*hd])
 	}
-	m.par.run(len(runs)*cfg.KVHeads, func(worker, i int) {
-		r, g := runs[i/cfg.KVHeads], i%cfg.KVHeads
-		kr, vr := c.headRange(l, r.slot, g)
-		kernels.AttentionCachedBF16(d.atty[r.first*cfg.Dim+g*nRep*hd:], cfg.Dim, d.scratch[worker],
-			d.qkv[r.first*Q+g*nRep*hd:], Q, c.k16[kr[0]:kr[1]], c.v16[vr[0]:vr[1]], hd, r.L, r.past, nRep, hd)
-	})
+	kernels.AttentionCachedBF16(d.atty[r.first*cfg.Dim+g*nRep*hd:], cfg.Dim, scratch,
+		qkv[g*nRep*hd:], Q, ckb, cv, hd, r.L, r.past, nRep, hd)
 }

@@ -150,21 +150,6 @@ func (m *Model) blockForward(l int, b *Batch) {
 	kernels.Sgemm(false, true, n, C, H, 1, sw, H, p.Down, H, 1, next, C)
 }
 
-// ropeRows rotates (or, backward, un-rotates the gradients of) the q and k parts of n rows of a
-// fused qkv buffer.
-func (m *Model) ropeRows(qkv []float32, pos []int32, n int, backward bool) {
-	c := m.Cfg
-	Q, hd := c.qkvDim(), c.HeadDim()
-	f := kernels.RopeForward
-	if backward {
-		f = kernels.RopeBackward
-	}
-	m.par.rows(n, minRows, func(lo, hi int) {
-		f(qkv[lo*Q:], Q, pos[lo:hi], m.ropeCos, m.ropeSin, hi-lo, c.Heads, hd)
-		f(qkv[lo*Q+c.Heads*hd:], Q, pos[lo:hi], m.ropeCos, m.ropeSin, hi-lo, c.KVHeads, hd)
-	})
-}
-
 // attnTask locates one (sequence span, key/value head) unit of attention work in the fused
 // buffers: q/k/v offsets into qkv, the output offset into atty (row stride Dim), the offset of
 // the first head's log-sum-exp in lse (layout (n, Heads), row stride Heads), and the span's first

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"strings"
 
 	"github.com/agentrl/agentrl/model/kernels"
@@ -78,7 +77,7 @@ func newEmpty(cfg Config, value bool) *Model {
 		Cfg:    cfg,
 		Params: newParams(cfg, make([]float32, n), value),
 		Grads:  newParams(cfg, make([]float32, n), value),
-		par:    workers{n: runtime.GOMAXPROCS(0)},
+		par:    workers{n: kernels.Workers()},
 	}
 	half := cfg.HeadDim() / 2
 	m.ropeCos = make([]float32, cfg.MaxSeq*half)
@@ -112,7 +111,8 @@ func (m *Model) AddValueHead() {
 	m.Grads = newParams(m.Cfg, grads, true)
 }
 
-// SetWorkers sets how many goroutines the model's own parallel loops use (default GOMAXPROCS).
+// SetWorkers sets how many goroutines the model's own parallel loops use (default
+// kernels.Workers(), GOMAXPROCS).
 // Results are bit-identical for every setting; kernels.Sgemm schedules its own goroutines.
 func (m *Model) SetWorkers(n int) { m.par.n = max(n, 1) }
 

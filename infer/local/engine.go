@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/model"
@@ -73,7 +73,17 @@ type Engine struct {
 	version int32
 	applied chan struct{} // closed when pending weights are in use
 	closed  bool
+
+	steps atomic.Int64 // Stats
 }
+
+// Stats counts what an engine has decoded since it started.
+type Stats struct {
+	Steps int64 // batched decode steps: per generated token, how full the continuous batch was
+}
+
+// Stats returns the decode steps run so far.
+func (e *Engine) Stats() Stats { return Stats{Steps: e.steps.Load()} }
 
 // job is one request in flight; its fields after req are owned by the engine goroutine.
 type job struct {
@@ -391,12 +401,13 @@ func (e *Engine) loop(m *model.Model, cache *model.KVCache) {
 			}
 			continue
 		}
+		e.steps.Add(1)
 		// Every job draws from its own rng, so sampling the slots in parallel gives the same
 		// tokens as one after another; finishing touches the shared slot table, so it stays here.
 		emitted = slices.Grow(emitted[:0], len(stepJobs))[:len(stepJobs)]
 		parts := 1
 		if len(stepJobs) >= parallelEmitMin {
-			parts = min(runtime.GOMAXPROCS(0), len(stepJobs))
+			parts = min(kernels.Workers(), len(stepJobs))
 		}
 		for len(samplers) < parts {
 			samplers = append(samplers, &sampler{})

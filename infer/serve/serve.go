@@ -208,6 +208,10 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, configJSON []byte, opts Optio
 // Version is the policy version of the weights in use.
 func (s *Server) Version() int32 { return s.eng.Load().Version() }
 
+// EngineStats is the decode work of the engine in use (local.Engine.Stats); a rewind's fresh
+// engine starts from zero.
+func (s *Server) EngineStats() local.Stats { return s.eng.Load().Stats() }
+
 // Epoch is the epoch of the weights in use: 0 until a weight update names one (see
 // handleWeights).
 func (s *Server) Epoch() int64 { return s.epoch.Load() }

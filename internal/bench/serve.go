@@ -102,19 +102,25 @@ func parseInts(s string) ([]int, error) {
 
 // startServe serves the checkpoint dir on a loopback port; stop ends it.
 func startServe(dir, key string, slots int) (url string, stop func(), err error) {
-	srv, err := serve.Open(dir, serve.Options{APIKey: key, Slots: slots, MaxPending: 1 << 16})
+	url, _, stop, err = startServer(dir, key, slots)
+	return url, stop, err
+}
+
+// startServer is startServe that also returns the server.
+func startServer(dir, key string, slots int) (url string, srv *serve.Server, stop func(), err error) {
+	srv, err = serve.Open(dir, serve.Options{APIKey: key, Slots: slots, MaxPending: 1 << 16})
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		srv.Close()
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { srv.Serve(sctx, ln); close(done) }()
-	return "http://" + ln.Addr().String(), func() { cancel(); <-done; srv.Close() }, nil
+	return "http://" + ln.Addr().String(), srv, func() { cancel(); <-done; srv.Close() }, nil
 }
 
 // run sends n requests from c concurrent clients through gen and returns the wall time, the
@@ -163,7 +169,7 @@ func overhead(ctx context.Context, w io.Writer, o ServeOptions, levels []int, m 
 		return err
 	}
 	defer eng.Close()
-	url, stop, err := startServe(dir, "", o.Slots)
+	url, srv, stop, err := startServer(dir, "", o.Slots)
 	if err != nil {
 		return err
 	}
@@ -176,7 +182,7 @@ func overhead(ctx context.Context, w io.Writer, o ServeOptions, levels []int, m 
 	rng := rand.New(rand.NewPCG(o.Seed, 3))
 	repeat := max(o.Repeat, 1)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "concurrency\trequests\tin-process tok/s\tHTTP tok/s\tHTTP/in-process\tmedian\t(rounds)\tlatency in-process\tlatency HTTP\toverhead µs/request\toverhead µs/token\tCPU µs/request in-process\tCPU µs/request HTTP\t")
+	fmt.Fprintln(tw, "concurrency\trequests\tin-process tok/s\tHTTP tok/s\tHTTP/in-process\tmedian\t(rounds)\tlatency in-process\tlatency HTTP\toverhead µs/request\toverhead µs/token\tCPU µs/request in-process\tCPU µs/request HTTP\tsteps/request in-process\tHTTP\t")
 	for _, c := range levels {
 		n := max(o.Requests, 4*c)
 		reqs := make([]infer.Request, n)
@@ -195,29 +201,33 @@ func overhead(ctx context.Context, w io.Writer, o ServeOptions, levels []int, m 
 		if _, _, _, err := runClients(ctx, router, reqs[:min(n, 2*c)], c); err != nil {
 			return err
 		}
-		var rl, rh, ratio []float64
+		var rl, rh, ratio, sl, sh []float64
 		var ll, lh, cl, ch []time.Duration
+		// steps counts the decode steps of a round per request: completion tokens over slots
+		// when every step is full, more when requests reach the engine too late to share steps.
+		steps := func(before, after local.Stats) float64 { return float64(after.Steps-before.Steps) / float64(n) }
 		for range repeat {
-			c0 := cpuTime()
+			c0, s0 := cpuTime(), eng.Stats()
 			wl, l, tl, err := runClients(ctx, eng, reqs, c)
 			if err != nil {
 				return err
 			}
-			c1 := cpuTime()
+			c1, s1, h0 := cpuTime(), eng.Stats(), srv.EngineStats()
 			wh, h, th, err := runClients(ctx, router, reqs, c)
 			if err != nil {
 				return err
 			}
 			c2 := cpuTime()
+			sl, sh = append(sl, steps(s0, s1)), append(sh, steps(h0, srv.EngineStats()))
 			a, b := float64(tl)/wl.Seconds(), float64(th)/wh.Seconds()
 			rl, rh, ratio = append(rl, a), append(rh, b), append(ratio, b/a)
 			ll, lh = append(ll, l), append(lh, h)
 			cl, ch = append(cl, (c1-c0)/time.Duration(n)), append(ch, (c2-c1)/time.Duration(n))
 		}
 		ov := median(lh) - median(ll)
-		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.0f\t%.2f×\t%.2f×\t%s\t%s\t%s\t%.0f\t%.1f\t%.0f\t%.0f\t\n", c, n, slices.Max(rl), slices.Max(rh), slices.Max(rh)/slices.Max(rl), medianOf(ratio), ratioRange(ratio),
+		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.0f\t%.2f×\t%.2f×\t%s\t%s\t%s\t%.0f\t%.1f\t%.0f\t%.0f\t%.2f\t%.2f\t\n", c, n, slices.Max(rl), slices.Max(rh), slices.Max(rh)/slices.Max(rl), medianOf(ratio), ratioRange(ratio),
 			median(ll).Round(time.Microsecond), median(lh).Round(time.Microsecond), float64(ov.Microseconds()), float64(ov.Microseconds())/float64(o.Tokens),
-			float64(median(cl).Nanoseconds())/1e3, float64(median(ch).Nanoseconds())/1e3)
+			float64(median(cl).Nanoseconds())/1e3, float64(median(ch).Nanoseconds())/1e3, medianOf(sl), medianOf(sh))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d timed rounds of each, in-process and HTTP alternating: throughput is the best round's (what other processes on the machine\n", repeat)
@@ -225,6 +235,7 @@ func overhead(ctx context.Context, w io.Writer, o ServeOptions, levels []int, m 
 	fmt.Fprintln(w, "latency and CPU: medians of the rounds")
 	fmt.Fprintln(w, "overhead: mean request latency over HTTP (agentrl serve on loopback, the router, JSON both ways) minus in-process; per token: divided by the completion tokens")
 	fmt.Fprintln(w, "CPU: the process's user+system CPU time per request (engine, server, router and clients), steadier than wall time on a shared machine")
+	fmt.Fprintf(w, "steps/request: the engine's decode steps per request (medians of the rounds); %d-token completions in full batches of %d slots take %.2f\n", o.Tokens, o.Slots, float64(o.Tokens)/float64(o.Slots))
 	fmt.Fprintln(w)
 	return nil
 }

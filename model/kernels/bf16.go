@@ -1,6 +1,9 @@
 package kernels
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // bfloat16 is the upper half of a float32: its sign, its 8 exponent bits and the top 7 of its 23
 // mantissa bits. Rounding a float32 to it keeps the range and gives up 16 bits of precision, a
@@ -108,29 +111,78 @@ func (p *PackedBF16) Dims() (n, k int) { return p.n, p.k }
 
 // SgemmBF16 computes C = alpha*A·Wᵀ + beta*C for the m×k float32 matrix A and the packed n×k
 // bfloat16 weight W, accumulating in float32. One row (a batch-1 decode step) runs on the
-// matrix-vector kernels split across the cores as SgemmPacked's does; more rows on the
-// multi-row kernels, panel by panel.
+// matrix-vector kernels split across the cores as SgemmPacked's does (bf16Tune deciding);
+// more rows on the multi-row kernels, panel by panel.
 func SgemmBF16(m int, alpha float32, a []float32, lda int, w *PackedBF16, beta float32, c []float32, ldc int) {
 	n, k := w.n, w.k
 	if !packedOperands("SgemmBF16", w.packed, m, n, k, alpha, a, lda, beta, c, ldc) {
 		return
 	}
+	parts := w.Parts(m, maxWorkers())
 	if m == 1 && gemvOn {
-		bf16Gemv(w, alpha, a, beta, c, maxWorkers())
+		var plan gemvPlan
+		parts, plan = bf16Tune.plan(parts, 2*n*k)
+		defer plan.done()
+	}
+	fanOut(parts, func(part int) { w.part(part, parts, m, alpha, a, lda, beta, c, ldc) })
+}
+
+// Parts is how many parts SgemmBF16Part cuts a product of m rows by w into when nw goroutines
+// share it (1: not split), by PackedWeights.Parts's rules for the bytes of bfloat16 weight.
+func (w *PackedBF16) Parts(m, nw int) int {
+	n, k := w.n, w.k
+	if m <= 0 || n == 0 || k == 0 || nw <= 1 {
+		return 1
+	}
+	if m == 1 && gemvOn {
+		full := n / w.width
+		return max(1, min(full, nw*gemvPartsPerWorker, full*k*w.width*2/gemvMinPartBytes))
+	}
+	if float64(m)*float64(n)*float64(k) < packedParallelMin && 2*n*k < packedParallelBytes {
+		return 1
+	}
+	return min(nw, (n+w.width-1)/w.width)
+}
+
+// SgemmBF16Part computes part of SgemmBF16(m, alpha, a, lda, w, beta, c, ldc): the columns of C
+// that part (of parts, as w.Parts gives) owns. The parts of a product write disjoint columns and
+// together make SgemmBF16's result bit for bit, whichever goroutines run them and in whatever
+// order; it is for callers that run a product's parts inside a parallel region of their own
+// (Phases), as SgemmPackedPart.
+func SgemmBF16Part(part, parts, m int, alpha float32, a []float32, lda int, w *PackedBF16, beta float32, c []float32, ldc int) {
+	if !w.packed {
+		panic("kernels.SgemmBF16Part: weights not packed")
+	}
+	if m < 0 || parts < 1 || part < 0 || part >= parts {
+		panic(fmt.Sprintf("kernels.SgemmBF16Part: part %d of %d, m=%d", part, parts, m))
+	}
+	checkMatrix("A", m, w.k, a, lda)
+	checkMatrix("C", m, w.n, c, ldc)
+	if m == 0 || w.n == 0 {
 		return
 	}
-	width := w.width
-	panels := (n + width - 1) / width
-	nw := maxWorkers()
-	if float64(m)*float64(n)*float64(k) < packedParallelMin {
-		nw = 1
-	}
-	parts := min(nw, panels)
-	fanOut(parts, func(part int) {
-		for s := part * panels / parts; s < (part+1)*panels/parts; s++ {
-			bf16Columns(w, s, min(width, n-s*width), m, alpha, a, lda, beta, c[s*width:], ldc)
+	if w.k == 0 || alpha == 0 {
+		if part == 0 {
+			scaleC(m, w.n, beta, c, ldc)
 		}
-	})
+		return
+	}
+	w.part(part, parts, m, alpha, a, lda, beta, c, ldc)
+}
+
+// part is SgemmBF16Part after the checks, with k > 0 and alpha ≠ 0: for one row (bf16GemvPart)
+// a contiguous run of the full panels, the last part also the zero-padded last panel; for more
+// rows a run of panels on the multi-row kernels.
+func (w *PackedBF16) part(part, parts, m int, alpha float32, a []float32, lda int, beta float32, c []float32, ldc int) {
+	if m == 1 && gemvOn {
+		bf16GemvPart(w, alpha, a, beta, c, part, parts)
+		return
+	}
+	n, width := w.n, w.width
+	panels := (n + width - 1) / width
+	for s := part * panels / parts; s < (part+1)*panels/parts; s++ {
+		bf16Columns(w, s, min(width, n-s*width), m, alpha, a, lda, beta, c[s*width:], ldc)
+	}
 }
 
 // bf16Columns computes the cols columns of C that panel s of w gives, for m rows; a last panel
@@ -202,25 +254,21 @@ func bf16PanelGo(m, k, width int, alpha float32, a []float32, lda int, b []uint1
 }
 
 // bf16Tune is gemvTune for SgemmBF16's one-row products (the bytes per product are half).
-var bf16Tune splitTuner
+var bf16Tune SplitTuner
 
-// bf16Gemv is SgemmBF16 for one row of A: the full panels shared out in contiguous runs among up
-// to nw goroutines (split or not as gemvPacked decides, by the same rules), each run on the
-// widest gemv kernels that fit, the last, zero-padded panel through bf16Columns. Every column
-// gets the multi-row kernels' arithmetic, so the bits are those of any m.
-func bf16Gemv(w *PackedBF16, alpha float32, a []float32, beta float32, c []float32, nw int) {
+// bf16GemvPart is SgemmBF16's part for one row of A: the full panels shared out in contiguous
+// runs among the parts, each run on the widest gemv kernels that fit, the last, zero-padded panel
+// through bf16Columns in the last part. Every column gets the multi-row kernels' arithmetic, so
+// the bits are those of any m and any split.
+func bf16GemvPart(w *PackedBF16, alpha float32, a []float32, beta float32, c []float32, part, parts int) {
 	n, k, width := w.n, w.k, w.width
 	full := n / width
-	parts, plan := bf16Tune.plan(nw, full, 2*k*width, 2*n*k)
-	defer plan.done()
 	_ = a[k-1]
-	fanOut(parts, func(part int) {
-		s0, s1 := part*full/parts, (part+1)*full/parts
-		bf16GemvRun(w, s0, s1-s0, alpha, a, beta, c)
-		if part == parts-1 && full*width < n {
-			bf16Columns(w, full, n-full*width, 1, alpha, a, k, beta, c[full*width:], n)
-		}
-	})
+	s0, s1 := part*full/parts, (part+1)*full/parts
+	bf16GemvRun(w, s0, s1-s0, alpha, a, beta, c)
+	if part == parts-1 && full*width < n {
+		bf16Columns(w, full, n-full*width, 1, alpha, a, k, beta, c[full*width:], n)
+	}
 }
 
 // bf16GemvRun computes the columns of cnt full panels from panel s0 on, the widest gemv kernel

@@ -209,6 +209,37 @@ func TestSgemmBF16Bitwise(t *testing.T) {
 	}
 }
 
+// TestSgemmBF16Part: the parts of a product (SgemmBF16Part, as a decode step runs them in its own
+// parallel region), in any order, make SgemmBF16's result bit for bit, for one row and for more,
+// for every family and every cut from one part to more than the product has panels.
+func TestSgemmBF16Part(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	n, k := 517, 203
+	w, _ := randMatrix(rng, n, k, 0)
+	for _, kern := range availableKernels() {
+		withKernel(t, kern, 1)
+		var pw PackedBF16
+		pw.Pack(w, n, k)
+		for _, m := range []int{1, 7} {
+			a, _ := randMatrix(rng, m, k, 0)
+			c0, _ := randMatrix(rng, m, n, 0)
+			want := append([]float32(nil), c0...)
+			SgemmBF16(m, 1.5, a, k, &pw, 0.5, want, n)
+			for _, parts := range []int{1, 2, 3, pw.Parts(m, 4), 2 * ((n + pw.width - 1) / pw.width)} {
+				got := append([]float32(nil), c0...)
+				for part := parts - 1; part >= 0; part-- {
+					SgemmBF16Part(part, parts, m, 1.5, a, k, &pw, 0.5, got, n)
+				}
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s m=%d in %d parts: C[%d] = %g, SgemmBF16 %g", kern.name, m, parts, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestSgemmBF16Repack: packing new weights into the same PackedBF16 replaces the old ones, and a
 // narrower matrix leaves no stale columns in the padding.
 func TestSgemmBF16Repack(t *testing.T) {

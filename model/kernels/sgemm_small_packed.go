@@ -50,48 +50,104 @@ func (p *PackedWeights) Dims() (n, k int) { return p.n, p.k }
 // W. It is bit for bit Sgemm(false, true, m, n, k, alpha, a, lda, W, k, beta, c, ldc) for every
 // m, with the microkernel that was active when W was packed: every element gets the blocked
 // path's k slices, FMA chains and store (TestSgemmPackedBitwise, TestGemvPackedBitwise). One
-// row (a batch-1 decode step) runs on gemvPacked, the matrix-vector kernels split across the
-// cores; more rows on the NN kernels, panel by panel.
+// row (a batch-1 decode step) runs on gemvPart, the matrix-vector kernels split across the
+// cores when gemvTune says so; more rows on the NN kernels, panel by panel.
 func SgemmPacked(m int, alpha float32, a []float32, lda int, w *PackedWeights, beta float32, c []float32, ldc int) {
 	n, k := w.n, w.k
 	if !packedOperands("SgemmPacked", w.kern != nil, m, n, k, alpha, a, lda, beta, c, ldc) {
 		return
 	}
-	kern, width := w.kern, w.width
+	parts := w.Parts(m, maxWorkers())
+	if m == 1 && w.gemv() {
+		var plan gemvPlan
+		parts, plan = gemvTune.plan(parts, 4*n*k)
+		defer plan.done()
+	}
+	fanOut(parts, func(part int) { w.part(part, parts, m, alpha, a, lda, beta, c, ldc) })
+}
+
+// Parts is how many parts SgemmPackedPart cuts a product of m rows by w into when nw
+// goroutines share it (1: not split). One row (a batch-1 decode step, gemvPart) is cut by
+// the weight each part reads, up to gemvPartsPerWorker parts a goroutine; more rows by panels,
+// one run of panels a goroutine, from packedParallelMin multiply-adds or packedParallelBytes
+// of weight.
+func (w *PackedWeights) Parts(m, nw int) int {
+	n, k := w.n, w.k
+	if m <= 0 || n == 0 || k == 0 || nw <= 1 {
+		return 1
+	}
+	if m == 1 && w.gemv() {
+		full := n / w.width
+		return max(1, min(full, nw*gemvPartsPerWorker, full*k*w.width*4/gemvMinPartBytes))
+	}
+	if float64(m)*float64(n)*float64(k) < packedParallelMin && 4*n*k < packedParallelBytes {
+		return 1
+	}
+	return min(nw, (n+w.width-1)/w.width)
+}
+
+// gemv reports whether one row is multiplied by gemvPart.
+func (w *PackedWeights) gemv() bool {
+	nn := smallNNFor(w.kern)
+	return gemvOn && (nn == nil || len(nn.gemv) > 0)
+}
+
+// SgemmPackedPart computes part of SgemmPacked(m, alpha, a, lda, w, beta, c, ldc): the columns
+// of C that part (of parts, as w.Parts gives) owns. The parts of a product write disjoint
+// columns and together make SgemmPacked's result bit for bit, whichever goroutines run them
+// and in whatever order; it is for callers that run a product's parts inside a parallel region
+// of their own (Phases).
+func SgemmPackedPart(part, parts, m int, alpha float32, a []float32, lda int, w *PackedWeights, beta float32, c []float32, ldc int) {
+	if w.kern == nil {
+		panic("kernels.SgemmPackedPart: weights not packed")
+	}
+	if m < 0 || parts < 1 || part < 0 || part >= parts {
+		panic(fmt.Sprintf("kernels.SgemmPackedPart: part %d of %d, m=%d", part, parts, m))
+	}
+	checkMatrix("A", m, w.k, a, lda)
+	checkMatrix("C", m, w.n, c, ldc)
+	if m == 0 || w.n == 0 {
+		return
+	}
+	if w.k == 0 || alpha == 0 {
+		if part == 0 {
+			scaleC(m, w.n, beta, c, ldc)
+		}
+		return
+	}
+	w.part(part, parts, m, alpha, a, lda, beta, c, ldc)
+}
+
+// part is SgemmPackedPart after the checks, with k > 0 and alpha ≠ 0.
+func (w *PackedWeights) part(part, parts, m int, alpha float32, a []float32, lda int, beta float32, c []float32, ldc int) {
+	n, k, kern, width := w.n, w.k, w.kern, w.width
 	kc := sliceDepth(k, kern.kc)
 	nn := smallNNFor(kern)
-	if m == 1 && gemvOn && (nn == nil || len(nn.gemv) > 0) {
-		gemvPacked(nn, w, kc, alpha, a, beta, c, maxWorkers())
+	if m == 1 && w.gemv() {
+		gemvPart(nn, w, kc, alpha, a, beta, c, part, parts)
 		return
 	}
 	panels := (n + width - 1) / width
-	nw := maxWorkers()
-	if float64(m)*float64(n)*float64(k) < packedParallelMin {
-		nw = 1
-	}
-	parts := min(nw, panels)
-	fanOut(parts, func(part int) {
-		var edge []float32
-		for s := part * panels / parts; s < (part+1)*panels/parts; s++ {
-			j := s * width
-			panel := w.data[s*k*width : (s+1)*k*width]
-			cols := min(width, n-j)
-			switch {
-			case nn == nil:
-				smallGoNN(0, cols, m, k, kc, alpha, a, lda, panel, width, beta, c[j:], ldc)
-			case cols == width:
-				smallNNPanel(nn, m, k, kc, alpha, a, lda, panel, width, beta, c[j:], ldc, packedPrefetch)
-			default:
-				// The last panel is zero-padded; its columns of C go through scratch.
-				buf := getBuf(m * width)
-				edge = *buf
-				copyTile(edge, width, c[j:], ldc, m, cols)
-				smallNNPanel(nn, m, k, kc, alpha, a, lda, panel, width, beta, edge, width, packedPrefetch)
-				copyTile(c[j:], ldc, edge, width, m, cols)
-				putBuf(buf)
-			}
+	var edge []float32
+	for s := part * panels / parts; s < (part+1)*panels/parts; s++ {
+		j := s * width
+		panel := w.data[s*k*width : (s+1)*k*width]
+		cols := min(width, n-j)
+		switch {
+		case nn == nil:
+			smallGoNN(0, cols, m, k, kc, alpha, a, lda, panel, width, beta, c[j:], ldc)
+		case cols == width:
+			smallNNPanel(nn, m, k, kc, alpha, a, lda, panel, width, beta, c[j:], ldc, packedPrefetch)
+		default:
+			// The last panel is zero-padded; its columns of C go through scratch.
+			buf := getBuf(m * width)
+			edge = *buf
+			copyTile(edge, width, c[j:], ldc, m, cols)
+			smallNNPanel(nn, m, k, kc, alpha, a, lda, panel, width, beta, edge, width, packedPrefetch)
+			copyTile(c[j:], ldc, edge, width, m, cols)
+			putBuf(buf)
 		}
-	})
+	}
 }
 
 // packedOperands checks the operands of a product with a packed weight (SgemmPacked,
@@ -117,7 +173,7 @@ func packedOperands(fn string, packed bool, m, n, k int, alpha float32, a []floa
 	return true
 }
 
-// gemvPacked's settings. gemvOn and gemvChoice exist for the tests and benchmarks, which
+// gemvPart's settings. gemvOn and gemvChoice exist for the tests and benchmarks, which
 // compare it with the per-panel path and run each of its kernels.
 var (
 	gemvOn     = true
@@ -132,7 +188,7 @@ var (
 // at a time, so that where a core is busy with another process the others take its share.
 const gemvPartsPerWorker = 2
 
-// gemvTune decides whether gemvPacked splits a product among the goroutines. Split, a product
+// gemvTune decides whether SgemmPacked splits a product among the goroutines. Split, a product
 // streams faster where the other cores are free (each adds its own share of the caches' and
 // the memory's bandwidth); but where another process keeps them busy, a helper that the
 // operating system deschedules in the middle of its part makes the whole product wait for it
@@ -145,7 +201,7 @@ const gemvPartsPerWorker = 2
 // and the first after it are not timed: the helpers sleep while products are not split
 // (pool.go), and waking them is a cost of switching, not of either way. Which goroutine
 // computes a part never changes a bit, so neither does the choice.
-var gemvTune splitTuner
+var gemvTune SplitTuner
 
 // gemvTuneOn is false only in tests and benchmarks that force one way.
 var gemvTuneOn = true
@@ -156,15 +212,20 @@ const (
 	gemvWarm   = 4    // products not timed after a switch
 )
 
-// splitTuner keeps, for unsplit (0) and split (1) products, an exponential average of the
-// nanoseconds per KiB of weight, as float64 bits (0: no sample yet).
-type splitTuner struct {
+// SplitTuner decides, for a kind of memory-bound work that runs again and again (gemvTune: a
+// batch-1 product; the model's batch-1 decode step), whether to split it among the goroutines
+// or run it on one, as gemvTune's comment explains: both ways are timed per KiB of weight read,
+// and the work is split unless unsplit has been faster by a fifth, with a probe window of the
+// other way in every gemvProbe runs. The zero value is ready; it is safe for concurrent use.
+// It keeps, for unsplit (0) and split (1), an exponential average of the nanoseconds per KiB
+// of weight, as float64 bits (0: no sample yet).
+type SplitTuner struct {
 	calls   atomic.Uint64
 	nsPerKB [2]atomic.Uint64
 }
 
-// split reports whether the next product is split and whether to time it.
-func (t *splitTuner) split() (split, timed bool) {
+// Split reports whether the next run is split and whether to time it (Record).
+func (t *SplitTuner) Split() (split, timed bool) {
 	one, two := math.Float64frombits(t.nsPerKB[0].Load()), math.Float64frombits(t.nsPerKB[1].Load())
 	best := one == 0 || two == 0 || one >= 0.8*two
 	p := (t.calls.Add(1) - 1) % gemvProbe
@@ -177,28 +238,23 @@ func (t *splitTuner) split() (split, timed bool) {
 	return best, true
 }
 
-// gemvPlan is how one one-row product was run, for splitTuner.plan's caller to report its time.
+// gemvPlan is how one one-row product was run, for SplitTuner.plan's caller to report its time.
 type gemvPlan struct {
-	t            *splitTuner
+	t            *SplitTuner
 	split, timed bool
 	bytes        int
 	t0           time.Time
 }
 
-// plan is how many parts a one-row product of full panels of panelBytes each, bytes in all, is
-// cut into for nw goroutines: as many as the goroutines take (gemvPartsPerWorker each) and
-// gemvMinPartBytes allow, or one where the tuner says unsplit products are faster now. The
-// caller calls done on the returned plan once the product is computed.
-func (t *splitTuner) plan(nw, full, panelBytes, bytes int) (int, gemvPlan) {
-	parts := 1
-	if nw > 1 {
-		parts = max(1, min(full, nw*gemvPartsPerWorker, full*panelBytes/gemvMinPartBytes))
-	}
+// plan is how many parts a one-row product cut into parts (its Parts for the goroutines), bytes
+// of weight in all, runs in: parts, or one where the tuner says unsplit products are faster
+// now. The caller calls done on the returned plan once the product is computed.
+func (t *SplitTuner) plan(parts, bytes int) (int, gemvPlan) {
 	if parts <= 1 || !gemvTuneOn {
 		return parts, gemvPlan{}
 	}
 	p := gemvPlan{t: t, bytes: bytes}
-	p.split, p.timed = t.split()
+	p.split, p.timed = t.Split()
 	if !p.split {
 		parts = 1
 	}
@@ -211,12 +267,12 @@ func (t *splitTuner) plan(nw, full, panelBytes, bytes int) (int, gemvPlan) {
 // done records the product's time, if it was timed.
 func (p gemvPlan) done() {
 	if p.timed {
-		p.t.record(p.split, p.bytes, time.Since(p.t0))
+		p.t.Record(p.split, p.bytes, time.Since(p.t0))
 	}
 }
 
-// record adds a product of the given bytes that took d to the average of its way.
-func (t *splitTuner) record(split bool, bytes int, d time.Duration) {
+// Record adds a run that read the given bytes of weight and took d to the average of its way.
+func (t *SplitTuner) Record(split bool, bytes int, d time.Duration) {
 	ns := float64(d.Nanoseconds()) / (float64(bytes) / 1024)
 	i := 0
 	if split {
@@ -231,44 +287,36 @@ func (t *splitTuner) record(split bool, bytes int, d time.Duration) {
 	t.nsPerKB[i].Store(math.Float64bits(ns))
 }
 
-// gemvPacked is SgemmPacked for one row of A (a batch-1 decode step): the full panels shared
-// out in contiguous runs among up to nw goroutines, each run on the widest gemv kernels that fit
-// (gemvRun; gemvGo without the assembly), and the last, zero-padded panel as in SgemmPacked.
-// Every column gets the arithmetic of the per-panel NN kernel (the same k slices, FMA chain and
-// store), so the bits are SgemmPacked's.
-func gemvPacked(nn *smallNNKernel, w *PackedWeights, kc int, alpha float32, a []float32, beta float32, c []float32, nw int) {
+// gemvPart is SgemmPacked's part for one row of A (a batch-1 decode step): the full panels
+// shared out in contiguous runs among the parts, each run on the widest gemv kernels that fit
+// (gemvRun; gemvGo without the assembly), and the last, zero-padded panel in the last part as
+// in SgemmPacked. Every column gets the arithmetic of the per-panel NN kernel (the same k
+// slices, FMA chain and store), so the bits are SgemmPacked's.
+func gemvPart(nn *smallNNKernel, w *PackedWeights, kc int, alpha float32, a []float32, beta float32, c []float32, part, parts int) {
 	n, k, width := w.n, w.k, w.width
 	full := n / width
-	parts, plan := gemvTune.plan(nw, full, 4*k*width, 4*n*k)
-	defer plan.done()
-	ch := 0
-	if nn != nil {
-		ch = min(gemvChoice, len(nn.gemv)-1)
-	}
 	_ = a[k-1]
-	fanOut(parts, func(part int) {
-		s0, s1 := part*full/parts, (part+1)*full/parts
-		if nn == nil {
-			gemvGo(w.data, s0, s1-s0, k, kc, alpha, a, beta, c)
-		} else {
-			gemvRun(nn, ch, w.data, s0, s1-s0, k, kc, width, alpha, a, beta, c)
-		}
-		if part < parts-1 || full == (n+width-1)/width {
-			return
-		}
-		j := full * width
-		if nn == nil {
-			smallGoNN(0, n-j, 1, k, kc, alpha, a, k, w.data[full*k*width:], width, beta, c[j:], n)
-			return
-		}
-		panel := w.data[full*k*width : (full+1)*k*width]
-		buf := getBuf(width)
-		edge := *buf
-		copyTile(edge, width, c[j:], width, 1, n-j)
-		smallNNPanel(nn, 1, k, kc, alpha, a, k, panel, width, beta, edge, width, false)
-		copyTile(c[j:], width, edge, width, 1, n-j)
-		putBuf(buf)
-	})
+	s0, s1 := part*full/parts, (part+1)*full/parts
+	if nn == nil {
+		gemvGo(w.data, s0, s1-s0, k, kc, alpha, a, beta, c)
+	} else {
+		gemvRun(nn, min(gemvChoice, len(nn.gemv)-1), w.data, s0, s1-s0, k, kc, width, alpha, a, beta, c)
+	}
+	if part < parts-1 || full == (n+width-1)/width {
+		return
+	}
+	j := full * width
+	if nn == nil {
+		smallGoNN(0, n-j, 1, k, kc, alpha, a, k, w.data[full*k*width:], width, beta, c[j:], n)
+		return
+	}
+	panel := w.data[full*k*width : (full+1)*k*width]
+	buf := getBuf(width)
+	edge := *buf
+	copyTile(edge, width, c[j:], width, 1, n-j)
+	smallNNPanel(nn, 1, k, kc, alpha, a, k, panel, width, beta, edge, width, false)
+	copyTile(c[j:], width, edge, width, 1, n-j)
+	putBuf(buf)
 }
 
 // gemvGo is gemvRun for the Go kernel's packed panels (4 columns each): two panels at a time,
@@ -351,13 +399,19 @@ func gemvRun(nn *smallNNKernel, ch int, data []float32, s0, cnt, k, kc, width in
 var packedPrefetch = true
 
 // packedParallelMin is the multiply-adds (m·n·k) from which SgemmPacked splits the panels of a
-// product of several rows between goroutines: Sgemm's threshold. One row (gemvPacked) is split
+// product of several rows between goroutines: Sgemm's threshold. One row (gemvPart) is split
 // by the weight it reads instead (gemvMinPartBytes): it is bound by how fast the weights stream,
 // and each core adds its own share of the L3's and the memory's bandwidth: on the 2-vCPU Xeon,
 // reading 13.7 MB from L3 or 97 MB from DRAM ran 1.5–2× faster on two cores than on one
 // (BenchmarkGemvRoofline, BENCHMARKS.md). The per-panel one-row path had measured no faster on
 // two Zen 4 cores.
 const packedParallelMin = parallelMinFlops / 2
+
+// packedParallelBytes is the weight from which a product of a few rows is split all the same:
+// like one row, it is bound by how fast the weights stream (a decode step of 2 to 7 sequences
+// reads every weight once, as batch 1 does), and each core adds its share of the bandwidth.
+// Two of gemvMinPartBytes: two parts at least.
+const packedParallelBytes = 2 * 64 << 10
 
 func grow32(s []float32, n int) []float32 {
 	if cap(s) < n {

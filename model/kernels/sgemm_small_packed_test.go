@@ -304,10 +304,10 @@ func BenchmarkGemvRoofline(b *testing.B) {
 // the other way in a window of every gemvProbe products, and leaves the first products after
 // each switch untimed.
 func TestSplitTuner(t *testing.T) {
-	var st splitTuner
+	var st SplitTuner
 	count := func() (split, timed int) {
 		for range gemvProbe {
-			s, tm := st.split()
+			s, tm := st.Split()
 			if s {
 				split++
 			}
@@ -330,12 +330,47 @@ func TestSplitTuner(t *testing.T) {
 	if s, _ := count(); s != gemvProbe-gemvWindow {
 		t.Fatalf("unsplit faster by less than the margin: %d of %d products split, want all but the window", s, gemvProbe)
 	}
-	st.record(true, 2048, 220*time.Nanosecond) // 110 ns/KiB moves split's 30 an eighth of the way
+	st.Record(true, 2048, 220*time.Nanosecond) // 110 ns/KiB moves split's 30 an eighth of the way
 	if got := math.Float64frombits(st.nsPerKB[1].Load()); got != 40 {
 		t.Fatalf("average after a slow sample = %g, want 40", got)
 	}
-	st.record(true, 1024, time.Millisecond) // a stall counts as four times the average
+	st.Record(true, 1024, time.Millisecond) // a stall counts as four times the average
 	if got := math.Float64frombits(st.nsPerKB[1].Load()); got != 40+120/8 {
 		t.Fatalf("average after a stall = %g, want %g", got, 40+120/8.0)
+	}
+}
+
+// TestSgemmPackedPartBitwise: the parts of a product (SgemmPackedPart), run in any order, give
+// SgemmPacked's bits, for the parts PackedWeights.Parts cuts and for any other count, one row
+// (gemvPart) and several, every kernel.
+func TestSgemmPackedPartBitwise(t *testing.T) {
+	for _, kern := range availableKernels() {
+		t.Run(kern.name, func(t *testing.T) {
+			withKernel(t, kern, 1)
+			rng := rand.New(rand.NewPCG(7, 7))
+			for _, nk := range [][2]int{{70, 129}, {520, 256}, {260, 700}} {
+				n, k := nk[0], nk[1]
+				w, _ := randMatrix(rng, n, k, 0)
+				var pw PackedWeights
+				pw.Pack(w, n, k)
+				for _, m := range []int{1, 3, 16} {
+					a, _ := randMatrix(rng, m, k, 0)
+					c0, _ := randMatrix(rng, m, n, 0)
+					want := append([]float32(nil), c0...)
+					SgemmPacked(m, 1.5, a, k, &pw, 0.5, want, n)
+					for _, parts := range []int{pw.Parts(m, 2), pw.Parts(m, 3), 1, 2, 5} {
+						got := append([]float32(nil), c0...)
+						for p := parts - 1; p >= 0; p-- {
+							SgemmPackedPart(p, parts, m, 1.5, a, k, &pw, 0.5, got, n)
+						}
+						for i := range got {
+							if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+								t.Fatalf("n=%d k=%d m=%d in %d parts: C[%d] = %g, SgemmPacked %g", n, k, m, parts, i, got[i], want[i])
+							}
+						}
+					}
+				}
+			}
+		})
 	}
 }

@@ -4,11 +4,18 @@ package kernels
 // whose rows hold gate then up: the gate_proj and up_proj weights sit next to each other in the
 // parameter block, so one GEMM produces both halves. The arithmetic is swigluForwardGo's.
 func SwiGLUForward(out, gu []float32, n, hidden int) {
+	SwiGLUForwardCols(out, gu, n, hidden, 0, hidden)
+}
+
+// SwiGLUForwardCols is SwiGLUForward for the columns [lo, hi) of out alone. Each element's
+// arithmetic is the same in every implementation and at every offset (TestSwiGLUMatchesGo), so
+// a row cut into column ranges gets SwiGLUForward's bits.
+func SwiGLUForwardCols(out, gu []float32, n, hidden, lo, hi int) {
 	k := activeElem()
 	for r := 0; r < n; r++ {
-		g := gu[r*2*hidden : r*2*hidden+hidden]
-		u := gu[r*2*hidden+hidden : (r+1)*2*hidden]
-		k.swigluFwd(out[r*hidden:(r+1)*hidden], g, u)
+		g := gu[r*2*hidden+lo : r*2*hidden+hi]
+		u := gu[r*2*hidden+hidden+lo : r*2*hidden+hidden+hi]
+		k.swigluFwd(out[r*hidden+lo:r*hidden+hi], g, u)
 	}
 }
 
