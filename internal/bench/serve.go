@@ -44,9 +44,10 @@ type ServeOptions struct {
 	Publish     string        // model sizes whose weight publishing is timed, DIMxLAYERS[,...]
 	Rounds      int           // publish rounds (median reported)
 	Seed        uint64
-	// Model is the served model of the overhead table: "calc" (the calc preset's, 0.13 M
-	// parameters, where a token costs the engine least and the HTTP path's share is largest) or
-	// "default" (model.DefaultConfig, 3.4 M, the model `agentrl train` builds by default).
+	// Model lists the served models of the overhead table, comma-separated: "calc" (the calc
+	// preset's, 0.13 M parameters, where a token costs the engine least and the HTTP path's
+	// fixed cost per request is the largest share) and "default" (model.DefaultConfig over the
+	// calc tokenizer's vocabulary, 3 M, the model `agentrl train` builds by default).
 	Model string
 }
 
@@ -90,18 +91,21 @@ func Serve(ctx context.Context, w io.Writer, o ServeOptions) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	cfg, err := serveModel(o.Model, tok.VocabSize())
-	if err != nil {
-		return err
-	}
-	m, err := model.New(cfg, o.Seed)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "model: %s (dim %d, %d layers, %.2fM parameters); requests of %d prompt + %d completion tokens; %d slots\n\n",
-		cmp.Or(o.Model, "calc"), cfg.Dim, cfg.Layers, float64(m.NumParams())/1e6, o.Prompt, o.Tokens, o.Slots)
-	if err := overhead(ctx, w, o, levels, m, tok, filepath.Join(tmp, "ck")); err != nil {
-		return err
+	for name := range strings.SplitSeq(cmp.Or(o.Model, "calc"), ",") {
+		name = strings.TrimSpace(name)
+		cfg, err := serveModel(name, tok.VocabSize())
+		if err != nil {
+			return err
+		}
+		m, err := model.New(cfg, o.Seed)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "model: %s (dim %d, %d layers, %.2fM parameters); requests of %d prompt + %d completion tokens; %d slots\n\n",
+			name, cfg.Dim, cfg.Layers, float64(m.NumParams())/1e6, o.Prompt, o.Tokens, o.Slots)
+		if err := overhead(ctx, w, o, levels, m, tok, filepath.Join(tmp, "ck-"+name)); err != nil {
+			return err
+		}
 	}
 	if err := balance(ctx, w, o); err != nil {
 		return err

@@ -20,7 +20,7 @@ type BenchServeCmd struct {
 	Publish     string        `help:"Model sizes whose weight publish is timed, DIMxLAYERS[,...]." default:"64x2,512x8"`
 	Rounds      int           `help:"Publish rounds (the median is printed)." default:"5"`
 	Seed        uint64        `help:"Seed for weights and requests." default:"1"`
-	Model       string        `help:"The overhead table's model: calc (the calc preset's, 0.13M parameters) or default (the default model, 3.4M)." default:"calc" enum:"calc,default"`
+	Model       string        `help:"The overhead table's models, comma-separated: calc (the calc preset's, 0.13M parameters) and default (the default model, 3M)." default:"calc,default"`
 }
 
 // Run prints the overhead table, the balance figures and the publish latencies.
