@@ -18,6 +18,8 @@ var (
 
 		softmaxGrad: asmSoftmaxGrad(softmaxGradavx512),
 		expMoments:  asmExpMoments(expMomentsavx512),
+		rmsScale:    asmRMSScale(rmsScaleavx512),
+		rmsBackward: asmRMSBackward(rmsBackwardavx512),
 	}
 	avx2Elem = elemKernel{
 		name:      "avx2",
@@ -30,6 +32,8 @@ var (
 
 		softmaxGrad: asmSoftmaxGrad(softmaxGradavx2),
 		expMoments:  asmExpMoments(expMomentsavx2),
+		rmsScale:    asmRMSScale(rmsScaleavx2),
+		rmsBackward: asmRMSBackward(rmsBackwardavx2),
 	}
 )
 
@@ -128,5 +132,27 @@ func asmExpMoments(f func(x *float32, n int, shift float32) (float64, float64)) 
 			return 0, 0
 		}
 		return f(&x[0], len(x), shift)
+	}
+}
+
+func asmRMSScale(f func(out, x, w *float32, n int, r float32)) func(out, x, w []float32, r float32) {
+	return func(out, x, w []float32, r float32) {
+		n := len(x)
+		if n == 0 {
+			return
+		}
+		_, _ = out[n-1], w[n-1]
+		f(&out[0], &x[0], &w[0], n, r)
+	}
+}
+
+func asmRMSBackward(f func(dx, dw, dy, x, w *float32, n int, r, k float32)) func(dx, dw, dy, x, w []float32, r, k float32) {
+	return func(dx, dw, dy, x, w []float32, r, k float32) {
+		n := len(x)
+		if n == 0 {
+			return
+		}
+		_, _, _, _ = dx[n-1], dw[n-1], dy[n-1], w[n-1]
+		f(&dx[0], &dw[0], &dy[0], &x[0], &w[0], n, r, k)
 	}
 }

@@ -1219,6 +1219,107 @@ expMomentsavx512_done:
 	VZEROUPPER
 	RET
 
+// func rmsScaleavx512(out *float32, x *float32, w *float32, n int, r float32)
+// Requires: AVX, AVX512F
+TEXT ·rmsScaleavx512(SB), NOSPLIT, $0-36
+	MOVQ         out+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         n+24(FP), BX
+	VBROADCASTSS r+32(FP), Z0
+
+rmsScaleavx512_loop:
+	CMPQ    BX, $0x10
+	JB      rmsScaleavx512_tail
+	VMOVUPS (CX), Z1
+	VMULPS  Z0, Z1, Z1
+	VMOVUPS (DX), Z2
+	VMULPS  Z2, Z1, Z1
+	VMOVUPS Z1, (AX)
+	ADDQ    $0x40, AX
+	ADDQ    $0x40, CX
+	ADDQ    $0x40, DX
+	SUBQ    $0x10, BX
+	JMP     rmsScaleavx512_loop
+
+rmsScaleavx512_tail:
+	TESTQ     BX, BX
+	JZ        rmsScaleavx512_done
+	LEAQ      elemtailmask512<>+0(SB), SI
+	KMOVW     (SI)(BX*2), K1
+	VMOVUPS.Z (CX), K1, Z1
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS.Z (DX), K1, Z0
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS   Z1, K1, (AX)
+
+rmsScaleavx512_done:
+	VZEROUPPER
+	RET
+
+// func rmsBackwardavx512(dx *float32, dw *float32, dy *float32, x *float32, w *float32, n int, r float32, k float32)
+// Requires: AVX, AVX512F
+TEXT ·rmsBackwardavx512(SB), NOSPLIT, $0-56
+	MOVQ         dx+0(FP), AX
+	MOVQ         dw+8(FP), CX
+	MOVQ         dy+16(FP), DX
+	MOVQ         x+24(FP), BX
+	MOVQ         w+32(FP), SI
+	MOVQ         n+40(FP), DI
+	VBROADCASTSS r+48(FP), Z0
+	VBROADCASTSS k+52(FP), Z1
+
+rmsBackwardavx512_loop:
+	CMPQ    DI, $0x10
+	JB      rmsBackwardavx512_tail
+	VMOVUPS (SI), Z2
+	VMOVUPS (DX), Z3
+	VMOVUPS (BX), Z4
+	VMULPS  Z0, Z2, Z2
+	VMULPS  Z3, Z2, Z2
+	VMULPS  Z1, Z4, Z5
+	VSUBPS  Z5, Z2, Z2
+	VMOVUPS (AX), Z5
+	VADDPS  Z2, Z5, Z5
+	VMOVUPS Z5, (AX)
+	VMULPS  Z4, Z3, Z3
+	VMULPS  Z0, Z3, Z3
+	VMOVUPS (CX), Z2
+	VADDPS  Z3, Z2, Z2
+	VMOVUPS Z2, (CX)
+	ADDQ    $0x40, AX
+	ADDQ    $0x40, CX
+	ADDQ    $0x40, DX
+	ADDQ    $0x40, BX
+	ADDQ    $0x40, SI
+	SUBQ    $0x10, DI
+	JMP     rmsBackwardavx512_loop
+
+rmsBackwardavx512_tail:
+	TESTQ     DI, DI
+	JZ        rmsBackwardavx512_done
+	LEAQ      elemtailmask512<>+0(SB), R8
+	KMOVW     (R8)(DI*2), K1
+	VMOVUPS.Z (SI), K1, Z2
+	VMOVUPS.Z (DX), K1, Z3
+	VMOVUPS.Z (BX), K1, Z4
+	VMULPS    Z0, Z2, Z2
+	VMULPS    Z3, Z2, Z2
+	VMULPS    Z1, Z4, Z1
+	VSUBPS    Z1, Z2, Z2
+	VMOVUPS.Z (AX), K1, Z1
+	VADDPS    Z2, Z1, Z1
+	VMOVUPS   Z1, K1, (AX)
+	VMULPS    Z4, Z3, Z3
+	VMULPS    Z0, Z3, Z3
+	VMOVUPS.Z (CX), K1, Z0
+	VADDPS    Z3, Z0, Z0
+	VMOVUPS   Z0, K1, (CX)
+
+rmsBackwardavx512_done:
+	VZEROUPPER
+	RET
+
 // func expSumavx2(dst *float32, src *float32, n int, shift float32) float32
 // Requires: AVX, AVX2, SSE
 TEXT ·expSumavx2(SB), NOSPLIT, $0-36
@@ -2400,6 +2501,151 @@ expMomentsavx2_done:
 	VUNPCKHPD    X3, X3, X0
 	VADDSD       X0, X3, X3
 	VMOVSD       X3, sz+32(FP)
+	VZEROUPPER
+	RET
+
+// func rmsScaleavx2(out *float32, x *float32, w *float32, n int, r float32)
+// Requires: AVX
+TEXT ·rmsScaleavx2(SB), NOSPLIT, $0-36
+	MOVQ         out+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         n+24(FP), BX
+	VBROADCASTSS r+32(FP), Y0
+
+rmsScaleavx2_loop:
+	CMPQ    BX, $0x10
+	JB      rmsScaleavx2_tail
+	VMOVUPS (CX), Y1
+	VMULPS  Y0, Y1, Y1
+	VMOVUPS (DX), Y2
+	VMULPS  Y2, Y1, Y1
+	VMOVUPS Y1, (AX)
+	VMOVUPS 32(CX), Y1
+	VMULPS  Y0, Y1, Y1
+	VMOVUPS 32(DX), Y2
+	VMULPS  Y2, Y1, Y1
+	VMOVUPS Y1, 32(AX)
+	ADDQ    $0x40, AX
+	ADDQ    $0x40, CX
+	ADDQ    $0x40, DX
+	SUBQ    $0x10, BX
+	JMP     rmsScaleavx2_loop
+
+rmsScaleavx2_tail:
+	TESTQ      BX, BX
+	JZ         rmsScaleavx2_done
+	LEAQ       elemtailmask256<>+0(SB), SI
+	SHLQ       $0x06, BX
+	VMOVDQU    (SI)(BX*1), Y1
+	VMOVDQU    32(SI)(BX*1), Y2
+	VMASKMOVPS (CX), Y1, Y3
+	VMULPS     Y0, Y3, Y3
+	VMASKMOVPS (DX), Y1, Y4
+	VMULPS     Y4, Y3, Y3
+	VMASKMOVPS Y3, Y1, (AX)
+	VMASKMOVPS 32(CX), Y2, Y1
+	VMULPS     Y0, Y1, Y1
+	VMASKMOVPS 32(DX), Y2, Y0
+	VMULPS     Y0, Y1, Y1
+	VMASKMOVPS Y1, Y2, 32(AX)
+
+rmsScaleavx2_done:
+	VZEROUPPER
+	RET
+
+// func rmsBackwardavx2(dx *float32, dw *float32, dy *float32, x *float32, w *float32, n int, r float32, k float32)
+// Requires: AVX
+TEXT ·rmsBackwardavx2(SB), NOSPLIT, $0-56
+	MOVQ         dx+0(FP), AX
+	MOVQ         dw+8(FP), CX
+	MOVQ         dy+16(FP), DX
+	MOVQ         x+24(FP), BX
+	MOVQ         w+32(FP), SI
+	MOVQ         n+40(FP), DI
+	VBROADCASTSS r+48(FP), Y0
+	VBROADCASTSS k+52(FP), Y1
+
+rmsBackwardavx2_loop:
+	CMPQ    DI, $0x10
+	JB      rmsBackwardavx2_tail
+	VMOVUPS (SI), Y2
+	VMOVUPS (DX), Y3
+	VMOVUPS (BX), Y4
+	VMULPS  Y0, Y2, Y2
+	VMULPS  Y3, Y2, Y2
+	VMULPS  Y1, Y4, Y5
+	VSUBPS  Y5, Y2, Y2
+	VMOVUPS (AX), Y5
+	VADDPS  Y2, Y5, Y5
+	VMOVUPS Y5, (AX)
+	VMULPS  Y4, Y3, Y3
+	VMULPS  Y0, Y3, Y3
+	VMOVUPS (CX), Y2
+	VADDPS  Y3, Y2, Y2
+	VMOVUPS Y2, (CX)
+	VMOVUPS 32(SI), Y2
+	VMOVUPS 32(DX), Y3
+	VMOVUPS 32(BX), Y4
+	VMULPS  Y0, Y2, Y2
+	VMULPS  Y3, Y2, Y2
+	VMULPS  Y1, Y4, Y5
+	VSUBPS  Y5, Y2, Y2
+	VMOVUPS 32(AX), Y5
+	VADDPS  Y2, Y5, Y5
+	VMOVUPS Y5, 32(AX)
+	VMULPS  Y4, Y3, Y3
+	VMULPS  Y0, Y3, Y3
+	VMOVUPS 32(CX), Y2
+	VADDPS  Y3, Y2, Y2
+	VMOVUPS Y2, 32(CX)
+	ADDQ    $0x40, AX
+	ADDQ    $0x40, CX
+	ADDQ    $0x40, DX
+	ADDQ    $0x40, BX
+	ADDQ    $0x40, SI
+	SUBQ    $0x10, DI
+	JMP     rmsBackwardavx2_loop
+
+rmsBackwardavx2_tail:
+	TESTQ      DI, DI
+	JZ         rmsBackwardavx2_done
+	LEAQ       elemtailmask256<>+0(SB), R8
+	SHLQ       $0x06, DI
+	VMOVDQU    (R8)(DI*1), Y2
+	VMOVDQU    32(R8)(DI*1), Y3
+	VMASKMOVPS (SI), Y2, Y4
+	VMASKMOVPS (DX), Y2, Y5
+	VMASKMOVPS (BX), Y2, Y6
+	VMULPS     Y0, Y4, Y4
+	VMULPS     Y5, Y4, Y4
+	VMULPS     Y1, Y6, Y7
+	VSUBPS     Y7, Y4, Y4
+	VMASKMOVPS (AX), Y2, Y7
+	VADDPS     Y4, Y7, Y7
+	VMASKMOVPS Y7, Y2, (AX)
+	VMULPS     Y6, Y5, Y5
+	VMULPS     Y0, Y5, Y5
+	VMASKMOVPS (CX), Y2, Y4
+	VADDPS     Y5, Y4, Y4
+	VMASKMOVPS Y4, Y2, (CX)
+	VMASKMOVPS 32(SI), Y3, Y2
+	VMASKMOVPS 32(DX), Y3, Y4
+	VMASKMOVPS 32(BX), Y3, Y5
+	VMULPS     Y0, Y2, Y2
+	VMULPS     Y4, Y2, Y2
+	VMULPS     Y1, Y5, Y1
+	VSUBPS     Y1, Y2, Y2
+	VMASKMOVPS 32(AX), Y3, Y1
+	VADDPS     Y2, Y1, Y1
+	VMASKMOVPS Y1, Y3, 32(AX)
+	VMULPS     Y5, Y4, Y4
+	VMULPS     Y0, Y4, Y4
+	VMASKMOVPS 32(CX), Y3, Y0
+	VADDPS     Y4, Y0, Y0
+	VMASKMOVPS Y0, Y3, 32(CX)
+
+rmsBackwardavx2_done:
 	VZEROUPPER
 	RET
 

@@ -81,10 +81,13 @@ type elemKernel struct {
 	read        func(x []float32) float32
 	softmaxGrad func(p, ds []float32, shift, d, scale float32)
 	expMoments  func(x []float32, shift float32) (s, sz float64)
+	rmsScale    func(out, x, w []float32, r float32)
+	rmsBackward func(dx, dw, dy, x, w []float32, r, k float32)
 }
 
 var goElem = elemKernel{name: "go", expSum: expSumGo, swigluFwd: swigluForwardGo, swigluBwd: swigluBackwardGo,
-	max: maxGo, scale: scaleGo, read: readGo, softmaxGrad: softmaxGradGo, expMoments: expMomentsGo}
+	max: maxGo, scale: scaleGo, read: readGo, softmaxGrad: softmaxGradGo, expMoments: expMomentsGo,
+	rmsScale: rmsScaleGo, rmsBackward: rmsBackwardGo}
 
 // expMomentLanes is how many float64 partial sums expMomentsGo keeps: element i adds into lane
 // i mod expMomentLanes, and the lanes are then added pairwise (l += l+4, l += l+2, l += l+1).
@@ -122,5 +125,25 @@ func softmaxGradGo(p, ds []float32, shift, d, scale float32) {
 		e := expf(x - shift)
 		p[j] = e
 		ds[j] = float32(e*(ds[j]-d)) * scale
+	}
+}
+
+// rmsScaleGo writes out[j] = x[j]·r·w[j]: RMSNormForward's scaling of a row by its r.
+func rmsScaleGo(out, x, w []float32, r float32) {
+	out, w = out[:len(x)], w[:len(x)]
+	for j, v := range x {
+		out[j] = v * r * w[j]
+	}
+}
+
+// rmsBackwardGo is RMSNormBackward's update of one row, given its r and
+// k = (Σ dy·w·x)·r³/c: dx[j] += r·w[j]·dy[j] − x[j]·k and dw[j] += dy[j]·x[j]·r. The
+// conversions keep every product apart from the add or subtract it feeds (no FMA on any
+// architecture), as the vector kernels compute it.
+func rmsBackwardGo(dx, dw, dy, x, w []float32, r, k float32) {
+	dx, dw, dy, w = dx[:len(x)], dw[:len(x)], dy[:len(x)], w[:len(x)]
+	for j, v := range x {
+		dx[j] += float32(r*w[j]*dy[j]) - float32(v*k)
+		dw[j] += float32(dy[j] * v * r)
 	}
 }

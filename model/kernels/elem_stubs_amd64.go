@@ -44,6 +44,16 @@ func softmaxGradavx512(p *float32, ds *float32, n int, shift float32, d float32,
 //go:noescape
 func expMomentsavx512(x *float32, n int, shift float32) (s float64, sz float64)
 
+// rmsScaleavx512 writes out[j] = x[j]·r·w[j] for j < n (avx512).
+//
+//go:noescape
+func rmsScaleavx512(out *float32, x *float32, w *float32, n int, r float32)
+
+// rmsBackwardavx512 adds r·w[j]·dy[j] − x[j]·k to dx[j] and dy[j]·x[j]·r to dw[j] for j < n (avx512).
+//
+//go:noescape
+func rmsBackwardavx512(dx *float32, dw *float32, dy *float32, x *float32, w *float32, n int, r float32, k float32)
+
 // expSumavx2 writes dst[i] = expf(src[i] - shift) for i < n and returns their sum in expSumGo's order (avx2).
 //
 //go:noescape
@@ -83,6 +93,16 @@ func softmaxGradavx2(p *float32, ds *float32, n int, shift float32, d float32, s
 //
 //go:noescape
 func expMomentsavx2(x *float32, n int, shift float32) (s float64, sz float64)
+
+// rmsScaleavx2 writes out[j] = x[j]·r·w[j] for j < n (avx2).
+//
+//go:noescape
+func rmsScaleavx2(out *float32, x *float32, w *float32, n int, r float32)
+
+// rmsBackwardavx2 adds r·w[j]·dy[j] − x[j]·k to dx[j] and dy[j]·x[j]·r to dw[j] for j < n (avx2).
+//
+//go:noescape
+func rmsBackwardavx2(dx *float32, dw *float32, dy *float32, x *float32, w *float32, n int, r float32, k float32)
 
 // cpuid executes CPUID with EAX = leaf and ECX = sub and returns EAX, EBX, ECX and EDX.
 func cpuid(leaf uint32, sub uint32) (a uint32, b uint32, c uint32, d uint32)

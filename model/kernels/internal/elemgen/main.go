@@ -114,6 +114,8 @@ func main() {
 		readStream(&isa{name: name, width: width})
 		softmaxGrad(&isa{name: name, width: width})
 		expMoments(&isa{name: name, width: width})
+		rmsScale(&isa{name: name, width: width})
+		rmsBackward(&isa{name: name, width: width})
 	}
 	cpuid()
 	Generate()
@@ -642,6 +644,78 @@ func scale(s *isa) {
 			v := s.load(x, h, masked)
 			VMULPS(a, v, v)
 			s.store(v, x, h, masked)
+		}
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// rmsScale is RMSNormForward's scaling of a row: out[j] = x[j]·r·w[j], the first product
+// rounded before the second (rmsScaleGo).
+func rmsScale(s *isa) {
+	name := "rmsScale" + s.name
+	TEXT(name, NOSPLIT, "func(out, x, w *float32, n int, r float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s writes out[j] = x[j]·r·w[j] for j < n (%s).", name, s.name))
+	out := Load(Param("out"), GP64())
+	x := Load(Param("x"), GP64())
+	w := Load(Param("w"), GP64())
+	n := Load(Param("n"), GP64())
+	r := s.vec()
+	VBROADCASTSS(addr("r"), r)
+	ptrs := []reg.GPVirtual{out.(reg.GPVirtual), x.(reg.GPVirtual), w.(reg.GPVirtual)}
+	s.loop(name, n.(reg.GPVirtual), ptrs, func(masked bool) {
+		for h := 0; h < block/s.width; h++ {
+			v := s.load(x, h, masked)
+			VMULPS(r, v, v)
+			wv := s.load(w, h, masked)
+			VMULPS(wv, v, v)
+			s.store(v, out, h, masked)
+		}
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// rmsBackward is RMSNormBackward's update of one row given the row's r and k
+// (rmsBackwardGo): dx[j] += r·w[j]·dy[j] − x[j]·k and dw[j] += dy[j]·x[j]·r, every product
+// rounded before the operation that follows it.
+func rmsBackward(s *isa) {
+	name := "rmsBackward" + s.name
+	TEXT(name, NOSPLIT, "func(dx, dw, dy, x, w *float32, n int, r, k float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s adds r·w[j]·dy[j] − x[j]·k to dx[j] and dy[j]·x[j]·r to dw[j] for j < n (%s).", name, s.name))
+	dx := Load(Param("dx"), GP64())
+	dw := Load(Param("dw"), GP64())
+	dy := Load(Param("dy"), GP64())
+	x := Load(Param("x"), GP64())
+	w := Load(Param("w"), GP64())
+	n := Load(Param("n"), GP64())
+	r, k := s.vec(), s.vec()
+	VBROADCASTSS(addr("r"), r)
+	VBROADCASTSS(addr("k"), k)
+	var ptrs []reg.GPVirtual
+	for _, p := range []reg.Register{dx, dw, dy, x, w} {
+		ptrs = append(ptrs, p.(reg.GPVirtual))
+	}
+	s.loop(name, n.(reg.GPVirtual), ptrs, func(masked bool) {
+		for h := 0; h < block/s.width; h++ {
+			wv := s.load(w, h, masked)
+			dyv := s.load(dy, h, masked)
+			xv := s.load(x, h, masked)
+			VMULPS(r, wv, wv)   // r·w
+			VMULPS(dyv, wv, wv) // ·dy
+			xk := s.vec()
+			VMULPS(k, xv, xk)  // x·k
+			VSUBPS(xk, wv, wv) // r·w·dy − x·k
+			d := s.load(dx, h, masked)
+			VADDPS(wv, d, d)
+			s.store(d, dx, h, masked)
+			VMULPS(xv, dyv, dyv) // dy·x
+			VMULPS(r, dyv, dyv)  // ·r
+			e := s.load(dw, h, masked)
+			VADDPS(dyv, e, e)
+			s.store(e, dw, h, masked)
 		}
 	})
 	VZEROUPPER()
