@@ -20,6 +20,8 @@ var (
 		expMoments:  asmExpMoments(expMomentsavx512),
 		rmsScale:    asmRMSScale(rmsScaleavx512),
 		rmsBackward: asmRMSBackward(rmsBackwardavx512),
+		sumSquares8: asmSumSquares8(sumSquares8avx512),
+		normDots8:   asmNormDots8(normDots8avx512),
 	}
 	avx2Elem = elemKernel{
 		name:      "avx2",
@@ -34,6 +36,8 @@ var (
 		expMoments:  asmExpMoments(expMomentsavx2),
 		rmsScale:    asmRMSScale(rmsScaleavx2),
 		rmsBackward: asmRMSBackward(rmsBackwardavx2),
+		sumSquares8: asmSumSquares8(sumSquares8avx2),
+		normDots8:   asmNormDots8(normDots8avx2),
 	}
 )
 
@@ -154,5 +158,44 @@ func asmRMSBackward(f func(dx, dw, dy, x, w *float32, n int, r, k float32)) func
 		}
 		_, _, _, _ = dx[n-1], dw[n-1], dy[n-1], w[n-1]
 		f(&dx[0], &dw[0], &dy[0], &x[0], &w[0], n, r, k)
+	}
+}
+
+// asmSumSquares8 runs the kernel over the whole blocks of eight columns and adds the last
+// c mod 8 columns after them in Go, so that every row is still summed in index order.
+func asmSumSquares8(f func(ss *float64, x *float32, c, blocks int)) func(ss *[normRows]float64, x []float32, c int) {
+	return func(ss *[normRows]float64, x []float32, c int) {
+		if c == 0 {
+			*ss = [normRows]float64{}
+			return
+		}
+		_ = x[normRows*c-1]
+		blocks := c / 8
+		f(&ss[0], &x[0], c, blocks)
+		for r := range ss {
+			for _, v := range x[r*c+8*blocks : r*c+c] {
+				ss[r] += float64(v) * float64(v)
+			}
+		}
+	}
+}
+
+// asmNormDots8 is asmSumSquares8 for the backward's dots.
+func asmNormDots8(f func(dots *float64, y, x, w *float32, c, blocks int)) func(dots *[normRows]float64, dy, x, w []float32) {
+	return func(dots *[normRows]float64, dy, x, w []float32) {
+		c := len(w)
+		if c == 0 {
+			*dots = [normRows]float64{}
+			return
+		}
+		_, _ = dy[normRows*c-1], x[normRows*c-1]
+		blocks := c / 8
+		f(&dots[0], &dy[0], &x[0], &w[0], c, blocks)
+		for r := range dots {
+			xr := x[r*c : r*c+c]
+			for j := 8 * blocks; j < c; j++ {
+				dots[r] += float64(dy[r*c+j]) * float64(w[j]) * float64(xr[j])
+			}
+		}
 	}
 }

@@ -83,11 +83,17 @@ type elemKernel struct {
 	expMoments  func(x []float32, shift float32) (s, sz float64)
 	rmsScale    func(out, x, w []float32, r float32)
 	rmsBackward func(dx, dw, dy, x, w []float32, r, k float32)
+	// sumSquares8 and normDots8 are the norms' row sums over normRows rows at once
+	// (sumSquaresGo, normDotsGo).
+	sumSquares8 func(ss *[normRows]float64, x []float32, c int)
+	normDots8   func(dots *[normRows]float64, dy, x, w []float32)
 }
 
 var goElem = elemKernel{name: "go", expSum: expSumGo, swigluFwd: swigluForwardGo, swigluBwd: swigluBackwardGo,
 	max: maxGo, scale: scaleGo, read: readGo, softmaxGrad: softmaxGradGo, expMoments: expMomentsGo,
-	rmsScale: rmsScaleGo, rmsBackward: rmsBackwardGo}
+	rmsScale: rmsScaleGo, rmsBackward: rmsBackwardGo,
+	sumSquares8: func(ss *[normRows]float64, x []float32, c int) { sumSquaresGo(ss[:], x, c) },
+	normDots8:   func(dots *[normRows]float64, dy, x, w []float32) { normDotsGo(dots[:], dy, x, w) }}
 
 // expMomentLanes is how many float64 partial sums expMomentsGo keeps: element i adds into lane
 // i mod expMomentLanes, and the lanes are then added pairwise (l += l+4, l += l+2, l += l+1).

@@ -54,6 +54,16 @@ func rmsScaleavx512(out *float32, x *float32, w *float32, n int, r float32)
 //go:noescape
 func rmsBackwardavx512(dx *float32, dw *float32, dy *float32, x *float32, w *float32, n int, r float32, k float32)
 
+// sumSquares8avx512 sets ss[r] to the sum, in index order, of float64(x)² over the first 8·blocks columns of rows r < 8 of x (rows c floats apart) (avx512).
+//
+//go:noescape
+func sumSquares8avx512(ss *float64, x *float32, c int, blocks int)
+
+// normDots8avx512 sets dots[r] to the sum, in index order, of float64(y)·float64(w)·float64(x) over the first 8·blocks columns of rows r < 8 of y and x (rows c floats apart) (avx512).
+//
+//go:noescape
+func normDots8avx512(dots *float64, y *float32, x *float32, w *float32, c int, blocks int)
+
 // expSumavx2 writes dst[i] = expf(src[i] - shift) for i < n and returns their sum in expSumGo's order (avx2).
 //
 //go:noescape
@@ -103,6 +113,16 @@ func rmsScaleavx2(out *float32, x *float32, w *float32, n int, r float32)
 //
 //go:noescape
 func rmsBackwardavx2(dx *float32, dw *float32, dy *float32, x *float32, w *float32, n int, r float32, k float32)
+
+// sumSquares8avx2 sets ss[r] to the sum, in index order, of float64(x)² over the first 8·blocks columns of rows r < 8 of x (rows c floats apart) (avx2).
+//
+//go:noescape
+func sumSquares8avx2(ss *float64, x *float32, c int, blocks int)
+
+// normDots8avx2 sets dots[r] to the sum, in index order, of float64(y)·float64(w)·float64(x) over the first 8·blocks columns of rows r < 8 of y and x (rows c floats apart) (avx2).
+//
+//go:noescape
+func normDots8avx2(dots *float64, y *float32, x *float32, w *float32, c int, blocks int)
 
 // cpuid executes CPUID with EAX = leaf and ECX = sub and returns EAX, EBX, ECX and EDX.
 func cpuid(leaf uint32, sub uint32) (a uint32, b uint32, c uint32, d uint32)

@@ -2,11 +2,11 @@ package kernels
 
 import "math"
 
-// normRows is how many rows the norms' sums take side by side. Each row's sum still adds its
-// terms one after another in index order, which fixes its bits; rows side by side keep that
-// many independent chains of dependent adds in flight, where one row alone waits on each add's
-// latency.
-const normRows = 4
+// normRows is how many rows the norms' sums take side by side (the elementwise kernels'
+// sumSquares8 and normDots8). Each row's sum still adds its terms one after another in index
+// order, which fixes its bits; rows side by side keep that many independent chains of dependent
+// adds in flight, where one row alone waits on each add's latency.
+const normRows = 8
 
 // RMSNormForward normalizes each of the n rows of inp (n, c) by its root mean square and scales
 // by weight (c): out = inp · rstd · weight with rstd = 1/sqrt(mean(inp²) + eps), as in Llama
@@ -19,7 +19,11 @@ func RMSNormForward(out, rstd, inp, weight []float32, n, c int, eps float32) {
 	var ss [normRows]float64
 	for i0 := 0; i0 < n; i0 += normRows {
 		rows := min(normRows, n-i0)
-		sumSquares(ss[:rows], inp[i0*c:(i0+rows)*c], c)
+		if x := inp[i0*c : (i0+rows)*c]; rows == normRows {
+			ek.sumSquares8(&ss, x, c)
+		} else {
+			sumSquaresGo(ss[:rows], x, c)
+		}
 		for r, s := range ss[:rows] {
 			i := i0 + r
 			f := float32(1 / math.Sqrt(s/float64(c)+float64(eps)))
@@ -29,19 +33,23 @@ func RMSNormForward(out, rstd, inp, weight []float32, n, c int, eps float32) {
 	}
 }
 
-// sumSquares sets ss[r] to the sum of float64(v)² over row r of x (len(ss) rows of c), added
-// in index order.
-func sumSquares(ss []float64, x []float32, c int) {
-	if len(ss) < normRows {
-		for r := range ss {
-			var s float64
-			for _, v := range x[r*c : r*c+c] {
-				s += float64(v) * float64(v)
-			}
-			ss[r] = s
-		}
-		return
+// sumSquaresGo sets ss[r] to the sum of float64(v)² over row r of x (len(ss) rows of c), added
+// in index order, four rows side by side.
+func sumSquaresGo(ss []float64, x []float32, c int) {
+	for len(ss) >= 4 {
+		sumSquares4(ss[:4], x[:4*c], c)
+		ss, x = ss[4:], x[4*c:]
 	}
+	for r := range ss {
+		var s float64
+		for _, v := range x[r*c : r*c+c] {
+			s += float64(v) * float64(v)
+		}
+		ss[r] = s
+	}
+}
+
+func sumSquares4(ss []float64, x []float32, c int) {
 	x0, x1, x2, x3 := x[:c], x[c:2*c], x[2*c:3*c], x[3*c:4*c]
 	var s0, s1, s2, s3 float64
 	for j, v := range x0 {
@@ -66,7 +74,11 @@ func RMSNormBackward(dinp, dweight, dout, inp, weight, rstd []float32, n, c int)
 	var dots [normRows]float64
 	for i0 := 0; i0 < n; i0 += normRows {
 		rows := min(normRows, n-i0)
-		normDots(dots[:rows], dout[i0*c:(i0+rows)*c], inp[i0*c:(i0+rows)*c], w)
+		if dy, x := dout[i0*c:(i0+rows)*c], inp[i0*c:(i0+rows)*c]; rows == normRows {
+			ek.normDots8(&dots, dy, x, w)
+		} else {
+			normDotsGo(dots[:rows], dy, x, w)
+		}
 		for r, dot := range dots[:rows] {
 			i := i0 + r
 			f := rstd[i]
@@ -76,21 +88,26 @@ func RMSNormBackward(dinp, dweight, dout, inp, weight, rstd []float32, n, c int)
 	}
 }
 
-// normDots sets dots[r] to the sum of float64(dy)·float64(w)·float64(x) over row r of dy and
-// x (len(dots) rows of len(w)), added in index order.
-func normDots(dots []float64, dy, x, w []float32) {
+// normDotsGo sets dots[r] to the sum of float64(dy)·float64(w)·float64(x) over row r of dy
+// and x (len(dots) rows of len(w)), added in index order, four rows side by side.
+func normDotsGo(dots []float64, dy, x, w []float32) {
 	c := len(w)
-	if len(dots) < normRows {
-		for r := range dots {
-			var d float64
-			xr := x[r*c : r*c+c]
-			for j, v := range dy[r*c : r*c+c] {
-				d += float64(v) * float64(w[j]) * float64(xr[j])
-			}
-			dots[r] = d
-		}
-		return
+	for len(dots) >= 4 {
+		normDots4(dots[:4], dy[:4*c], x[:4*c], w)
+		dots, dy, x = dots[4:], dy[4*c:], x[4*c:]
 	}
+	for r := range dots {
+		var d float64
+		xr := x[r*c : r*c+c]
+		for j, v := range dy[r*c : r*c+c] {
+			d += float64(v) * float64(w[j]) * float64(xr[j])
+		}
+		dots[r] = d
+	}
+}
+
+func normDots4(dots []float64, dy, x, w []float32) {
+	c := len(w)
 	y0, y1, y2, y3 := dy[:c], dy[c:2*c], dy[2*c:3*c], dy[3*c:4*c]
 	x0, x1, x2, x3 := x[:c], x[c:2*c], x[2*c:3*c], x[3*c:4*c]
 	var d0, d1, d2, d3 float64

@@ -43,7 +43,7 @@ func TestRMSNormMatchesRowByRow(t *testing.T) {
 	for _, ek := range availableElemKernels() {
 		t.Run(ek.name, func(t *testing.T) {
 			withElem(t, ek)
-			for _, c := range []int{1, 7, 16, 33, 64, 70} {
+			for _, c := range []int{1, 7, 8, 16, 33, 64, 70} {
 				for n := 0; n <= 2*normRows+1; n++ {
 					x := randSlice(rng, n*c, 3)
 					for i := range x {
@@ -114,6 +114,40 @@ func TestRMSKernelsMatchGo(t *testing.T) {
 			}
 			if i := sameBits(gdw, wdw); i >= 0 {
 				t.Fatalf("%s n=%d: dw at x=%v is %v, want %v", k.name, n, x[i], gdw[i], wdw[i])
+			}
+		}
+	}
+}
+
+// TestNormSumsMatchRowByRow: every implementation's eight-row sums (sumSquares8, normDots8)
+// are, bit for bit in float64, each row's terms added one after another in index order. Terms
+// of mixed sizes (some 10⁸ times the rest) make any other order of the adds round differently.
+func TestNormSumsMatchRowByRow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 13))
+	for _, ek := range availableElemKernels() {
+		for c := 0; c <= 70; c++ {
+			x, dy, w := randSlice(rng, normRows*c, 2), randSlice(rng, normRows*c, 2), randSlice(rng, c, 2)
+			for i := range x {
+				if rng.IntN(4) == 0 {
+					x[i] *= 1e8
+				}
+			}
+			var ss, dots [normRows]float64
+			ek.sumSquares8(&ss, x, c)
+			ek.normDots8(&dots, dy, x, w)
+			for r := 0; r < normRows; r++ {
+				var s, d float64
+				for j := 0; j < c; j++ {
+					v := x[r*c+j]
+					s += float64(v) * float64(v)
+					d += float64(dy[r*c+j]) * float64(w[j]) * float64(v)
+				}
+				if math.Float64bits(ss[r]) != math.Float64bits(s) {
+					t.Fatalf("%s c=%d row %d: sum of squares %v, want %v", ek.name, c, r, ss[r], s)
+				}
+				if math.Float64bits(dots[r]) != math.Float64bits(d) {
+					t.Fatalf("%s c=%d row %d: dot %v, want %v", ek.name, c, r, dots[r], d)
+				}
 			}
 		}
 	}

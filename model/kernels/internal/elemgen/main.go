@@ -116,6 +116,8 @@ func main() {
 		expMoments(&isa{name: name, width: width})
 		rmsScale(&isa{name: name, width: width})
 		rmsBackward(&isa{name: name, width: width})
+		rowSums(&isa{name: name, width: width}, true)
+		rowSums(&isa{name: name, width: width}, false)
 	}
 	cpuid()
 	Generate()
@@ -718,6 +720,126 @@ func rmsBackward(s *isa) {
 			s.store(e, dw, h, masked)
 		}
 	})
+	VZEROUPPER()
+	RET()
+}
+
+// sumRows is how many rows rowSums sums side by side (kernels.normRows).
+const sumRows = 8
+
+// rowSums emits the norms' row sums over the first 8·blocks columns of eight rows of c floats
+// (rows c apart): with square, sumSquares8 (Σ float64(x)², RMSNormForward's mean square), else
+// normDots8 (Σ float64(y)·float64(w)·float64(x), RMSNormBackward's dot), each row added in
+// index order as the Go loop adds it. The products are exact or rounded in float64 as Go rounds
+// them, eight columns at a time in vector lanes; the adds, which fix the bits, stay scalar and
+// in order, the eight rows' chains side by side so that they overlap. Products go through a
+// stack buffer, from which each add reads its term.
+func rowSums(s *isa, square bool) {
+	name := "normDots8" + s.name
+	sig := "func(dots *float64, y, x, w *float32, c, blocks int)"
+	doc := "%s sets dots[r] to the sum, in index order, of float64(y)·float64(w)·float64(x) over the first 8·blocks columns of rows r < 8 of y and x (rows c floats apart) (%s)."
+	if square {
+		name = "sumSquares8" + s.name
+		sig = "func(ss *float64, x *float32, c, blocks int)"
+		doc = "%s sets ss[r] to the sum, in index order, of float64(x)² over the first 8·blocks columns of rows r < 8 of x (rows c floats apart) (%s)."
+	}
+	TEXT(name, NOSPLIT, sig)
+	Pragma("noescape")
+	Doc(fmt.Sprintf(doc, name, s.name))
+	buf := AllocLocal(sumRows * 8 * 8)
+	var out, x0, y0, w reg.Register
+	if square {
+		out = Load(Param("ss"), GP64())
+	} else {
+		out = Load(Param("dots"), GP64())
+		y0 = Load(Param("y"), GP64())
+		w = Load(Param("w"), GP64())
+	}
+	x0 = Load(Param("x"), GP64())
+	ld := Load(Param("c"), GP64())
+	n := Load(Param("blocks"), GP64())
+	SHLQ(Imm(2), ld) // bytes between rows
+	ld3 := GP64()
+	LEAQ(Mem{Base: ld, Index: ld, Scale: 2}, ld3)
+	x4 := GP64()
+	LEAQ(Mem{Base: x0, Index: ld, Scale: 4}, x4)
+	var y4 reg.GPVirtual
+	if !square {
+		y4 = GP64()
+		LEAQ(Mem{Base: y0, Index: ld, Scale: 4}, y4)
+	}
+	row := func(base0, base4 reg.Register, r, disp int) Mem {
+		base := base0
+		if r >= 4 {
+			base = base4
+		}
+		switch r % 4 {
+		case 0:
+			return Mem{Base: base, Disp: disp}
+		case 1:
+			return Mem{Base: base, Index: ld, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: base, Index: ld, Scale: 2, Disp: disp}
+		}
+		return Mem{Base: base, Index: ld3, Scale: 1, Disp: disp}
+	}
+	acc := make([]reg.VecVirtual, sumRows)
+	for r := range acc {
+		acc[r] = XMM()
+		VXORPD(acc[r], acc[r], acc[r])
+	}
+	// Eight columns are one zmm of float64, or two ymm.
+	halves, lanes := 1, 8
+	if s.name == "avx2" {
+		halves, lanes = 2, 4
+	}
+	wide := func() reg.VecVirtual {
+		if s.name == "avx512" {
+			return ZMM()
+		}
+		return YMM()
+	}
+	Label(name + "_loop")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	for h := 0; h < halves; h++ {
+		var wv reg.VecVirtual
+		if !square {
+			wv = wide()
+			VCVTPS2PD(Mem{Base: w, Disp: 16 * h}, wv)
+		}
+		for r := 0; r < sumRows; r++ {
+			xv := wide()
+			VCVTPS2PD(row(x0, x4, r, 16*h), xv)
+			if square {
+				VMULPD(xv, xv, xv)
+			} else {
+				yv := wide()
+				VCVTPS2PD(row(y0, y4, r, 16*h), yv)
+				VMULPD(wv, yv, yv) // y·w
+				VMULPD(xv, yv, xv) // ·x
+			}
+			VMOVUPD(xv, buf.Offset(64*r+8*lanes*h))
+		}
+	}
+	for l := 0; l < 8; l++ {
+		for r := 0; r < sumRows; r++ {
+			VADDSD(buf.Offset(64*r+8*l), acc[r], acc[r])
+		}
+	}
+	ptrs := []reg.Register{x0, x4}
+	if !square {
+		ptrs = append(ptrs, y0, y4, w)
+	}
+	for _, p := range ptrs {
+		ADDQ(Imm(32), p)
+	}
+	DECQ(n)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	for r := 0; r < sumRows; r++ {
+		VMOVSD(acc[r], Mem{Base: out, Disp: 8 * r})
+	}
 	VZEROUPPER()
 	RET()
 }
