@@ -22,6 +22,7 @@ var (
 		rmsBackward: asmRMSBackward(rmsBackwardavx512),
 		sumSquares8: asmSumSquares8(sumSquares8avx512),
 		normDots8:   asmNormDots8(normDots8avx512),
+		rope:        asmRope(ropeForwardavx512, ropeBackwardavx512),
 	}
 	avx2Elem = elemKernel{
 		name:      "avx2",
@@ -38,6 +39,7 @@ var (
 		rmsBackward: asmRMSBackward(rmsBackwardavx2),
 		sumSquares8: asmSumSquares8(sumSquares8avx2),
 		normDots8:   asmNormDots8(normDots8avx2),
+		rope:        asmRope(ropeForwardavx2, ropeBackwardavx2),
 	}
 )
 
@@ -197,5 +199,29 @@ func asmNormDots8(f func(dots *float64, y, x, w *float32, c, blocks int)) func(d
 				dots[r] += float64(dy[r*c+j]) * float64(w[j]) * float64(xr[j])
 			}
 		}
+	}
+}
+
+// asmRope checks every row's position against the tables and the last row's extent against x
+// (as ropeGo's slicing would) before the kernel reads them.
+func asmRope(fwd, bwd func(x *float32, ld int, pos *int32, cos, sin *float32, n, nHead, half int)) func(x []float32, ld int, pos []int32, cos, sin []float32, n, nHead, headDim int, inverse bool) {
+	return func(x []float32, ld int, pos []int32, cos, sin []float32, n, nHead, headDim int, inverse bool) {
+		half := headDim / 2
+		if n == 0 || nHead == 0 || half == 0 {
+			return
+		}
+		if headDim%2 != 0 { // the kernel steps from head to head by 2·half
+			ropeGo(x, ld, pos, cos, sin, n, nHead, headDim, inverse)
+			return
+		}
+		_ = x[(n-1)*ld+(nHead-1)*headDim+2*half-1]
+		for _, p := range pos[:n] {
+			_, _ = cos[int(p)*half:int(p)*half+half], sin[int(p)*half:int(p)*half+half]
+		}
+		f := fwd
+		if inverse {
+			f = bwd
+		}
+		f(&x[0], ld, &pos[0], &cos[0], &sin[0], n, nHead, half)
 	}
 }

@@ -1597,6 +1597,172 @@ normDots8avx512_done:
 	VZEROUPPER
 	RET
 
+// func ropeForwardavx512(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
+// Requires: AVX, AVX512F
+TEXT ·ropeForwardavx512(SB), NOSPLIT, $0-64
+	MOVQ x+0(FP), AX
+	MOVQ ld+8(FP), CX
+	MOVQ pos+16(FP), DX
+	MOVQ n+40(FP), BX
+	MOVQ half+56(FP), SI
+	SHLQ $0x02, CX
+	SHLQ $0x02, SI
+
+ropeForwardavx512_row:
+	TESTQ   BX, BX
+	JZ      ropeForwardavx512_done
+	MOVLQSX (DX), R8
+	IMULQ   SI, R8
+	MOVQ    cos+24(FP), DI
+	ADDQ    R8, DI
+	MOVQ    sin+32(FP), R9
+	ADDQ    R9, R8
+	MOVQ    AX, R9
+	MOVQ    nHead+48(FP), R10
+
+ropeForwardavx512_head:
+	TESTQ R10, R10
+	JZ    ropeForwardavx512_nextrow
+	LEAQ  (R9)(SI*1), R11
+	XORQ  R12, R12
+	MOVQ  SI, R13
+	SHRQ  $0x02, R13
+
+ropeForwardavx512_block:
+	CMPQ    R13, $0x10
+	JB      ropeForwardavx512_tail
+	VMOVUPS (R9)(R12*1), Z0
+	VMOVUPS (R11)(R12*1), Z1
+	VMOVUPS (DI)(R12*1), Z2
+	VMOVUPS (R8)(R12*1), Z3
+	VMULPS  Z2, Z0, Z4
+	VMULPS  Z3, Z1, Z5
+	VMULPS  Z2, Z1, Z1
+	VMULPS  Z3, Z0, Z0
+	VSUBPS  Z5, Z4, Z4
+	VADDPS  Z0, Z1, Z1
+	VMOVUPS Z4, (R9)(R12*1)
+	VMOVUPS Z1, (R11)(R12*1)
+	ADDQ    $0x40, R12
+	SUBQ    $0x10, R13
+	JMP     ropeForwardavx512_block
+
+ropeForwardavx512_tail:
+	TESTQ     R13, R13
+	JZ        ropeForwardavx512_nexthead
+	LEAQ      elemtailmask512<>+0(SB), R14
+	KMOVW     (R14)(R13*2), K1
+	VMOVUPS.Z (R9)(R12*1), K1, Z0
+	VMOVUPS.Z (R11)(R12*1), K1, Z1
+	VMOVUPS.Z (DI)(R12*1), K1, Z2
+	VMOVUPS.Z (R8)(R12*1), K1, Z3
+	VMULPS    Z2, Z0, Z4
+	VMULPS    Z3, Z1, Z5
+	VMULPS    Z2, Z1, Z1
+	VMULPS    Z3, Z0, Z0
+	VSUBPS    Z5, Z4, Z4
+	VADDPS    Z0, Z1, Z1
+	VMOVUPS   Z4, K1, (R9)(R12*1)
+	VMOVUPS   Z1, K1, (R11)(R12*1)
+
+ropeForwardavx512_nexthead:
+	LEAQ (R9)(SI*2), R9
+	DECQ R10
+	JMP  ropeForwardavx512_head
+
+ropeForwardavx512_nextrow:
+	ADDQ CX, AX
+	ADDQ $0x04, DX
+	DECQ BX
+	JMP  ropeForwardavx512_row
+
+ropeForwardavx512_done:
+	VZEROUPPER
+	RET
+
+// func ropeBackwardavx512(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
+// Requires: AVX, AVX512F
+TEXT ·ropeBackwardavx512(SB), NOSPLIT, $0-64
+	MOVQ x+0(FP), AX
+	MOVQ ld+8(FP), CX
+	MOVQ pos+16(FP), DX
+	MOVQ n+40(FP), BX
+	MOVQ half+56(FP), SI
+	SHLQ $0x02, CX
+	SHLQ $0x02, SI
+
+ropeBackwardavx512_row:
+	TESTQ   BX, BX
+	JZ      ropeBackwardavx512_done
+	MOVLQSX (DX), R8
+	IMULQ   SI, R8
+	MOVQ    cos+24(FP), DI
+	ADDQ    R8, DI
+	MOVQ    sin+32(FP), R9
+	ADDQ    R9, R8
+	MOVQ    AX, R9
+	MOVQ    nHead+48(FP), R10
+
+ropeBackwardavx512_head:
+	TESTQ R10, R10
+	JZ    ropeBackwardavx512_nextrow
+	LEAQ  (R9)(SI*1), R11
+	XORQ  R12, R12
+	MOVQ  SI, R13
+	SHRQ  $0x02, R13
+
+ropeBackwardavx512_block:
+	CMPQ    R13, $0x10
+	JB      ropeBackwardavx512_tail
+	VMOVUPS (R9)(R12*1), Z0
+	VMOVUPS (R11)(R12*1), Z1
+	VMOVUPS (DI)(R12*1), Z2
+	VMOVUPS (R8)(R12*1), Z3
+	VMULPS  Z2, Z0, Z4
+	VMULPS  Z3, Z1, Z5
+	VMULPS  Z2, Z1, Z1
+	VMULPS  Z3, Z0, Z0
+	VADDPS  Z5, Z4, Z4
+	VSUBPS  Z0, Z1, Z1
+	VMOVUPS Z4, (R9)(R12*1)
+	VMOVUPS Z1, (R11)(R12*1)
+	ADDQ    $0x40, R12
+	SUBQ    $0x10, R13
+	JMP     ropeBackwardavx512_block
+
+ropeBackwardavx512_tail:
+	TESTQ     R13, R13
+	JZ        ropeBackwardavx512_nexthead
+	LEAQ      elemtailmask512<>+0(SB), R14
+	KMOVW     (R14)(R13*2), K1
+	VMOVUPS.Z (R9)(R12*1), K1, Z0
+	VMOVUPS.Z (R11)(R12*1), K1, Z1
+	VMOVUPS.Z (DI)(R12*1), K1, Z2
+	VMOVUPS.Z (R8)(R12*1), K1, Z3
+	VMULPS    Z2, Z0, Z4
+	VMULPS    Z3, Z1, Z5
+	VMULPS    Z2, Z1, Z1
+	VMULPS    Z3, Z0, Z0
+	VADDPS    Z5, Z4, Z4
+	VSUBPS    Z0, Z1, Z1
+	VMOVUPS   Z4, K1, (R9)(R12*1)
+	VMOVUPS   Z1, K1, (R11)(R12*1)
+
+ropeBackwardavx512_nexthead:
+	LEAQ (R9)(SI*2), R9
+	DECQ R10
+	JMP  ropeBackwardavx512_head
+
+ropeBackwardavx512_nextrow:
+	ADDQ CX, AX
+	ADDQ $0x04, DX
+	DECQ BX
+	JMP  ropeBackwardavx512_row
+
+ropeBackwardavx512_done:
+	VZEROUPPER
+	RET
+
 // func expSumavx2(dst *float32, src *float32, n int, shift float32) float32
 // Requires: AVX, AVX2, SSE
 TEXT ·expSumavx2(SB), NOSPLIT, $0-36
@@ -3265,6 +3431,224 @@ normDots8avx2_done:
 	VMOVSD X5, 40(AX)
 	VMOVSD X6, 48(AX)
 	VMOVSD X7, 56(AX)
+	VZEROUPPER
+	RET
+
+// func ropeForwardavx2(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
+// Requires: AVX
+TEXT ·ropeForwardavx2(SB), NOSPLIT, $0-64
+	MOVQ x+0(FP), AX
+	MOVQ ld+8(FP), CX
+	MOVQ pos+16(FP), DX
+	MOVQ n+40(FP), BX
+	MOVQ half+56(FP), SI
+	SHLQ $0x02, CX
+	SHLQ $0x02, SI
+
+ropeForwardavx2_row:
+	TESTQ   BX, BX
+	JZ      ropeForwardavx2_done
+	MOVLQSX (DX), R8
+	IMULQ   SI, R8
+	MOVQ    cos+24(FP), DI
+	ADDQ    R8, DI
+	MOVQ    sin+32(FP), R9
+	ADDQ    R9, R8
+	MOVQ    AX, R9
+	MOVQ    nHead+48(FP), R10
+
+ropeForwardavx2_head:
+	TESTQ R10, R10
+	JZ    ropeForwardavx2_nextrow
+	LEAQ  (R9)(SI*1), R11
+	XORQ  R12, R12
+	MOVQ  SI, R13
+	SHRQ  $0x02, R13
+
+ropeForwardavx2_block:
+	CMPQ    R13, $0x10
+	JB      ropeForwardavx2_tail
+	VMOVUPS (R9)(R12*1), Y0
+	VMOVUPS (R11)(R12*1), Y1
+	VMOVUPS (DI)(R12*1), Y2
+	VMOVUPS (R8)(R12*1), Y3
+	VMULPS  Y2, Y0, Y4
+	VMULPS  Y3, Y1, Y5
+	VMULPS  Y2, Y1, Y1
+	VMULPS  Y3, Y0, Y0
+	VSUBPS  Y5, Y4, Y4
+	VADDPS  Y0, Y1, Y1
+	VMOVUPS Y4, (R9)(R12*1)
+	VMOVUPS Y1, (R11)(R12*1)
+	VMOVUPS 32(R9)(R12*1), Y0
+	VMOVUPS 32(R11)(R12*1), Y1
+	VMOVUPS 32(DI)(R12*1), Y2
+	VMOVUPS 32(R8)(R12*1), Y3
+	VMULPS  Y2, Y0, Y4
+	VMULPS  Y3, Y1, Y5
+	VMULPS  Y2, Y1, Y1
+	VMULPS  Y3, Y0, Y0
+	VSUBPS  Y5, Y4, Y4
+	VADDPS  Y0, Y1, Y1
+	VMOVUPS Y4, 32(R9)(R12*1)
+	VMOVUPS Y1, 32(R11)(R12*1)
+	ADDQ    $0x40, R12
+	SUBQ    $0x10, R13
+	JMP     ropeForwardavx2_block
+
+ropeForwardavx2_tail:
+	TESTQ      R13, R13
+	JZ         ropeForwardavx2_nexthead
+	LEAQ       elemtailmask256<>+0(SB), R14
+	SHLQ       $0x06, R13
+	VMOVDQU    (R14)(R13*1), Y0
+	VMOVDQU    32(R14)(R13*1), Y1
+	VMASKMOVPS (R9)(R12*1), Y0, Y2
+	VMASKMOVPS (R11)(R12*1), Y0, Y3
+	VMASKMOVPS (DI)(R12*1), Y0, Y4
+	VMASKMOVPS (R8)(R12*1), Y0, Y5
+	VMULPS     Y4, Y2, Y6
+	VMULPS     Y5, Y3, Y7
+	VMULPS     Y4, Y3, Y3
+	VMULPS     Y5, Y2, Y2
+	VSUBPS     Y7, Y6, Y6
+	VADDPS     Y2, Y3, Y3
+	VMASKMOVPS Y6, Y0, (R9)(R12*1)
+	VMASKMOVPS Y3, Y0, (R11)(R12*1)
+	VMASKMOVPS 32(R9)(R12*1), Y1, Y0
+	VMASKMOVPS 32(R11)(R12*1), Y1, Y2
+	VMASKMOVPS 32(DI)(R12*1), Y1, Y3
+	VMASKMOVPS 32(R8)(R12*1), Y1, Y4
+	VMULPS     Y3, Y0, Y5
+	VMULPS     Y4, Y2, Y6
+	VMULPS     Y3, Y2, Y2
+	VMULPS     Y4, Y0, Y0
+	VSUBPS     Y6, Y5, Y5
+	VADDPS     Y0, Y2, Y2
+	VMASKMOVPS Y5, Y1, 32(R9)(R12*1)
+	VMASKMOVPS Y2, Y1, 32(R11)(R12*1)
+
+ropeForwardavx2_nexthead:
+	LEAQ (R9)(SI*2), R9
+	DECQ R10
+	JMP  ropeForwardavx2_head
+
+ropeForwardavx2_nextrow:
+	ADDQ CX, AX
+	ADDQ $0x04, DX
+	DECQ BX
+	JMP  ropeForwardavx2_row
+
+ropeForwardavx2_done:
+	VZEROUPPER
+	RET
+
+// func ropeBackwardavx2(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
+// Requires: AVX
+TEXT ·ropeBackwardavx2(SB), NOSPLIT, $0-64
+	MOVQ x+0(FP), AX
+	MOVQ ld+8(FP), CX
+	MOVQ pos+16(FP), DX
+	MOVQ n+40(FP), BX
+	MOVQ half+56(FP), SI
+	SHLQ $0x02, CX
+	SHLQ $0x02, SI
+
+ropeBackwardavx2_row:
+	TESTQ   BX, BX
+	JZ      ropeBackwardavx2_done
+	MOVLQSX (DX), R8
+	IMULQ   SI, R8
+	MOVQ    cos+24(FP), DI
+	ADDQ    R8, DI
+	MOVQ    sin+32(FP), R9
+	ADDQ    R9, R8
+	MOVQ    AX, R9
+	MOVQ    nHead+48(FP), R10
+
+ropeBackwardavx2_head:
+	TESTQ R10, R10
+	JZ    ropeBackwardavx2_nextrow
+	LEAQ  (R9)(SI*1), R11
+	XORQ  R12, R12
+	MOVQ  SI, R13
+	SHRQ  $0x02, R13
+
+ropeBackwardavx2_block:
+	CMPQ    R13, $0x10
+	JB      ropeBackwardavx2_tail
+	VMOVUPS (R9)(R12*1), Y0
+	VMOVUPS (R11)(R12*1), Y1
+	VMOVUPS (DI)(R12*1), Y2
+	VMOVUPS (R8)(R12*1), Y3
+	VMULPS  Y2, Y0, Y4
+	VMULPS  Y3, Y1, Y5
+	VMULPS  Y2, Y1, Y1
+	VMULPS  Y3, Y0, Y0
+	VADDPS  Y5, Y4, Y4
+	VSUBPS  Y0, Y1, Y1
+	VMOVUPS Y4, (R9)(R12*1)
+	VMOVUPS Y1, (R11)(R12*1)
+	VMOVUPS 32(R9)(R12*1), Y0
+	VMOVUPS 32(R11)(R12*1), Y1
+	VMOVUPS 32(DI)(R12*1), Y2
+	VMOVUPS 32(R8)(R12*1), Y3
+	VMULPS  Y2, Y0, Y4
+	VMULPS  Y3, Y1, Y5
+	VMULPS  Y2, Y1, Y1
+	VMULPS  Y3, Y0, Y0
+	VADDPS  Y5, Y4, Y4
+	VSUBPS  Y0, Y1, Y1
+	VMOVUPS Y4, 32(R9)(R12*1)
+	VMOVUPS Y1, 32(R11)(R12*1)
+	ADDQ    $0x40, R12
+	SUBQ    $0x10, R13
+	JMP     ropeBackwardavx2_block
+
+ropeBackwardavx2_tail:
+	TESTQ      R13, R13
+	JZ         ropeBackwardavx2_nexthead
+	LEAQ       elemtailmask256<>+0(SB), R14
+	SHLQ       $0x06, R13
+	VMOVDQU    (R14)(R13*1), Y0
+	VMOVDQU    32(R14)(R13*1), Y1
+	VMASKMOVPS (R9)(R12*1), Y0, Y2
+	VMASKMOVPS (R11)(R12*1), Y0, Y3
+	VMASKMOVPS (DI)(R12*1), Y0, Y4
+	VMASKMOVPS (R8)(R12*1), Y0, Y5
+	VMULPS     Y4, Y2, Y6
+	VMULPS     Y5, Y3, Y7
+	VMULPS     Y4, Y3, Y3
+	VMULPS     Y5, Y2, Y2
+	VADDPS     Y7, Y6, Y6
+	VSUBPS     Y2, Y3, Y3
+	VMASKMOVPS Y6, Y0, (R9)(R12*1)
+	VMASKMOVPS Y3, Y0, (R11)(R12*1)
+	VMASKMOVPS 32(R9)(R12*1), Y1, Y0
+	VMASKMOVPS 32(R11)(R12*1), Y1, Y2
+	VMASKMOVPS 32(DI)(R12*1), Y1, Y3
+	VMASKMOVPS 32(R8)(R12*1), Y1, Y4
+	VMULPS     Y3, Y0, Y5
+	VMULPS     Y4, Y2, Y6
+	VMULPS     Y3, Y2, Y2
+	VMULPS     Y4, Y0, Y0
+	VADDPS     Y6, Y5, Y5
+	VSUBPS     Y0, Y2, Y2
+	VMASKMOVPS Y5, Y1, 32(R9)(R12*1)
+	VMASKMOVPS Y2, Y1, 32(R11)(R12*1)
+
+ropeBackwardavx2_nexthead:
+	LEAQ (R9)(SI*2), R9
+	DECQ R10
+	JMP  ropeBackwardavx2_head
+
+ropeBackwardavx2_nextrow:
+	ADDQ CX, AX
+	ADDQ $0x04, DX
+	DECQ BX
+	JMP  ropeBackwardavx2_row
+
+ropeBackwardavx2_done:
 	VZEROUPPER
 	RET
 

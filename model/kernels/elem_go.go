@@ -87,13 +87,17 @@ type elemKernel struct {
 	// (sumSquaresGo, normDotsGo).
 	sumSquares8 func(ss *[normRows]float64, x []float32, c int)
 	normDots8   func(dots *[normRows]float64, dy, x, w []float32)
+	// rope is ropeGo, except that on amd64 only: Go compilers for other architectures may fuse
+	// ropeGo's products into its adds.
+	rope func(x []float32, ld int, pos []int32, cos, sin []float32, n, nHead, headDim int, inverse bool)
 }
 
 var goElem = elemKernel{name: "go", expSum: expSumGo, swigluFwd: swigluForwardGo, swigluBwd: swigluBackwardGo,
 	max: maxGo, scale: scaleGo, read: readGo, softmaxGrad: softmaxGradGo, expMoments: expMomentsGo,
 	rmsScale: rmsScaleGo, rmsBackward: rmsBackwardGo,
 	sumSquares8: func(ss *[normRows]float64, x []float32, c int) { sumSquaresGo(ss[:], x, c) },
-	normDots8:   func(dots *[normRows]float64, dy, x, w []float32) { normDotsGo(dots[:], dy, x, w) }}
+	normDots8:   func(dots *[normRows]float64, dy, x, w []float32) { normDotsGo(dots[:], dy, x, w) },
+	rope:        ropeGo}
 
 // expMomentLanes is how many float64 partial sums expMomentsGo keeps: element i adds into lane
 // i mod expMomentLanes, and the lanes are then added pairwise (l += l+4, l += l+2, l += l+1).

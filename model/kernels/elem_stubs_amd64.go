@@ -64,6 +64,16 @@ func sumSquares8avx512(ss *float64, x *float32, c int, blocks int)
 //go:noescape
 func normDots8avx512(dots *float64, y *float32, x *float32, w *float32, c int, blocks int)
 
+// ropeForwardavx512 rotates n rows (ld floats apart) of nHead heads of 2·half floats by the angles of their positions, as ropeGo does with inverse false (avx512).
+//
+//go:noescape
+func ropeForwardavx512(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
+
+// ropeBackwardavx512 rotates n rows (ld floats apart) of nHead heads of 2·half floats by the angles of their positions, as ropeGo does with inverse true (avx512).
+//
+//go:noescape
+func ropeBackwardavx512(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
+
 // expSumavx2 writes dst[i] = expf(src[i] - shift) for i < n and returns their sum in expSumGo's order (avx2).
 //
 //go:noescape
@@ -123,6 +133,16 @@ func sumSquares8avx2(ss *float64, x *float32, c int, blocks int)
 //
 //go:noescape
 func normDots8avx2(dots *float64, y *float32, x *float32, w *float32, c int, blocks int)
+
+// ropeForwardavx2 rotates n rows (ld floats apart) of nHead heads of 2·half floats by the angles of their positions, as ropeGo does with inverse false (avx2).
+//
+//go:noescape
+func ropeForwardavx2(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
+
+// ropeBackwardavx2 rotates n rows (ld floats apart) of nHead heads of 2·half floats by the angles of their positions, as ropeGo does with inverse true (avx2).
+//
+//go:noescape
+func ropeBackwardavx2(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
 
 // cpuid executes CPUID with EAX = leaf and ECX = sub and returns EAX, EBX, ECX and EDX.
 func cpuid(leaf uint32, sub uint32) (a uint32, b uint32, c uint32, d uint32)

@@ -118,6 +118,8 @@ func main() {
 		rmsBackward(&isa{name: name, width: width})
 		rowSums(&isa{name: name, width: width}, true)
 		rowSums(&isa{name: name, width: width}, false)
+		rope(&isa{name: name, width: width}, false)
+		rope(&isa{name: name, width: width}, true)
 	}
 	cpuid()
 	Generate()
@@ -840,6 +842,118 @@ func rowSums(s *isa, square bool) {
 	for r := 0; r < sumRows; r++ {
 		VMOVSD(acc[r], Mem{Base: out, Disp: 8 * r})
 	}
+	VZEROUPPER()
+	RET()
+}
+
+// rope emits RopeForward's rotation (or with inverse RopeBackward's) of n rows of nHead heads,
+// ropeGo's arithmetic: x'_i = x_i·cos − x_{i+h}·sin and x'_{i+h} = x_{i+h}·cos + x_i·sin
+// (inverse: x_i·cos + x_{i+h}·sin and x_{i+h}·cos − x_i·sin), each product rounded before the
+// add or subtract, the halves of a head sixteen floats at a time with a masked tail.
+func rope(s *isa, inverse bool) {
+	name := "ropeForward" + s.name
+	if inverse {
+		name = "ropeBackward" + s.name
+	}
+	TEXT(name, NOSPLIT, "func(x *float32, ld int, pos *int32, cos, sin *float32, n, nHead, half int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s rotates n rows (ld floats apart) of nHead heads of 2·half floats by the angles of their positions, as ropeGo does with inverse %v (%s).", name, inverse, s.name))
+	x := Load(Param("x"), GP64())
+	ld := Load(Param("ld"), GP64())
+	pos := Load(Param("pos"), GP64())
+	n := Load(Param("n"), GP64())
+	hb := Load(Param("half"), GP64())
+	SHLQ(Imm(2), ld)
+	SHLQ(Imm(2), hb)
+	Label(name + "_row")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	// The row's cos and sin: half floats at pos[r]·half.
+	cp, sp := GP64(), GP64()
+	MOVLQSX(Mem{Base: pos}, sp)
+	IMULQ(hb, sp)
+	Load(Param("cos"), cp)
+	ADDQ(sp, cp)
+	t := GP64()
+	Load(Param("sin"), t)
+	ADDQ(t, sp)
+	xa := GP64()
+	MOVQ(x, xa)
+	h := GP64()
+	Load(Param("nHead"), h)
+	Label(name + "_head")
+	TESTQ(h, h)
+	JZ(LabelRef(name + "_nextrow"))
+	xb := GP64()
+	LEAQ(Mem{Base: xa, Index: hb, Scale: 1}, xb)
+	off, cnt := GP64(), GP64()
+	XORQ(off, off)
+	MOVQ(hb, cnt)
+	SHRQ(Imm(2), cnt)
+	body := func(masked bool) {
+		for q := 0; q < block/s.width; q++ {
+			at := func(base reg.Register) Mem { return Mem{Base: base, Index: off, Scale: 1, Disp: 4 * q * s.width} }
+			ld := func(base reg.Register) reg.VecVirtual {
+				v := s.vec()
+				switch {
+				case !masked:
+					VMOVUPS(at(base), v)
+				case s.name == "avx512":
+					VMOVUPS_Z(at(base), s.masks[0], v)
+				default:
+					VMASKMOVPS(at(base), s.masks[q], v)
+				}
+				return v
+			}
+			st := func(v reg.VecVirtual, base reg.Register) {
+				switch {
+				case !masked:
+					VMOVUPS(v, at(base))
+				case s.name == "avx512":
+					VMOVUPS(v, s.masks[0], at(base))
+				default:
+					VMASKMOVPS(v, s.masks[q], at(base))
+				}
+			}
+			a, b, c, sn := ld(xa), ld(xb), ld(cp), ld(sp)
+			ac, bs, bc, as := s.vec(), s.vec(), s.vec(), s.vec()
+			VMULPS(c, a, ac)
+			VMULPS(sn, b, bs)
+			VMULPS(c, b, bc)
+			VMULPS(sn, a, as)
+			if inverse {
+				VADDPS(bs, ac, ac) // a·cos + b·sin
+				VSUBPS(as, bc, bc) // b·cos − a·sin
+			} else {
+				VSUBPS(bs, ac, ac) // a·cos − b·sin
+				VADDPS(as, bc, bc) // b·cos + a·sin
+			}
+			st(ac, xa)
+			st(bc, xb)
+		}
+	}
+	Label(name + "_block")
+	CMPQ(cnt, Imm(block))
+	JB(LabelRef(name + "_tail"))
+	body(false)
+	ADDQ(Imm(4*block), off)
+	SUBQ(Imm(block), cnt)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_tail")
+	TESTQ(cnt, cnt)
+	JZ(LabelRef(name + "_nexthead"))
+	s.setTailMasks(cnt)
+	body(true)
+	Label(name + "_nexthead")
+	LEAQ(Mem{Base: xa, Index: hb, Scale: 2}, xa)
+	DECQ(h)
+	JMP(LabelRef(name + "_head"))
+	Label(name + "_nextrow")
+	ADDQ(ld, x)
+	ADDQ(Imm(4), pos)
+	DECQ(n)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_done")
 	VZEROUPPER()
 	RET()
 }
