@@ -106,8 +106,7 @@ func (m *Model) blockBackward(l int, b *Batch) {
 	kernels.Sgemm(false, false, n, H, C, 1, dres, C, p.Down, H, 0, dsw, H)
 	kernels.Sgemm(true, false, C, H, n, 1, dres, C, sw, H, 1, g.Down, H)
 	m.par.rows(n, minRows, func(lo, hi int) {
-		clear(dgu[lo*2*H : hi*2*H])
-		kernels.SwiGLUBackward(dgu[lo*2*H:hi*2*H], dsw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
+		kernels.SwiGLUBackwardSet(dgu[lo*2*H:hi*2*H], dsw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
 	})
 	kernels.Sgemm(false, false, n, C, 2*H, 1, dgu, 2*H, p.GateUp, C, 0, dln, C)
 	kernels.Sgemm(true, false, 2*H, C, n, 1, dgu, 2*H, ln2, C, 1, g.GateUp, C)

@@ -12,9 +12,11 @@ var (
 		expSum:    asmExpSum(expSumavx512),
 		swigluFwd: asmSwigluForward(swigluForwardavx512),
 		swigluBwd: asmSwigluBackward(swigluBackwardavx512),
-		max:       asmMax(maxFiniteavx512),
-		scale:     asmScale(scaleavx512),
-		read:      asmRead(readStreamavx512),
+
+		swigluBwdSet: asmSwigluBackward(swigluBackwardSetavx512),
+		max:          asmMax(maxFiniteavx512),
+		scale:        asmScale(scaleavx512),
+		read:         asmRead(readStreamavx512),
 
 		softmaxGrad: asmSoftmaxGrad(softmaxGradavx512),
 		expMoments:  asmExpMoments(expMomentsavx512),
@@ -29,9 +31,11 @@ var (
 		expSum:    asmExpSum(expSumavx2),
 		swigluFwd: asmSwigluForward(swigluForwardavx2),
 		swigluBwd: asmSwigluBackward(swigluBackwardavx2),
-		max:       asmMax(maxFiniteavx2),
-		scale:     asmScale(scaleavx2),
-		read:      asmRead(readStreamavx2),
+
+		swigluBwdSet: asmSwigluBackward(swigluBackwardSetavx2),
+		max:          asmMax(maxFiniteavx2),
+		scale:        asmScale(scaleavx2),
+		read:         asmRead(readStreamavx2),
 
 		softmaxGrad: asmSoftmaxGrad(softmaxGradavx2),
 		expMoments:  asmExpMoments(expMomentsavx2),

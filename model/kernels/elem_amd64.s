@@ -800,6 +800,158 @@ swigluBackwardavx512_done:
 	VZEROUPPER
 	RET
 
+// func swigluBackwardSetavx512(dg *float32, du *float32, dy *float32, gate *float32, up *float32, n int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·swigluBackwardSetavx512(SB), NOSPLIT, $0-48
+	MOVQ         dg+0(FP), AX
+	MOVQ         du+8(FP), CX
+	MOVQ         dy+16(FP), DX
+	MOVQ         gate+24(FP), BX
+	MOVQ         up+32(FP), SI
+	MOVQ         n+40(FP), DI
+	VBROADCASTSS elemconsts<>+0(SB), Z0
+	VBROADCASTSS elemconsts<>+32(SB), Z1
+	VBROADCASTSS elemconsts<>+64(SB), Z2
+	VBROADCASTSS elemconsts<>+96(SB), Z3
+	VBROADCASTSS elemconsts<>+128(SB), Z4
+	VBROADCASTSS elemconsts<>+160(SB), Z5
+	VBROADCASTSS elemconsts<>+192(SB), Z6
+	VBROADCASTSS elemconsts<>+224(SB), Z7
+	VBROADCASTSS elemconsts<>+256(SB), Z8
+	VBROADCASTSS elemconsts<>+288(SB), Z9
+	VBROADCASTSS elemconsts<>+320(SB), Z10
+	VBROADCASTSS elemconsts<>+352(SB), Z11
+	VBROADCASTSS elemconsts<>+384(SB), Z12
+	VBROADCASTSS elemconsts<>+416(SB), Z13
+	VBROADCASTSS elemconsts<>+448(SB), Z14
+
+swigluBackwardSetavx512_loop:
+	CMPQ        DI, $0x10
+	JB          swigluBackwardSetavx512_tail
+	VMOVUPS     (BX), Z15
+	VPXORD      Z14, Z15, Z16
+	VMULPS      Z0, Z16, Z17
+	VADDPS      Z1, Z17, Z17
+	VRNDSCALEPS $0x01, Z17, Z17
+	VMULPS      Z2, Z17, Z21
+	VSUBPS      Z21, Z16, Z20
+	VMULPS      Z3, Z17, Z21
+	VSUBPS      Z21, Z20, Z20
+	VMULPS      Z4, Z20, Z21
+	VADDPS      Z5, Z21, Z21
+	VMULPS      Z20, Z21, Z21
+	VADDPS      Z6, Z21, Z21
+	VMULPS      Z20, Z21, Z21
+	VADDPS      Z7, Z21, Z21
+	VMULPS      Z20, Z21, Z21
+	VADDPS      Z8, Z21, Z21
+	VMULPS      Z20, Z21, Z21
+	VADDPS      Z9, Z21, Z21
+	VMULPS      Z20, Z21, Z21
+	VMULPS      Z20, Z21, Z21
+	VADDPS      Z20, Z21, Z21
+	VADDPS      Z10, Z21, Z21
+	VCVTTPS2DQ  Z17, Z17
+	VPSLLD      $0x17, Z17, Z17
+	VPADDD      Z17, Z21, Z21
+	VCMPPS      $0x1e, Z11, Z16, K1
+	VMOVAPS     Z13, K1, Z21
+	VCMPPS      $0x11, Z12, Z16, K1
+	VPXORD      Z18, Z18, Z18
+	VMOVAPS     Z18, K1, Z21
+	VCMPPS      $0x03, Z16, Z16, K1
+	VMOVAPS     Z16, K1, Z21
+	VADDPS      Z10, Z21, Z21
+	VMOVUPS     Z10, Z16
+	VDIVPS      Z21, Z16, Z16
+	VMULPS      Z15, Z16, Z17
+	VMOVUPS     Z10, Z20
+	VSUBPS      Z16, Z20, Z20
+	VMULPS      Z20, Z15, Z20
+	VADDPS      Z10, Z20, Z20
+	VMOVUPS     (DX), Z15
+	VMOVUPS     (SI), Z21
+	VMULPS      Z21, Z15, Z21
+	VMULPS      Z16, Z21, Z21
+	VMULPS      Z20, Z21, Z21
+	VXORPS      Z16, Z16, Z16
+	VADDPS      Z21, Z16, Z16
+	VMOVUPS     Z16, (AX)
+	VMULPS      Z17, Z15, Z21
+	VXORPS      Z15, Z15, Z15
+	VADDPS      Z21, Z15, Z15
+	VMOVUPS     Z15, (CX)
+	ADDQ        $0x40, AX
+	ADDQ        $0x40, CX
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, SI
+	SUBQ        $0x10, DI
+	JMP         swigluBackwardSetavx512_loop
+
+swigluBackwardSetavx512_tail:
+	TESTQ       DI, DI
+	JZ          swigluBackwardSetavx512_done
+	LEAQ        elemtailmask512<>+0(SB), R8
+	KMOVW       (R8)(DI*2), K1
+	VMOVUPS.Z   (BX), K1, Z15
+	VPXORD      Z14, Z15, Z14
+	VMULPS      Z0, Z14, Z0
+	VADDPS      Z1, Z0, Z0
+	VRNDSCALEPS $0x01, Z0, Z0
+	VMULPS      Z2, Z0, Z2
+	VSUBPS      Z2, Z14, Z1
+	VMULPS      Z3, Z0, Z2
+	VSUBPS      Z2, Z1, Z1
+	VMULPS      Z4, Z1, Z2
+	VADDPS      Z5, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z6, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z7, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z8, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z9, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z1, Z2, Z2
+	VADDPS      Z10, Z2, Z2
+	VCVTTPS2DQ  Z0, Z0
+	VPSLLD      $0x17, Z0, Z0
+	VPADDD      Z0, Z2, Z2
+	VCMPPS      $0x1e, Z11, Z14, K2
+	VMOVAPS     Z13, K2, Z2
+	VCMPPS      $0x11, Z12, Z14, K2
+	VPXORD      Z19, Z19, Z19
+	VMOVAPS     Z19, K2, Z2
+	VCMPPS      $0x03, Z14, Z14, K2
+	VMOVAPS     Z14, K2, Z2
+	VADDPS      Z10, Z2, Z2
+	VMOVUPS     Z10, Z0
+	VDIVPS      Z2, Z0, Z0
+	VMULPS      Z15, Z0, Z1
+	VMOVUPS     Z10, Z2
+	VSUBPS      Z0, Z2, Z2
+	VMULPS      Z2, Z15, Z2
+	VADDPS      Z10, Z2, Z2
+	VMOVUPS.Z   (DX), K1, Z3
+	VMOVUPS.Z   (SI), K1, Z4
+	VMULPS      Z4, Z3, Z4
+	VMULPS      Z0, Z4, Z4
+	VMULPS      Z2, Z4, Z4
+	VXORPS      Z0, Z0, Z0
+	VADDPS      Z4, Z0, Z0
+	VMOVUPS     Z0, K1, (AX)
+	VMULPS      Z1, Z3, Z4
+	VXORPS      Z0, Z0, Z0
+	VADDPS      Z4, Z0, Z0
+	VMOVUPS     Z0, K1, (CX)
+
+swigluBackwardSetavx512_done:
+	VZEROUPPER
+	RET
+
 // func maxFiniteavx512(x *float32, n int) (m float32, chk float32)
 // Requires: AVX, AVX512F, SSE
 TEXT ·maxFiniteavx512(SB), NOSPLIT, $0-24
@@ -2354,6 +2506,247 @@ swigluBackwardavx2_tail:
 	VMASKMOVPS Y0, Y1, 32(CX)
 
 swigluBackwardavx2_done:
+	VZEROUPPER
+	RET
+
+// func swigluBackwardSetavx2(dg *float32, du *float32, dy *float32, gate *float32, up *float32, n int)
+// Requires: AVX, AVX2
+TEXT ·swigluBackwardSetavx2(SB), NOSPLIT, $0-48
+	MOVQ dg+0(FP), AX
+	MOVQ du+8(FP), CX
+	MOVQ dy+16(FP), DX
+	MOVQ gate+24(FP), BX
+	MOVQ up+32(FP), SI
+	MOVQ n+40(FP), DI
+
+swigluBackwardSetavx2_loop:
+	CMPQ       DI, $0x10
+	JB         swigluBackwardSetavx2_tail
+	VMOVUPS    (BX), Y0
+	VXORPS     elemconsts<>+448(SB), Y0, Y1
+	VMULPS     elemconsts<>+0(SB), Y1, Y2
+	VADDPS     elemconsts<>+32(SB), Y2, Y2
+	VROUNDPS   $0x01, Y2, Y2
+	VMULPS     elemconsts<>+64(SB), Y2, Y4
+	VSUBPS     Y4, Y1, Y3
+	VMULPS     elemconsts<>+96(SB), Y2, Y4
+	VSUBPS     Y4, Y3, Y3
+	VMULPS     elemconsts<>+128(SB), Y3, Y4
+	VADDPS     elemconsts<>+160(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+192(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+224(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+256(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+288(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+320(SB), Y4, Y4
+	VCVTTPS2DQ Y2, Y2
+	VPSLLD     $0x17, Y2, Y2
+	VPADDD     Y2, Y4, Y4
+	VCMPPS     $0x1e, elemconsts<>+352(SB), Y1, Y2
+	VBLENDVPS  Y2, elemconsts<>+416(SB), Y4, Y4
+	VCMPPS     $0x11, elemconsts<>+384(SB), Y1, Y2
+	VANDNPS    Y4, Y2, Y4
+	VCMPPS     $0x03, Y1, Y1, Y2
+	VBLENDVPS  Y2, Y1, Y4, Y4
+	VADDPS     elemconsts<>+320(SB), Y4, Y4
+	VMOVUPS    elemconsts<>+320(SB), Y1
+	VDIVPS     Y4, Y1, Y1
+	VMULPS     Y0, Y1, Y2
+	VMOVUPS    elemconsts<>+320(SB), Y3
+	VSUBPS     Y1, Y3, Y3
+	VMULPS     Y3, Y0, Y3
+	VADDPS     elemconsts<>+320(SB), Y3, Y3
+	VMOVUPS    (DX), Y0
+	VMOVUPS    (SI), Y4
+	VMULPS     Y4, Y0, Y4
+	VMULPS     Y1, Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VXORPS     Y1, Y1, Y1
+	VADDPS     Y4, Y1, Y1
+	VMOVUPS    Y1, (AX)
+	VMULPS     Y2, Y0, Y4
+	VXORPS     Y0, Y0, Y0
+	VADDPS     Y4, Y0, Y0
+	VMOVUPS    Y0, (CX)
+	VMOVUPS    32(BX), Y0
+	VXORPS     elemconsts<>+448(SB), Y0, Y1
+	VMULPS     elemconsts<>+0(SB), Y1, Y2
+	VADDPS     elemconsts<>+32(SB), Y2, Y2
+	VROUNDPS   $0x01, Y2, Y2
+	VMULPS     elemconsts<>+64(SB), Y2, Y4
+	VSUBPS     Y4, Y1, Y3
+	VMULPS     elemconsts<>+96(SB), Y2, Y4
+	VSUBPS     Y4, Y3, Y3
+	VMULPS     elemconsts<>+128(SB), Y3, Y4
+	VADDPS     elemconsts<>+160(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+192(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+224(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+256(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+288(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+320(SB), Y4, Y4
+	VCVTTPS2DQ Y2, Y2
+	VPSLLD     $0x17, Y2, Y2
+	VPADDD     Y2, Y4, Y4
+	VCMPPS     $0x1e, elemconsts<>+352(SB), Y1, Y2
+	VBLENDVPS  Y2, elemconsts<>+416(SB), Y4, Y4
+	VCMPPS     $0x11, elemconsts<>+384(SB), Y1, Y2
+	VANDNPS    Y4, Y2, Y4
+	VCMPPS     $0x03, Y1, Y1, Y2
+	VBLENDVPS  Y2, Y1, Y4, Y4
+	VADDPS     elemconsts<>+320(SB), Y4, Y4
+	VMOVUPS    elemconsts<>+320(SB), Y1
+	VDIVPS     Y4, Y1, Y1
+	VMULPS     Y0, Y1, Y2
+	VMOVUPS    elemconsts<>+320(SB), Y3
+	VSUBPS     Y1, Y3, Y3
+	VMULPS     Y3, Y0, Y3
+	VADDPS     elemconsts<>+320(SB), Y3, Y3
+	VMOVUPS    32(DX), Y0
+	VMOVUPS    32(SI), Y4
+	VMULPS     Y4, Y0, Y4
+	VMULPS     Y1, Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VXORPS     Y1, Y1, Y1
+	VADDPS     Y4, Y1, Y1
+	VMOVUPS    Y1, 32(AX)
+	VMULPS     Y2, Y0, Y4
+	VXORPS     Y0, Y0, Y0
+	VADDPS     Y4, Y0, Y0
+	VMOVUPS    Y0, 32(CX)
+	ADDQ       $0x40, AX
+	ADDQ       $0x40, CX
+	ADDQ       $0x40, DX
+	ADDQ       $0x40, BX
+	ADDQ       $0x40, SI
+	SUBQ       $0x10, DI
+	JMP        swigluBackwardSetavx2_loop
+
+swigluBackwardSetavx2_tail:
+	TESTQ      DI, DI
+	JZ         swigluBackwardSetavx2_done
+	LEAQ       elemtailmask256<>+0(SB), R8
+	SHLQ       $0x06, DI
+	VMOVDQU    (R8)(DI*1), Y0
+	VMOVDQU    32(R8)(DI*1), Y1
+	VMASKMOVPS (BX), Y0, Y2
+	VXORPS     elemconsts<>+448(SB), Y2, Y3
+	VMULPS     elemconsts<>+0(SB), Y3, Y4
+	VADDPS     elemconsts<>+32(SB), Y4, Y4
+	VROUNDPS   $0x01, Y4, Y4
+	VMULPS     elemconsts<>+64(SB), Y4, Y6
+	VSUBPS     Y6, Y3, Y5
+	VMULPS     elemconsts<>+96(SB), Y4, Y6
+	VSUBPS     Y6, Y5, Y5
+	VMULPS     elemconsts<>+128(SB), Y5, Y6
+	VADDPS     elemconsts<>+160(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+192(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+224(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+256(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+288(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+320(SB), Y6, Y6
+	VCVTTPS2DQ Y4, Y4
+	VPSLLD     $0x17, Y4, Y4
+	VPADDD     Y4, Y6, Y6
+	VCMPPS     $0x1e, elemconsts<>+352(SB), Y3, Y4
+	VBLENDVPS  Y4, elemconsts<>+416(SB), Y6, Y6
+	VCMPPS     $0x11, elemconsts<>+384(SB), Y3, Y4
+	VANDNPS    Y6, Y4, Y6
+	VCMPPS     $0x03, Y3, Y3, Y4
+	VBLENDVPS  Y4, Y3, Y6, Y6
+	VADDPS     elemconsts<>+320(SB), Y6, Y6
+	VMOVUPS    elemconsts<>+320(SB), Y3
+	VDIVPS     Y6, Y3, Y3
+	VMULPS     Y2, Y3, Y4
+	VMOVUPS    elemconsts<>+320(SB), Y5
+	VSUBPS     Y3, Y5, Y5
+	VMULPS     Y5, Y2, Y5
+	VADDPS     elemconsts<>+320(SB), Y5, Y5
+	VMASKMOVPS (DX), Y0, Y2
+	VMASKMOVPS (SI), Y0, Y6
+	VMULPS     Y6, Y2, Y6
+	VMULPS     Y3, Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VXORPS     Y3, Y3, Y3
+	VADDPS     Y6, Y3, Y3
+	VMASKMOVPS Y3, Y0, (AX)
+	VMULPS     Y4, Y2, Y6
+	VXORPS     Y2, Y2, Y2
+	VADDPS     Y6, Y2, Y2
+	VMASKMOVPS Y2, Y0, (CX)
+	VMASKMOVPS 32(BX), Y1, Y0
+	VXORPS     elemconsts<>+448(SB), Y0, Y2
+	VMULPS     elemconsts<>+0(SB), Y2, Y3
+	VADDPS     elemconsts<>+32(SB), Y3, Y3
+	VROUNDPS   $0x01, Y3, Y3
+	VMULPS     elemconsts<>+64(SB), Y3, Y5
+	VSUBPS     Y5, Y2, Y4
+	VMULPS     elemconsts<>+96(SB), Y3, Y5
+	VSUBPS     Y5, Y4, Y4
+	VMULPS     elemconsts<>+128(SB), Y4, Y5
+	VADDPS     elemconsts<>+160(SB), Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VADDPS     elemconsts<>+192(SB), Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VADDPS     elemconsts<>+224(SB), Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VADDPS     elemconsts<>+256(SB), Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VADDPS     elemconsts<>+288(SB), Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VADDPS     Y4, Y5, Y5
+	VADDPS     elemconsts<>+320(SB), Y5, Y5
+	VCVTTPS2DQ Y3, Y3
+	VPSLLD     $0x17, Y3, Y3
+	VPADDD     Y3, Y5, Y5
+	VCMPPS     $0x1e, elemconsts<>+352(SB), Y2, Y3
+	VBLENDVPS  Y3, elemconsts<>+416(SB), Y5, Y5
+	VCMPPS     $0x11, elemconsts<>+384(SB), Y2, Y3
+	VANDNPS    Y5, Y3, Y5
+	VCMPPS     $0x03, Y2, Y2, Y3
+	VBLENDVPS  Y3, Y2, Y5, Y5
+	VADDPS     elemconsts<>+320(SB), Y5, Y5
+	VMOVUPS    elemconsts<>+320(SB), Y2
+	VDIVPS     Y5, Y2, Y2
+	VMULPS     Y0, Y2, Y3
+	VMOVUPS    elemconsts<>+320(SB), Y4
+	VSUBPS     Y2, Y4, Y4
+	VMULPS     Y4, Y0, Y4
+	VADDPS     elemconsts<>+320(SB), Y4, Y4
+	VMASKMOVPS 32(DX), Y1, Y0
+	VMASKMOVPS 32(SI), Y1, Y5
+	VMULPS     Y5, Y0, Y5
+	VMULPS     Y2, Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VXORPS     Y2, Y2, Y2
+	VADDPS     Y5, Y2, Y2
+	VMASKMOVPS Y2, Y1, 32(AX)
+	VMULPS     Y3, Y0, Y5
+	VXORPS     Y0, Y0, Y0
+	VADDPS     Y5, Y0, Y0
+	VMASKMOVPS Y0, Y1, 32(CX)
+
+swigluBackwardSetavx2_done:
 	VZEROUPPER
 	RET
 

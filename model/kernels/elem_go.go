@@ -50,6 +50,13 @@ func swigluBackwardGo(dg, du, dy, g, u []float32) {
 	}
 }
 
+// swigluBackwardSetGo sets dg and du to the gradient swigluBackwardGo adds, added to +0.
+func swigluBackwardSetGo(dg, du, dy, g, u []float32) {
+	clear(dg[:len(g)])
+	clear(du[:len(g)])
+	swigluBackwardGo(dg, du, dy, g, u)
+}
+
 // maxGo returns the largest element of a non-empty x with Go's max: NaN if any is NaN.
 func maxGo(x []float32) float32 {
 	m := x[0]
@@ -72,6 +79,9 @@ type elemKernel struct {
 	expSum    func(dst, src []float32, shift float32) float32
 	swigluFwd func(out, g, u []float32)
 	swigluBwd func(dg, du, dy, g, u []float32)
+	// swigluBwdSet is swigluBackwardSetGo: swigluBwd over dg and du cleared to +0, without
+	// reading them.
+	swigluBwdSet func(dg, du, dy, g, u []float32)
 	// max is maxGo, except that where the largest element is zero its sign may differ (no
 	// caller can tell: x − (+0) and x − (−0) have the same exponential).
 	max   func(x []float32) float32
@@ -93,7 +103,8 @@ type elemKernel struct {
 }
 
 var goElem = elemKernel{name: "go", expSum: expSumGo, swigluFwd: swigluForwardGo, swigluBwd: swigluBackwardGo,
-	max: maxGo, scale: scaleGo, read: readGo, softmaxGrad: softmaxGradGo, expMoments: expMomentsGo,
+	swigluBwdSet: swigluBackwardSetGo,
+	max:          maxGo, scale: scaleGo, read: readGo, softmaxGrad: softmaxGradGo, expMoments: expMomentsGo,
 	rmsScale: rmsScaleGo, rmsBackward: rmsBackwardGo,
 	sumSquares8: func(ss *[normRows]float64, x []float32, c int) { sumSquaresGo(ss[:], x, c) },
 	normDots8:   func(dots *[normRows]float64, dy, x, w []float32) { normDotsGo(dots[:], dy, x, w) },

@@ -19,6 +19,11 @@ func swigluForwardavx512(out *float32, gate *float32, up *float32, n int)
 //go:noescape
 func swigluBackwardavx512(dg *float32, du *float32, dy *float32, gate *float32, up *float32, n int)
 
+// swigluBackwardSetavx512 sets dg and du to +0 plus the gradient of swigluForwardavx512 given dy, for j < n (avx512).
+//
+//go:noescape
+func swigluBackwardSetavx512(dg *float32, du *float32, dy *float32, gate *float32, up *float32, n int)
+
 // maxFiniteavx512 returns max(x[:n]) and the sum of x[i]-x[i] for n > 0 (avx512).
 //
 //go:noescape
@@ -88,6 +93,11 @@ func swigluForwardavx2(out *float32, gate *float32, up *float32, n int)
 //
 //go:noescape
 func swigluBackwardavx2(dg *float32, du *float32, dy *float32, gate *float32, up *float32, n int)
+
+// swigluBackwardSetavx2 sets dg and du to +0 plus the gradient of swigluForwardavx2 given dy, for j < n (avx2).
+//
+//go:noescape
+func swigluBackwardSetavx2(dg *float32, du *float32, dy *float32, gate *float32, up *float32, n int)
 
 // maxFiniteavx2 returns max(x[:n]) and the sum of x[i]-x[i] for n > 0 (avx2).
 //

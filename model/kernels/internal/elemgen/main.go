@@ -108,7 +108,8 @@ func main() {
 		}
 		expSum(&isa{name: name, width: width})
 		swigluForward(&isa{name: name, width: width})
-		swigluBackward(&isa{name: name, width: width})
+		swigluBackward(&isa{name: name, width: width}, false)
+		swigluBackward(&isa{name: name, width: width}, true)
 		maxFinite(&isa{name: name, width: width})
 		scale(&isa{name: name, width: width})
 		readStream(&isa{name: name, width: width})
@@ -365,11 +366,19 @@ func swigluForward(s *isa) {
 	RET()
 }
 
-func swigluBackward(s *isa) {
+// swigluBackward emits the gradient of swigluForward, added to dg and du, or with set written
+// over them as +0 plus the gradient (the bits of clearing them first and adding), without
+// reading them.
+func swigluBackward(s *isa, set bool) {
 	name := "swigluBackward" + s.name
+	doc := "%s adds to dg and du the gradient of swigluForward%s given dy, for j < n (%s)."
+	if set {
+		name = "swigluBackwardSet" + s.name
+		doc = "%s sets dg and du to +0 plus the gradient of swigluForward%s given dy, for j < n (%s)."
+	}
 	TEXT(name, NOSPLIT, "func(dg, du, dy, gate, up *float32, n int)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s adds to dg and du the gradient of swigluForward%s given dy, for j < n (%s).", name, s.name, s.name))
+	Doc(fmt.Sprintf(doc, name, s.name, s.name))
 	dg := Load(Param("dg"), GP64())
 	du := Load(Param("du"), GP64())
 	dy := Load(Param("dy"), GP64())
@@ -409,11 +418,19 @@ func swigluBackward(s *isa) {
 			VMULPS(uv, dyv, a)
 			VMULPS(sv, a, a)
 			VMULPS(t, a, a)
-			dgv := s.load(dg, h, masked)
+			old := func(p reg.Register) reg.VecVirtual {
+				if !set {
+					return s.load(p, h, masked)
+				}
+				z := s.vec()
+				VXORPS(z, z, z)
+				return z
+			}
+			dgv := old(dg)
 			VADDPS(a, dgv, dgv)
 			s.store(dgv, dg, h, masked)
 			VMULPS(silu, dyv, a)
-			duv := s.load(du, h, masked)
+			duv := old(du)
 			VADDPS(a, duv, duv)
 			s.store(duv, du, h, masked)
 		}
