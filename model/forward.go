@@ -57,6 +57,7 @@ func (m *Model) forward(b *Batch, logprobs, entropy, values []float32) error {
 
 	c := m.Cfg
 	C := c.Dim
+	m.packThin()
 	kernels.EmbeddingForward(w.res[:n*C], b.Tokens, m.Params.Embed, n, C)
 	for l := 0; l < c.Layers; l++ {
 		m.blockForward(l, b)
@@ -136,18 +137,18 @@ func (m *Model) blockForward(l int, b *Batch) {
 		kernels.RMSNormForward(ln1[lo*C:hi*C], rstd1[lo:hi], x[lo*C:hi*C], p.AttnNorm, hi-lo, C, c.NormEps)
 		copy(mid[lo*C:hi*C], x[lo*C:hi*C])
 	})
-	kernels.Sgemm(false, true, n, Q, C, 1, ln1, C, p.QKV, C, 0, qkv, Q)
+	m.linearForward(l, linQKV, n, ln1, 0, qkv)
 	m.attentionForward(l, b, qkv, atty) // rotates q and k by RoPE first
-	kernels.Sgemm(false, true, n, C, C, 1, atty, C, p.O, C, 1, mid, C)
+	m.linearForward(l, linO, n, atty, 1, mid)
 	m.par.rows(n, minRows, func(lo, hi int) {
 		kernels.RMSNormForward(ln2[lo*C:hi*C], rstd2[lo:hi], mid[lo*C:hi*C], p.MLPNorm, hi-lo, C, c.NormEps)
 		copy(next[lo*C:hi*C], mid[lo*C:hi*C])
 	})
-	kernels.Sgemm(false, true, n, 2*H, C, 1, ln2, C, p.GateUp, C, 0, gu, 2*H)
+	m.linearForward(l, linGateUp, n, ln2, 0, gu)
 	m.par.rows(n, minRows, func(lo, hi int) {
 		kernels.SwiGLUForward(sw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
 	})
-	kernels.Sgemm(false, true, n, C, H, 1, sw, H, p.Down, H, 1, next, C)
+	m.linearForward(l, linDown, n, sw, 1, next)
 }
 
 // attnTask locates one (sequence span, key/value head) unit of attention work in the fused
