@@ -133,6 +133,27 @@ func (m *Model) blockForward(l int, b *Batch) {
 
 	// The residual adds are fused into the output GEMMs (beta = 1) on copies of the stream,
 	// made in the norms' parallel regions, which read the same rows.
+	if m.thinModel() {
+		// Everything but attention is row by row: before it the norm and the q/k/v product,
+		// after it the output product, the norm, gate/up, SwiGLU and down, each chunk of rows
+		// through all of them in one parallel region while its rows are in cache, where the
+		// general path below runs eight regions and products a layer over all rows.
+		m.par.rows(n, minRows, func(lo, hi int) {
+			kernels.RMSNormForward(ln1[lo*C:hi*C], rstd1[lo:hi], x[lo*C:hi*C], p.AttnNorm, hi-lo, C, c.NormEps)
+			copy(mid[lo*C:hi*C], x[lo*C:hi*C])
+			m.linearRows(l, linQKV, lo, hi, ln1, 0, qkv)
+		})
+		m.attentionForward(l, b, qkv, atty)
+		m.par.rows(n, minRows, func(lo, hi int) {
+			m.linearRows(l, linO, lo, hi, atty, 1, mid)
+			kernels.RMSNormForward(ln2[lo*C:hi*C], rstd2[lo:hi], mid[lo*C:hi*C], p.MLPNorm, hi-lo, C, c.NormEps)
+			copy(next[lo*C:hi*C], mid[lo*C:hi*C])
+			m.linearRows(l, linGateUp, lo, hi, ln2, 0, gu)
+			kernels.SwiGLUForward(sw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
+			m.linearRows(l, linDown, lo, hi, sw, 1, next)
+		})
+		return
+	}
 	m.par.rows(n, minRows, func(lo, hi int) {
 		kernels.RMSNormForward(ln1[lo*C:hi*C], rstd1[lo:hi], x[lo*C:hi*C], p.AttnNorm, hi-lo, C, c.NormEps)
 		copy(mid[lo*C:hi*C], x[lo*C:hi*C])

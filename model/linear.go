@@ -25,9 +25,22 @@ func (m *Model) linearShape(l, i int) (w []float32, out, in int) {
 	return p.Down, c.Dim, c.Hidden
 }
 
-// packThin packs, for this Forward, the weights whose products linearForward runs on
-// SgemmPacked: those of at most kernels.ThinPanels panels of output. A dimension-64 model's
-// weights are a few to a hundred KiB, against a Forward's products over thousands of rows.
+// thinOff, when set, sends every model through the general path (Sgemm for every product,
+// blocks phase by phase); tests compare the two paths with it.
+var thinOff bool
+
+// thin is kernels.Thin unless thinOff is set.
+func thin(n int) bool { return !thinOff && kernels.Thin(n) }
+
+// thinModel reports whether the model's width is thin (kernels.Thin of Dim): its blocks then
+// run their row-wise work and products chunk by chunk (blockForward), on weights packed by
+// packThin.
+func (m *Model) thinModel() bool { return thin(m.Cfg.Dim) }
+
+// packThin packs, for this Forward, the weights whose products run on SgemmPacked: those of at
+// most kernels.ThinPanels panels of output, and all of them in a thin model. A dimension-64
+// model's weights are a few to a hundred KiB, against a Forward's products over thousands of
+// rows.
 func (m *Model) packThin() {
 	w := &m.train
 	for len(w.packed) < m.Cfg.Layers {
@@ -35,7 +48,7 @@ func (m *Model) packThin() {
 	}
 	for l := range m.Cfg.Layers {
 		for i := range numLinear {
-			if wt, out, in := m.linearShape(l, i); kernels.Thin(out) {
+			if wt, out, in := m.linearShape(l, i); thin(out) || m.thinModel() {
 				w.packed[l][i].Pack(wt, out, in)
 			}
 		}
@@ -47,18 +60,25 @@ func (m *Model) packThin() {
 // both give Sgemm's bits.
 func (m *Model) linearForward(l, i, rows int, x []float32, beta float32, y []float32) {
 	wt, out, in := m.linearShape(l, i)
-	if kernels.Thin(out) {
+	if thin(out) {
 		kernels.SgemmPacked(rows, 1, x, in, &m.train.packed[l][i], beta, y, out)
 		return
 	}
 	kernels.Sgemm(false, true, rows, out, in, 1, x, in, wt, in, beta, y, out)
 }
 
+// linearRows is linearForward on rows [lo, hi) of x and y alone, in the calling goroutine, for
+// a weight packThin packed: SgemmPacked's bits, which do not depend on how the rows are cut.
+func (m *Model) linearRows(l, i, lo, hi int, x []float32, beta float32, y []float32) {
+	_, out, in := m.linearShape(l, i)
+	kernels.SgemmPackedPart(0, 1, hi-lo, 1, x[lo*in:hi*in], in, &m.train.packed[l][i], beta, y[lo*out:hi*out], out)
+}
+
 // linearInputGrad sets dx (rows×in) to dy·W, the input gradient of x·Wᵀ (dy rows×out, W
 // out×in): for a thin dx on SgemmNN, which reads W and dy in place, else through Sgemm, which
 // packs both; the same bits.
 func linearInputGrad(rows, out, in int, dy, w, dx []float32) {
-	if kernels.Thin(in) {
+	if thin(in) {
 		kernels.SgemmNN(rows, in, out, 1, dy, out, w, in, 0, dx, in)
 		return
 	}
