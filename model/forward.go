@@ -84,7 +84,16 @@ func (m *Model) forward(b *Batch, logprobs, entropy, values []float32) error {
 			nt++
 		}
 	}
-	if nt > 0 {
+	if nt > 0 && m.thinModel() {
+		// A chunk's logits go from the product to the softmax while they are in cache (a
+		// chunk of 256 rows of 512 is 512 KiB; all of them 4 MiB).
+		V := c.Vocab
+		m.par.rows(nt, minRows, func(lo, hi int) {
+			kernels.SgemmPackedPart(0, 1, hi-lo, 1, w.lnfT[lo*C:hi*C], C, &w.head, 0, w.logits[lo*V:hi*V], V)
+			kernels.LogprobEntropyForward(w.lpT[lo:hi], w.entT[lo:hi], w.headLSE[lo:hi],
+				w.logits[lo*V:hi*V], w.tgt[lo:hi], hi-lo, V)
+		})
+	} else if nt > 0 {
 		kernels.Sgemm(false, true, nt, c.Vocab, C, 1, w.lnfT, C, m.Params.LMHead, C, 0, w.logits, c.Vocab)
 		m.par.rows(nt, 4, func(lo, hi int) {
 			kernels.LogprobEntropyForward(w.lpT[lo:hi], w.entT[lo:hi], w.headLSE[lo:hi],

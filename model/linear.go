@@ -53,6 +53,9 @@ func (m *Model) packThin() {
 			}
 		}
 	}
+	if m.thinModel() {
+		w.head.Pack(m.Params.LMHead, m.Cfg.Vocab, m.Cfg.Dim)
+	}
 }
 
 // linearForward sets y (rows×out) to beta·y + x·Wᵀ for projection i of layer l (x rows×in).

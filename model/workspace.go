@@ -52,6 +52,7 @@ type trainWorkspace struct {
 	// (kernels.Thin of their output width) packed for SgemmPacked, in the order of
 	// layerWeights; Forward packs them again every time, since the optimizer changes them.
 	packed [][numLinear]kernels.PackedWeights
+	head   kernels.PackedWeights // the LM head, packed by packThin in a thin model
 
 	fwd *Batch // the batch of the last Forward whose activations are intact, nil after Backward
 }
