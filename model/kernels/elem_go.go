@@ -1,9 +1,10 @@
 package kernels
 
-// Elementwise kernels around expf: the exponentials of softmax and the SiLU of SwiGLU. Each has
-// a portable Go body here, which defines the result bit for bit, and vector versions in
-// elem_amd64.s that give the same bits (elem_test.go checks every element of a sweep), so the
-// model computes the same numbers whichever path runs and however a row lines up in memory.
+// Elementwise kernels around expf: the exponentials of softmax and the SiLU of SwiGLU; and the
+// row work of RMSNorm and RoPE (norm.go, rope.go). Each has a portable Go body, which defines the
+// result bit for bit, and vector versions in elem_amd64.s that give the same bits (elem_test.go,
+// norm_test.go and rope_test.go check every element of a sweep), so the model computes the same
+// numbers whichever path runs and however a row lines up in memory.
 
 // expSumLanes is how many partial sums expSum keeps. Element i of a row adds into partial sum
 // i mod expSumLanes; the partial sums are then added pairwise (l += l+8, l += l+4, l += l+2,

@@ -1,5 +1,5 @@
 // Command elemgen writes the amd64 assembly of the elementwise kernels (elem_amd64.s) with avo:
-// the exponential of softmax and the SiLU of SwiGLU. Run it through `go generate` in
+// the exponential of softmax and the SiLU of SwiGLU, and the row work of RMSNorm and RoPE. Run it through `go generate` in
 // model/kernels; the generated file and its Go declarations are committed.
 //
 // Every kernel reproduces the Go code of elem_go.go bit for bit: the exponential is expf's
