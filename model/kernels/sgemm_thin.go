@@ -4,8 +4,8 @@ package kernels
 // SgemmNN and SgemmPacked compute faster than Sgemm when the rows are many: those read A in
 // place once for each panel of C, where Sgemm packs A once (and B on every call). For a model
 // of dimension 64 (the built-in tasks' model) the backward's dX = dY·W and the forward's
-// products of up to 128 output columns took 10–30% less CPU time on the 2-vCPU Xeon this way;
-// at dimension 256 every product of the step took 0–15% more.
+// products of up to 128 output columns took 13–27% less CPU time on the 2-vCPU Xeon this way;
+// at dimension 256 every product of the step took 5–18% more.
 const ThinPanels = 4
 
 // Thin reports whether a product of many rows with n columns of output is at most ThinPanels
