@@ -207,7 +207,14 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 	}
 	kernels.EmbeddingForward(d.x[:n*C], tokens, m.Params.Embed, n, C)
 	st := &d.step
-	*st = decodeStep{m: m, c: c, d: d, runs: runs, n: n, logits: logits, nw: m.par.n}
+	// The phase lists keep their storage from step to step (plan refills them), and the method
+	// value the region calls is made once for this workspace: either would be an allocation a
+	// step.
+	*st = decodeStep{m: m, c: c, d: d, runs: runs, n: n, logits: logits, nw: m.par.n,
+		phases: st.phases, parts: st.parts, f: st.f, bound: st.bound}
+	if st.bound != st {
+		st.f, st.bound = st.run, st
+	}
 	if !allRows {
 		st.head = n - 1
 	}
@@ -230,7 +237,7 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 	if timed {
 		t0 = time.Now()
 	}
-	kernels.Phases(st.nw, st.parts, st.run)
+	kernels.Phases(st.nw, st.parts, st.f)
 	if timed {
 		d.packed.tune.Record(split, d.packed.bytes, time.Since(t0))
 	}
@@ -281,6 +288,8 @@ type decodeStep struct {
 	nw     int       // goroutines
 	phases []stepPhase
 	parts  []int
+	f      func(worker, phase, part int) // bound.run
+	bound  *decodeStep
 	// ownNorm: every goroutine norms the few rows a product reads itself (normed); otherwise
 	// norm phases write ln.
 	ownNorm bool
