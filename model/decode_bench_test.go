@@ -16,7 +16,9 @@ import (
 // kernels.ReadBandwidth of a buffer of their size, measured just before: the fraction of the
 // physical limit that `agentrl bench model` prints as the decode roofline, of-read from the
 // mean step and of-read-med from the median one, which a machine shared with other processes
-// disturbs far less (a step preempted by another process's time slice counts once).
+// disturbs far less (a step preempted by another process's time slice counts once); med-GB/s
+// is the weights streamed at the median step, for comparing builds where the read bandwidth
+// itself moves with the load.
 func BenchmarkDecodeRoofline(b *testing.B) {
 	base := DefaultConfig(2048)
 	calc := Config{Vocab: 512, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 192, MaxSeq: 384,
@@ -74,6 +76,7 @@ func BenchmarkDecodeRoofline(b *testing.B) {
 				b.ReportMetric(rate, "tokens/s")
 				b.ReportMetric(rate*float64(bytes)/read, "of-read")
 				b.ReportMetric(float64(bytes)/med/read, "of-read-med")
+				b.ReportMetric(float64(bytes)/med/1e9, "med-GB/s")
 				b.ReportMetric(read/1e9, "read-GB/s")
 			})
 		}
