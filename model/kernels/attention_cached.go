@@ -108,7 +108,8 @@ const pageBytes = 4096
 // a step, after the step's products have streamed megabytes of weights through the caches and
 // the TLB: read in order, each page's translation and first lines wait for the page before, and
 // the hardware prefetchers start over at every page. Touched first, the pages' misses overlap
-// (a batch-1 step of the default model on one core: 46–47 → 40–41 µs of attention, BENCHMARKS.md).
+// (a batch-1 step of the default model on one core: 46–47 → 40–41 µs of attention,
+// BENCHMARKS.md).
 func touchPages[T float32 | uint16](x []T) byte {
 	if len(x) == 0 {
 		return 0
