@@ -61,7 +61,7 @@ func (m *Model) backward(b *Batch, dLogprobs, dEntropy, dValues []float32) error
 		if dValues != nil {
 			m.valueHeadBackward(dValues) // reads lnfT before it becomes d(lnfT)
 		}
-		kernels.Sgemm(false, false, nt, C, V, 1, w.logits, V, m.Params.LMHead, C, 0, w.lnfT, C)
+		linearInputGrad(nt, V, C, w.logits, m.Params.LMHead, w.lnfT)
 		if dValues != nil {
 			// V = w·h + b: d(h) gains dV·w, the critic's path into the shared trunk.
 			for i, idx := range w.tgtIdx {
@@ -103,21 +103,20 @@ func (m *Model) blockBackward(l int, b *Batch) {
 	dqkv, datty, dgu, dsw := w.dqkv[:n*Q], w.datty[:n*C], w.dgu[:n*2*H], w.dsw[:n*H]
 
 	// MLP: next = mid + sw·Downᵀ, so d(mid) starts as dres and gains the MLP branch below.
-	kernels.Sgemm(false, false, n, H, C, 1, dres, C, p.Down, H, 0, dsw, H)
+	linearInputGrad(n, C, H, dres, p.Down, dsw)
 	kernels.Sgemm(true, false, C, H, n, 1, dres, C, sw, H, 1, g.Down, H)
 	m.par.rows(n, minRows, func(lo, hi int) {
-		clear(dgu[lo*2*H : hi*2*H])
-		kernels.SwiGLUBackward(dgu[lo*2*H:hi*2*H], dsw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
+		kernels.SwiGLUBackwardSet(dgu[lo*2*H:hi*2*H], dsw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
 	})
-	kernels.Sgemm(false, false, n, C, 2*H, 1, dgu, 2*H, p.GateUp, C, 0, dln, C)
+	linearInputGrad(n, 2*H, C, dgu, p.GateUp, dln)
 	kernels.Sgemm(true, false, 2*H, C, n, 1, dgu, 2*H, ln2, C, 1, g.GateUp, C)
 	m.normBackward(dres, g.MLPNorm, dln, mid, p.MLPNorm, rstd2, n, false)
 
 	// Attention: mid = x + atty·Oᵀ.
-	kernels.Sgemm(false, false, n, C, C, 1, dres, C, p.O, C, 0, datty, C)
+	linearInputGrad(n, C, C, dres, p.O, datty)
 	kernels.Sgemm(true, false, C, C, n, 1, dres, C, atty, C, 1, g.O, C)
 	m.attentionBackward(l, b, qkv, atty, datty, dqkv) // then RoPE's backward
-	kernels.Sgemm(false, false, n, C, Q, 1, dqkv, Q, p.QKV, C, 0, dln, C)
+	linearInputGrad(n, Q, C, dqkv, p.QKV, dln)
 	kernels.Sgemm(true, false, Q, C, n, 1, dqkv, Q, ln1, C, 1, g.QKV, C)
 	m.normBackward(dres, g.AttnNorm, dln, x, p.AttnNorm, rstd1, n, false)
 }

@@ -57,6 +57,7 @@ func (m *Model) forward(b *Batch, logprobs, entropy, values []float32) error {
 
 	c := m.Cfg
 	C := c.Dim
+	m.packThin()
 	kernels.EmbeddingForward(w.res[:n*C], b.Tokens, m.Params.Embed, n, C)
 	for l := 0; l < c.Layers; l++ {
 		m.blockForward(l, b)
@@ -83,7 +84,16 @@ func (m *Model) forward(b *Batch, logprobs, entropy, values []float32) error {
 			nt++
 		}
 	}
-	if nt > 0 {
+	if nt > 0 && m.thinModel() {
+		// A chunk's logits go from the product to the softmax while they are in cache (a
+		// chunk of 256 rows of 512 is 512 KiB; all of them 4 MiB).
+		V := c.Vocab
+		m.par.rows(nt, minRows, func(lo, hi int) {
+			kernels.SgemmPackedPart(0, 1, hi-lo, 1, w.lnfT[lo*C:hi*C], C, &w.head, 0, w.logits[lo*V:hi*V], V)
+			kernels.LogprobEntropyForward(w.lpT[lo:hi], w.entT[lo:hi], w.headLSE[lo:hi],
+				w.logits[lo*V:hi*V], w.tgt[lo:hi], hi-lo, V)
+		})
+	} else if nt > 0 {
 		kernels.Sgemm(false, true, nt, c.Vocab, C, 1, w.lnfT, C, m.Params.LMHead, C, 0, w.logits, c.Vocab)
 		m.par.rows(nt, 4, func(lo, hi int) {
 			kernels.LogprobEntropyForward(w.lpT[lo:hi], w.entT[lo:hi], w.headLSE[lo:hi],
@@ -132,22 +142,43 @@ func (m *Model) blockForward(l int, b *Batch) {
 
 	// The residual adds are fused into the output GEMMs (beta = 1) on copies of the stream,
 	// made in the norms' parallel regions, which read the same rows.
+	if m.thinModel() {
+		// Everything but attention is row by row: before it the norm and the q/k/v product,
+		// after it the output product, the norm, gate/up, SwiGLU and down, each chunk of rows
+		// through all of them in one parallel region while its rows are in cache, where the
+		// general path below runs eight regions and products a layer over all rows.
+		m.par.rows(n, minRows, func(lo, hi int) {
+			kernels.RMSNormForward(ln1[lo*C:hi*C], rstd1[lo:hi], x[lo*C:hi*C], p.AttnNorm, hi-lo, C, c.NormEps)
+			copy(mid[lo*C:hi*C], x[lo*C:hi*C])
+			m.linearRows(l, linQKV, lo, hi, ln1, 0, qkv)
+		})
+		m.attentionForward(l, b, qkv, atty)
+		m.par.rows(n, minRows, func(lo, hi int) {
+			m.linearRows(l, linO, lo, hi, atty, 1, mid)
+			kernels.RMSNormForward(ln2[lo*C:hi*C], rstd2[lo:hi], mid[lo*C:hi*C], p.MLPNorm, hi-lo, C, c.NormEps)
+			copy(next[lo*C:hi*C], mid[lo*C:hi*C])
+			m.linearRows(l, linGateUp, lo, hi, ln2, 0, gu)
+			kernels.SwiGLUForward(sw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
+			m.linearRows(l, linDown, lo, hi, sw, 1, next)
+		})
+		return
+	}
 	m.par.rows(n, minRows, func(lo, hi int) {
 		kernels.RMSNormForward(ln1[lo*C:hi*C], rstd1[lo:hi], x[lo*C:hi*C], p.AttnNorm, hi-lo, C, c.NormEps)
 		copy(mid[lo*C:hi*C], x[lo*C:hi*C])
 	})
-	kernels.Sgemm(false, true, n, Q, C, 1, ln1, C, p.QKV, C, 0, qkv, Q)
+	m.linearForward(l, linQKV, n, ln1, 0, qkv)
 	m.attentionForward(l, b, qkv, atty) // rotates q and k by RoPE first
-	kernels.Sgemm(false, true, n, C, C, 1, atty, C, p.O, C, 1, mid, C)
+	m.linearForward(l, linO, n, atty, 1, mid)
 	m.par.rows(n, minRows, func(lo, hi int) {
 		kernels.RMSNormForward(ln2[lo*C:hi*C], rstd2[lo:hi], mid[lo*C:hi*C], p.MLPNorm, hi-lo, C, c.NormEps)
 		copy(next[lo*C:hi*C], mid[lo*C:hi*C])
 	})
-	kernels.Sgemm(false, true, n, 2*H, C, 1, ln2, C, p.GateUp, C, 0, gu, 2*H)
+	m.linearForward(l, linGateUp, n, ln2, 0, gu)
 	m.par.rows(n, minRows, func(lo, hi int) {
 		kernels.SwiGLUForward(sw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
 	})
-	kernels.Sgemm(false, true, n, C, H, 1, sw, H, p.Down, H, 1, next, C)
+	m.linearForward(l, linDown, n, sw, 1, next)
 }
 
 // attnTask locates one (sequence span, key/value head) unit of attention work in the fused

@@ -48,6 +48,12 @@ type trainWorkspace struct {
 	dsw   []float32 // (n, Hidden)
 	dnorm []float32 // (normChunks(n), C) the norm weight gradient of each chunk of rows
 
+	// packed holds, per layer, copies of the weights whose forward products are thin
+	// (kernels.Thin of their output width) packed for SgemmPacked, in the order of
+	// layerWeights; Forward packs them again every time, since the optimizer changes them.
+	packed [][numLinear]kernels.PackedWeights
+	head   kernels.PackedWeights // the LM head, packed by packThin in a thin model
+
 	fwd *Batch // the batch of the last Forward whose activations are intact, nil after Backward
 }
 

@@ -45,9 +45,11 @@ type dialect interface {
 	path() string
 	// encode appends the body of req to b.
 	encode(b []byte, s *Server, req infer.Request) ([]byte, error)
-	// decode reads a 200 response; version is the server's last confirmed policy version, for
-	// dialects that report none.
-	decode(body []byte, version int32) (infer.Completion, error)
+	// accept is the Accept header of its requests (nil: none).
+	accept() []string
+	// decode reads a 200 response of Content-Type typ; version is the server's last confirmed
+	// policy version, for dialects that report none.
+	decode(body []byte, typ string, version int32) (infer.Completion, error)
 }
 
 func dialectOf(d Dialect) (dialect, error) {
@@ -111,8 +113,23 @@ func (agentrlDialect) encode(b []byte, _ *Server, req infer.Request) ([]byte, er
 	return wire.AppendRequest(b, req)
 }
 
-// decode reads the usual shape with wire.ReadCompletion and anything else with encoding/json.
-func (agentrlDialect) decode(body []byte, _ int32) (infer.Completion, error) {
+// accept asks for wire's binary completion form: its logprobs are their bits, where JSON's
+// decimals cost microseconds a token at both ends. A server that does not know the form answers
+// JSON, which decode reads as well.
+func (agentrlDialect) accept() []string { return binaryAccept }
+
+var binaryAccept = []string{wire.BinaryType + ", application/json;q=0.9"}
+
+// decode reads the binary form, the usual JSON shape with wire.ReadCompletion and any other JSON
+// with encoding/json.
+func (agentrlDialect) decode(body []byte, typ string, _ int32) (infer.Completion, error) {
+	if mt, _, _ := strings.Cut(typ, ";"); strings.EqualFold(strings.TrimSpace(mt), wire.BinaryType) {
+		c, err := wire.ReadBinaryCompletion(body)
+		if err != nil {
+			return c, fmt.Errorf("%w: %v", errProtocol, err)
+		}
+		return c, checkCompletion(c)
+	}
 	c, ok := wire.ReadCompletion(body)
 	if !ok {
 		c = infer.Completion{}
@@ -173,7 +190,9 @@ type vllmResponse struct {
 	} `json:"choices"`
 }
 
-func (vllmDialect) decode(body []byte, version int32) (infer.Completion, error) {
+func (vllmDialect) accept() []string { return nil }
+
+func (vllmDialect) decode(body []byte, _ string, version int32) (infer.Completion, error) {
 	var r vllmResponse
 	var c infer.Completion
 	if err := json.Unmarshal(body, &r); err != nil {
@@ -271,7 +290,9 @@ type sglangResponse struct {
 	} `json:"meta_info"`
 }
 
-func (sglangDialect) decode(body []byte, version int32) (infer.Completion, error) {
+func (sglangDialect) accept() []string { return nil }
+
+func (sglangDialect) decode(body []byte, _ string, version int32) (infer.Completion, error) {
 	var r sglangResponse
 	var c infer.Completion
 	if err := json.Unmarshal(body, &r); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/infer/local"
+	"github.com/agentrl/agentrl/infer/wire"
 	"github.com/agentrl/agentrl/model"
 )
 
@@ -171,26 +172,44 @@ func TestSGLangDialect(t *testing.T) {
 func TestProtocolViolationsAreRefused(t *testing.T) {
 	vllm, _ := os.ReadFile("testdata/vllm_completions.json")
 	sglang, _ := os.ReadFile("testdata/sglang_generate.json")
+	good, err := wire.AppendBinaryCompletion(nil, infer.Completion{Tokens: []int32{1, 2}, Logprobs: []float32{-1, -1}, Versions: []int32{3, 3}, Finish: infer.FinishStop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	positive, err := wire.AppendBinaryCompletion(nil, infer.Completion{Tokens: []int32{1, 2}, Logprobs: []float32{-1, 1.5}, Versions: []int32{3, 3}, Finish: infer.FinishStop})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name    string
 		dialect Dialect
 		body    string
 		want    string
+		typ     string // the answer's Content-Type, when not the test server's guess
 	}{
-		{"vllm short logprobs", VLLM, strings.Replace(string(vllm), `[-0.0215, -1.2034, -0.0007]`, `[-0.0215, -1.2034]`, 1), "3 tokens but 2 logprobs"},
-		{"vllm no token ids", VLLM, strings.Replace(string(vllm), `"token_ids": [128, 17, 2],`, ``, 1), "no token_ids"},
-		{"vllm ids disagree", VLLM, strings.Replace(string(vllm), `"token_id:17"`, `"token_id:18"`, 1), `"token_id:18"`},
-		{"vllm abort", VLLM, strings.Replace(string(vllm), `"finish_reason": "stop"`, `"finish_reason": "abort"`, 1), `finish reason "abort"`},
-		{"vllm null logprob", VLLM, strings.Replace(string(vllm), `-1.2034`, `null`, 1), "no logprob"},
-		{"sglang no logprobs", SGLang, strings.Replace(string(sglang), `"output_token_logprobs"`, `"x"`, 1), "output_token_logprobs"},
-		{"sglang positive logprob", SGLang, strings.Replace(string(sglang), `-1.2034`, `1.5`, 1), "logprob 1.5"},
-		{"agentrl short versions", Agentrl, `{"tokens":[1,2],"logprobs":[-1,-1],"versions":[3],"finish":"stop"}`, "2 tokens but 2 logprobs and 1 versions"},
-		{"agentrl not json", Agentrl, `<html>`, "protocol violation"},
+		{"vllm short logprobs", VLLM, strings.Replace(string(vllm), `[-0.0215, -1.2034, -0.0007]`, `[-0.0215, -1.2034]`, 1), "3 tokens but 2 logprobs", ""},
+		{"vllm no token ids", VLLM, strings.Replace(string(vllm), `"token_ids": [128, 17, 2],`, ``, 1), "no token_ids", ""},
+		{"vllm ids disagree", VLLM, strings.Replace(string(vllm), `"token_id:17"`, `"token_id:18"`, 1), `"token_id:18"`, ""},
+		{"vllm abort", VLLM, strings.Replace(string(vllm), `"finish_reason": "stop"`, `"finish_reason": "abort"`, 1), `finish reason "abort"`, ""},
+		{"vllm null logprob", VLLM, strings.Replace(string(vllm), `-1.2034`, `null`, 1), "no logprob", ""},
+		{"sglang no logprobs", SGLang, strings.Replace(string(sglang), `"output_token_logprobs"`, `"x"`, 1), "output_token_logprobs", ""},
+		{"sglang positive logprob", SGLang, strings.Replace(string(sglang), `-1.2034`, `1.5`, 1), "logprob 1.5", ""},
+		{"agentrl short versions", Agentrl, `{"tokens":[1,2],"logprobs":[-1,-1],"versions":[3],"finish":"stop"}`, "2 tokens but 2 logprobs and 1 versions", ""},
+		{"agentrl not json", Agentrl, `<html>`, "protocol violation", ""},
+		{"agentrl binary truncated", Agentrl, string(good[:len(good)-1]), "malformed binary completion", wire.BinaryType},
+		{"agentrl binary positive logprob", Agentrl, string(positive), "logprob 1.5", wire.BinaryType},
+		{"agentrl json as binary", Agentrl, `{"tokens":[1],"logprobs":[-1],"versions":[3],"finish":"stop"}`, "malformed binary completion", wire.BinaryType},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls atomic.Int32
-			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1); io.WriteString(w, tc.body) })
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				if tc.typ != "" {
+					w.Header().Set("Content-Type", tc.typ)
+				}
+				io.WriteString(w, tc.body)
+			})
 			a, b := httptest.NewServer(h), httptest.NewServer(h)
 			defer a.Close()
 			defer b.Close()
@@ -436,7 +455,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(uint8(2), string(sglang))
 	f.Fuzz(func(t *testing.T, which uint8, body string) {
 		d := []dialect{agentrlDialect{}, vllmDialect{}, sglangDialect{}}[int(which)%3]
-		c, err := d.decode([]byte(body), 1)
+		c, err := d.decode([]byte(body), "application/json", 1)
 		if err == nil {
 			if err := checkCompletion(c); err != nil {
 				t.Fatalf("accepted an invalid completion: %v", err)

@@ -305,6 +305,9 @@ func (r *Router) call(ctx context.Context, i int, req infer.Request) (c infer.Co
 		return c, err
 	}
 	hr.Header["Content-Type"] = jsonType
+	if a := s.dialect.accept(); a != nil {
+		hr.Header["Accept"] = a
+	}
 	if s.APIKey != "" {
 		hr.Header.Set("Authorization", "Bearer "+s.APIKey)
 	}
@@ -329,7 +332,7 @@ func (r *Router) call(ctx context.Context, i int, req infer.Request) (c infer.Co
 	r.mu.Lock()
 	version := s.version
 	r.mu.Unlock()
-	return s.dialect.decode(data, version)
+	return s.dialect.decode(data, resp.Header.Get("Content-Type"), version)
 }
 
 // jsonType is the Content-Type of every request body (a header value is never modified once set).

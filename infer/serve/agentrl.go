@@ -53,36 +53,24 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) error {
 	s.met.promptTokens.Add(float64(len(req.Prompt)))
 	s.met.queued.Inc()
 	start := time.Now()
-	var started atomic.Bool
-	type result struct {
-		c   infer.Completion
-		err error
-	}
-	fin := make(chan result, 1)
+	// state moves queued → running at the first token and to finished when the call returns;
+	// the engine may still report a token of the step in progress after a cancelled call
+	// returned, and the compare-and-swaps keep that from counting it as running.
+	const queued, running, finished = 0, 1, 2
+	var state atomic.Int32
 	eng := s.acquire()
-	go func() {
-		defer eng.leave()
-		c, err := eng.GenerateStream(ctx, req, func(local.Step) {
-			if !started.Load() {
-				started.Store(true)
-				s.met.queued.Dec()
-				s.met.running.Inc()
-				s.met.ttft.Observe(time.Since(start).Seconds())
-			}
-		})
-		if started.Load() {
-			s.met.running.Dec()
-		} else {
+	c, err := eng.GenerateStream(ctx, req, func(local.Step) {
+		if state.Load() == queued && state.CompareAndSwap(queued, running) {
 			s.met.queued.Dec()
+			s.met.running.Inc()
+			s.met.ttft.Observe(time.Since(start).Seconds())
 		}
-		fin <- result{c, err}
-	}()
-	var c infer.Completion
-	select {
-	case r := <-fin:
-		c, err = r.c, r.err
-	case <-ctx.Done(): // see run: a request still queued is dropped by the engine unrun
-		err = ctx.Err()
+	})
+	eng.leave()
+	if state.CompareAndSwap(queued, finished) {
+		s.met.queued.Dec()
+	} else if state.CompareAndSwap(running, finished) {
+		s.met.running.Dec()
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -93,6 +81,15 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) error {
 	s.met.completionTokens.Add(float64(len(c.Tokens)))
 	buf := getBuffer()
 	defer putBuffer(buf)
+	if acceptsBinary(r.Header) {
+		b, err := wire.AppendBinaryCompletion(*buf, c)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		*buf = b
+		writeTyped(w, http.StatusOK, binaryType, *buf)
+		return nil
+	}
 	b, err := wire.AppendCompletion(*buf, c)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

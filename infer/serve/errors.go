@@ -10,8 +10,11 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentrl/agentrl/infer/wire"
 )
 
 // Error types, as OpenAI names them.
@@ -91,13 +94,33 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // jsonType is the Content-Type of every JSON answer (a header value is never modified once set).
 var jsonType = []string{"application/json"}
 
+// binaryType is the Content-Type of a completion in wire's binary form.
+var binaryType = []string{wire.BinaryType}
+
 // writeBytes answers the JSON body b, with its length.
-func writeBytes(w http.ResponseWriter, status int, b []byte) {
+func writeBytes(w http.ResponseWriter, status int, b []byte) { writeTyped(w, status, jsonType, b) }
+
+// writeTyped answers the body b of type typ, with its length.
+func writeTyped(w http.ResponseWriter, status int, typ []string, b []byte) {
 	h := w.Header()
-	h["Content-Type"] = jsonType
+	h["Content-Type"] = typ
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// acceptsBinary reports whether a request's Accept header names wire's binary completion form
+// (parameters aside); a client that does not name it gets JSON.
+func acceptsBinary(h http.Header) bool {
+	for _, v := range h["Accept"] {
+		for r := range strings.SplitSeq(v, ",") {
+			typ, _, _ := strings.Cut(r, ";")
+			if strings.EqualFold(strings.TrimSpace(typ), wire.BinaryType) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // bodyReadTimeout bounds reading one request body, so a client that trickles its body does not

@@ -176,6 +176,31 @@ func testServer(t testing.TB, opts Options) (*Server, *httptest.Server) {
 }
 
 // post sends body (a value marshalled to JSON, or []byte as is) and returns status and body.
+// postAccept posts body as JSON with the Accept header accept and returns the answer's
+// Content-Type and body, failing unless it is a 200.
+func postAccept(t testing.TB, url, accept string, body any) (string, []byte) {
+	t.Helper()
+	data, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", accept)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%d %s (%v)", resp.StatusCode, out, err)
+	}
+	return resp.Header.Get("Content-Type"), out
+}
+
 func post(t testing.TB, url, key string, body any) (int, []byte) {
 	t.Helper()
 	data, ok := body.([]byte)

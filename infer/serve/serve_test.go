@@ -20,6 +20,7 @@ import (
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/infer/local"
+	"github.com/agentrl/agentrl/infer/wire"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/tokenizer"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -213,6 +214,19 @@ func TestGenerateMatchesEngine(t *testing.T) {
 			got := mustDecode[infer.Completion](t, body)
 			if !slices.Equal(got.Tokens, want.Tokens) || !bitsEqual(got.Logprobs, want.Logprobs) || !slices.Equal(got.Versions, want.Versions) || got.Finish != want.Finish {
 				t.Errorf("request %d: over HTTP %+v, in process %+v", i, got, want)
+			}
+			// The binary form, asked for among other types as the router asks, holds the same.
+			typ, body := postAccept(t, hs.URL+"/agentrl/v1/generate", "text/plain;q=0.5, "+wire.BinaryType+";q=1", req)
+			if typ != wire.BinaryType {
+				t.Errorf("request %d: asked for the binary form, answered %s: %q", i, typ, body)
+				return
+			}
+			bin, err := wire.ReadBinaryCompletion(body)
+			if err != nil || !slices.Equal(bin.Tokens, want.Tokens) || !bitsEqual(bin.Logprobs, want.Logprobs) || !slices.Equal(bin.Versions, want.Versions) || bin.Finish != want.Finish {
+				t.Errorf("request %d: binary form %+v (%v), in process %+v", i, bin, err, want)
+			}
+			if typ, _ := postAccept(t, hs.URL+"/agentrl/v1/generate", "application/json", req); typ != "application/json" {
+				t.Errorf("request %d: asked for JSON, answered %s", i, typ)
 			}
 			if req.Sampling.Temperature == 0 || len(req.Stop) > 0 {
 				return

@@ -273,5 +273,12 @@ func BenchmarkWire(b *testing.B) {
 			ReadCompletion(buf)
 		}
 	})
+	b.Run("completion/binary", func(b *testing.B) {
+		var buf []byte
+		for b.Loop() {
+			buf, _ = AppendBinaryCompletion(buf[:0], c)
+			_, _ = ReadBinaryCompletion(buf)
+		}
+	})
 	_, _ = rb, cb
 }

@@ -1,9 +1,9 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"github.com/agentrl/agentrl/learn"
 	"io"
 	"math/rand/v2"
 	"runtime"
@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/model/kernels"
 	"github.com/agentrl/agentrl/optim"
@@ -29,7 +30,7 @@ type ModelOptions struct {
 	Engine  int    // rounds of engineSlots concurrent requests through infer.Engine (0: none)
 	EngLen  int    // tokens per engine sequence (0: the model's MaxSeq)
 	Configs string // extra model sizes, DIMxLAYERS[,...]
-	Rounds  int    // decode rounds (batch 1, then batch 32)
+	Rounds  int    // decode rounds (batch 1, then batch 32), and training rounds (steps, then the step's GEMMs)
 	Seed    uint64 // seed for weights and data
 	Preset  string // measure the model this preset trains instead of model.DefaultConfig
 }
@@ -212,7 +213,10 @@ func sizedConfig(base model.Config, spec string) (model.Config, error) {
 	return c, nil
 }
 
-// trainBench times training steps and, when detail is set, the step's GEMMs alone.
+// trainBench times training steps and, when detail is set, the step's GEMMs alone: then for
+// c.Rounds rounds, each Steps steps followed by Steps runs of the GEMMs, so that a change in
+// the machine's load between the two measurements biases no ratio; the figures of the median
+// round (by ratio) are printed, with the ratio's range.
 func (c *ModelOptions) trainBench(w io.Writer, cfg model.Config, detail bool) error {
 	m, err := model.New(cfg, c.Seed)
 	if err != nil {
@@ -239,31 +243,45 @@ func (c *ModelOptions) trainBench(w io.Writer, cfg model.Config, detail bool) er
 	if _, _, err := step(); err != nil { // warm-up: sizes the workspace
 		return err
 	}
-	var fb, ad time.Duration
-	cpu0 := cpuTime()
-	for range c.Steps {
-		f, a, err := step()
-		if err != nil {
-			return err
-		}
-		fb, ad = fb+f, ad+a
+	type round struct{ fb, ad, cpu, gemm, ratio float64 }
+	rounds := 1
+	if detail {
+		rounds = c.Rounds
 	}
-	cpuPer := (cpuTime() - cpu0).Seconds() / float64(c.Steps)
-	tokens := float64(c.Rows * c.Seq)
-	per := (fb + ad).Seconds() / float64(c.Steps)
 	flops := trainFLOPs(cfg, c.Rows, c.Seq)
+	gemmFlops := stepGEMMFLOPs(cfg, c.Rows*c.Seq)
+	var rs []round
+	for range rounds {
+		var fb, ad time.Duration
+		cpu0 := cpuTime()
+		for range c.Steps {
+			f, a, err := step()
+			if err != nil {
+				return err
+			}
+			fb, ad = fb+f, ad+a
+		}
+		r := round{fb: fb.Seconds() / float64(c.Steps), ad: ad.Seconds() / float64(c.Steps),
+			cpu: (cpuTime() - cpu0).Seconds() / float64(c.Steps)}
+		if detail {
+			r.gemm = timeStepGEMMs(cfg, c.Rows*c.Seq, c.Steps)
+			r.ratio = (flops / (r.fb + r.ad)) / (gemmFlops / r.gemm)
+		}
+		rs = append(rs, r)
+	}
+	slices.SortStableFunc(rs, func(a, b round) int { return cmp.Compare(a.ratio, b.ratio) })
+	r := rs[len(rs)/2]
+	tokens := float64(c.Rows * c.Seq)
+	per := r.fb + r.ad
 	fmt.Fprintf(w, "config dim %d layers %d heads %d/%d hidden %d vocab %d: %.2f M params\n",
 		cfg.Dim, cfg.Layers, cfg.Heads, cfg.KVHeads, cfg.Hidden, cfg.Vocab, float64(m.NumParams())/1e6)
 	fmt.Fprintf(w, "  train step %d×%d tokens: %.1f ms/step (fwd+bwd %.1f, clip+AdamW %.1f), %.0f tokens/s, %.1f GFLOP/s model FLOPs; %.2f CPU-s/step\n",
-		c.Rows, c.Seq, per*1e3, fb.Seconds()/float64(c.Steps)*1e3, ad.Seconds()/float64(c.Steps)*1e3,
-		tokens/per, flops/per/1e9, cpuPer)
+		c.Rows, c.Seq, per*1e3, r.fb*1e3, r.ad*1e3, tokens/per, flops/per/1e9, r.cpu)
 	if !detail {
 		return nil
 	}
-	gemmTime := timeStepGEMMs(cfg, c.Rows*c.Seq, c.Steps)
-	gemmFlops := stepGEMMFLOPs(cfg, c.Rows*c.Seq)
-	fmt.Fprintf(w, "  sgemm at the step's shapes (all %d projection GEMMs of one step): %.1f ms, %.1f GFLOP/s; step rate / GEMM rate = %.2f\n",
-		len(stepGEMMs(cfg, c.Rows*c.Seq)), gemmTime*1e3, gemmFlops/gemmTime/1e9, (flops/per)/(gemmFlops/gemmTime))
+	fmt.Fprintf(w, "  sgemm at the step's shapes (all %d projection GEMMs of one step): %.1f ms, %.1f GFLOP/s; step rate / GEMM rate = %.2f (median of %d rounds alternating steps and GEMMs, %.2f–%.2f)\n",
+		len(stepGEMMs(cfg, c.Rows*c.Seq)), r.gemm*1e3, gemmFlops/r.gemm/1e9, r.ratio, len(rs), rs[0].ratio, rs[len(rs)-1].ratio)
 	return nil
 }
 

@@ -30,6 +30,9 @@ func TestBenchModelPrintsEveryFigure(t *testing.T) {
 	if n := strings.Count(out.String(), "decode batch 32 / batch 1 throughput: median"); n != 2 {
 		t.Errorf("%d ratio lines, want 2:\n%s", n, out.String())
 	}
+	if !strings.Contains(out.String(), "(median of 2 rounds alternating steps and GEMMs, ") {
+		t.Errorf("the step / GEMM ratio is not the median of the 2 rounds:\n%s", out.String())
+	}
 	if n := strings.Count(out.String(), "decode bf16 weights, batch 1 "); n != 4 {
 		t.Errorf("%d bf16 batch-1 decode lines, want 4 (2 sizes × 2 rounds):\n%s", n, out.String())
 	}

@@ -23,6 +23,7 @@ type PaperOptions struct {
 	Init     string   // supervised checkpoints: "DIR" (one preset) or "PRESET=DIR,…" ("" = train them)
 	SFTSteps int      // steps of a supervised phase trained here (0: the preset's)
 	Arms     string   // comma-separated arm names ("" = every arm of the comparison)
+	Presets  string   // comma-separated presets to compare on ("" = every preset of the comparison)
 	Seeds    string   // comma-separated RL seeds
 	Steps    int      // RL steps per arm (0: the preset's)
 	Every    int      // RL steps between the checkpoints evaluated on held-out tasks
@@ -179,11 +180,12 @@ type paperRun struct {
 
 // paperPlan is a comparison made ready to run: its arms, seeds, steps and starting checkpoints.
 type paperPlan struct {
-	name  string // the bench's, as asked
-	b     paperBench
-	arms  []paperArm
-	seeds []uint64
-	inits map[string]string // supervised checkpoint by preset
+	name    string // the bench's, as asked
+	b       paperBench
+	arms    []paperArm
+	presets []string // the presets compared on (--presets, else the comparison's)
+	seeds   []uint64
+	inits   map[string]string // supervised checkpoint by preset
 }
 
 // Paper runs the comparison o.Name: for each of its presets, every selected arm at every seed
@@ -207,7 +209,7 @@ func Paper(ctx context.Context, w io.Writer, o PaperOptions) error {
 	if both := append(slices.Clone(pl.b.both), o.Set...); len(both) > 0 {
 		fmt.Fprintf(w, "every arm (and, for --set, every supervised phase) also: %s\n", strings.Join(both, " "))
 	}
-	for _, preset := range pl.b.presets {
+	for _, preset := range pl.presets {
 		if err := paperComparison(ctx, w, out, o, pl, preset); err != nil {
 			return err
 		}
@@ -249,8 +251,20 @@ func planPaper(o PaperOptions) (*paperPlan, error) {
 	if len(pl.arms) == 0 || len(pl.seeds) == 0 {
 		return nil, fmt.Errorf("bench paper %s: need at least one arm and one seed", o.Name)
 	}
+	pl.presets = b.presets
+	if o.Presets != "" {
+		pl.presets = nil
+	}
+	for _, p := range splitList(o.Presets) {
+		if !slices.Contains(b.presets, p) {
+			return nil, fmt.Errorf("bench paper %s: it compares on %s, not %q", o.Name, strings.Join(b.presets, ", "), p)
+		}
+		if !slices.Contains(pl.presets, p) {
+			pl.presets = append(pl.presets, p)
+		}
+	}
 	var presets []string // every supervised checkpoint the runs start from
-	for _, p := range b.presets {
+	for _, p := range pl.presets {
 		for _, a := range pl.arms {
 			if ap := cmp.Or(a.preset, p); !slices.Contains(presets, ap) {
 				presets = append(presets, ap)
@@ -261,7 +275,7 @@ func planPaper(o PaperOptions) (*paperPlan, error) {
 	if pl.inits, err = parseInits(o.Init, presets); err != nil {
 		return nil, fmt.Errorf("bench paper %s: %w", o.Name, err)
 	}
-	for _, p := range b.presets {
+	for _, p := range pl.presets {
 		steps, err := paperSteps(o, p)
 		if err != nil {
 			return nil, err

@@ -152,6 +152,8 @@ func TestPaperRefusals(t *testing.T) {
 		{PaperOptions{Name: "gigpo", Seeds: "x", Every: 5}, `bad seed "x"`},
 		{PaperOptions{Name: "dapo", Seeds: "1", Every: 10, Init: "/tmp/x"}, "give PRESET=DIR for each"},
 		{PaperOptions{Name: "dapo", Seeds: "1", Every: 10, Init: "maze=/tmp/x"}, "PRESET one of calc, search"},
+		{PaperOptions{Name: "dapo", Seeds: "1", Every: 10, Presets: "maze"}, `it compares on calc, search, not "maze"`},
+		{PaperOptions{Name: "dapo", Seeds: "1", Every: 10, Presets: "calc", Init: "search=/tmp/x"}, "PRESET one of calc"},
 		{PaperOptions{Name: "gspo", Seeds: "1", Every: 10, Set: []string{"phases.rl.rl.loss.ppo.clip_high=0.3"}}, "arm gspo on search"},
 		{PaperOptions{Name: "estimators", Seeds: "1", Steps: 10, Every: 5, Set: []string{"phases.rl.rl.group_size=0"}}, "arm ppo-gae on calc"},
 	} {
@@ -182,6 +184,15 @@ func TestPaperArmsLoad(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
+		}
+		if !slices.Equal(pl.presets, b.presets) {
+			t.Errorf("%s: compares on %v, want every preset %v", name, pl.presets, b.presets)
+		}
+		if name == "dapo" {
+			one, err := planPaper(PaperOptions{Envs: all.Builtins(), Name: name, RunsDir: t.TempDir(), Seeds: "1", Every: 10, Presets: "search"})
+			if err != nil || !slices.Equal(one.presets, []string{"search"}) {
+				t.Errorf("dapo --presets search: %v, %v", one, err)
+			}
 		}
 		for _, a := range pl.arms {
 			if slices.ContainsFunc(b.arms, func(x paperArm) bool { return x.name == a.name && x.preset != a.preset }) {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,6 +44,24 @@ type ServeOptions struct {
 	Publish     string        // model sizes whose weight publishing is timed, DIMxLAYERS[,...]
 	Rounds      int           // publish rounds (median reported)
 	Seed        uint64
+	// Model lists the served models of the overhead table, comma-separated: "calc" (the calc
+	// preset's, 0.13 M parameters, where a token costs the engine least and the HTTP path's
+	// fixed cost per request is the largest share) and "default" (model.DefaultConfig over the
+	// calc tokenizer's vocabulary, 3 M, the model `agentrl train` builds by default).
+	Model string
+}
+
+// serveModel is the overhead table's model config by name.
+func serveModel(name string, vocab int) (model.Config, error) {
+	switch name {
+	case "", "calc":
+		return benchModel(vocab, 64, 2), nil
+	case "default":
+		cfg := model.DefaultConfig(vocab)
+		cfg.MaxSeq = 384
+		return cfg, nil
+	}
+	return model.Config{}, fmt.Errorf("bench serve: model %q is neither calc nor default", name)
 }
 
 // benchModel is the calc preset's model over vocab tokens.
@@ -72,15 +91,21 @@ func Serve(ctx context.Context, w io.Writer, o ServeOptions) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	cfg := benchModel(tok.VocabSize(), 64, 2)
-	m, err := model.New(cfg, o.Seed)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "model: the calc preset's (dim %d, %d layers, %.2fM parameters); requests of %d prompt + %d completion tokens; %d slots\n\n",
-		cfg.Dim, cfg.Layers, float64(m.NumParams())/1e6, o.Prompt, o.Tokens, o.Slots)
-	if err := overhead(ctx, w, o, levels, m, tok, filepath.Join(tmp, "ck")); err != nil {
-		return err
+	for name := range strings.SplitSeq(cmp.Or(o.Model, "calc"), ",") {
+		name = strings.TrimSpace(name)
+		cfg, err := serveModel(name, tok.VocabSize())
+		if err != nil {
+			return err
+		}
+		m, err := model.New(cfg, o.Seed)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "model: %s (dim %d, %d layers, %.2fM parameters); requests of %d prompt + %d completion tokens; %d slots\n\n",
+			name, cfg.Dim, cfg.Layers, float64(m.NumParams())/1e6, o.Prompt, o.Tokens, o.Slots)
+		if err := overhead(ctx, w, o, levels, m, tok, filepath.Join(tmp, "ck-"+name)); err != nil {
+			return err
+		}
 	}
 	if err := balance(ctx, w, o); err != nil {
 		return err

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"io"
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
@@ -23,17 +24,21 @@ import (
 func TestServeBench(t *testing.T) {
 	var out bytes.Buffer
 	err := Serve(context.Background(), &out, ServeOptions{Registry: all.Builtins(), Concurrency: "1,4", Requests: 8, Repeat: 2,
-		Prompt: 8, Tokens: 8, Slots: 4, Servers: 2, Balance: 100 * time.Millisecond, Publish: "32x1", Rounds: 1, Seed: 1})
+		Prompt: 8, Tokens: 8, Slots: 4, Servers: 2, Balance: 100 * time.Millisecond, Publish: "32x1", Rounds: 1, Seed: 1, Model: "calc, default"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"HTTP/in-process", "2 timed rounds of each", "balance: 64 clients, 2 servers", "publish 32x1"} {
+	for _, want := range []string{"model: calc (dim 64", "model: default (dim 256", "HTTP/in-process", "2 timed rounds of each", "balance: 64 clients, 2 servers", "publish 32x1"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	if lines := strings.Count(out.String(), "×"); lines != 4 {
-		t.Errorf("%d table rows, want 2:\n%s", lines, out.String())
+	if lines := strings.Count(out.String(), "×"); lines != 8 {
+		t.Errorf("%d table rows, want 4 (2 levels of 2 models):\n%s", lines/2, out.String())
+	}
+	err = Serve(context.Background(), io.Discard, ServeOptions{Registry: all.Builtins(), Concurrency: "1", Requests: 4, Repeat: 1, Prompt: 4, Tokens: 4, Slots: 2, Model: "huge"})
+	if err == nil || !strings.Contains(err.Error(), `model "huge"`) {
+		t.Errorf("an unknown model: %v", err)
 	}
 }
 

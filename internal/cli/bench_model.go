@@ -15,7 +15,7 @@ type BenchModelCmd struct {
 	Engine  int    `default:"0" help:"Rounds of 32 concurrent requests that fill whole sequences, served through infer.Engine before the other figures, with heap and resident memory printed after each round (0: none)."`
 	EngLen  int    `name:"engine-len" default:"0" help:"Tokens per engine sequence, prompt and completion (0: the model's MaxSeq)."`
 	Configs string `default:"" help:"Extra model sizes to time a training step and decoding for, as DIMxLAYERS[,...], e.g. 192x4,320x6 (heads = DIM/32, KV heads half, hidden ≈ 8/3·DIM)."`
-	Rounds  int    `default:"3" help:"Decode rounds; each runs batch 1 then batch 32, and the median ratio is printed."`
+	Rounds  int    `default:"3" help:"Rounds of decoding (each runs batch 1 then batch 32) and of the main model's training steps (each followed by the step's GEMMs alone); the median ratios are printed."`
 	Seed    uint64 `default:"1" help:"Seed for weights and data."`
 	Preset  string `help:"Measure the model a preset trains (${presets}) instead of model.DefaultConfig; --vocab is then the preset's tokenizer size."`
 }

@@ -10,6 +10,7 @@ type BenchPaperCmd struct {
 	Init     string   `help:"Supervised checkpoints to start RL from: DIR when the runs start from one preset's, else PRESET=DIR,… (default: train each preset's supervised phase first, seed 1)."`
 	SFTSteps int      `name:"sft-steps" help:"Supervised steps of a checkpoint trained here (default: the preset's)."`
 	Arms     string   `help:"Comma-separated arms (default: every arm of the comparison)."`
+	Presets  string   `help:"Comma-separated presets to compare on, of the comparison's (default: all; dapo compares on calc and search)."`
 	Seeds    string   `default:"1,2,3" help:"Comma-separated RL seeds (the 95% intervals need two or more)."`
 	Steps    int      `help:"RL steps per arm (default: the preset's)."`
 	Every    int      `default:"10" help:"RL steps between the checkpoints evaluated on held-out tasks (must divide the steps)."`
@@ -23,7 +24,7 @@ type BenchPaperCmd struct {
 // Run trains every arm at every seed and prints the comparison.
 func (c *BenchPaperCmd) Run(g *Globals) error {
 	return bench.Paper(g.Ctx, g.Stdout, bench.PaperOptions{
-		Envs: g.Envs, Name: c.Name, RunsDir: c.RunsDir, Init: c.Init, SFTSteps: c.SFTSteps, Arms: c.Arms, Seeds: c.Seeds, Steps: c.Steps,
+		Envs: g.Envs, Name: c.Name, RunsDir: c.RunsDir, Init: c.Init, SFTSteps: c.SFTSteps, Arms: c.Arms, Presets: c.Presets, Seeds: c.Seeds, Steps: c.Steps,
 		Every: c.Every, Tasks: c.Tasks, Samples: c.Samples, Set: c.Set, SVG: c.SVG, Quiet: c.Quiet, Terminal: isTerminal(g.Stdout),
 	})
 }

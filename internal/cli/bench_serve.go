@@ -20,12 +20,13 @@ type BenchServeCmd struct {
 	Publish     string        `help:"Model sizes whose weight publish is timed, DIMxLAYERS[,...]." default:"64x2,512x8"`
 	Rounds      int           `help:"Publish rounds (the median is printed)." default:"5"`
 	Seed        uint64        `help:"Seed for weights and requests." default:"1"`
+	Model       string        `help:"The overhead table's models, comma-separated: calc (the calc preset's, 0.13M parameters) and default (the default model, 3M)." default:"calc,default"`
 }
 
 // Run prints the overhead table, the balance figures and the publish latencies.
 func (c *BenchServeCmd) Run(g *Globals) error {
 	return bench.Serve(g.Ctx, g.Stdout, bench.ServeOptions{
 		Registry: g.Envs, Concurrency: c.Concurrency, Requests: c.Requests, Repeat: c.Repeat, Prompt: c.Prompt, Tokens: c.Tokens,
-		Slots: c.Slots, Servers: c.Servers, Balance: c.Balance, Publish: c.Publish, Rounds: c.Rounds, Seed: c.Seed,
+		Slots: c.Slots, Servers: c.Servers, Balance: c.Balance, Publish: c.Publish, Rounds: c.Rounds, Seed: c.Seed, Model: c.Model,
 	})
 }

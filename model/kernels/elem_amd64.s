@@ -800,6 +800,158 @@ swigluBackwardavx512_done:
 	VZEROUPPER
 	RET
 
+// func swigluBackwardSetavx512(dg *float32, du *float32, dy *float32, gate *float32, up *float32, n int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·swigluBackwardSetavx512(SB), NOSPLIT, $0-48
+	MOVQ         dg+0(FP), AX
+	MOVQ         du+8(FP), CX
+	MOVQ         dy+16(FP), DX
+	MOVQ         gate+24(FP), BX
+	MOVQ         up+32(FP), SI
+	MOVQ         n+40(FP), DI
+	VBROADCASTSS elemconsts<>+0(SB), Z0
+	VBROADCASTSS elemconsts<>+32(SB), Z1
+	VBROADCASTSS elemconsts<>+64(SB), Z2
+	VBROADCASTSS elemconsts<>+96(SB), Z3
+	VBROADCASTSS elemconsts<>+128(SB), Z4
+	VBROADCASTSS elemconsts<>+160(SB), Z5
+	VBROADCASTSS elemconsts<>+192(SB), Z6
+	VBROADCASTSS elemconsts<>+224(SB), Z7
+	VBROADCASTSS elemconsts<>+256(SB), Z8
+	VBROADCASTSS elemconsts<>+288(SB), Z9
+	VBROADCASTSS elemconsts<>+320(SB), Z10
+	VBROADCASTSS elemconsts<>+352(SB), Z11
+	VBROADCASTSS elemconsts<>+384(SB), Z12
+	VBROADCASTSS elemconsts<>+416(SB), Z13
+	VBROADCASTSS elemconsts<>+448(SB), Z14
+
+swigluBackwardSetavx512_loop:
+	CMPQ        DI, $0x10
+	JB          swigluBackwardSetavx512_tail
+	VMOVUPS     (BX), Z15
+	VPXORD      Z14, Z15, Z16
+	VMULPS      Z0, Z16, Z17
+	VADDPS      Z1, Z17, Z17
+	VRNDSCALEPS $0x01, Z17, Z17
+	VMULPS      Z2, Z17, Z21
+	VSUBPS      Z21, Z16, Z20
+	VMULPS      Z3, Z17, Z21
+	VSUBPS      Z21, Z20, Z20
+	VMULPS      Z4, Z20, Z21
+	VADDPS      Z5, Z21, Z21
+	VMULPS      Z20, Z21, Z21
+	VADDPS      Z6, Z21, Z21
+	VMULPS      Z20, Z21, Z21
+	VADDPS      Z7, Z21, Z21
+	VMULPS      Z20, Z21, Z21
+	VADDPS      Z8, Z21, Z21
+	VMULPS      Z20, Z21, Z21
+	VADDPS      Z9, Z21, Z21
+	VMULPS      Z20, Z21, Z21
+	VMULPS      Z20, Z21, Z21
+	VADDPS      Z20, Z21, Z21
+	VADDPS      Z10, Z21, Z21
+	VCVTTPS2DQ  Z17, Z17
+	VPSLLD      $0x17, Z17, Z17
+	VPADDD      Z17, Z21, Z21
+	VCMPPS      $0x1e, Z11, Z16, K1
+	VMOVAPS     Z13, K1, Z21
+	VCMPPS      $0x11, Z12, Z16, K1
+	VPXORD      Z18, Z18, Z18
+	VMOVAPS     Z18, K1, Z21
+	VCMPPS      $0x03, Z16, Z16, K1
+	VMOVAPS     Z16, K1, Z21
+	VADDPS      Z10, Z21, Z21
+	VMOVUPS     Z10, Z16
+	VDIVPS      Z21, Z16, Z16
+	VMULPS      Z15, Z16, Z17
+	VMOVUPS     Z10, Z20
+	VSUBPS      Z16, Z20, Z20
+	VMULPS      Z20, Z15, Z20
+	VADDPS      Z10, Z20, Z20
+	VMOVUPS     (DX), Z15
+	VMOVUPS     (SI), Z21
+	VMULPS      Z21, Z15, Z21
+	VMULPS      Z16, Z21, Z21
+	VMULPS      Z20, Z21, Z21
+	VXORPS      Z16, Z16, Z16
+	VADDPS      Z21, Z16, Z16
+	VMOVUPS     Z16, (AX)
+	VMULPS      Z17, Z15, Z21
+	VXORPS      Z15, Z15, Z15
+	VADDPS      Z21, Z15, Z15
+	VMOVUPS     Z15, (CX)
+	ADDQ        $0x40, AX
+	ADDQ        $0x40, CX
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, SI
+	SUBQ        $0x10, DI
+	JMP         swigluBackwardSetavx512_loop
+
+swigluBackwardSetavx512_tail:
+	TESTQ       DI, DI
+	JZ          swigluBackwardSetavx512_done
+	LEAQ        elemtailmask512<>+0(SB), R8
+	KMOVW       (R8)(DI*2), K1
+	VMOVUPS.Z   (BX), K1, Z15
+	VPXORD      Z14, Z15, Z14
+	VMULPS      Z0, Z14, Z0
+	VADDPS      Z1, Z0, Z0
+	VRNDSCALEPS $0x01, Z0, Z0
+	VMULPS      Z2, Z0, Z2
+	VSUBPS      Z2, Z14, Z1
+	VMULPS      Z3, Z0, Z2
+	VSUBPS      Z2, Z1, Z1
+	VMULPS      Z4, Z1, Z2
+	VADDPS      Z5, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z6, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z7, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z8, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z9, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VADDPS      Z1, Z2, Z2
+	VADDPS      Z10, Z2, Z2
+	VCVTTPS2DQ  Z0, Z0
+	VPSLLD      $0x17, Z0, Z0
+	VPADDD      Z0, Z2, Z2
+	VCMPPS      $0x1e, Z11, Z14, K2
+	VMOVAPS     Z13, K2, Z2
+	VCMPPS      $0x11, Z12, Z14, K2
+	VPXORD      Z19, Z19, Z19
+	VMOVAPS     Z19, K2, Z2
+	VCMPPS      $0x03, Z14, Z14, K2
+	VMOVAPS     Z14, K2, Z2
+	VADDPS      Z10, Z2, Z2
+	VMOVUPS     Z10, Z0
+	VDIVPS      Z2, Z0, Z0
+	VMULPS      Z15, Z0, Z1
+	VMOVUPS     Z10, Z2
+	VSUBPS      Z0, Z2, Z2
+	VMULPS      Z2, Z15, Z2
+	VADDPS      Z10, Z2, Z2
+	VMOVUPS.Z   (DX), K1, Z3
+	VMOVUPS.Z   (SI), K1, Z4
+	VMULPS      Z4, Z3, Z4
+	VMULPS      Z0, Z4, Z4
+	VMULPS      Z2, Z4, Z4
+	VXORPS      Z0, Z0, Z0
+	VADDPS      Z4, Z0, Z0
+	VMOVUPS     Z0, K1, (AX)
+	VMULPS      Z1, Z3, Z4
+	VXORPS      Z0, Z0, Z0
+	VADDPS      Z4, Z0, Z0
+	VMOVUPS     Z0, K1, (CX)
+
+swigluBackwardSetavx512_done:
+	VZEROUPPER
+	RET
+
 // func maxFiniteavx512(x *float32, n int) (m float32, chk float32)
 // Requires: AVX, AVX512F, SSE
 TEXT ·maxFiniteavx512(SB), NOSPLIT, $0-24
@@ -1216,6 +1368,550 @@ expMomentsavx512_done:
 	VUNPCKHPD     X16, X16, X0
 	VADDSD        X0, X16, X16
 	VMOVSD        X16, sz+32(FP)
+	VZEROUPPER
+	RET
+
+// func rmsScaleavx512(out *float32, x *float32, w *float32, n int, r float32)
+// Requires: AVX, AVX512F
+TEXT ·rmsScaleavx512(SB), NOSPLIT, $0-36
+	MOVQ         out+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         n+24(FP), BX
+	VBROADCASTSS r+32(FP), Z0
+
+rmsScaleavx512_loop:
+	CMPQ    BX, $0x10
+	JB      rmsScaleavx512_tail
+	VMOVUPS (CX), Z1
+	VMULPS  Z0, Z1, Z1
+	VMOVUPS (DX), Z2
+	VMULPS  Z2, Z1, Z1
+	VMOVUPS Z1, (AX)
+	ADDQ    $0x40, AX
+	ADDQ    $0x40, CX
+	ADDQ    $0x40, DX
+	SUBQ    $0x10, BX
+	JMP     rmsScaleavx512_loop
+
+rmsScaleavx512_tail:
+	TESTQ     BX, BX
+	JZ        rmsScaleavx512_done
+	LEAQ      elemtailmask512<>+0(SB), SI
+	KMOVW     (SI)(BX*2), K1
+	VMOVUPS.Z (CX), K1, Z1
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS.Z (DX), K1, Z0
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS   Z1, K1, (AX)
+
+rmsScaleavx512_done:
+	VZEROUPPER
+	RET
+
+// func rmsBackwardavx512(dx *float32, dw *float32, dy *float32, x *float32, w *float32, n int, r float32, k float32)
+// Requires: AVX, AVX512F
+TEXT ·rmsBackwardavx512(SB), NOSPLIT, $0-56
+	MOVQ         dx+0(FP), AX
+	MOVQ         dw+8(FP), CX
+	MOVQ         dy+16(FP), DX
+	MOVQ         x+24(FP), BX
+	MOVQ         w+32(FP), SI
+	MOVQ         n+40(FP), DI
+	VBROADCASTSS r+48(FP), Z0
+	VBROADCASTSS k+52(FP), Z1
+
+rmsBackwardavx512_loop:
+	CMPQ    DI, $0x10
+	JB      rmsBackwardavx512_tail
+	VMOVUPS (SI), Z2
+	VMOVUPS (DX), Z3
+	VMOVUPS (BX), Z4
+	VMULPS  Z0, Z2, Z2
+	VMULPS  Z3, Z2, Z2
+	VMULPS  Z1, Z4, Z5
+	VSUBPS  Z5, Z2, Z2
+	VMOVUPS (AX), Z5
+	VADDPS  Z2, Z5, Z5
+	VMOVUPS Z5, (AX)
+	VMULPS  Z4, Z3, Z3
+	VMULPS  Z0, Z3, Z3
+	VMOVUPS (CX), Z2
+	VADDPS  Z3, Z2, Z2
+	VMOVUPS Z2, (CX)
+	ADDQ    $0x40, AX
+	ADDQ    $0x40, CX
+	ADDQ    $0x40, DX
+	ADDQ    $0x40, BX
+	ADDQ    $0x40, SI
+	SUBQ    $0x10, DI
+	JMP     rmsBackwardavx512_loop
+
+rmsBackwardavx512_tail:
+	TESTQ     DI, DI
+	JZ        rmsBackwardavx512_done
+	LEAQ      elemtailmask512<>+0(SB), R8
+	KMOVW     (R8)(DI*2), K1
+	VMOVUPS.Z (SI), K1, Z2
+	VMOVUPS.Z (DX), K1, Z3
+	VMOVUPS.Z (BX), K1, Z4
+	VMULPS    Z0, Z2, Z2
+	VMULPS    Z3, Z2, Z2
+	VMULPS    Z1, Z4, Z1
+	VSUBPS    Z1, Z2, Z2
+	VMOVUPS.Z (AX), K1, Z1
+	VADDPS    Z2, Z1, Z1
+	VMOVUPS   Z1, K1, (AX)
+	VMULPS    Z4, Z3, Z3
+	VMULPS    Z0, Z3, Z3
+	VMOVUPS.Z (CX), K1, Z0
+	VADDPS    Z3, Z0, Z0
+	VMOVUPS   Z0, K1, (CX)
+
+rmsBackwardavx512_done:
+	VZEROUPPER
+	RET
+
+// func sumSquares8avx512(ss *float64, x *float32, c int, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·sumSquares8avx512(SB), NOSPLIT, $512-32
+	MOVQ   ss+0(FP), AX
+	MOVQ   x+8(FP), CX
+	MOVQ   c+16(FP), DX
+	MOVQ   blocks+24(FP), BX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), SI
+	LEAQ   (CX)(DX*4), DI
+	VXORPD X0, X0, X0
+	VXORPD X1, X1, X1
+	VXORPD X2, X2, X2
+	VXORPD X3, X3, X3
+	VXORPD X4, X4, X4
+	VXORPD X5, X5, X5
+	VXORPD X6, X6, X6
+	VXORPD X7, X7, X7
+
+sumSquares8avx512_loop:
+	TESTQ     BX, BX
+	JZ        sumSquares8avx512_done
+	VCVTPS2PD (CX), Z8
+	VMULPD    Z8, Z8, Z8
+	VMOVUPD   Z8, (SP)
+	VCVTPS2PD (CX)(DX*1), Z8
+	VMULPD    Z8, Z8, Z8
+	VMOVUPD   Z8, 64(SP)
+	VCVTPS2PD (CX)(DX*2), Z8
+	VMULPD    Z8, Z8, Z8
+	VMOVUPD   Z8, 128(SP)
+	VCVTPS2PD (CX)(SI*1), Z8
+	VMULPD    Z8, Z8, Z8
+	VMOVUPD   Z8, 192(SP)
+	VCVTPS2PD (DI), Z8
+	VMULPD    Z8, Z8, Z8
+	VMOVUPD   Z8, 256(SP)
+	VCVTPS2PD (DI)(DX*1), Z8
+	VMULPD    Z8, Z8, Z8
+	VMOVUPD   Z8, 320(SP)
+	VCVTPS2PD (DI)(DX*2), Z8
+	VMULPD    Z8, Z8, Z8
+	VMOVUPD   Z8, 384(SP)
+	VCVTPS2PD (DI)(SI*1), Z8
+	VMULPD    Z8, Z8, Z8
+	VMOVUPD   Z8, 448(SP)
+	VADDSD    (SP), X0, X0
+	VADDSD    64(SP), X1, X1
+	VADDSD    128(SP), X2, X2
+	VADDSD    192(SP), X3, X3
+	VADDSD    256(SP), X4, X4
+	VADDSD    320(SP), X5, X5
+	VADDSD    384(SP), X6, X6
+	VADDSD    448(SP), X7, X7
+	VADDSD    8(SP), X0, X0
+	VADDSD    72(SP), X1, X1
+	VADDSD    136(SP), X2, X2
+	VADDSD    200(SP), X3, X3
+	VADDSD    264(SP), X4, X4
+	VADDSD    328(SP), X5, X5
+	VADDSD    392(SP), X6, X6
+	VADDSD    456(SP), X7, X7
+	VADDSD    16(SP), X0, X0
+	VADDSD    80(SP), X1, X1
+	VADDSD    144(SP), X2, X2
+	VADDSD    208(SP), X3, X3
+	VADDSD    272(SP), X4, X4
+	VADDSD    336(SP), X5, X5
+	VADDSD    400(SP), X6, X6
+	VADDSD    464(SP), X7, X7
+	VADDSD    24(SP), X0, X0
+	VADDSD    88(SP), X1, X1
+	VADDSD    152(SP), X2, X2
+	VADDSD    216(SP), X3, X3
+	VADDSD    280(SP), X4, X4
+	VADDSD    344(SP), X5, X5
+	VADDSD    408(SP), X6, X6
+	VADDSD    472(SP), X7, X7
+	VADDSD    32(SP), X0, X0
+	VADDSD    96(SP), X1, X1
+	VADDSD    160(SP), X2, X2
+	VADDSD    224(SP), X3, X3
+	VADDSD    288(SP), X4, X4
+	VADDSD    352(SP), X5, X5
+	VADDSD    416(SP), X6, X6
+	VADDSD    480(SP), X7, X7
+	VADDSD    40(SP), X0, X0
+	VADDSD    104(SP), X1, X1
+	VADDSD    168(SP), X2, X2
+	VADDSD    232(SP), X3, X3
+	VADDSD    296(SP), X4, X4
+	VADDSD    360(SP), X5, X5
+	VADDSD    424(SP), X6, X6
+	VADDSD    488(SP), X7, X7
+	VADDSD    48(SP), X0, X0
+	VADDSD    112(SP), X1, X1
+	VADDSD    176(SP), X2, X2
+	VADDSD    240(SP), X3, X3
+	VADDSD    304(SP), X4, X4
+	VADDSD    368(SP), X5, X5
+	VADDSD    432(SP), X6, X6
+	VADDSD    496(SP), X7, X7
+	VADDSD    56(SP), X0, X0
+	VADDSD    120(SP), X1, X1
+	VADDSD    184(SP), X2, X2
+	VADDSD    248(SP), X3, X3
+	VADDSD    312(SP), X4, X4
+	VADDSD    376(SP), X5, X5
+	VADDSD    440(SP), X6, X6
+	VADDSD    504(SP), X7, X7
+	ADDQ      $0x20, CX
+	ADDQ      $0x20, DI
+	DECQ      BX
+	JMP       sumSquares8avx512_loop
+
+sumSquares8avx512_done:
+	VMOVSD X0, (AX)
+	VMOVSD X1, 8(AX)
+	VMOVSD X2, 16(AX)
+	VMOVSD X3, 24(AX)
+	VMOVSD X4, 32(AX)
+	VMOVSD X5, 40(AX)
+	VMOVSD X6, 48(AX)
+	VMOVSD X7, 56(AX)
+	VZEROUPPER
+	RET
+
+// func normDots8avx512(dots *float64, y *float32, x *float32, w *float32, c int, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·normDots8avx512(SB), NOSPLIT, $512-48
+	MOVQ   dots+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   w+24(FP), DX
+	MOVQ   x+16(FP), BX
+	MOVQ   c+32(FP), SI
+	MOVQ   blocks+40(FP), DI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), R8
+	LEAQ   (BX)(SI*4), R9
+	LEAQ   (CX)(SI*4), R10
+	VXORPD X0, X0, X0
+	VXORPD X1, X1, X1
+	VXORPD X2, X2, X2
+	VXORPD X3, X3, X3
+	VXORPD X4, X4, X4
+	VXORPD X5, X5, X5
+	VXORPD X6, X6, X6
+	VXORPD X7, X7, X7
+
+normDots8avx512_loop:
+	TESTQ     DI, DI
+	JZ        normDots8avx512_done
+	VCVTPS2PD (DX), Z8
+	VCVTPS2PD (BX), Z9
+	VCVTPS2PD (CX), Z10
+	VMULPD    Z8, Z10, Z10
+	VMULPD    Z9, Z10, Z9
+	VMOVUPD   Z9, (SP)
+	VCVTPS2PD (BX)(SI*1), Z9
+	VCVTPS2PD (CX)(SI*1), Z10
+	VMULPD    Z8, Z10, Z10
+	VMULPD    Z9, Z10, Z9
+	VMOVUPD   Z9, 64(SP)
+	VCVTPS2PD (BX)(SI*2), Z9
+	VCVTPS2PD (CX)(SI*2), Z10
+	VMULPD    Z8, Z10, Z10
+	VMULPD    Z9, Z10, Z9
+	VMOVUPD   Z9, 128(SP)
+	VCVTPS2PD (BX)(R8*1), Z9
+	VCVTPS2PD (CX)(R8*1), Z10
+	VMULPD    Z8, Z10, Z10
+	VMULPD    Z9, Z10, Z9
+	VMOVUPD   Z9, 192(SP)
+	VCVTPS2PD (R9), Z9
+	VCVTPS2PD (R10), Z10
+	VMULPD    Z8, Z10, Z10
+	VMULPD    Z9, Z10, Z9
+	VMOVUPD   Z9, 256(SP)
+	VCVTPS2PD (R9)(SI*1), Z9
+	VCVTPS2PD (R10)(SI*1), Z10
+	VMULPD    Z8, Z10, Z10
+	VMULPD    Z9, Z10, Z9
+	VMOVUPD   Z9, 320(SP)
+	VCVTPS2PD (R9)(SI*2), Z9
+	VCVTPS2PD (R10)(SI*2), Z10
+	VMULPD    Z8, Z10, Z10
+	VMULPD    Z9, Z10, Z9
+	VMOVUPD   Z9, 384(SP)
+	VCVTPS2PD (R9)(R8*1), Z9
+	VCVTPS2PD (R10)(R8*1), Z10
+	VMULPD    Z8, Z10, Z10
+	VMULPD    Z9, Z10, Z9
+	VMOVUPD   Z9, 448(SP)
+	VADDSD    (SP), X0, X0
+	VADDSD    64(SP), X1, X1
+	VADDSD    128(SP), X2, X2
+	VADDSD    192(SP), X3, X3
+	VADDSD    256(SP), X4, X4
+	VADDSD    320(SP), X5, X5
+	VADDSD    384(SP), X6, X6
+	VADDSD    448(SP), X7, X7
+	VADDSD    8(SP), X0, X0
+	VADDSD    72(SP), X1, X1
+	VADDSD    136(SP), X2, X2
+	VADDSD    200(SP), X3, X3
+	VADDSD    264(SP), X4, X4
+	VADDSD    328(SP), X5, X5
+	VADDSD    392(SP), X6, X6
+	VADDSD    456(SP), X7, X7
+	VADDSD    16(SP), X0, X0
+	VADDSD    80(SP), X1, X1
+	VADDSD    144(SP), X2, X2
+	VADDSD    208(SP), X3, X3
+	VADDSD    272(SP), X4, X4
+	VADDSD    336(SP), X5, X5
+	VADDSD    400(SP), X6, X6
+	VADDSD    464(SP), X7, X7
+	VADDSD    24(SP), X0, X0
+	VADDSD    88(SP), X1, X1
+	VADDSD    152(SP), X2, X2
+	VADDSD    216(SP), X3, X3
+	VADDSD    280(SP), X4, X4
+	VADDSD    344(SP), X5, X5
+	VADDSD    408(SP), X6, X6
+	VADDSD    472(SP), X7, X7
+	VADDSD    32(SP), X0, X0
+	VADDSD    96(SP), X1, X1
+	VADDSD    160(SP), X2, X2
+	VADDSD    224(SP), X3, X3
+	VADDSD    288(SP), X4, X4
+	VADDSD    352(SP), X5, X5
+	VADDSD    416(SP), X6, X6
+	VADDSD    480(SP), X7, X7
+	VADDSD    40(SP), X0, X0
+	VADDSD    104(SP), X1, X1
+	VADDSD    168(SP), X2, X2
+	VADDSD    232(SP), X3, X3
+	VADDSD    296(SP), X4, X4
+	VADDSD    360(SP), X5, X5
+	VADDSD    424(SP), X6, X6
+	VADDSD    488(SP), X7, X7
+	VADDSD    48(SP), X0, X0
+	VADDSD    112(SP), X1, X1
+	VADDSD    176(SP), X2, X2
+	VADDSD    240(SP), X3, X3
+	VADDSD    304(SP), X4, X4
+	VADDSD    368(SP), X5, X5
+	VADDSD    432(SP), X6, X6
+	VADDSD    496(SP), X7, X7
+	VADDSD    56(SP), X0, X0
+	VADDSD    120(SP), X1, X1
+	VADDSD    184(SP), X2, X2
+	VADDSD    248(SP), X3, X3
+	VADDSD    312(SP), X4, X4
+	VADDSD    376(SP), X5, X5
+	VADDSD    440(SP), X6, X6
+	VADDSD    504(SP), X7, X7
+	ADDQ      $0x20, BX
+	ADDQ      $0x20, R9
+	ADDQ      $0x20, CX
+	ADDQ      $0x20, R10
+	ADDQ      $0x20, DX
+	DECQ      DI
+	JMP       normDots8avx512_loop
+
+normDots8avx512_done:
+	VMOVSD X0, (AX)
+	VMOVSD X1, 8(AX)
+	VMOVSD X2, 16(AX)
+	VMOVSD X3, 24(AX)
+	VMOVSD X4, 32(AX)
+	VMOVSD X5, 40(AX)
+	VMOVSD X6, 48(AX)
+	VMOVSD X7, 56(AX)
+	VZEROUPPER
+	RET
+
+// func ropeForwardavx512(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
+// Requires: AVX, AVX512F
+TEXT ·ropeForwardavx512(SB), NOSPLIT, $0-64
+	MOVQ x+0(FP), AX
+	MOVQ ld+8(FP), CX
+	MOVQ pos+16(FP), DX
+	MOVQ n+40(FP), BX
+	MOVQ half+56(FP), SI
+	SHLQ $0x02, CX
+	SHLQ $0x02, SI
+
+ropeForwardavx512_row:
+	TESTQ   BX, BX
+	JZ      ropeForwardavx512_done
+	MOVLQSX (DX), R8
+	IMULQ   SI, R8
+	MOVQ    cos+24(FP), DI
+	ADDQ    R8, DI
+	MOVQ    sin+32(FP), R9
+	ADDQ    R9, R8
+	MOVQ    AX, R9
+	MOVQ    nHead+48(FP), R10
+
+ropeForwardavx512_head:
+	TESTQ R10, R10
+	JZ    ropeForwardavx512_nextrow
+	LEAQ  (R9)(SI*1), R11
+	XORQ  R12, R12
+	MOVQ  SI, R13
+	SHRQ  $0x02, R13
+
+ropeForwardavx512_block:
+	CMPQ    R13, $0x10
+	JB      ropeForwardavx512_tail
+	VMOVUPS (R9)(R12*1), Z0
+	VMOVUPS (R11)(R12*1), Z1
+	VMOVUPS (DI)(R12*1), Z2
+	VMOVUPS (R8)(R12*1), Z3
+	VMULPS  Z2, Z0, Z4
+	VMULPS  Z3, Z1, Z5
+	VMULPS  Z2, Z1, Z1
+	VMULPS  Z3, Z0, Z0
+	VSUBPS  Z5, Z4, Z4
+	VADDPS  Z0, Z1, Z1
+	VMOVUPS Z4, (R9)(R12*1)
+	VMOVUPS Z1, (R11)(R12*1)
+	ADDQ    $0x40, R12
+	SUBQ    $0x10, R13
+	JMP     ropeForwardavx512_block
+
+ropeForwardavx512_tail:
+	TESTQ     R13, R13
+	JZ        ropeForwardavx512_nexthead
+	LEAQ      elemtailmask512<>+0(SB), R14
+	KMOVW     (R14)(R13*2), K1
+	VMOVUPS.Z (R9)(R12*1), K1, Z0
+	VMOVUPS.Z (R11)(R12*1), K1, Z1
+	VMOVUPS.Z (DI)(R12*1), K1, Z2
+	VMOVUPS.Z (R8)(R12*1), K1, Z3
+	VMULPS    Z2, Z0, Z4
+	VMULPS    Z3, Z1, Z5
+	VMULPS    Z2, Z1, Z1
+	VMULPS    Z3, Z0, Z0
+	VSUBPS    Z5, Z4, Z4
+	VADDPS    Z0, Z1, Z1
+	VMOVUPS   Z4, K1, (R9)(R12*1)
+	VMOVUPS   Z1, K1, (R11)(R12*1)
+
+ropeForwardavx512_nexthead:
+	LEAQ (R9)(SI*2), R9
+	DECQ R10
+	JMP  ropeForwardavx512_head
+
+ropeForwardavx512_nextrow:
+	ADDQ CX, AX
+	ADDQ $0x04, DX
+	DECQ BX
+	JMP  ropeForwardavx512_row
+
+ropeForwardavx512_done:
+	VZEROUPPER
+	RET
+
+// func ropeBackwardavx512(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
+// Requires: AVX, AVX512F
+TEXT ·ropeBackwardavx512(SB), NOSPLIT, $0-64
+	MOVQ x+0(FP), AX
+	MOVQ ld+8(FP), CX
+	MOVQ pos+16(FP), DX
+	MOVQ n+40(FP), BX
+	MOVQ half+56(FP), SI
+	SHLQ $0x02, CX
+	SHLQ $0x02, SI
+
+ropeBackwardavx512_row:
+	TESTQ   BX, BX
+	JZ      ropeBackwardavx512_done
+	MOVLQSX (DX), R8
+	IMULQ   SI, R8
+	MOVQ    cos+24(FP), DI
+	ADDQ    R8, DI
+	MOVQ    sin+32(FP), R9
+	ADDQ    R9, R8
+	MOVQ    AX, R9
+	MOVQ    nHead+48(FP), R10
+
+ropeBackwardavx512_head:
+	TESTQ R10, R10
+	JZ    ropeBackwardavx512_nextrow
+	LEAQ  (R9)(SI*1), R11
+	XORQ  R12, R12
+	MOVQ  SI, R13
+	SHRQ  $0x02, R13
+
+ropeBackwardavx512_block:
+	CMPQ    R13, $0x10
+	JB      ropeBackwardavx512_tail
+	VMOVUPS (R9)(R12*1), Z0
+	VMOVUPS (R11)(R12*1), Z1
+	VMOVUPS (DI)(R12*1), Z2
+	VMOVUPS (R8)(R12*1), Z3
+	VMULPS  Z2, Z0, Z4
+	VMULPS  Z3, Z1, Z5
+	VMULPS  Z2, Z1, Z1
+	VMULPS  Z3, Z0, Z0
+	VADDPS  Z5, Z4, Z4
+	VSUBPS  Z0, Z1, Z1
+	VMOVUPS Z4, (R9)(R12*1)
+	VMOVUPS Z1, (R11)(R12*1)
+	ADDQ    $0x40, R12
+	SUBQ    $0x10, R13
+	JMP     ropeBackwardavx512_block
+
+ropeBackwardavx512_tail:
+	TESTQ     R13, R13
+	JZ        ropeBackwardavx512_nexthead
+	LEAQ      elemtailmask512<>+0(SB), R14
+	KMOVW     (R14)(R13*2), K1
+	VMOVUPS.Z (R9)(R12*1), K1, Z0
+	VMOVUPS.Z (R11)(R12*1), K1, Z1
+	VMOVUPS.Z (DI)(R12*1), K1, Z2
+	VMOVUPS.Z (R8)(R12*1), K1, Z3
+	VMULPS    Z2, Z0, Z4
+	VMULPS    Z3, Z1, Z5
+	VMULPS    Z2, Z1, Z1
+	VMULPS    Z3, Z0, Z0
+	VADDPS    Z5, Z4, Z4
+	VSUBPS    Z0, Z1, Z1
+	VMOVUPS   Z4, K1, (R9)(R12*1)
+	VMOVUPS   Z1, K1, (R11)(R12*1)
+
+ropeBackwardavx512_nexthead:
+	LEAQ (R9)(SI*2), R9
+	DECQ R10
+	JMP  ropeBackwardavx512_head
+
+ropeBackwardavx512_nextrow:
+	ADDQ CX, AX
+	ADDQ $0x04, DX
+	DECQ BX
+	JMP  ropeBackwardavx512_row
+
+ropeBackwardavx512_done:
 	VZEROUPPER
 	RET
 
@@ -1813,6 +2509,247 @@ swigluBackwardavx2_done:
 	VZEROUPPER
 	RET
 
+// func swigluBackwardSetavx2(dg *float32, du *float32, dy *float32, gate *float32, up *float32, n int)
+// Requires: AVX, AVX2
+TEXT ·swigluBackwardSetavx2(SB), NOSPLIT, $0-48
+	MOVQ dg+0(FP), AX
+	MOVQ du+8(FP), CX
+	MOVQ dy+16(FP), DX
+	MOVQ gate+24(FP), BX
+	MOVQ up+32(FP), SI
+	MOVQ n+40(FP), DI
+
+swigluBackwardSetavx2_loop:
+	CMPQ       DI, $0x10
+	JB         swigluBackwardSetavx2_tail
+	VMOVUPS    (BX), Y0
+	VXORPS     elemconsts<>+448(SB), Y0, Y1
+	VMULPS     elemconsts<>+0(SB), Y1, Y2
+	VADDPS     elemconsts<>+32(SB), Y2, Y2
+	VROUNDPS   $0x01, Y2, Y2
+	VMULPS     elemconsts<>+64(SB), Y2, Y4
+	VSUBPS     Y4, Y1, Y3
+	VMULPS     elemconsts<>+96(SB), Y2, Y4
+	VSUBPS     Y4, Y3, Y3
+	VMULPS     elemconsts<>+128(SB), Y3, Y4
+	VADDPS     elemconsts<>+160(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+192(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+224(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+256(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+288(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+320(SB), Y4, Y4
+	VCVTTPS2DQ Y2, Y2
+	VPSLLD     $0x17, Y2, Y2
+	VPADDD     Y2, Y4, Y4
+	VCMPPS     $0x1e, elemconsts<>+352(SB), Y1, Y2
+	VBLENDVPS  Y2, elemconsts<>+416(SB), Y4, Y4
+	VCMPPS     $0x11, elemconsts<>+384(SB), Y1, Y2
+	VANDNPS    Y4, Y2, Y4
+	VCMPPS     $0x03, Y1, Y1, Y2
+	VBLENDVPS  Y2, Y1, Y4, Y4
+	VADDPS     elemconsts<>+320(SB), Y4, Y4
+	VMOVUPS    elemconsts<>+320(SB), Y1
+	VDIVPS     Y4, Y1, Y1
+	VMULPS     Y0, Y1, Y2
+	VMOVUPS    elemconsts<>+320(SB), Y3
+	VSUBPS     Y1, Y3, Y3
+	VMULPS     Y3, Y0, Y3
+	VADDPS     elemconsts<>+320(SB), Y3, Y3
+	VMOVUPS    (DX), Y0
+	VMOVUPS    (SI), Y4
+	VMULPS     Y4, Y0, Y4
+	VMULPS     Y1, Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VXORPS     Y1, Y1, Y1
+	VADDPS     Y4, Y1, Y1
+	VMOVUPS    Y1, (AX)
+	VMULPS     Y2, Y0, Y4
+	VXORPS     Y0, Y0, Y0
+	VADDPS     Y4, Y0, Y0
+	VMOVUPS    Y0, (CX)
+	VMOVUPS    32(BX), Y0
+	VXORPS     elemconsts<>+448(SB), Y0, Y1
+	VMULPS     elemconsts<>+0(SB), Y1, Y2
+	VADDPS     elemconsts<>+32(SB), Y2, Y2
+	VROUNDPS   $0x01, Y2, Y2
+	VMULPS     elemconsts<>+64(SB), Y2, Y4
+	VSUBPS     Y4, Y1, Y3
+	VMULPS     elemconsts<>+96(SB), Y2, Y4
+	VSUBPS     Y4, Y3, Y3
+	VMULPS     elemconsts<>+128(SB), Y3, Y4
+	VADDPS     elemconsts<>+160(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+192(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+224(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+256(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+288(SB), Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VADDPS     Y3, Y4, Y4
+	VADDPS     elemconsts<>+320(SB), Y4, Y4
+	VCVTTPS2DQ Y2, Y2
+	VPSLLD     $0x17, Y2, Y2
+	VPADDD     Y2, Y4, Y4
+	VCMPPS     $0x1e, elemconsts<>+352(SB), Y1, Y2
+	VBLENDVPS  Y2, elemconsts<>+416(SB), Y4, Y4
+	VCMPPS     $0x11, elemconsts<>+384(SB), Y1, Y2
+	VANDNPS    Y4, Y2, Y4
+	VCMPPS     $0x03, Y1, Y1, Y2
+	VBLENDVPS  Y2, Y1, Y4, Y4
+	VADDPS     elemconsts<>+320(SB), Y4, Y4
+	VMOVUPS    elemconsts<>+320(SB), Y1
+	VDIVPS     Y4, Y1, Y1
+	VMULPS     Y0, Y1, Y2
+	VMOVUPS    elemconsts<>+320(SB), Y3
+	VSUBPS     Y1, Y3, Y3
+	VMULPS     Y3, Y0, Y3
+	VADDPS     elemconsts<>+320(SB), Y3, Y3
+	VMOVUPS    32(DX), Y0
+	VMOVUPS    32(SI), Y4
+	VMULPS     Y4, Y0, Y4
+	VMULPS     Y1, Y4, Y4
+	VMULPS     Y3, Y4, Y4
+	VXORPS     Y1, Y1, Y1
+	VADDPS     Y4, Y1, Y1
+	VMOVUPS    Y1, 32(AX)
+	VMULPS     Y2, Y0, Y4
+	VXORPS     Y0, Y0, Y0
+	VADDPS     Y4, Y0, Y0
+	VMOVUPS    Y0, 32(CX)
+	ADDQ       $0x40, AX
+	ADDQ       $0x40, CX
+	ADDQ       $0x40, DX
+	ADDQ       $0x40, BX
+	ADDQ       $0x40, SI
+	SUBQ       $0x10, DI
+	JMP        swigluBackwardSetavx2_loop
+
+swigluBackwardSetavx2_tail:
+	TESTQ      DI, DI
+	JZ         swigluBackwardSetavx2_done
+	LEAQ       elemtailmask256<>+0(SB), R8
+	SHLQ       $0x06, DI
+	VMOVDQU    (R8)(DI*1), Y0
+	VMOVDQU    32(R8)(DI*1), Y1
+	VMASKMOVPS (BX), Y0, Y2
+	VXORPS     elemconsts<>+448(SB), Y2, Y3
+	VMULPS     elemconsts<>+0(SB), Y3, Y4
+	VADDPS     elemconsts<>+32(SB), Y4, Y4
+	VROUNDPS   $0x01, Y4, Y4
+	VMULPS     elemconsts<>+64(SB), Y4, Y6
+	VSUBPS     Y6, Y3, Y5
+	VMULPS     elemconsts<>+96(SB), Y4, Y6
+	VSUBPS     Y6, Y5, Y5
+	VMULPS     elemconsts<>+128(SB), Y5, Y6
+	VADDPS     elemconsts<>+160(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+192(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+224(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+256(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+288(SB), Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VADDPS     Y5, Y6, Y6
+	VADDPS     elemconsts<>+320(SB), Y6, Y6
+	VCVTTPS2DQ Y4, Y4
+	VPSLLD     $0x17, Y4, Y4
+	VPADDD     Y4, Y6, Y6
+	VCMPPS     $0x1e, elemconsts<>+352(SB), Y3, Y4
+	VBLENDVPS  Y4, elemconsts<>+416(SB), Y6, Y6
+	VCMPPS     $0x11, elemconsts<>+384(SB), Y3, Y4
+	VANDNPS    Y6, Y4, Y6
+	VCMPPS     $0x03, Y3, Y3, Y4
+	VBLENDVPS  Y4, Y3, Y6, Y6
+	VADDPS     elemconsts<>+320(SB), Y6, Y6
+	VMOVUPS    elemconsts<>+320(SB), Y3
+	VDIVPS     Y6, Y3, Y3
+	VMULPS     Y2, Y3, Y4
+	VMOVUPS    elemconsts<>+320(SB), Y5
+	VSUBPS     Y3, Y5, Y5
+	VMULPS     Y5, Y2, Y5
+	VADDPS     elemconsts<>+320(SB), Y5, Y5
+	VMASKMOVPS (DX), Y0, Y2
+	VMASKMOVPS (SI), Y0, Y6
+	VMULPS     Y6, Y2, Y6
+	VMULPS     Y3, Y6, Y6
+	VMULPS     Y5, Y6, Y6
+	VXORPS     Y3, Y3, Y3
+	VADDPS     Y6, Y3, Y3
+	VMASKMOVPS Y3, Y0, (AX)
+	VMULPS     Y4, Y2, Y6
+	VXORPS     Y2, Y2, Y2
+	VADDPS     Y6, Y2, Y2
+	VMASKMOVPS Y2, Y0, (CX)
+	VMASKMOVPS 32(BX), Y1, Y0
+	VXORPS     elemconsts<>+448(SB), Y0, Y2
+	VMULPS     elemconsts<>+0(SB), Y2, Y3
+	VADDPS     elemconsts<>+32(SB), Y3, Y3
+	VROUNDPS   $0x01, Y3, Y3
+	VMULPS     elemconsts<>+64(SB), Y3, Y5
+	VSUBPS     Y5, Y2, Y4
+	VMULPS     elemconsts<>+96(SB), Y3, Y5
+	VSUBPS     Y5, Y4, Y4
+	VMULPS     elemconsts<>+128(SB), Y4, Y5
+	VADDPS     elemconsts<>+160(SB), Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VADDPS     elemconsts<>+192(SB), Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VADDPS     elemconsts<>+224(SB), Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VADDPS     elemconsts<>+256(SB), Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VADDPS     elemconsts<>+288(SB), Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VADDPS     Y4, Y5, Y5
+	VADDPS     elemconsts<>+320(SB), Y5, Y5
+	VCVTTPS2DQ Y3, Y3
+	VPSLLD     $0x17, Y3, Y3
+	VPADDD     Y3, Y5, Y5
+	VCMPPS     $0x1e, elemconsts<>+352(SB), Y2, Y3
+	VBLENDVPS  Y3, elemconsts<>+416(SB), Y5, Y5
+	VCMPPS     $0x11, elemconsts<>+384(SB), Y2, Y3
+	VANDNPS    Y5, Y3, Y5
+	VCMPPS     $0x03, Y2, Y2, Y3
+	VBLENDVPS  Y3, Y2, Y5, Y5
+	VADDPS     elemconsts<>+320(SB), Y5, Y5
+	VMOVUPS    elemconsts<>+320(SB), Y2
+	VDIVPS     Y5, Y2, Y2
+	VMULPS     Y0, Y2, Y3
+	VMOVUPS    elemconsts<>+320(SB), Y4
+	VSUBPS     Y2, Y4, Y4
+	VMULPS     Y4, Y0, Y4
+	VADDPS     elemconsts<>+320(SB), Y4, Y4
+	VMASKMOVPS 32(DX), Y1, Y0
+	VMASKMOVPS 32(SI), Y1, Y5
+	VMULPS     Y5, Y0, Y5
+	VMULPS     Y2, Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VXORPS     Y2, Y2, Y2
+	VADDPS     Y5, Y2, Y2
+	VMASKMOVPS Y2, Y1, 32(AX)
+	VMULPS     Y3, Y0, Y5
+	VXORPS     Y0, Y0, Y0
+	VADDPS     Y5, Y0, Y0
+	VMASKMOVPS Y0, Y1, 32(CX)
+
+swigluBackwardSetavx2_done:
+	VZEROUPPER
+	RET
+
 // func maxFiniteavx2(x *float32, n int) (m float32, chk float32)
 // Requires: AVX, SSE
 TEXT ·maxFiniteavx2(SB), NOSPLIT, $0-24
@@ -2400,6 +3337,711 @@ expMomentsavx2_done:
 	VUNPCKHPD    X3, X3, X0
 	VADDSD       X0, X3, X3
 	VMOVSD       X3, sz+32(FP)
+	VZEROUPPER
+	RET
+
+// func rmsScaleavx2(out *float32, x *float32, w *float32, n int, r float32)
+// Requires: AVX
+TEXT ·rmsScaleavx2(SB), NOSPLIT, $0-36
+	MOVQ         out+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         n+24(FP), BX
+	VBROADCASTSS r+32(FP), Y0
+
+rmsScaleavx2_loop:
+	CMPQ    BX, $0x10
+	JB      rmsScaleavx2_tail
+	VMOVUPS (CX), Y1
+	VMULPS  Y0, Y1, Y1
+	VMOVUPS (DX), Y2
+	VMULPS  Y2, Y1, Y1
+	VMOVUPS Y1, (AX)
+	VMOVUPS 32(CX), Y1
+	VMULPS  Y0, Y1, Y1
+	VMOVUPS 32(DX), Y2
+	VMULPS  Y2, Y1, Y1
+	VMOVUPS Y1, 32(AX)
+	ADDQ    $0x40, AX
+	ADDQ    $0x40, CX
+	ADDQ    $0x40, DX
+	SUBQ    $0x10, BX
+	JMP     rmsScaleavx2_loop
+
+rmsScaleavx2_tail:
+	TESTQ      BX, BX
+	JZ         rmsScaleavx2_done
+	LEAQ       elemtailmask256<>+0(SB), SI
+	SHLQ       $0x06, BX
+	VMOVDQU    (SI)(BX*1), Y1
+	VMOVDQU    32(SI)(BX*1), Y2
+	VMASKMOVPS (CX), Y1, Y3
+	VMULPS     Y0, Y3, Y3
+	VMASKMOVPS (DX), Y1, Y4
+	VMULPS     Y4, Y3, Y3
+	VMASKMOVPS Y3, Y1, (AX)
+	VMASKMOVPS 32(CX), Y2, Y1
+	VMULPS     Y0, Y1, Y1
+	VMASKMOVPS 32(DX), Y2, Y0
+	VMULPS     Y0, Y1, Y1
+	VMASKMOVPS Y1, Y2, 32(AX)
+
+rmsScaleavx2_done:
+	VZEROUPPER
+	RET
+
+// func rmsBackwardavx2(dx *float32, dw *float32, dy *float32, x *float32, w *float32, n int, r float32, k float32)
+// Requires: AVX
+TEXT ·rmsBackwardavx2(SB), NOSPLIT, $0-56
+	MOVQ         dx+0(FP), AX
+	MOVQ         dw+8(FP), CX
+	MOVQ         dy+16(FP), DX
+	MOVQ         x+24(FP), BX
+	MOVQ         w+32(FP), SI
+	MOVQ         n+40(FP), DI
+	VBROADCASTSS r+48(FP), Y0
+	VBROADCASTSS k+52(FP), Y1
+
+rmsBackwardavx2_loop:
+	CMPQ    DI, $0x10
+	JB      rmsBackwardavx2_tail
+	VMOVUPS (SI), Y2
+	VMOVUPS (DX), Y3
+	VMOVUPS (BX), Y4
+	VMULPS  Y0, Y2, Y2
+	VMULPS  Y3, Y2, Y2
+	VMULPS  Y1, Y4, Y5
+	VSUBPS  Y5, Y2, Y2
+	VMOVUPS (AX), Y5
+	VADDPS  Y2, Y5, Y5
+	VMOVUPS Y5, (AX)
+	VMULPS  Y4, Y3, Y3
+	VMULPS  Y0, Y3, Y3
+	VMOVUPS (CX), Y2
+	VADDPS  Y3, Y2, Y2
+	VMOVUPS Y2, (CX)
+	VMOVUPS 32(SI), Y2
+	VMOVUPS 32(DX), Y3
+	VMOVUPS 32(BX), Y4
+	VMULPS  Y0, Y2, Y2
+	VMULPS  Y3, Y2, Y2
+	VMULPS  Y1, Y4, Y5
+	VSUBPS  Y5, Y2, Y2
+	VMOVUPS 32(AX), Y5
+	VADDPS  Y2, Y5, Y5
+	VMOVUPS Y5, 32(AX)
+	VMULPS  Y4, Y3, Y3
+	VMULPS  Y0, Y3, Y3
+	VMOVUPS 32(CX), Y2
+	VADDPS  Y3, Y2, Y2
+	VMOVUPS Y2, 32(CX)
+	ADDQ    $0x40, AX
+	ADDQ    $0x40, CX
+	ADDQ    $0x40, DX
+	ADDQ    $0x40, BX
+	ADDQ    $0x40, SI
+	SUBQ    $0x10, DI
+	JMP     rmsBackwardavx2_loop
+
+rmsBackwardavx2_tail:
+	TESTQ      DI, DI
+	JZ         rmsBackwardavx2_done
+	LEAQ       elemtailmask256<>+0(SB), R8
+	SHLQ       $0x06, DI
+	VMOVDQU    (R8)(DI*1), Y2
+	VMOVDQU    32(R8)(DI*1), Y3
+	VMASKMOVPS (SI), Y2, Y4
+	VMASKMOVPS (DX), Y2, Y5
+	VMASKMOVPS (BX), Y2, Y6
+	VMULPS     Y0, Y4, Y4
+	VMULPS     Y5, Y4, Y4
+	VMULPS     Y1, Y6, Y7
+	VSUBPS     Y7, Y4, Y4
+	VMASKMOVPS (AX), Y2, Y7
+	VADDPS     Y4, Y7, Y7
+	VMASKMOVPS Y7, Y2, (AX)
+	VMULPS     Y6, Y5, Y5
+	VMULPS     Y0, Y5, Y5
+	VMASKMOVPS (CX), Y2, Y4
+	VADDPS     Y5, Y4, Y4
+	VMASKMOVPS Y4, Y2, (CX)
+	VMASKMOVPS 32(SI), Y3, Y2
+	VMASKMOVPS 32(DX), Y3, Y4
+	VMASKMOVPS 32(BX), Y3, Y5
+	VMULPS     Y0, Y2, Y2
+	VMULPS     Y4, Y2, Y2
+	VMULPS     Y1, Y5, Y1
+	VSUBPS     Y1, Y2, Y2
+	VMASKMOVPS 32(AX), Y3, Y1
+	VADDPS     Y2, Y1, Y1
+	VMASKMOVPS Y1, Y3, 32(AX)
+	VMULPS     Y5, Y4, Y4
+	VMULPS     Y0, Y4, Y4
+	VMASKMOVPS 32(CX), Y3, Y0
+	VADDPS     Y4, Y0, Y0
+	VMASKMOVPS Y0, Y3, 32(CX)
+
+rmsBackwardavx2_done:
+	VZEROUPPER
+	RET
+
+// func sumSquares8avx2(ss *float64, x *float32, c int, blocks int)
+// Requires: AVX
+TEXT ·sumSquares8avx2(SB), NOSPLIT, $512-32
+	MOVQ   ss+0(FP), AX
+	MOVQ   x+8(FP), CX
+	MOVQ   c+16(FP), DX
+	MOVQ   blocks+24(FP), BX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), SI
+	LEAQ   (CX)(DX*4), DI
+	VXORPD X0, X0, X0
+	VXORPD X1, X1, X1
+	VXORPD X2, X2, X2
+	VXORPD X3, X3, X3
+	VXORPD X4, X4, X4
+	VXORPD X5, X5, X5
+	VXORPD X6, X6, X6
+	VXORPD X7, X7, X7
+
+sumSquares8avx2_loop:
+	TESTQ     BX, BX
+	JZ        sumSquares8avx2_done
+	VCVTPS2PD (CX), Y8
+	VMULPD    Y8, Y8, Y8
+	VMOVUPD   Y8, (SP)
+	VCVTPS2PD (CX)(DX*1), Y8
+	VMULPD    Y8, Y8, Y8
+	VMOVUPD   Y8, 64(SP)
+	VCVTPS2PD (CX)(DX*2), Y8
+	VMULPD    Y8, Y8, Y8
+	VMOVUPD   Y8, 128(SP)
+	VCVTPS2PD (CX)(SI*1), Y8
+	VMULPD    Y8, Y8, Y8
+	VMOVUPD   Y8, 192(SP)
+	VCVTPS2PD (DI), Y8
+	VMULPD    Y8, Y8, Y8
+	VMOVUPD   Y8, 256(SP)
+	VCVTPS2PD (DI)(DX*1), Y8
+	VMULPD    Y8, Y8, Y8
+	VMOVUPD   Y8, 320(SP)
+	VCVTPS2PD (DI)(DX*2), Y8
+	VMULPD    Y8, Y8, Y8
+	VMOVUPD   Y8, 384(SP)
+	VCVTPS2PD (DI)(SI*1), Y8
+	VMULPD    Y8, Y8, Y8
+	VMOVUPD   Y8, 448(SP)
+	VCVTPS2PD 16(CX), Y8
+	VMULPD    Y8, Y8, Y8
+	VMOVUPD   Y8, 32(SP)
+	VCVTPS2PD 16(CX)(DX*1), Y8
+	VMULPD    Y8, Y8, Y8
+	VMOVUPD   Y8, 96(SP)
+	VCVTPS2PD 16(CX)(DX*2), Y8
+	VMULPD    Y8, Y8, Y8
+	VMOVUPD   Y8, 160(SP)
+	VCVTPS2PD 16(CX)(SI*1), Y8
+	VMULPD    Y8, Y8, Y8
+	VMOVUPD   Y8, 224(SP)
+	VCVTPS2PD 16(DI), Y8
+	VMULPD    Y8, Y8, Y8
+	VMOVUPD   Y8, 288(SP)
+	VCVTPS2PD 16(DI)(DX*1), Y8
+	VMULPD    Y8, Y8, Y8
+	VMOVUPD   Y8, 352(SP)
+	VCVTPS2PD 16(DI)(DX*2), Y8
+	VMULPD    Y8, Y8, Y8
+	VMOVUPD   Y8, 416(SP)
+	VCVTPS2PD 16(DI)(SI*1), Y8
+	VMULPD    Y8, Y8, Y8
+	VMOVUPD   Y8, 480(SP)
+	VADDSD    (SP), X0, X0
+	VADDSD    64(SP), X1, X1
+	VADDSD    128(SP), X2, X2
+	VADDSD    192(SP), X3, X3
+	VADDSD    256(SP), X4, X4
+	VADDSD    320(SP), X5, X5
+	VADDSD    384(SP), X6, X6
+	VADDSD    448(SP), X7, X7
+	VADDSD    8(SP), X0, X0
+	VADDSD    72(SP), X1, X1
+	VADDSD    136(SP), X2, X2
+	VADDSD    200(SP), X3, X3
+	VADDSD    264(SP), X4, X4
+	VADDSD    328(SP), X5, X5
+	VADDSD    392(SP), X6, X6
+	VADDSD    456(SP), X7, X7
+	VADDSD    16(SP), X0, X0
+	VADDSD    80(SP), X1, X1
+	VADDSD    144(SP), X2, X2
+	VADDSD    208(SP), X3, X3
+	VADDSD    272(SP), X4, X4
+	VADDSD    336(SP), X5, X5
+	VADDSD    400(SP), X6, X6
+	VADDSD    464(SP), X7, X7
+	VADDSD    24(SP), X0, X0
+	VADDSD    88(SP), X1, X1
+	VADDSD    152(SP), X2, X2
+	VADDSD    216(SP), X3, X3
+	VADDSD    280(SP), X4, X4
+	VADDSD    344(SP), X5, X5
+	VADDSD    408(SP), X6, X6
+	VADDSD    472(SP), X7, X7
+	VADDSD    32(SP), X0, X0
+	VADDSD    96(SP), X1, X1
+	VADDSD    160(SP), X2, X2
+	VADDSD    224(SP), X3, X3
+	VADDSD    288(SP), X4, X4
+	VADDSD    352(SP), X5, X5
+	VADDSD    416(SP), X6, X6
+	VADDSD    480(SP), X7, X7
+	VADDSD    40(SP), X0, X0
+	VADDSD    104(SP), X1, X1
+	VADDSD    168(SP), X2, X2
+	VADDSD    232(SP), X3, X3
+	VADDSD    296(SP), X4, X4
+	VADDSD    360(SP), X5, X5
+	VADDSD    424(SP), X6, X6
+	VADDSD    488(SP), X7, X7
+	VADDSD    48(SP), X0, X0
+	VADDSD    112(SP), X1, X1
+	VADDSD    176(SP), X2, X2
+	VADDSD    240(SP), X3, X3
+	VADDSD    304(SP), X4, X4
+	VADDSD    368(SP), X5, X5
+	VADDSD    432(SP), X6, X6
+	VADDSD    496(SP), X7, X7
+	VADDSD    56(SP), X0, X0
+	VADDSD    120(SP), X1, X1
+	VADDSD    184(SP), X2, X2
+	VADDSD    248(SP), X3, X3
+	VADDSD    312(SP), X4, X4
+	VADDSD    376(SP), X5, X5
+	VADDSD    440(SP), X6, X6
+	VADDSD    504(SP), X7, X7
+	ADDQ      $0x20, CX
+	ADDQ      $0x20, DI
+	DECQ      BX
+	JMP       sumSquares8avx2_loop
+
+sumSquares8avx2_done:
+	VMOVSD X0, (AX)
+	VMOVSD X1, 8(AX)
+	VMOVSD X2, 16(AX)
+	VMOVSD X3, 24(AX)
+	VMOVSD X4, 32(AX)
+	VMOVSD X5, 40(AX)
+	VMOVSD X6, 48(AX)
+	VMOVSD X7, 56(AX)
+	VZEROUPPER
+	RET
+
+// func normDots8avx2(dots *float64, y *float32, x *float32, w *float32, c int, blocks int)
+// Requires: AVX
+TEXT ·normDots8avx2(SB), NOSPLIT, $512-48
+	MOVQ   dots+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   w+24(FP), DX
+	MOVQ   x+16(FP), BX
+	MOVQ   c+32(FP), SI
+	MOVQ   blocks+40(FP), DI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), R8
+	LEAQ   (BX)(SI*4), R9
+	LEAQ   (CX)(SI*4), R10
+	VXORPD X0, X0, X0
+	VXORPD X1, X1, X1
+	VXORPD X2, X2, X2
+	VXORPD X3, X3, X3
+	VXORPD X4, X4, X4
+	VXORPD X5, X5, X5
+	VXORPD X6, X6, X6
+	VXORPD X7, X7, X7
+
+normDots8avx2_loop:
+	TESTQ     DI, DI
+	JZ        normDots8avx2_done
+	VCVTPS2PD (DX), Y8
+	VCVTPS2PD (BX), Y9
+	VCVTPS2PD (CX), Y10
+	VMULPD    Y8, Y10, Y10
+	VMULPD    Y9, Y10, Y9
+	VMOVUPD   Y9, (SP)
+	VCVTPS2PD (BX)(SI*1), Y9
+	VCVTPS2PD (CX)(SI*1), Y10
+	VMULPD    Y8, Y10, Y10
+	VMULPD    Y9, Y10, Y9
+	VMOVUPD   Y9, 64(SP)
+	VCVTPS2PD (BX)(SI*2), Y9
+	VCVTPS2PD (CX)(SI*2), Y10
+	VMULPD    Y8, Y10, Y10
+	VMULPD    Y9, Y10, Y9
+	VMOVUPD   Y9, 128(SP)
+	VCVTPS2PD (BX)(R8*1), Y9
+	VCVTPS2PD (CX)(R8*1), Y10
+	VMULPD    Y8, Y10, Y10
+	VMULPD    Y9, Y10, Y9
+	VMOVUPD   Y9, 192(SP)
+	VCVTPS2PD (R9), Y9
+	VCVTPS2PD (R10), Y10
+	VMULPD    Y8, Y10, Y10
+	VMULPD    Y9, Y10, Y9
+	VMOVUPD   Y9, 256(SP)
+	VCVTPS2PD (R9)(SI*1), Y9
+	VCVTPS2PD (R10)(SI*1), Y10
+	VMULPD    Y8, Y10, Y10
+	VMULPD    Y9, Y10, Y9
+	VMOVUPD   Y9, 320(SP)
+	VCVTPS2PD (R9)(SI*2), Y9
+	VCVTPS2PD (R10)(SI*2), Y10
+	VMULPD    Y8, Y10, Y10
+	VMULPD    Y9, Y10, Y9
+	VMOVUPD   Y9, 384(SP)
+	VCVTPS2PD (R9)(R8*1), Y9
+	VCVTPS2PD (R10)(R8*1), Y10
+	VMULPD    Y8, Y10, Y10
+	VMULPD    Y9, Y10, Y9
+	VMOVUPD   Y9, 448(SP)
+	VCVTPS2PD 16(DX), Y8
+	VCVTPS2PD 16(BX), Y9
+	VCVTPS2PD 16(CX), Y10
+	VMULPD    Y8, Y10, Y10
+	VMULPD    Y9, Y10, Y9
+	VMOVUPD   Y9, 32(SP)
+	VCVTPS2PD 16(BX)(SI*1), Y9
+	VCVTPS2PD 16(CX)(SI*1), Y10
+	VMULPD    Y8, Y10, Y10
+	VMULPD    Y9, Y10, Y9
+	VMOVUPD   Y9, 96(SP)
+	VCVTPS2PD 16(BX)(SI*2), Y9
+	VCVTPS2PD 16(CX)(SI*2), Y10
+	VMULPD    Y8, Y10, Y10
+	VMULPD    Y9, Y10, Y9
+	VMOVUPD   Y9, 160(SP)
+	VCVTPS2PD 16(BX)(R8*1), Y9
+	VCVTPS2PD 16(CX)(R8*1), Y10
+	VMULPD    Y8, Y10, Y10
+	VMULPD    Y9, Y10, Y9
+	VMOVUPD   Y9, 224(SP)
+	VCVTPS2PD 16(R9), Y9
+	VCVTPS2PD 16(R10), Y10
+	VMULPD    Y8, Y10, Y10
+	VMULPD    Y9, Y10, Y9
+	VMOVUPD   Y9, 288(SP)
+	VCVTPS2PD 16(R9)(SI*1), Y9
+	VCVTPS2PD 16(R10)(SI*1), Y10
+	VMULPD    Y8, Y10, Y10
+	VMULPD    Y9, Y10, Y9
+	VMOVUPD   Y9, 352(SP)
+	VCVTPS2PD 16(R9)(SI*2), Y9
+	VCVTPS2PD 16(R10)(SI*2), Y10
+	VMULPD    Y8, Y10, Y10
+	VMULPD    Y9, Y10, Y9
+	VMOVUPD   Y9, 416(SP)
+	VCVTPS2PD 16(R9)(R8*1), Y9
+	VCVTPS2PD 16(R10)(R8*1), Y10
+	VMULPD    Y8, Y10, Y10
+	VMULPD    Y9, Y10, Y9
+	VMOVUPD   Y9, 480(SP)
+	VADDSD    (SP), X0, X0
+	VADDSD    64(SP), X1, X1
+	VADDSD    128(SP), X2, X2
+	VADDSD    192(SP), X3, X3
+	VADDSD    256(SP), X4, X4
+	VADDSD    320(SP), X5, X5
+	VADDSD    384(SP), X6, X6
+	VADDSD    448(SP), X7, X7
+	VADDSD    8(SP), X0, X0
+	VADDSD    72(SP), X1, X1
+	VADDSD    136(SP), X2, X2
+	VADDSD    200(SP), X3, X3
+	VADDSD    264(SP), X4, X4
+	VADDSD    328(SP), X5, X5
+	VADDSD    392(SP), X6, X6
+	VADDSD    456(SP), X7, X7
+	VADDSD    16(SP), X0, X0
+	VADDSD    80(SP), X1, X1
+	VADDSD    144(SP), X2, X2
+	VADDSD    208(SP), X3, X3
+	VADDSD    272(SP), X4, X4
+	VADDSD    336(SP), X5, X5
+	VADDSD    400(SP), X6, X6
+	VADDSD    464(SP), X7, X7
+	VADDSD    24(SP), X0, X0
+	VADDSD    88(SP), X1, X1
+	VADDSD    152(SP), X2, X2
+	VADDSD    216(SP), X3, X3
+	VADDSD    280(SP), X4, X4
+	VADDSD    344(SP), X5, X5
+	VADDSD    408(SP), X6, X6
+	VADDSD    472(SP), X7, X7
+	VADDSD    32(SP), X0, X0
+	VADDSD    96(SP), X1, X1
+	VADDSD    160(SP), X2, X2
+	VADDSD    224(SP), X3, X3
+	VADDSD    288(SP), X4, X4
+	VADDSD    352(SP), X5, X5
+	VADDSD    416(SP), X6, X6
+	VADDSD    480(SP), X7, X7
+	VADDSD    40(SP), X0, X0
+	VADDSD    104(SP), X1, X1
+	VADDSD    168(SP), X2, X2
+	VADDSD    232(SP), X3, X3
+	VADDSD    296(SP), X4, X4
+	VADDSD    360(SP), X5, X5
+	VADDSD    424(SP), X6, X6
+	VADDSD    488(SP), X7, X7
+	VADDSD    48(SP), X0, X0
+	VADDSD    112(SP), X1, X1
+	VADDSD    176(SP), X2, X2
+	VADDSD    240(SP), X3, X3
+	VADDSD    304(SP), X4, X4
+	VADDSD    368(SP), X5, X5
+	VADDSD    432(SP), X6, X6
+	VADDSD    496(SP), X7, X7
+	VADDSD    56(SP), X0, X0
+	VADDSD    120(SP), X1, X1
+	VADDSD    184(SP), X2, X2
+	VADDSD    248(SP), X3, X3
+	VADDSD    312(SP), X4, X4
+	VADDSD    376(SP), X5, X5
+	VADDSD    440(SP), X6, X6
+	VADDSD    504(SP), X7, X7
+	ADDQ      $0x20, BX
+	ADDQ      $0x20, R9
+	ADDQ      $0x20, CX
+	ADDQ      $0x20, R10
+	ADDQ      $0x20, DX
+	DECQ      DI
+	JMP       normDots8avx2_loop
+
+normDots8avx2_done:
+	VMOVSD X0, (AX)
+	VMOVSD X1, 8(AX)
+	VMOVSD X2, 16(AX)
+	VMOVSD X3, 24(AX)
+	VMOVSD X4, 32(AX)
+	VMOVSD X5, 40(AX)
+	VMOVSD X6, 48(AX)
+	VMOVSD X7, 56(AX)
+	VZEROUPPER
+	RET
+
+// func ropeForwardavx2(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
+// Requires: AVX
+TEXT ·ropeForwardavx2(SB), NOSPLIT, $0-64
+	MOVQ x+0(FP), AX
+	MOVQ ld+8(FP), CX
+	MOVQ pos+16(FP), DX
+	MOVQ n+40(FP), BX
+	MOVQ half+56(FP), SI
+	SHLQ $0x02, CX
+	SHLQ $0x02, SI
+
+ropeForwardavx2_row:
+	TESTQ   BX, BX
+	JZ      ropeForwardavx2_done
+	MOVLQSX (DX), R8
+	IMULQ   SI, R8
+	MOVQ    cos+24(FP), DI
+	ADDQ    R8, DI
+	MOVQ    sin+32(FP), R9
+	ADDQ    R9, R8
+	MOVQ    AX, R9
+	MOVQ    nHead+48(FP), R10
+
+ropeForwardavx2_head:
+	TESTQ R10, R10
+	JZ    ropeForwardavx2_nextrow
+	LEAQ  (R9)(SI*1), R11
+	XORQ  R12, R12
+	MOVQ  SI, R13
+	SHRQ  $0x02, R13
+
+ropeForwardavx2_block:
+	CMPQ    R13, $0x10
+	JB      ropeForwardavx2_tail
+	VMOVUPS (R9)(R12*1), Y0
+	VMOVUPS (R11)(R12*1), Y1
+	VMOVUPS (DI)(R12*1), Y2
+	VMOVUPS (R8)(R12*1), Y3
+	VMULPS  Y2, Y0, Y4
+	VMULPS  Y3, Y1, Y5
+	VMULPS  Y2, Y1, Y1
+	VMULPS  Y3, Y0, Y0
+	VSUBPS  Y5, Y4, Y4
+	VADDPS  Y0, Y1, Y1
+	VMOVUPS Y4, (R9)(R12*1)
+	VMOVUPS Y1, (R11)(R12*1)
+	VMOVUPS 32(R9)(R12*1), Y0
+	VMOVUPS 32(R11)(R12*1), Y1
+	VMOVUPS 32(DI)(R12*1), Y2
+	VMOVUPS 32(R8)(R12*1), Y3
+	VMULPS  Y2, Y0, Y4
+	VMULPS  Y3, Y1, Y5
+	VMULPS  Y2, Y1, Y1
+	VMULPS  Y3, Y0, Y0
+	VSUBPS  Y5, Y4, Y4
+	VADDPS  Y0, Y1, Y1
+	VMOVUPS Y4, 32(R9)(R12*1)
+	VMOVUPS Y1, 32(R11)(R12*1)
+	ADDQ    $0x40, R12
+	SUBQ    $0x10, R13
+	JMP     ropeForwardavx2_block
+
+ropeForwardavx2_tail:
+	TESTQ      R13, R13
+	JZ         ropeForwardavx2_nexthead
+	LEAQ       elemtailmask256<>+0(SB), R14
+	SHLQ       $0x06, R13
+	VMOVDQU    (R14)(R13*1), Y0
+	VMOVDQU    32(R14)(R13*1), Y1
+	VMASKMOVPS (R9)(R12*1), Y0, Y2
+	VMASKMOVPS (R11)(R12*1), Y0, Y3
+	VMASKMOVPS (DI)(R12*1), Y0, Y4
+	VMASKMOVPS (R8)(R12*1), Y0, Y5
+	VMULPS     Y4, Y2, Y6
+	VMULPS     Y5, Y3, Y7
+	VMULPS     Y4, Y3, Y3
+	VMULPS     Y5, Y2, Y2
+	VSUBPS     Y7, Y6, Y6
+	VADDPS     Y2, Y3, Y3
+	VMASKMOVPS Y6, Y0, (R9)(R12*1)
+	VMASKMOVPS Y3, Y0, (R11)(R12*1)
+	VMASKMOVPS 32(R9)(R12*1), Y1, Y0
+	VMASKMOVPS 32(R11)(R12*1), Y1, Y2
+	VMASKMOVPS 32(DI)(R12*1), Y1, Y3
+	VMASKMOVPS 32(R8)(R12*1), Y1, Y4
+	VMULPS     Y3, Y0, Y5
+	VMULPS     Y4, Y2, Y6
+	VMULPS     Y3, Y2, Y2
+	VMULPS     Y4, Y0, Y0
+	VSUBPS     Y6, Y5, Y5
+	VADDPS     Y0, Y2, Y2
+	VMASKMOVPS Y5, Y1, 32(R9)(R12*1)
+	VMASKMOVPS Y2, Y1, 32(R11)(R12*1)
+
+ropeForwardavx2_nexthead:
+	LEAQ (R9)(SI*2), R9
+	DECQ R10
+	JMP  ropeForwardavx2_head
+
+ropeForwardavx2_nextrow:
+	ADDQ CX, AX
+	ADDQ $0x04, DX
+	DECQ BX
+	JMP  ropeForwardavx2_row
+
+ropeForwardavx2_done:
+	VZEROUPPER
+	RET
+
+// func ropeBackwardavx2(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
+// Requires: AVX
+TEXT ·ropeBackwardavx2(SB), NOSPLIT, $0-64
+	MOVQ x+0(FP), AX
+	MOVQ ld+8(FP), CX
+	MOVQ pos+16(FP), DX
+	MOVQ n+40(FP), BX
+	MOVQ half+56(FP), SI
+	SHLQ $0x02, CX
+	SHLQ $0x02, SI
+
+ropeBackwardavx2_row:
+	TESTQ   BX, BX
+	JZ      ropeBackwardavx2_done
+	MOVLQSX (DX), R8
+	IMULQ   SI, R8
+	MOVQ    cos+24(FP), DI
+	ADDQ    R8, DI
+	MOVQ    sin+32(FP), R9
+	ADDQ    R9, R8
+	MOVQ    AX, R9
+	MOVQ    nHead+48(FP), R10
+
+ropeBackwardavx2_head:
+	TESTQ R10, R10
+	JZ    ropeBackwardavx2_nextrow
+	LEAQ  (R9)(SI*1), R11
+	XORQ  R12, R12
+	MOVQ  SI, R13
+	SHRQ  $0x02, R13
+
+ropeBackwardavx2_block:
+	CMPQ    R13, $0x10
+	JB      ropeBackwardavx2_tail
+	VMOVUPS (R9)(R12*1), Y0
+	VMOVUPS (R11)(R12*1), Y1
+	VMOVUPS (DI)(R12*1), Y2
+	VMOVUPS (R8)(R12*1), Y3
+	VMULPS  Y2, Y0, Y4
+	VMULPS  Y3, Y1, Y5
+	VMULPS  Y2, Y1, Y1
+	VMULPS  Y3, Y0, Y0
+	VADDPS  Y5, Y4, Y4
+	VSUBPS  Y0, Y1, Y1
+	VMOVUPS Y4, (R9)(R12*1)
+	VMOVUPS Y1, (R11)(R12*1)
+	VMOVUPS 32(R9)(R12*1), Y0
+	VMOVUPS 32(R11)(R12*1), Y1
+	VMOVUPS 32(DI)(R12*1), Y2
+	VMOVUPS 32(R8)(R12*1), Y3
+	VMULPS  Y2, Y0, Y4
+	VMULPS  Y3, Y1, Y5
+	VMULPS  Y2, Y1, Y1
+	VMULPS  Y3, Y0, Y0
+	VADDPS  Y5, Y4, Y4
+	VSUBPS  Y0, Y1, Y1
+	VMOVUPS Y4, 32(R9)(R12*1)
+	VMOVUPS Y1, 32(R11)(R12*1)
+	ADDQ    $0x40, R12
+	SUBQ    $0x10, R13
+	JMP     ropeBackwardavx2_block
+
+ropeBackwardavx2_tail:
+	TESTQ      R13, R13
+	JZ         ropeBackwardavx2_nexthead
+	LEAQ       elemtailmask256<>+0(SB), R14
+	SHLQ       $0x06, R13
+	VMOVDQU    (R14)(R13*1), Y0
+	VMOVDQU    32(R14)(R13*1), Y1
+	VMASKMOVPS (R9)(R12*1), Y0, Y2
+	VMASKMOVPS (R11)(R12*1), Y0, Y3
+	VMASKMOVPS (DI)(R12*1), Y0, Y4
+	VMASKMOVPS (R8)(R12*1), Y0, Y5
+	VMULPS     Y4, Y2, Y6
+	VMULPS     Y5, Y3, Y7
+	VMULPS     Y4, Y3, Y3
+	VMULPS     Y5, Y2, Y2
+	VADDPS     Y7, Y6, Y6
+	VSUBPS     Y2, Y3, Y3
+	VMASKMOVPS Y6, Y0, (R9)(R12*1)
+	VMASKMOVPS Y3, Y0, (R11)(R12*1)
+	VMASKMOVPS 32(R9)(R12*1), Y1, Y0
+	VMASKMOVPS 32(R11)(R12*1), Y1, Y2
+	VMASKMOVPS 32(DI)(R12*1), Y1, Y3
+	VMASKMOVPS 32(R8)(R12*1), Y1, Y4
+	VMULPS     Y3, Y0, Y5
+	VMULPS     Y4, Y2, Y6
+	VMULPS     Y3, Y2, Y2
+	VMULPS     Y4, Y0, Y0
+	VADDPS     Y6, Y5, Y5
+	VSUBPS     Y0, Y2, Y2
+	VMASKMOVPS Y5, Y1, 32(R9)(R12*1)
+	VMASKMOVPS Y2, Y1, 32(R11)(R12*1)
+
+ropeBackwardavx2_nexthead:
+	LEAQ (R9)(SI*2), R9
+	DECQ R10
+	JMP  ropeBackwardavx2_head
+
+ropeBackwardavx2_nextrow:
+	ADDQ CX, AX
+	ADDQ $0x04, DX
+	DECQ BX
+	JMP  ropeBackwardavx2_row
+
+ropeBackwardavx2_done:
 	VZEROUPPER
 	RET
 

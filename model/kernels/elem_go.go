@@ -1,9 +1,10 @@
 package kernels
 
-// Elementwise kernels around expf: the exponentials of softmax and the SiLU of SwiGLU. Each has
-// a portable Go body here, which defines the result bit for bit, and vector versions in
-// elem_amd64.s that give the same bits (elem_test.go checks every element of a sweep), so the
-// model computes the same numbers whichever path runs and however a row lines up in memory.
+// Elementwise kernels around expf: the exponentials of softmax and the SiLU of SwiGLU; and the
+// row work of RMSNorm and RoPE (norm.go, rope.go). Each has a portable Go body, which defines the
+// result bit for bit, and vector versions in elem_amd64.s that give the same bits (elem_test.go,
+// norm_test.go and rope_test.go check every element of a sweep), so the model computes the same
+// numbers whichever path runs and however a row lines up in memory.
 
 // expSumLanes is how many partial sums expSum keeps. Element i of a row adds into partial sum
 // i mod expSumLanes; the partial sums are then added pairwise (l += l+8, l += l+4, l += l+2,
@@ -50,6 +51,13 @@ func swigluBackwardGo(dg, du, dy, g, u []float32) {
 	}
 }
 
+// swigluBackwardSetGo sets dg and du to the gradient swigluBackwardGo adds, added to +0.
+func swigluBackwardSetGo(dg, du, dy, g, u []float32) {
+	clear(dg[:len(g)])
+	clear(du[:len(g)])
+	swigluBackwardGo(dg, du, dy, g, u)
+}
+
 // maxGo returns the largest element of a non-empty x with Go's max: NaN if any is NaN.
 func maxGo(x []float32) float32 {
 	m := x[0]
@@ -72,6 +80,9 @@ type elemKernel struct {
 	expSum    func(dst, src []float32, shift float32) float32
 	swigluFwd func(out, g, u []float32)
 	swigluBwd func(dg, du, dy, g, u []float32)
+	// swigluBwdSet is swigluBackwardSetGo: swigluBwd over dg and du cleared to +0, without
+	// reading them.
+	swigluBwdSet func(dg, du, dy, g, u []float32)
 	// max is maxGo, except that where the largest element is zero its sign may differ (no
 	// caller can tell: x − (+0) and x − (−0) have the same exponential).
 	max   func(x []float32) float32
@@ -81,10 +92,24 @@ type elemKernel struct {
 	read        func(x []float32) float32
 	softmaxGrad func(p, ds []float32, shift, d, scale float32)
 	expMoments  func(x []float32, shift float32) (s, sz float64)
+	rmsScale    func(out, x, w []float32, r float32)
+	rmsBackward func(dx, dw, dy, x, w []float32, r, k float32)
+	// sumSquares8 and normDots8 are the norms' row sums over normRows rows at once
+	// (sumSquaresGo, normDotsGo).
+	sumSquares8 func(ss *[normRows]float64, x []float32, c int)
+	normDots8   func(dots *[normRows]float64, dy, x, w []float32)
+	// rope is ropeGo, except that on amd64 only: Go compilers for other architectures may fuse
+	// ropeGo's products into its adds.
+	rope func(x []float32, ld int, pos []int32, cos, sin []float32, n, nHead, headDim int, inverse bool)
 }
 
 var goElem = elemKernel{name: "go", expSum: expSumGo, swigluFwd: swigluForwardGo, swigluBwd: swigluBackwardGo,
-	max: maxGo, scale: scaleGo, read: readGo, softmaxGrad: softmaxGradGo, expMoments: expMomentsGo}
+	swigluBwdSet: swigluBackwardSetGo,
+	max:          maxGo, scale: scaleGo, read: readGo, softmaxGrad: softmaxGradGo, expMoments: expMomentsGo,
+	rmsScale: rmsScaleGo, rmsBackward: rmsBackwardGo,
+	sumSquares8: func(ss *[normRows]float64, x []float32, c int) { sumSquaresGo(ss[:], x, c) },
+	normDots8:   func(dots *[normRows]float64, dy, x, w []float32) { normDotsGo(dots[:], dy, x, w) },
+	rope:        ropeGo}
 
 // expMomentLanes is how many float64 partial sums expMomentsGo keeps: element i adds into lane
 // i mod expMomentLanes, and the lanes are then added pairwise (l += l+4, l += l+2, l += l+1).
@@ -122,5 +147,25 @@ func softmaxGradGo(p, ds []float32, shift, d, scale float32) {
 		e := expf(x - shift)
 		p[j] = e
 		ds[j] = float32(e*(ds[j]-d)) * scale
+	}
+}
+
+// rmsScaleGo writes out[j] = x[j]·r·w[j]: RMSNormForward's scaling of a row by its r.
+func rmsScaleGo(out, x, w []float32, r float32) {
+	out, w = out[:len(x)], w[:len(x)]
+	for j, v := range x {
+		out[j] = v * r * w[j]
+	}
+}
+
+// rmsBackwardGo is RMSNormBackward's update of one row, given its r and
+// k = (Σ dy·w·x)·r³/c: dx[j] += r·w[j]·dy[j] − x[j]·k and dw[j] += dy[j]·x[j]·r. The
+// conversions keep every product apart from the add or subtract it feeds (no FMA on any
+// architecture), as the vector kernels compute it.
+func rmsBackwardGo(dx, dw, dy, x, w []float32, r, k float32) {
+	dx, dw, dy, w = dx[:len(x)], dw[:len(x)], dy[:len(x)], w[:len(x)]
+	for j, v := range x {
+		dx[j] += float32(r*w[j]*dy[j]) - float32(v*k)
+		dw[j] += float32(dy[j] * v * r)
 	}
 }

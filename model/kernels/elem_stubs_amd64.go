@@ -19,6 +19,11 @@ func swigluForwardavx512(out *float32, gate *float32, up *float32, n int)
 //go:noescape
 func swigluBackwardavx512(dg *float32, du *float32, dy *float32, gate *float32, up *float32, n int)
 
+// swigluBackwardSetavx512 sets dg and du to +0 plus the gradient of swigluForwardavx512 given dy, for j < n (avx512).
+//
+//go:noescape
+func swigluBackwardSetavx512(dg *float32, du *float32, dy *float32, gate *float32, up *float32, n int)
+
 // maxFiniteavx512 returns max(x[:n]) and the sum of x[i]-x[i] for n > 0 (avx512).
 //
 //go:noescape
@@ -44,6 +49,36 @@ func softmaxGradavx512(p *float32, ds *float32, n int, shift float32, d float32,
 //go:noescape
 func expMomentsavx512(x *float32, n int, shift float32) (s float64, sz float64)
 
+// rmsScaleavx512 writes out[j] = x[j]·r·w[j] for j < n (avx512).
+//
+//go:noescape
+func rmsScaleavx512(out *float32, x *float32, w *float32, n int, r float32)
+
+// rmsBackwardavx512 adds r·w[j]·dy[j] − x[j]·k to dx[j] and dy[j]·x[j]·r to dw[j] for j < n (avx512).
+//
+//go:noescape
+func rmsBackwardavx512(dx *float32, dw *float32, dy *float32, x *float32, w *float32, n int, r float32, k float32)
+
+// sumSquares8avx512 sets ss[r] to the sum, in index order, of float64(x)² over the first 8·blocks columns of rows r < 8 of x (rows c floats apart) (avx512).
+//
+//go:noescape
+func sumSquares8avx512(ss *float64, x *float32, c int, blocks int)
+
+// normDots8avx512 sets dots[r] to the sum, in index order, of float64(y)·float64(w)·float64(x) over the first 8·blocks columns of rows r < 8 of y and x (rows c floats apart) (avx512).
+//
+//go:noescape
+func normDots8avx512(dots *float64, y *float32, x *float32, w *float32, c int, blocks int)
+
+// ropeForwardavx512 rotates n rows (ld floats apart) of nHead heads of 2·half floats by the angles of their positions, as ropeGo does with inverse false (avx512).
+//
+//go:noescape
+func ropeForwardavx512(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
+
+// ropeBackwardavx512 rotates n rows (ld floats apart) of nHead heads of 2·half floats by the angles of their positions, as ropeGo does with inverse true (avx512).
+//
+//go:noescape
+func ropeBackwardavx512(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
+
 // expSumavx2 writes dst[i] = expf(src[i] - shift) for i < n and returns their sum in expSumGo's order (avx2).
 //
 //go:noescape
@@ -58,6 +93,11 @@ func swigluForwardavx2(out *float32, gate *float32, up *float32, n int)
 //
 //go:noescape
 func swigluBackwardavx2(dg *float32, du *float32, dy *float32, gate *float32, up *float32, n int)
+
+// swigluBackwardSetavx2 sets dg and du to +0 plus the gradient of swigluForwardavx2 given dy, for j < n (avx2).
+//
+//go:noescape
+func swigluBackwardSetavx2(dg *float32, du *float32, dy *float32, gate *float32, up *float32, n int)
 
 // maxFiniteavx2 returns max(x[:n]) and the sum of x[i]-x[i] for n > 0 (avx2).
 //
@@ -83,6 +123,36 @@ func softmaxGradavx2(p *float32, ds *float32, n int, shift float32, d float32, s
 //
 //go:noescape
 func expMomentsavx2(x *float32, n int, shift float32) (s float64, sz float64)
+
+// rmsScaleavx2 writes out[j] = x[j]·r·w[j] for j < n (avx2).
+//
+//go:noescape
+func rmsScaleavx2(out *float32, x *float32, w *float32, n int, r float32)
+
+// rmsBackwardavx2 adds r·w[j]·dy[j] − x[j]·k to dx[j] and dy[j]·x[j]·r to dw[j] for j < n (avx2).
+//
+//go:noescape
+func rmsBackwardavx2(dx *float32, dw *float32, dy *float32, x *float32, w *float32, n int, r float32, k float32)
+
+// sumSquares8avx2 sets ss[r] to the sum, in index order, of float64(x)² over the first 8·blocks columns of rows r < 8 of x (rows c floats apart) (avx2).
+//
+//go:noescape
+func sumSquares8avx2(ss *float64, x *float32, c int, blocks int)
+
+// normDots8avx2 sets dots[r] to the sum, in index order, of float64(y)·float64(w)·float64(x) over the first 8·blocks columns of rows r < 8 of y and x (rows c floats apart) (avx2).
+//
+//go:noescape
+func normDots8avx2(dots *float64, y *float32, x *float32, w *float32, c int, blocks int)
+
+// ropeForwardavx2 rotates n rows (ld floats apart) of nHead heads of 2·half floats by the angles of their positions, as ropeGo does with inverse false (avx2).
+//
+//go:noescape
+func ropeForwardavx2(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
+
+// ropeBackwardavx2 rotates n rows (ld floats apart) of nHead heads of 2·half floats by the angles of their positions, as ropeGo does with inverse true (avx2).
+//
+//go:noescape
+func ropeBackwardavx2(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
 
 // cpuid executes CPUID with EAX = leaf and ECX = sub and returns EAX, EBX, ECX and EDX.
 func cpuid(leaf uint32, sub uint32) (a uint32, b uint32, c uint32, d uint32)

@@ -180,6 +180,20 @@ func TestSwiGLUMatchesGo(t *testing.T) {
 			if i := sameBits(gdu, wdu); i >= 0 {
 				t.Fatalf("%s n=%d: du at g=%#x is %#x, want %#x", k.name, n, math.Float32bits(g[i]), math.Float32bits(gdu[i]), math.Float32bits(wdu[i]))
 			}
+			// The set variant: clearing to +0 and adding, whatever dg and du held (NaN here).
+			clear(wdg)
+			clear(wdu)
+			swigluBackwardGo(wdg, wdu, dy, g, u)
+			for i := range gdg {
+				gdg[i], gdu[i] = float32(math.NaN()), float32(math.Copysign(0, -1))
+			}
+			k.swigluBwdSet(gdg, gdu, dy, g, u)
+			if i := sameBits(gdg, wdg); i >= 0 {
+				t.Fatalf("%s n=%d: set dg at g=%v is %v, want %v", k.name, n, g[i], gdg[i], wdg[i])
+			}
+			if i := sameBits(gdu, wdu); i >= 0 {
+				t.Fatalf("%s n=%d: set du at g=%v is %#x, want %#x", k.name, n, g[i], math.Float32bits(gdu[i]), math.Float32bits(wdu[i]))
+			}
 		}
 	}
 }

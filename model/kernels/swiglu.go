@@ -19,16 +19,25 @@ func SwiGLUForwardCols(out, gu []float32, n, hidden, lo, hi int) {
 	}
 }
 
+// SwiGLUBackwardSet writes into dgu (n, 2·hidden) the gradient of SwiGLUForward given dout
+// (n, hidden): SwiGLUBackward's bits on a dgu cleared to zero, without reading dgu.
+func SwiGLUBackwardSet(dgu, dout, gu []float32, n, hidden int) {
+	swigluBackwardRows(activeElem().swigluBwdSet, dgu, dout, gu, n, hidden)
+}
+
 // SwiGLUBackward adds to dgu (n, 2·hidden) the gradient of SwiGLUForward given dout (n, hidden).
 // With s = σ(g): d/dg silu(g) = s·(1 + g·(1−s)).
 func SwiGLUBackward(dgu, dout, gu []float32, n, hidden int) {
-	k := activeElem()
+	swigluBackwardRows(activeElem().swigluBwd, dgu, dout, gu, n, hidden)
+}
+
+func swigluBackwardRows(f func(dg, du, dy, g, u []float32), dgu, dout, gu []float32, n, hidden int) {
 	for r := 0; r < n; r++ {
 		g := gu[r*2*hidden : r*2*hidden+hidden]
 		u := gu[r*2*hidden+hidden : (r+1)*2*hidden]
 		dg := dgu[r*2*hidden : r*2*hidden+hidden]
 		du := dgu[r*2*hidden+hidden : (r+1)*2*hidden]
 		dy := dout[r*hidden : (r+1)*hidden]
-		k.swigluBwd(dg, du, dy, g, u)
+		f(dg, du, dy, g, u)
 	}
 }

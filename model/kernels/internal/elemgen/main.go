@@ -1,5 +1,5 @@
 // Command elemgen writes the amd64 assembly of the elementwise kernels (elem_amd64.s) with avo:
-// the exponential of softmax and the SiLU of SwiGLU. Run it through `go generate` in
+// the exponential of softmax and the SiLU of SwiGLU, and the row work of RMSNorm and RoPE. Run it through `go generate` in
 // model/kernels; the generated file and its Go declarations are committed.
 //
 // Every kernel reproduces the Go code of elem_go.go bit for bit: the exponential is expf's
@@ -108,12 +108,19 @@ func main() {
 		}
 		expSum(&isa{name: name, width: width})
 		swigluForward(&isa{name: name, width: width})
-		swigluBackward(&isa{name: name, width: width})
+		swigluBackward(&isa{name: name, width: width}, false)
+		swigluBackward(&isa{name: name, width: width}, true)
 		maxFinite(&isa{name: name, width: width})
 		scale(&isa{name: name, width: width})
 		readStream(&isa{name: name, width: width})
 		softmaxGrad(&isa{name: name, width: width})
 		expMoments(&isa{name: name, width: width})
+		rmsScale(&isa{name: name, width: width})
+		rmsBackward(&isa{name: name, width: width})
+		rowSums(&isa{name: name, width: width}, true)
+		rowSums(&isa{name: name, width: width}, false)
+		rope(&isa{name: name, width: width}, false)
+		rope(&isa{name: name, width: width}, true)
 	}
 	cpuid()
 	Generate()
@@ -359,11 +366,19 @@ func swigluForward(s *isa) {
 	RET()
 }
 
-func swigluBackward(s *isa) {
+// swigluBackward emits the gradient of swigluForward, added to dg and du, or with set written
+// over them as +0 plus the gradient (the bits of clearing them first and adding), without
+// reading them.
+func swigluBackward(s *isa, set bool) {
 	name := "swigluBackward" + s.name
+	doc := "%s adds to dg and du the gradient of swigluForward%s given dy, for j < n (%s)."
+	if set {
+		name = "swigluBackwardSet" + s.name
+		doc = "%s sets dg and du to +0 plus the gradient of swigluForward%s given dy, for j < n (%s)."
+	}
 	TEXT(name, NOSPLIT, "func(dg, du, dy, gate, up *float32, n int)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s adds to dg and du the gradient of swigluForward%s given dy, for j < n (%s).", name, s.name, s.name))
+	Doc(fmt.Sprintf(doc, name, s.name, s.name))
 	dg := Load(Param("dg"), GP64())
 	du := Load(Param("du"), GP64())
 	dy := Load(Param("dy"), GP64())
@@ -403,11 +418,19 @@ func swigluBackward(s *isa) {
 			VMULPS(uv, dyv, a)
 			VMULPS(sv, a, a)
 			VMULPS(t, a, a)
-			dgv := s.load(dg, h, masked)
+			old := func(p reg.Register) reg.VecVirtual {
+				if !set {
+					return s.load(p, h, masked)
+				}
+				z := s.vec()
+				VXORPS(z, z, z)
+				return z
+			}
+			dgv := old(dg)
 			VADDPS(a, dgv, dgv)
 			s.store(dgv, dg, h, masked)
 			VMULPS(silu, dyv, a)
-			duv := s.load(du, h, masked)
+			duv := old(du)
 			VADDPS(a, duv, duv)
 			s.store(duv, du, h, masked)
 		}
@@ -644,6 +667,310 @@ func scale(s *isa) {
 			s.store(v, x, h, masked)
 		}
 	})
+	VZEROUPPER()
+	RET()
+}
+
+// rmsScale is RMSNormForward's scaling of a row: out[j] = x[j]·r·w[j], the first product
+// rounded before the second (rmsScaleGo).
+func rmsScale(s *isa) {
+	name := "rmsScale" + s.name
+	TEXT(name, NOSPLIT, "func(out, x, w *float32, n int, r float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s writes out[j] = x[j]·r·w[j] for j < n (%s).", name, s.name))
+	out := Load(Param("out"), GP64())
+	x := Load(Param("x"), GP64())
+	w := Load(Param("w"), GP64())
+	n := Load(Param("n"), GP64())
+	r := s.vec()
+	VBROADCASTSS(addr("r"), r)
+	ptrs := []reg.GPVirtual{out.(reg.GPVirtual), x.(reg.GPVirtual), w.(reg.GPVirtual)}
+	s.loop(name, n.(reg.GPVirtual), ptrs, func(masked bool) {
+		for h := 0; h < block/s.width; h++ {
+			v := s.load(x, h, masked)
+			VMULPS(r, v, v)
+			wv := s.load(w, h, masked)
+			VMULPS(wv, v, v)
+			s.store(v, out, h, masked)
+		}
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// rmsBackward is RMSNormBackward's update of one row given the row's r and k
+// (rmsBackwardGo): dx[j] += r·w[j]·dy[j] − x[j]·k and dw[j] += dy[j]·x[j]·r, every product
+// rounded before the operation that follows it.
+func rmsBackward(s *isa) {
+	name := "rmsBackward" + s.name
+	TEXT(name, NOSPLIT, "func(dx, dw, dy, x, w *float32, n int, r, k float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s adds r·w[j]·dy[j] − x[j]·k to dx[j] and dy[j]·x[j]·r to dw[j] for j < n (%s).", name, s.name))
+	dx := Load(Param("dx"), GP64())
+	dw := Load(Param("dw"), GP64())
+	dy := Load(Param("dy"), GP64())
+	x := Load(Param("x"), GP64())
+	w := Load(Param("w"), GP64())
+	n := Load(Param("n"), GP64())
+	r, k := s.vec(), s.vec()
+	VBROADCASTSS(addr("r"), r)
+	VBROADCASTSS(addr("k"), k)
+	var ptrs []reg.GPVirtual
+	for _, p := range []reg.Register{dx, dw, dy, x, w} {
+		ptrs = append(ptrs, p.(reg.GPVirtual))
+	}
+	s.loop(name, n.(reg.GPVirtual), ptrs, func(masked bool) {
+		for h := 0; h < block/s.width; h++ {
+			wv := s.load(w, h, masked)
+			dyv := s.load(dy, h, masked)
+			xv := s.load(x, h, masked)
+			VMULPS(r, wv, wv)   // r·w
+			VMULPS(dyv, wv, wv) // ·dy
+			xk := s.vec()
+			VMULPS(k, xv, xk)  // x·k
+			VSUBPS(xk, wv, wv) // r·w·dy − x·k
+			d := s.load(dx, h, masked)
+			VADDPS(wv, d, d)
+			s.store(d, dx, h, masked)
+			VMULPS(xv, dyv, dyv) // dy·x
+			VMULPS(r, dyv, dyv)  // ·r
+			e := s.load(dw, h, masked)
+			VADDPS(dyv, e, e)
+			s.store(e, dw, h, masked)
+		}
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// sumRows is how many rows rowSums sums side by side (kernels.normRows).
+const sumRows = 8
+
+// rowSums emits the norms' row sums over the first 8·blocks columns of eight rows of c floats
+// (rows c apart): with square, sumSquares8 (Σ float64(x)², RMSNormForward's mean square), else
+// normDots8 (Σ float64(y)·float64(w)·float64(x), RMSNormBackward's dot), each row added in
+// index order as the Go loop adds it. The products are exact or rounded in float64 as Go rounds
+// them, eight columns at a time in vector lanes; the adds, which fix the bits, stay scalar and
+// in order, the eight rows' chains side by side so that they overlap. Products go through a
+// stack buffer, from which each add reads its term.
+func rowSums(s *isa, square bool) {
+	name := "normDots8" + s.name
+	sig := "func(dots *float64, y, x, w *float32, c, blocks int)"
+	doc := "%s sets dots[r] to the sum, in index order, of float64(y)·float64(w)·float64(x) over the first 8·blocks columns of rows r < 8 of y and x (rows c floats apart) (%s)."
+	if square {
+		name = "sumSquares8" + s.name
+		sig = "func(ss *float64, x *float32, c, blocks int)"
+		doc = "%s sets ss[r] to the sum, in index order, of float64(x)² over the first 8·blocks columns of rows r < 8 of x (rows c floats apart) (%s)."
+	}
+	TEXT(name, NOSPLIT, sig)
+	Pragma("noescape")
+	Doc(fmt.Sprintf(doc, name, s.name))
+	buf := AllocLocal(sumRows * 8 * 8)
+	var out, x0, y0, w reg.Register
+	if square {
+		out = Load(Param("ss"), GP64())
+	} else {
+		out = Load(Param("dots"), GP64())
+		y0 = Load(Param("y"), GP64())
+		w = Load(Param("w"), GP64())
+	}
+	x0 = Load(Param("x"), GP64())
+	ld := Load(Param("c"), GP64())
+	n := Load(Param("blocks"), GP64())
+	SHLQ(Imm(2), ld) // bytes between rows
+	ld3 := GP64()
+	LEAQ(Mem{Base: ld, Index: ld, Scale: 2}, ld3)
+	x4 := GP64()
+	LEAQ(Mem{Base: x0, Index: ld, Scale: 4}, x4)
+	var y4 reg.GPVirtual
+	if !square {
+		y4 = GP64()
+		LEAQ(Mem{Base: y0, Index: ld, Scale: 4}, y4)
+	}
+	row := func(base0, base4 reg.Register, r, disp int) Mem {
+		base := base0
+		if r >= 4 {
+			base = base4
+		}
+		switch r % 4 {
+		case 0:
+			return Mem{Base: base, Disp: disp}
+		case 1:
+			return Mem{Base: base, Index: ld, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: base, Index: ld, Scale: 2, Disp: disp}
+		}
+		return Mem{Base: base, Index: ld3, Scale: 1, Disp: disp}
+	}
+	acc := make([]reg.VecVirtual, sumRows)
+	for r := range acc {
+		acc[r] = XMM()
+		VXORPD(acc[r], acc[r], acc[r])
+	}
+	// Eight columns are one zmm of float64, or two ymm.
+	halves, lanes := 1, 8
+	if s.name == "avx2" {
+		halves, lanes = 2, 4
+	}
+	wide := func() reg.VecVirtual {
+		if s.name == "avx512" {
+			return ZMM()
+		}
+		return YMM()
+	}
+	Label(name + "_loop")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	for h := 0; h < halves; h++ {
+		var wv reg.VecVirtual
+		if !square {
+			wv = wide()
+			VCVTPS2PD(Mem{Base: w, Disp: 16 * h}, wv)
+		}
+		for r := 0; r < sumRows; r++ {
+			xv := wide()
+			VCVTPS2PD(row(x0, x4, r, 16*h), xv)
+			if square {
+				VMULPD(xv, xv, xv)
+			} else {
+				yv := wide()
+				VCVTPS2PD(row(y0, y4, r, 16*h), yv)
+				VMULPD(wv, yv, yv) // y·w
+				VMULPD(xv, yv, xv) // ·x
+			}
+			VMOVUPD(xv, buf.Offset(64*r+8*lanes*h))
+		}
+	}
+	for l := 0; l < 8; l++ {
+		for r := 0; r < sumRows; r++ {
+			VADDSD(buf.Offset(64*r+8*l), acc[r], acc[r])
+		}
+	}
+	ptrs := []reg.Register{x0, x4}
+	if !square {
+		ptrs = append(ptrs, y0, y4, w)
+	}
+	for _, p := range ptrs {
+		ADDQ(Imm(32), p)
+	}
+	DECQ(n)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	for r := 0; r < sumRows; r++ {
+		VMOVSD(acc[r], Mem{Base: out, Disp: 8 * r})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// rope emits RopeForward's rotation (or with inverse RopeBackward's) of n rows of nHead heads,
+// ropeGo's arithmetic: x'_i = x_i·cos − x_{i+h}·sin and x'_{i+h} = x_{i+h}·cos + x_i·sin
+// (inverse: x_i·cos + x_{i+h}·sin and x_{i+h}·cos − x_i·sin), each product rounded before the
+// add or subtract, the halves of a head sixteen floats at a time with a masked tail.
+func rope(s *isa, inverse bool) {
+	name := "ropeForward" + s.name
+	if inverse {
+		name = "ropeBackward" + s.name
+	}
+	TEXT(name, NOSPLIT, "func(x *float32, ld int, pos *int32, cos, sin *float32, n, nHead, half int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s rotates n rows (ld floats apart) of nHead heads of 2·half floats by the angles of their positions, as ropeGo does with inverse %v (%s).", name, inverse, s.name))
+	x := Load(Param("x"), GP64())
+	ld := Load(Param("ld"), GP64())
+	pos := Load(Param("pos"), GP64())
+	n := Load(Param("n"), GP64())
+	hb := Load(Param("half"), GP64())
+	SHLQ(Imm(2), ld)
+	SHLQ(Imm(2), hb)
+	Label(name + "_row")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	// The row's cos and sin: half floats at pos[r]·half.
+	cp, sp := GP64(), GP64()
+	MOVLQSX(Mem{Base: pos}, sp)
+	IMULQ(hb, sp)
+	Load(Param("cos"), cp)
+	ADDQ(sp, cp)
+	t := GP64()
+	Load(Param("sin"), t)
+	ADDQ(t, sp)
+	xa := GP64()
+	MOVQ(x, xa)
+	h := GP64()
+	Load(Param("nHead"), h)
+	Label(name + "_head")
+	TESTQ(h, h)
+	JZ(LabelRef(name + "_nextrow"))
+	xb := GP64()
+	LEAQ(Mem{Base: xa, Index: hb, Scale: 1}, xb)
+	off, cnt := GP64(), GP64()
+	XORQ(off, off)
+	MOVQ(hb, cnt)
+	SHRQ(Imm(2), cnt)
+	body := func(masked bool) {
+		for q := 0; q < block/s.width; q++ {
+			at := func(base reg.Register) Mem { return Mem{Base: base, Index: off, Scale: 1, Disp: 4 * q * s.width} }
+			ld := func(base reg.Register) reg.VecVirtual {
+				v := s.vec()
+				switch {
+				case !masked:
+					VMOVUPS(at(base), v)
+				case s.name == "avx512":
+					VMOVUPS_Z(at(base), s.masks[0], v)
+				default:
+					VMASKMOVPS(at(base), s.masks[q], v)
+				}
+				return v
+			}
+			st := func(v reg.VecVirtual, base reg.Register) {
+				switch {
+				case !masked:
+					VMOVUPS(v, at(base))
+				case s.name == "avx512":
+					VMOVUPS(v, s.masks[0], at(base))
+				default:
+					VMASKMOVPS(v, s.masks[q], at(base))
+				}
+			}
+			a, b, c, sn := ld(xa), ld(xb), ld(cp), ld(sp)
+			ac, bs, bc, as := s.vec(), s.vec(), s.vec(), s.vec()
+			VMULPS(c, a, ac)
+			VMULPS(sn, b, bs)
+			VMULPS(c, b, bc)
+			VMULPS(sn, a, as)
+			if inverse {
+				VADDPS(bs, ac, ac) // a·cos + b·sin
+				VSUBPS(as, bc, bc) // b·cos − a·sin
+			} else {
+				VSUBPS(bs, ac, ac) // a·cos − b·sin
+				VADDPS(as, bc, bc) // b·cos + a·sin
+			}
+			st(ac, xa)
+			st(bc, xb)
+		}
+	}
+	Label(name + "_block")
+	CMPQ(cnt, Imm(block))
+	JB(LabelRef(name + "_tail"))
+	body(false)
+	ADDQ(Imm(4*block), off)
+	SUBQ(Imm(block), cnt)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_tail")
+	TESTQ(cnt, cnt)
+	JZ(LabelRef(name + "_nexthead"))
+	s.setTailMasks(cnt)
+	body(true)
+	Label(name + "_nexthead")
+	LEAQ(Mem{Base: xa, Index: hb, Scale: 2}, xa)
+	DECQ(h)
+	JMP(LabelRef(name + "_head"))
+	Label(name + "_nextrow")
+	ADDQ(ld, x)
+	ADDQ(Imm(4), pos)
+	DECQ(n)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_done")
 	VZEROUPPER()
 	RET()
 }
