@@ -55,9 +55,11 @@ func (m *Model) packDecodeWeights(prec Precision) {
 	if w == nil {
 		w = &decodeWeights{layers: make([]packedLayer, cfg.Layers)}
 	}
+	grouped := make([]float32, len(m.Params.Layers[0].QKV))
 	for l := range cfg.Layers {
 		p, pl := &m.Params.Layers[l], &w.layers[l]
-		pl.qkv.pack(prec, p.QKV, cfg.qkvDim(), C)
+		cfg.groupQKV(grouped, p.QKV)
+		pl.qkv.pack(prec, grouped, cfg.qkvDim(), C)
 		pl.o.pack(prec, p.O, C, C)
 		pl.gateUp.pack(prec, p.GateUp, 2*H, C)
 		pl.down.pack(prec, p.Down, C, H)
@@ -70,6 +72,35 @@ func (m *Model) packDecodeWeights(prec Precision) {
 	}
 	w.bytes = size * (len(m.Params.LMHead) + cfg.Layers*(cfg.qkvDim()*C+C*C+2*H*C+C*H))
 	m.dec.packed = w
+}
+
+// groupQKV copies the rows of a q/k/v weight (qkvDim×Dim: the query heads, then the key heads,
+// then the value heads) into dst grouped by key/value head: for each g, the queries of the heads
+// that share it, its key and its value (qkvAt). The packed decode weights hold them in this
+// order, so that a decode step of few rows cuts the product by key/value head and each part
+// goes on to the attention that reads it (phQKVAttn).
+func (c Config) groupQKV(dst, src []float32) {
+	hd, nRep, C := c.HeadDim(), c.Heads/c.KVHeads, c.Dim
+	for g := range c.KVHeads {
+		q, k, v := c.qkvAt(true, g)
+		copy(dst[q*C:(q+nRep*hd)*C], src[g*nRep*hd*C:(g+1)*nRep*hd*C])
+		kSrc, vSrc := (c.Heads+g)*hd, (c.Heads+c.KVHeads+g)*hd
+		copy(dst[k*C:(k+hd)*C], src[kSrc*C:(kSrc+hd)*C])
+		copy(dst[v*C:(v+hd)*C], src[vSrc*C:(vSrc+hd)*C])
+	}
+}
+
+// qkvAt returns where, in a row of the q/k/v product, the queries of the heads that share
+// key/value head g start (nRep heads, HeadDim apart), and where its key and its value start:
+// grouped by key/value head (groupQKV, the packed decode weights' order) or as the weights are
+// stored (all the queries, then the keys, then the values).
+func (c Config) qkvAt(grouped bool, g int) (q, k, v int) {
+	hd, nRep := c.HeadDim(), c.Heads/c.KVHeads
+	if grouped {
+		q = g * (nRep + 2) * hd
+		return q, q + nRep*hd, q + (nRep+1)*hd
+	}
+	return g * nRep * hd, (c.Heads + g) * hd, (c.Heads + c.KVHeads + g) * hd
 }
 
 // run is a stretch of consecutive tokens of one call that extend one slot.
@@ -153,7 +184,8 @@ func (m *Model) checkCache(c *KVCache) error {
 // kernel call used to wait for the one before, so every value gets the same operations: only
 // the number of parallel regions changed, from five or more a layer to one a call. A batch-1
 // step is bound by the weights' memory traffic, and what came around the products (attention,
-// norms, 21 regions) was a fifth of it.
+// norms, 21 regions) was a fifth of it. With few rows the q/k/v product and attention are one
+// phase, cut by key/value head (phQKVAttn, qkvByHead).
 func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32, allRows bool) error {
 	cfg := m.Cfg
 	for _, r := range runs {
@@ -175,7 +207,14 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 	}
 	kernels.EmbeddingForward(d.x[:n*C], tokens, m.Params.Embed, n, C)
 	st := &d.step
-	*st = decodeStep{m: m, c: c, d: d, runs: runs, n: n, logits: logits, nw: m.par.n}
+	// The phase lists keep their storage from step to step (plan refills them), and the method
+	// value the region calls is made once for this workspace: either would be an allocation a
+	// step.
+	*st = decodeStep{m: m, c: c, d: d, runs: runs, n: n, logits: logits, nw: m.par.n,
+		phases: st.phases, parts: st.parts, f: st.f, bound: st.bound}
+	if st.bound != st {
+		st.f, st.bound = st.run, st
+	}
 	if !allRows {
 		st.head = n - 1
 	}
@@ -198,7 +237,7 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 	if timed {
 		t0 = time.Now()
 	}
-	kernels.Phases(st.nw, st.parts, st.run)
+	kernels.Phases(st.nw, st.parts, st.f)
 	if timed {
 		d.packed.tune.Record(split, d.packed.bytes, time.Since(t0))
 	}
@@ -226,6 +265,7 @@ const (
 	phAttnNorm phaseKind = iota // ln = RMSNorm(x)·AttnNorm, in chunks of rows
 	phQKV                       // qkv = ln·QKVᵀ
 	phAttn                      // RoPE, the cache and attention of one (run, key/value head) task a part
+	phQKVAttn                   // phQKV's columns of one key/value head, then its phAttn tasks of every run
 	phO                         // x += atty·Oᵀ
 	phMLPNorm                   // ln = RMSNorm(x)·MLPNorm
 	phGateUp                    // gu = ln·GateUpᵀ
@@ -248,6 +288,8 @@ type decodeStep struct {
 	nw     int       // goroutines
 	phases []stepPhase
 	parts  []int
+	f      func(worker, phase, part int) // bound.run
+	bound  *decodeStep
 	// ownNorm: every goroutine norms the few rows a product reads itself (normed); otherwise
 	// norm phases write ln.
 	ownNorm bool
@@ -279,10 +321,15 @@ func (s *decodeStep) plan() {
 			add(k, l, s.elemParts(rows*C, normPartFloats))
 		}
 	}
+	fused := s.ownNorm && s.qkvByHead()
 	for l := range cfg.Layers {
 		norm(phAttnNorm, l, n)
-		add(phQKV, l, s.productParts(n, l, phQKV))
-		add(phAttn, l, len(s.runs)*cfg.KVHeads)
+		if fused {
+			add(phQKVAttn, l, cfg.KVHeads)
+		} else {
+			add(phQKV, l, s.productParts(n, l, phQKV))
+			add(phAttn, l, len(s.runs)*cfg.KVHeads)
+		}
 		add(phO, l, s.productParts(n, l, phO))
 		norm(phMLPNorm, l, n)
 		add(phGateUp, l, s.productParts(n, l, phGateUp))
@@ -292,6 +339,21 @@ func (s *decodeStep) plan() {
 	out := n - s.head
 	norm(phNorm, 0, out)
 	add(phHead, 0, s.productParts(out, 0, phHead))
+}
+
+// qkvByHead reports whether the q/k/v product can be cut at key/value heads: packed weights
+// (grouped by head, groupQKV) whose panels do not straddle two heads' columns, so that part g of
+// KVHeads parts is head g's (kernels.SgemmPackedPart). A step of few rows then runs the product
+// and attention as one phase (phQKVAttn): each goroutine attends with the queries, key and value
+// it has just computed, with one wait on the other goroutines a layer fewer.
+func (s *decodeStep) qkvByHead() bool {
+	w := s.packed(0, phQKV)
+	if w == nil {
+		return false
+	}
+	cfg := s.m.Cfg
+	group := (cfg.Heads/cfg.KVHeads + 2) * cfg.HeadDim()
+	return group%w.panelWidth() == 0
 }
 
 // normed returns the rows [r0, r0+rows) of x normed by weight for a product of phase i: ln,
@@ -343,7 +405,7 @@ func (s *decodeStep) packed(l int, k phaseKind) *decodeMatrix {
 		return nil
 	}
 	switch k {
-	case phQKV:
+	case phQKV, phQKVAttn:
 		return &pw.layers[l].qkv
 	case phO:
 		return &pw.layers[l].o
@@ -374,6 +436,11 @@ func (s *decodeStep) run(worker, i, part int) {
 		s.project(part, parts, n, Q, C, s.normed(worker, i, p.AttnNorm, 0, n), p.QKV, ph, 0, d.qkv)
 	case phAttn:
 		m.attendTask(s.c, ph.layer, s.runs[part/cfg.KVHeads], part%cfg.KVHeads, d, d.scratch[worker])
+	case phQKVAttn:
+		s.project(part, parts, n, Q, C, s.normed(worker, i, p.AttnNorm, 0, n), p.QKV, ph, 0, d.qkv)
+		for _, r := range s.runs {
+			m.attendTask(s.c, ph.layer, r, part, d, d.scratch[worker])
+		}
 	case phO:
 		s.project(part, parts, n, C, C, d.atty, p.O, ph, 1, d.x)
 	case phMLPNorm:
@@ -432,10 +499,10 @@ func (m *Model) normRows(out, rstd, x, weight []float32, r0, rows, part, parts i
 func (m *Model) attendTask(c *KVCache, l int, r run, g int, d *decodeWorkspace, scratch []float32) {
 	cfg := m.Cfg
 	Q, hd, nRep := cfg.qkvDim(), cfg.HeadDim(), cfg.Heads/cfg.KVHeads
-	kOff, vOff := cfg.Heads*hd, (cfg.Heads+cfg.KVHeads)*hd
+	qOff, kOff, vOff := cfg.qkvAt(d.packed != nil, g)
 	qkv, pos := d.qkv[r.first*Q:], d.pos[r.first:r.first+r.L]
-	kernels.RopeForward(qkv[g*nRep*hd:], Q, pos, m.ropeCos, m.ropeSin, r.L, nRep, hd)
-	kernels.RopeForward(qkv[kOff+g*hd:], Q, pos, m.ropeCos, m.ropeSin, r.L, 1, hd)
+	kernels.RopeForward(qkv[qOff:], Q, pos, m.ropeCos, m.ropeSin, r.L, nRep, hd)
+	kernels.RopeForward(qkv[kOff:], Q, pos, m.ropeCos, m.ropeSin, r.L, 1, hd)
 	if c.k16 != nil {
 		m.attendTaskBF16(c, l, r, g, d, scratch) // decode_precision.go
 		return
@@ -443,11 +510,11 @@ func (m *Model) attendTask(c *KVCache, l int, r run, g int, d *decodeWorkspace, 
 	ckb, cv := c.headSlot(l, r.slot, g)
 	for j := 0; j < r.L; j++ {
 		row := qkv[j*Q:]
-		kernels.StoreKey(ckb, r.past+j, row[kOff+g*hd:kOff+(g+1)*hd])
-		copy(cv[(r.past+j)*hd:(r.past+j+1)*hd], row[vOff+g*hd:vOff+(g+1)*hd])
+		kernels.StoreKey(ckb, r.past+j, row[kOff:kOff+hd])
+		copy(cv[(r.past+j)*hd:(r.past+j+1)*hd], row[vOff:vOff+hd])
 	}
 	kernels.AttentionCached(d.atty[r.first*cfg.Dim+g*nRep*hd:], cfg.Dim, scratch,
-		qkv[g*nRep*hd:], Q, ckb, cv, hd, r.L, r.past, nRep, hd)
+		qkv[qOff:], Q, ckb, cv, hd, r.L, r.past, nRep, hd)
 }
 
 // sizeDecode grows the decode workspace to n tokens over slots of up to maxLen.

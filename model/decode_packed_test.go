@@ -129,3 +129,29 @@ func TestDecodeSplitEqualsSerial(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeStepAllocates: a batch-1 step on one goroutine over packed weights allocates
+// nothing; its scratch and its list of phases live in the workspace from one step to the next.
+func TestDecodeStepAllocates(t *testing.T) {
+	defer func(on bool) { stepTuneOn = on }(stepTuneOn)
+	stepTuneOn = false
+	cfg := Config{Vocab: 512, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 192, MaxSeq: 256,
+		RopeTheta: 10000, NormEps: 1e-5, TieEmbeddings: true}
+	m := newTestModel(t, cfg, 3)
+	m.SetWorkers(1)
+	m.PackDecodeWeights()
+	c := m.NewKVCache(1, 256)
+	logits := make([]float32, cfg.Vocab)
+	if err := m.Prefill(c, 0, []int32{1, 2, 3}, logits); err != nil {
+		t.Fatal(err)
+	}
+	tok := []int32{4}
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := m.Step(c, []int{0}, tok, logits); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("a batch-1 step allocates %v times, want none", allocs)
+	}
+}

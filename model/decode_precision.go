@@ -138,6 +138,15 @@ func (d *decodeMatrix) pack(p Precision, w []float32, n, k int) {
 	d.bf16.Pack(w, n, k)
 }
 
+// panelWidth is the columns of a panel of d (kernels.PackedWeights.PanelWidth,
+// kernels.PackedBF16.PanelWidth): SgemmPackedPart and SgemmBF16Part cut a product at panels.
+func (d *decodeMatrix) panelWidth() int {
+	if d.bf16 != nil {
+		return d.bf16.PanelWidth()
+	}
+	return d.f32.PanelWidth()
+}
+
 // parts is how many parts a product of rows rows by d is cut into for nw goroutines
 // (kernels.PackedWeights.Parts, kernels.PackedBF16.Parts).
 func (d *decodeMatrix) parts(rows, nw int) int {
@@ -192,15 +201,15 @@ func (c *KVCache) Precision() Precision {
 func (m *Model) attendTaskBF16(c *KVCache, l int, r run, g int, d *decodeWorkspace, scratch []float32) {
 	cfg := m.Cfg
 	Q, hd, nRep := cfg.qkvDim(), cfg.HeadDim(), cfg.Heads/cfg.KVHeads
-	kOff, vOff := cfg.Heads*hd, (cfg.Heads+cfg.KVHeads)*hd
+	qOff, kOff, vOff := cfg.qkvAt(d.packed != nil, g)
 	qkv := d.qkv[r.first*Q:]
 	kr, vr := c.headRange(l, r.slot, g)
 	ckb, cv := c.k16[kr[0]:kr[1]], c.v16[vr[0]:vr[1]]
 	for j := 0; j < r.L; j++ {
 		row := qkv[j*Q:]
-		kernels.StoreKeyBF16(ckb, r.past+j, row[kOff+g*hd:kOff+(g+1)*hd])
-		kernels.ToBF16(cv[(r.past+j)*hd:(r.past+j+1)*hd], row[vOff+g*hd:vOff+(g+1)*hd])
+		kernels.StoreKeyBF16(ckb, r.past+j, row[kOff:kOff+hd])
+		kernels.ToBF16(cv[(r.past+j)*hd:(r.past+j+1)*hd], row[vOff:vOff+hd])
 	}
 	kernels.AttentionCachedBF16(d.atty[r.first*cfg.Dim+g*nRep*hd:], cfg.Dim, scratch,
-		qkv[g*nRep*hd:], Q, ckb, cv, hd, r.L, r.past, nRep, hd)
+		qkv[qOff:], Q, ckb, cv, hd, r.L, r.past, nRep, hd)
 }

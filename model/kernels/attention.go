@@ -65,11 +65,18 @@ func AttentionForward(out []float32, ldo int, lse []float32, ldlse int, scratch 
 // returns log Σ exp(x). The sum is expSum's, in an order fixed by the row's length alone, so
 // AttentionCached's rows in a prefill and in decoding sum alike.
 func softmaxInPlace(x []float32) float32 {
-	k := activeElem()
-	m := k.max(x)
-	sum := k.expSum(x, x, m)
-	k.scale(x, 1/sum)
+	m, sum := softmaxRow(x)
 	return m + float32(math.Log(float64(sum)))
+}
+
+// softmaxRow is softmaxInPlace without the log, for AttentionCached, which keeps no log-sum-exp:
+// it returns the maximum and the sum of the exponentials.
+func softmaxRow(x []float32) (m, sum float32) {
+	k := activeElem()
+	m = k.max(x)
+	sum = k.expSum(x, x, m)
+	k.scale(x, 1/sum)
+	return m, sum
 }
 
 // AttentionBackward adds to dq, dk and dv the gradients of AttentionForward given dout, with the

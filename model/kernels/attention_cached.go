@@ -1,6 +1,9 @@
 package kernels
 
-import "math"
+import (
+	"math"
+	"unsafe"
+)
 
 // attnKeyChunk is how many keys one P·V product of AttentionCached sums. It is at most the
 // smallest kc of the microkernels (the Go kernel's 256), so Sgemm never slices a chunk further
@@ -69,10 +72,12 @@ func attentionCached[T float32 | uint16](out []float32, ldo int, scratch []float
 	if L == 1 {
 		nk := past + 1
 		lds := roundUpKeys(nk)
+		// The scores overwrite scratch[0]; the store keeps the loads.
+		scratch[0] = float32(touchPages(kb[:lds*headDim]) ^ touchPages(v[:(nk-1)*ldv+headDim]))
 		s := scratch[:nRep*lds]
 		cachedScores(s, lds, q, headDim, kb, nRep, nk, headDim, scale)
 		for r := 0; r < nRep; r++ {
-			softmaxInPlace(s[r*lds : r*lds+nk])
+			softmaxRow(s[r*lds : r*lds+nk])
 		}
 		cachedValues(out, headDim, s, lds, v, ldv, nRep, nk, headDim)
 		return
@@ -87,12 +92,34 @@ func attentionCached[T float32 | uint16](out []float32, ldo int, scratch []float
 			for i := 0; i < rows; i++ {
 				row := s[i*lds : i*lds+nk]
 				visible := past + i0 + i + 1
-				softmaxInPlace(row[:visible])
+				softmaxRow(row[:visible])
 				clear(row[visible:])
 			}
 			cachedValues(out[i0*ldo+r*headDim:], ldo, s, lds, v, ldv, rows, nk, headDim)
 		}
 	}
+}
+
+// pageBytes is the stride of touchPages: the smallest page size of the CPUs the kernels run on.
+const pageBytes = 4096
+
+// touchPages reads a byte of every page that x spans, the loads independent of one another, and
+// returns their xor. A decode step's attention reads a head's keys and values, tens of KiB, once
+// a step, after the step's products have streamed megabytes of weights through the caches and
+// the TLB: read in order, each page's translation and first lines wait for the page before, and
+// the hardware prefetchers start over at every page. Touched first, the pages' misses overlap
+// (a batch-1 step of the default model on one core: 46–47 → 40–41 µs of attention,
+// BENCHMARKS.md).
+func touchPages[T float32 | uint16](x []T) byte {
+	if len(x) == 0 {
+		return 0
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), len(x)*int(unsafe.Sizeof(x[0])))
+	var acc byte
+	for i := 0; i < len(b); i += pageBytes {
+		acc ^= b[i]
+	}
+	return acc
 }
 
 // cachedScores is keyBlockScores over float32 keys, keyBlockScoresBF16 over bfloat16 ones.
@@ -131,6 +158,18 @@ func keyBlockScores(s []float32, lds int, q []float32, ldq int, kb []float32, ro
 	checkMatrix("A", rows, hd, q, ldq)
 	checkMatrix("C", rows, roundUpKeys(nk), s, lds)
 	kc := sliceDepth(hd, kern.kc)
+	if rows <= gemvScoreRows && nn.width == KeyBlock && len(nn.gemv) > 0 && gemvOn {
+		// The key blocks are packed panels of KeyBlock columns over k = hd (panel b at
+		// b·hd·KeyBlock, row d at d·KeyBlock): the gemv kernels read several blocks at once, eight
+		// panels' FMA chains in flight instead of one block's few, with the per-panel kernel's
+		// arithmetic for every score.
+		blocks := roundUpKeys(nk) / KeyBlock
+		_ = kb[blocks*hd*KeyBlock-1]
+		for r := range rows {
+			gemvRun(nn, min(gemvChoice, len(nn.gemv)-1), kb, 0, blocks, hd, kc, KeyBlock, scale, q[r*ldq:], 0, s[r*lds:])
+		}
+		return
+	}
 	for j0 := 0; j0 < nk; j0 += nn.width {
 		blk := j0 / KeyBlock * KeyBlock
 		smallNNPanel(nn, rows, hd, kc, scale, q, ldq, kb[blk*hd+j0-blk:], KeyBlock, 0, s[j0:], lds, false)
@@ -140,11 +179,25 @@ func keyBlockScores(s []float32, lds int, q []float32, ldq int, kb []float32, ro
 // keyChunksPV writes out = P·V for rows rows of probabilities over nk keys, summing the keys
 // attnKeyChunk at a time from key 0.
 func keyChunksPV(out []float32, ldo int, p []float32, ldp int, v []float32, ldv, rows, nk, headDim int) {
+	kern := activeKernel()
+	nn := smallNNFor(kern)
 	for j0 := 0; j0 < nk; j0 += attnKeyChunk {
 		var beta float32
 		if j0 > 0 {
 			beta = 1
 		}
-		Sgemm(false, false, rows, headDim, min(attnKeyChunk, nk-j0), 1, p[j0:], ldp, v[j0*ldv:], ldv, beta, out, ldo)
+		kb := min(attnKeyChunk, nk-j0)
+		if nn != nil && useSmall(rows) && 2*float64(rows)*float64(headDim)*float64(kb) < parallelMinFlops {
+			// What Sgemm runs for this shape (gemmSmallNN on one goroutine), without its
+			// dispatch: a decode step's P·V is a few hundred nanoseconds of arithmetic.
+			checkSgemm(false, false, rows, headDim, kb, p[j0:], ldp, v[j0*ldv:], ldv, out, ldo)
+			smallNNAsm(nn, 0, headDim, rows, kb, sliceDepth(kb, kern.kc), 1, p[j0:], ldp, v[j0*ldv:], ldv, beta, out, ldo)
+			continue
+		}
+		Sgemm(false, false, rows, headDim, kb, 1, p[j0:], ldp, v[j0*ldv:], ldv, beta, out, ldo)
 	}
 }
+
+// gemvScoreRows is the most query rows whose scores keyBlockScores computes one row at a time
+// on the gemv kernels: a decode step's nRep heads.
+const gemvScoreRows = 4

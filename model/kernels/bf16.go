@@ -109,6 +109,10 @@ func (p *PackedBF16) Pack(w []float32, n, k int) {
 // Dims returns n and k of the packed matrix.
 func (p *PackedBF16) Dims() (n, k int) { return p.n, p.k }
 
+// PanelWidth is the number of columns of C a panel of the packed matrix gives, the unit in which
+// SgemmBF16Part cuts a product.
+func (p *PackedBF16) PanelWidth() int { return p.width }
+
 // SgemmBF16 computes C = alpha*A·Wᵀ + beta*C for the m×k float32 matrix A and the packed n×k
 // bfloat16 weight W, accumulating in float32. One row (a batch-1 decode step) runs on the
 // matrix-vector kernels split across the cores as SgemmPacked's does (bf16Tune deciding);
@@ -148,7 +152,9 @@ func (w *PackedBF16) Parts(m, nw int) int {
 // that part (of parts, as w.Parts gives) owns. The parts of a product write disjoint columns and
 // together make SgemmBF16's result bit for bit, whichever goroutines run them and in whatever
 // order; it is for callers that run a product's parts inside a parallel region of their own
-// (Phases), as SgemmPackedPart.
+// (Phases), as SgemmPackedPart, and cuts C the same way: where n is a multiple of PanelWidth,
+// part p of any parts up to the number of panels writes the columns of the panels
+// [p·P/parts, (p+1)·P/parts) of the P = n/PanelWidth, for every m.
 func SgemmBF16Part(part, parts, m int, alpha float32, a []float32, lda int, w *PackedBF16, beta float32, c []float32, ldc int) {
 	if !w.packed {
 		panic("kernels.SgemmBF16Part: weights not packed")

@@ -16,15 +16,24 @@ const normRows = 8
 func RMSNormForward(out, rstd, inp, weight []float32, n, c int, eps float32) {
 	ek := activeElem()
 	w := weight[:c]
-	var ss [normRows]float64
+	// The sums of a last group of fewer than normRows rows stay on the stack; a full group's go
+	// through sumSquares8, a func value, which moves them to the heap: allocated only when a
+	// call has a full group, so that a decode step of few rows allocates nothing.
+	var tail [normRows]float64
+	var full *[normRows]float64
 	for i0 := 0; i0 < n; i0 += normRows {
 		rows := min(normRows, n-i0)
+		ss := tail[:rows]
 		if x := inp[i0*c : (i0+rows)*c]; rows == normRows {
-			ek.sumSquares8(&ss, x, c)
+			if full == nil {
+				full = new([normRows]float64)
+			}
+			ek.sumSquares8(full, x, c)
+			ss = full[:]
 		} else {
-			sumSquaresGo(ss[:rows], x, c)
+			sumSquaresGo(ss, x, c)
 		}
-		for r, s := range ss[:rows] {
+		for r, s := range ss {
 			i := i0 + r
 			f := float32(1 / math.Sqrt(s/float64(c)+float64(eps)))
 			rstd[i] = f

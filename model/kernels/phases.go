@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -24,7 +25,8 @@ import (
 // of long one-part phases does not keep a core spinning. The region ends when the caller
 // has seen the last phase complete, not when every helper has left it: a helper that the
 // operating system descheduled before claiming a part holds nothing up, and finds nothing left
-// to claim when it runs again. With nw ≤ 1 the phases run one after another on the caller.
+// to claim when it runs again; Phases keeps its own copy of parts, so the caller may reuse the
+// slice once it returns. With nw ≤ 1 the phases run one after another on the caller.
 func Phases(nw int, parts []int, f func(worker, phase, part int)) {
 	nw = min(nw, maxWorkers())
 	if nw <= 1 {
@@ -35,7 +37,9 @@ func Phases(nw int, parts []int, f func(worker, phase, part int)) {
 		}
 		return
 	}
-	ph := &phased{parts: parts, f: f, state: make([]phaseState, len(parts)), seats: make([]atomic.Bool, nw),
+	// A copy of parts: a helper descheduled before the region's end may read them after Phases
+	// returns, when the caller may be filling parts for its next region.
+	ph := &phased{parts: slices.Clone(parts), f: f, state: make([]phaseState, len(parts)), seats: make([]atomic.Bool, nw),
 		ranges: make([]atomic.Uint64, len(parts)*nw), wake: make(chan struct{}, 1)}
 	for i, n := range parts {
 		for w := range nw {

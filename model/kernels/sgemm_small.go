@@ -217,14 +217,25 @@ func gemmSmallNN(kern *microKernel, nw int, m, n, k int, alpha float32, a []floa
 	}
 	panels := (n + width - 1) / width
 	parts := min(nw, panels)
+	if parts <= 1 {
+		// Without fanOut's closure, which escapes to the heap: the small products of a decode
+		// step's attention run here, one a head.
+		smallNNCols(nn, 0, n, m, k, kc, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
 	fanOut(parts, func(w int) {
-		j0, j1 := w*panels/parts*width, min(n, (w+1)*panels/parts*width)
-		if nn == nil {
-			smallGoNN(j0, j1, m, k, kc, alpha, a, lda, b, ldb, beta, c, ldc)
-			return
-		}
-		smallNNAsm(nn, j0, j1, m, k, kc, alpha, a, lda, b, ldb, beta, c, ldc)
+		smallNNCols(nn, w*panels/parts*width, min(n, (w+1)*panels/parts*width), m, k, kc, alpha, a, lda, b, ldb, beta, c, ldc)
 	})
+}
+
+// smallNNCols runs the NN small-m path over columns j0..j1 of C: nn's kernels, or the Go
+// kernel's without them (nn nil).
+func smallNNCols(nn *smallNNKernel, j0, j1, m, k, kc int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if nn == nil {
+		smallGoNN(j0, j1, m, k, kc, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	smallNNAsm(nn, j0, j1, m, k, kc, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // smallNNAsm runs the NN kernels over columns j0..j1 of C. A last panel narrower than the

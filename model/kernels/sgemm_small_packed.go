@@ -46,6 +46,10 @@ func (p *PackedWeights) Pack(w []float32, n, k int) {
 // Dims returns n and k of the packed matrix.
 func (p *PackedWeights) Dims() (n, k int) { return p.n, p.k }
 
+// PanelWidth is the number of columns of C a panel of the packed matrix gives, the unit in which
+// SgemmPackedPart cuts a product.
+func (p *PackedWeights) PanelWidth() int { return p.width }
+
 // SgemmPacked computes C = alpha*A·Wᵀ + beta*C for the m×k matrix A and the packed n×k weight
 // W. It is bit for bit Sgemm(false, true, m, n, k, alpha, a, lda, W, k, beta, c, ldc) for every
 // m, with the microkernel that was active when W was packed: every element gets the blocked
@@ -96,7 +100,10 @@ func (w *PackedWeights) gemv() bool {
 // of C that part (of parts, as w.Parts gives) owns. The parts of a product write disjoint
 // columns and together make SgemmPacked's result bit for bit, whichever goroutines run them
 // and in whatever order; it is for callers that run a product's parts inside a parallel region
-// of their own (Phases).
+// of their own (Phases). Any parts from 1 to the number of panels may be asked for: where n is a
+// multiple of PanelWidth, part p writes the columns of the panels [p·P/parts, (p+1)·P/parts) of
+// the P = n/PanelWidth, for every m, so a caller can cut C at panel boundaries of its choosing
+// (a decode step's query/key/value heads by key/value head).
 func SgemmPackedPart(part, parts, m int, alpha float32, a []float32, lda int, w *PackedWeights, beta float32, c []float32, ldc int) {
 	if w.kern == nil {
 		panic("kernels.SgemmPackedPart: weights not packed")

@@ -374,3 +374,61 @@ func TestSgemmPackedPartBitwise(t *testing.T) {
 		})
 	}
 }
+
+// TestPackedPartColumns: where n is a multiple of the panel width, part p of parts writes exactly
+// the columns of the panels [p·P/parts, (p+1)·P/parts), float32 and bfloat16 weights, one row
+// and several, every kernel; the other columns of C keep what they held. A decode step relies on
+// it to cut its query/key/value product at key/value heads.
+func TestPackedPartColumns(t *testing.T) {
+	for _, kern := range availableKernels() {
+		t.Run(kern.name, func(t *testing.T) {
+			withKernel(t, kern, 1)
+			rng := rand.New(rand.NewPCG(8, 8))
+			var pw PackedWeights
+			var pb PackedBF16
+			for _, bf := range []bool{false, true} {
+				width := 0
+				for _, P := range []int{4, 12} {
+					const k = 96
+					if bf {
+						pb.Pack(make([]float32, k), 1, k) // learns the width
+						width = pb.PanelWidth()
+					} else {
+						pw.Pack(make([]float32, k), 1, k)
+						width = pw.PanelWidth()
+					}
+					n := P * width
+					w, _ := randMatrix(rng, n, k, 0)
+					if bf {
+						pb.Pack(w, n, k)
+					} else {
+						pw.Pack(w, n, k)
+					}
+					for _, m := range []int{1, 3} {
+						a, _ := randMatrix(rng, m, k, 0)
+						for _, parts := range []int{1, 3, 4, P} {
+							for p := range parts {
+								got := make([]float32, m*n)
+								for i := range got {
+									got[i] = float32(math.NaN())
+								}
+								if bf {
+									SgemmBF16Part(p, parts, m, 1, a, k, &pb, 0, got, n)
+								} else {
+									SgemmPackedPart(p, parts, m, 1, a, k, &pw, 0, got, n)
+								}
+								lo, hi := p*P/parts*width, (p+1)*P/parts*width
+								for i, v := range got {
+									if j := i % n; (j >= lo && j < hi) == math.IsNaN(float64(v)) {
+										t.Fatalf("bf16 %v P=%d m=%d part %d of %d: C[%d][%d] = %g, want the columns [%d, %d) written and no others",
+											bf, P, m, p, parts, i/n, j, v, lo, hi)
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
