@@ -35,7 +35,10 @@ type decodeWeights struct {
 	layers []packedLayer
 	head   decodeMatrix
 	bytes  int                 // of all the matrices: what a batch-1 step reads
-	tune   *kernels.SplitTuner // stepTune's tuner for this precision
+	tune   *kernels.SplitTuner // tunes' tuner for the precision packed
+	// tunes decide whether batch-1 steps are split among the cores, one per precision (float32,
+	// bfloat16); see stepTuneOn.
+	tunes [2]kernels.SplitTuner
 }
 
 type packedLayer struct{ qkv, o, gateUp, down decodeMatrix }
@@ -66,9 +69,9 @@ func (m *Model) packDecodeWeights(prec Precision) {
 	}
 	w.head.pack(prec, m.Params.LMHead, cfg.Vocab, C)
 	size := 4 // bytes a weight
-	w.tune = &stepTune[0]
+	w.tune = &w.tunes[0]
 	if !prec.Exact() {
-		size, w.tune = 2, &stepTune[1]
+		size, w.tune = 2, &w.tunes[1]
 	}
 	w.bytes = size * (len(m.Params.LMHead) + cfg.Layers*(cfg.qkvDim()*C+C*C+2*H*C+C*H))
 	m.dec.packed = w
@@ -247,15 +250,18 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 	return nil
 }
 
-// stepTune decides whether batch-1 decode steps are split among the cores (kernels.SplitTuner:
-// split unless one core has been faster by a fifth, both ways probed), one for float32 weights
-// and one for bfloat16 ones: a step's time per KiB of weight differs between them, and one
-// tuner for both would compare the two kinds of step instead of the two ways (bench model
-// decodes both in one process). It is shared by every model of the process, as the load it
-// measures is the machine's.
-var stepTune [2]kernels.SplitTuner
-
-// stepTuneOn is false only in tests and benchmarks that force one way.
+// stepTuneOn turns the step tuners on; it is false only in tests and benchmarks that force one
+// way. Whether a model's batch-1 decode steps are split among the cores is decided by a
+// kernels.SplitTuner (split unless one core has been faster by a fifth, both ways probed) that
+// belongs to the model's packed weights, one for float32 weights and one for bfloat16 ones. A
+// step's time per KiB of weight differs between the two precisions, and between models of
+// different sizes: a split step's fixed cost (waking a helper, the waits between its phases) is
+// spread over 13.7 MB of weights at 3.4 M parameters and over 0.5 MB at 0.13 M, where one core
+// is the faster way. A tuner shared by every model of a process compared one model's split
+// steps with another's unsplit ones: after the 0.13 M model had decoded in the same process,
+// the 3.4 M model's tuned steps stayed on one core at 0.46 of the read bandwidth where split
+// steps read at 0.84 (BenchmarkDecodeRoofline on the 2-vCPU Xeon). The tuners live as long as
+// the model's packed weights, across weight updates.
 var stepTuneOn = true
 
 // phaseKind is what a phase of a decode step computes.

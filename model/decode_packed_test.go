@@ -155,3 +155,28 @@ func TestDecodeStepAllocates(t *testing.T) {
 		t.Fatalf("a batch-1 step allocates %v times, want none", allocs)
 	}
 }
+
+// Each model's packed weights have their own step tuners, one per precision, kept across
+// repacking (a weight update): a tuner shared by models of different sizes compared one model's
+// split steps with another's unsplit ones.
+func TestStepTunersPerModel(t *testing.T) {
+	cfg := Config{Vocab: 64, Dim: 32, Layers: 1, Heads: 2, KVHeads: 1, Hidden: 48, MaxSeq: 16,
+		RopeTheta: 10000, NormEps: 1e-5, TieEmbeddings: true}
+	a, b := newTestModel(t, cfg, 1), newTestModel(t, cfg, 2)
+	a.PackDecodeWeights()
+	b.PackDecodeWeights()
+	first := a.dec.packed.tune
+	if first == b.dec.packed.tune {
+		t.Fatal("two models share a step tuner")
+	}
+	if err := a.PackDecodeWeightsAs(BF16); err != nil {
+		t.Fatal(err)
+	}
+	if a.dec.packed.tune == first {
+		t.Fatal("float32 and bfloat16 steps share a tuner")
+	}
+	a.PackDecodeWeights()
+	if a.dec.packed.tune != first {
+		t.Fatal("repacking the weights replaced the model's tuner")
+	}
+}
