@@ -57,7 +57,7 @@ func (m *Model) backward(b *Batch, dLogprobs, dEntropy, dValues []float32) error
 			kernels.LogprobEntropyBackward(w.logits[lo*V:hi*V], w.logits[lo*V:hi*V], w.headLSE[lo:hi], w.entT[lo:hi],
 				w.tgt[lo:hi], w.dlpT[lo:hi], w.dentT[lo:hi], hi-lo, V)
 		})
-		kernels.Sgemm(true, false, V, C, nt, 1, w.logits, V, w.lnfT, C, 1, g.LMHead, C)
+		m.linearWeightGrad(nt, V, C, w.logits, w.lnfT, g.LMHead)
 		if dValues != nil {
 			m.valueHeadBackward(dValues) // reads lnfT before it becomes d(lnfT)
 		}
@@ -104,20 +104,20 @@ func (m *Model) blockBackward(l int, b *Batch) {
 
 	// MLP: next = mid + sw·Downᵀ, so d(mid) starts as dres and gains the MLP branch below.
 	linearInputGrad(n, C, H, dres, p.Down, dsw)
-	kernels.Sgemm(true, false, C, H, n, 1, dres, C, sw, H, 1, g.Down, H)
+	m.linearWeightGrad(n, C, H, dres, sw, g.Down)
 	m.par.rows(n, minRows, func(lo, hi int) {
 		kernels.SwiGLUBackwardSet(dgu[lo*2*H:hi*2*H], dsw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
 	})
 	linearInputGrad(n, 2*H, C, dgu, p.GateUp, dln)
-	kernels.Sgemm(true, false, 2*H, C, n, 1, dgu, 2*H, ln2, C, 1, g.GateUp, C)
+	m.linearWeightGrad(n, 2*H, C, dgu, ln2, g.GateUp)
 	m.normBackward(dres, g.MLPNorm, dln, mid, p.MLPNorm, rstd2, n, false)
 
 	// Attention: mid = x + atty·Oᵀ.
 	linearInputGrad(n, C, C, dres, p.O, datty)
-	kernels.Sgemm(true, false, C, C, n, 1, dres, C, atty, C, 1, g.O, C)
+	m.linearWeightGrad(n, C, C, dres, atty, g.O)
 	m.attentionBackward(l, b, qkv, atty, datty, dqkv) // then RoPE's backward
 	linearInputGrad(n, Q, C, dqkv, p.QKV, dln)
-	kernels.Sgemm(true, false, Q, C, n, 1, dqkv, Q, ln1, C, 1, g.QKV, C)
+	m.linearWeightGrad(n, Q, C, dqkv, ln1, g.QKV)
 	m.normBackward(dres, g.AttnNorm, dln, x, p.AttnNorm, rstd1, n, false)
 }
 

@@ -87,3 +87,14 @@ func linearInputGrad(rows, out, in int, dy, w, dx []float32) {
 	}
 	kernels.Sgemm(false, false, rows, in, out, 1, dy, out, w, in, 0, dx, in)
 }
+
+// linearWeightGrad adds dyᵀ·x to dw (out×in), the weight gradient of x·Wᵀ over rows rows (dy
+// rows×out, x rows×in): Sgemm's bits, and in a thin model on SgemmSplitK, where the goroutines
+// share the rows (k) instead of dw's few tiles and none packs all of x or dy.
+func (m *Model) linearWeightGrad(rows, out, in int, dy, x, dw []float32) {
+	if m.thinModel() {
+		kernels.SgemmSplitK(true, false, out, in, rows, 1, dy, out, x, in, 1, dw, in)
+		return
+	}
+	kernels.Sgemm(true, false, out, in, rows, 1, dy, out, x, in, 1, dw, in)
+}
