@@ -48,7 +48,6 @@ func (m *Model) backward(b *Batch, dLogprobs, dEntropy, dValues []float32) error
 	nt := len(w.tgtIdx)
 
 	// LM head: dlogits (in place of the logits), d(lnfT) and the head's weight gradient.
-	clear(w.dln[:n*C])
 	if nt > 0 {
 		for i, idx := range w.tgtIdx {
 			w.dlpT[i], w.dentT[i] = dLogprobs[idx], dEntropy[idx]
@@ -70,9 +69,24 @@ func (m *Model) backward(b *Batch, dLogprobs, dEntropy, dValues []float32) error
 				}
 			}
 		}
-		for i, idx := range w.tgtIdx {
-			copy(w.dln[int(idx)*C:(int(idx)+1)*C], w.lnfT[i*C:(i+1)*C])
-		}
+		// dln is d(lnfT) at the target rows and zero at the others: a task a range of targets,
+		// each with the rows between it and the previous target (tgtIdx is increasing).
+		m.par.rows(nt, minRows, func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				prev := -1
+				if j > 0 {
+					prev = int(w.tgtIdx[j-1])
+				}
+				i := int(w.tgtIdx[j])
+				clear(w.dln[(prev+1)*C : i*C])
+				copy(w.dln[i*C:(i+1)*C], w.lnfT[j*C:(j+1)*C])
+			}
+			if hi == nt {
+				clear(w.dln[(int(w.tgtIdx[nt-1])+1)*C : n*C])
+			}
+		})
+	} else {
+		clear(w.dln[:n*C])
 	}
 	x := w.res[c.Layers*n*C : (c.Layers+1)*n*C]
 	m.normBackward(w.dres[:n*C], g.Norm, w.dln, x, m.Params.Norm, w.rstdf, n, true)
@@ -80,7 +94,12 @@ func (m *Model) backward(b *Batch, dLogprobs, dEntropy, dValues []float32) error
 	for l := c.Layers - 1; l >= 0; l-- {
 		m.blockBackward(l, b)
 	}
-	kernels.EmbeddingBackward(g.Embed, w.dres, b.Tokens, n, C)
+	// A task a range of columns: each element of the embedding's gradient still sums its rows in
+	// order.
+	cols := max(1, min(m.par.n, C/16))
+	m.par.run(cols, func(_, p int) {
+		kernels.EmbeddingBackwardCols(g.Embed, w.dres, b.Tokens, n, C, C*p/cols, C*(p+1)/cols)
+	})
 	return nil
 }
 

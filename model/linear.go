@@ -46,16 +46,20 @@ func (m *Model) packThin() {
 	for len(w.packed) < m.Cfg.Layers {
 		w.packed = append(w.packed, [numLinear]kernels.PackedWeights{})
 	}
-	for l := range m.Cfg.Layers {
-		for i := range numLinear {
-			if wt, out, in := m.linearShape(l, i); thin(out) || m.thinModel() {
-				w.packed[l][i].Pack(wt, out, in)
+	// One weight a task: each writes its own buffer.
+	weights := m.Cfg.Layers * numLinear
+	m.par.run(weights+1, func(_, t int) {
+		if t == weights {
+			if m.thinModel() {
+				w.head.Pack(m.Params.LMHead, m.Cfg.Vocab, m.Cfg.Dim)
 			}
+			return
 		}
-	}
-	if m.thinModel() {
-		w.head.Pack(m.Params.LMHead, m.Cfg.Vocab, m.Cfg.Dim)
-	}
+		l, i := t/numLinear, t%numLinear
+		if wt, out, in := m.linearShape(l, i); thin(out) || m.thinModel() {
+			w.packed[l][i].Pack(wt, out, in)
+		}
+	})
 }
 
 // linearForward sets y (rows×out) to beta·y + x·Wᵀ for projection i of layer l (x rows×in).
