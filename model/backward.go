@@ -94,11 +94,10 @@ func (m *Model) backward(b *Batch, dLogprobs, dEntropy, dValues []float32) error
 	for l := c.Layers - 1; l >= 0; l-- {
 		m.blockBackward(l, b)
 	}
-	// A task a range of columns: each element of the embedding's gradient still sums its rows in
-	// order.
-	cols := max(1, min(m.par.n, C/16))
-	m.par.run(cols, func(_, p int) {
-		kernels.EmbeddingBackwardCols(g.Embed, w.dres, b.Tokens, n, C, C*p/cols, C*(p+1)/cols)
+	// A task a range of token ids, whose rows of the embedding's gradient it alone writes, each
+	// still summing its positions in order.
+	m.par.rows(V, V/min(m.par.n, 4), func(lo, hi int) {
+		kernels.EmbeddingBackwardTokens(g.Embed, w.dres, b.Tokens, n, C, int32(lo), int32(hi))
 	})
 	return nil
 }

@@ -12,16 +12,24 @@ func EmbeddingForward(out []float32, tokens []int32, wte []float32, n, c int) {
 // EmbeddingBackward adds row i of dout (n, c) into row tokens[i] of dwte. Rows are visited in
 // order, so repeated tokens sum in a fixed order and the result is deterministic.
 func EmbeddingBackward(dwte, dout []float32, tokens []int32, n, c int) {
-	EmbeddingBackwardCols(dwte, dout, tokens, n, c, 0, c)
-}
-
-// EmbeddingBackwardCols is EmbeddingBackward on columns [j0, j1) alone, with the same sums:
-// callers split the columns among goroutines.
-func EmbeddingBackwardCols(dwte, dout []float32, tokens []int32, n, c, j0, j1 int) {
 	for i := 0; i < n; i++ {
 		t := int(tokens[i])
-		d := dwte[t*c+j0 : t*c+j1]
-		for j, v := range dout[i*c+j0 : i*c+j1] {
+		d := dwte[t*c : t*c+c]
+		for j, v := range dout[i*c : i*c+c] {
+			d[j] += v
+		}
+	}
+}
+
+// EmbeddingBackwardTokens is EmbeddingBackward for the token ids in [lo, hi) alone, with the
+// same sums: callers split the vocabulary among goroutines, each writing its own rows of dwte.
+func EmbeddingBackwardTokens(dwte, dout []float32, tokens []int32, n, c int, lo, hi int32) {
+	for i, t := range tokens[:n] {
+		if t < lo || t >= hi {
+			continue
+		}
+		d := dwte[int(t)*c : int(t)*c+c]
+		for j, v := range dout[i*c : i*c+c] {
 			d[j] += v
 		}
 	}
