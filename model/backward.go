@@ -180,7 +180,7 @@ func (m *Model) attentionBackward(l int, b *Batch, qkv, atty, datty, dqkv []floa
 	lse := w.lse[l*n*c.Heads : (l+1)*n*c.Heads]
 	Q, hd, nRep := c.qkvDim(), c.HeadDim(), c.Heads/c.KVHeads
 	m.par.run(len(w.spans)*c.KVHeads, func(worker, i int) {
-		t := m.attnTaskFor(w.spans[i/c.KVHeads], i%c.KVHeads, b.T)
+		t := m.attnTaskAt(i, b.T)
 		for r := 0; r < t.L; r++ {
 			clear(dqkv[t.q+r*Q : t.q+r*Q+nRep*hd])
 			clear(dqkv[t.k+r*Q : t.k+r*Q+hd])

@@ -48,8 +48,8 @@ func (m *Model) forward(b *Batch, logprobs, entropy, values []float32) error {
 	w := &m.train
 	// Longest sequences first: attention's tasks are (span, key/value head) pairs whose cost
 	// grows with the square of the span, and handing out the longest first keeps a long one
-	// from running alone at the end of the parallel region. Each task writes its own outputs,
-	// so the order changes no result.
+	// from running alone at the end of the parallel region (attnTaskAt). Each task writes its
+	// own outputs, so the order changes no result.
 	slices.SortStableFunc(spans, func(a, b span) int { return (b.end - b.start) - (a.end - a.start) })
 	w.spans = spans
 	w.fwd = nil
@@ -200,6 +200,17 @@ func (m *Model) blockForward(l int, b *Batch) {
 // row i0 and length L.
 type attnTask struct{ q, k, v, out, lse, i0, L int }
 
+// attnTaskAt is task i of attention's parallel regions: the spans of key/value head 0, longest
+// first, then those of head 1, and so on. Goroutines that take consecutive tasks then work on
+// different spans, not on the two heads of one: those write the same rows' log-sum-exps (a
+// row's heads share a cache line) and neighbouring lines of dq, dk and dv, and with both cores
+// on the same rows a calc model's attention took 11% (forward) and 21% (backward) longer on
+// two threads of the Xeon.
+func (m *Model) attnTaskAt(i, T int) attnTask {
+	spans := m.train.spans
+	return m.attnTaskFor(spans[i%len(spans)], i/len(spans), T)
+}
+
 func (m *Model) attnTaskFor(s span, g, T int) attnTask {
 	c := m.Cfg
 	hd, nRep := c.HeadDim(), c.Heads/c.KVHeads
@@ -225,7 +236,7 @@ func (m *Model) attentionForward(l int, b *Batch, qkv, atty []float32) {
 	lse := w.lse[l*n*c.Heads : (l+1)*n*c.Heads]
 	Q, hd, nRep := c.qkvDim(), c.HeadDim(), c.Heads/c.KVHeads
 	m.par.run(len(w.spans)*c.KVHeads, func(worker, i int) {
-		t := m.attnTaskFor(w.spans[i/c.KVHeads], i%c.KVHeads, b.T)
+		t := m.attnTaskAt(i, b.T)
 		pos := b.Pos[t.i0 : t.i0+t.L]
 		kernels.RopeForward(qkv[t.q:], Q, pos, m.ropeCos, m.ropeSin, t.L, nRep, hd)
 		kernels.RopeForward(qkv[t.k:], Q, pos, m.ropeCos, m.ropeSin, t.L, 1, hd)
