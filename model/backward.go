@@ -48,7 +48,6 @@ func (m *Model) backward(b *Batch, dLogprobs, dEntropy, dValues []float32) error
 	nt := len(w.tgtIdx)
 
 	// LM head: dlogits (in place of the logits), d(lnfT) and the head's weight gradient.
-	clear(w.dln[:n*C])
 	if nt > 0 {
 		for i, idx := range w.tgtIdx {
 			w.dlpT[i], w.dentT[i] = dLogprobs[idx], dEntropy[idx]
@@ -57,7 +56,7 @@ func (m *Model) backward(b *Batch, dLogprobs, dEntropy, dValues []float32) error
 			kernels.LogprobEntropyBackward(w.logits[lo*V:hi*V], w.logits[lo*V:hi*V], w.headLSE[lo:hi], w.entT[lo:hi],
 				w.tgt[lo:hi], w.dlpT[lo:hi], w.dentT[lo:hi], hi-lo, V)
 		})
-		kernels.Sgemm(true, false, V, C, nt, 1, w.logits, V, w.lnfT, C, 1, g.LMHead, C)
+		m.linearWeightGrad(nt, V, C, w.logits, w.lnfT, g.LMHead)
 		if dValues != nil {
 			m.valueHeadBackward(dValues) // reads lnfT before it becomes d(lnfT)
 		}
@@ -70,9 +69,24 @@ func (m *Model) backward(b *Batch, dLogprobs, dEntropy, dValues []float32) error
 				}
 			}
 		}
-		for i, idx := range w.tgtIdx {
-			copy(w.dln[int(idx)*C:(int(idx)+1)*C], w.lnfT[i*C:(i+1)*C])
-		}
+		// dln is d(lnfT) at the target rows and zero at the others: a task a range of targets,
+		// each with the rows between it and the previous target (tgtIdx is increasing).
+		m.par.rows(nt, minRows, func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				prev := -1
+				if j > 0 {
+					prev = int(w.tgtIdx[j-1])
+				}
+				i := int(w.tgtIdx[j])
+				clear(w.dln[(prev+1)*C : i*C])
+				copy(w.dln[i*C:(i+1)*C], w.lnfT[j*C:(j+1)*C])
+			}
+			if hi == nt {
+				clear(w.dln[(int(w.tgtIdx[nt-1])+1)*C : n*C])
+			}
+		})
+	} else {
+		clear(w.dln[:n*C])
 	}
 	x := w.res[c.Layers*n*C : (c.Layers+1)*n*C]
 	m.normBackward(w.dres[:n*C], g.Norm, w.dln, x, m.Params.Norm, w.rstdf, n, true)
@@ -80,7 +94,11 @@ func (m *Model) backward(b *Batch, dLogprobs, dEntropy, dValues []float32) error
 	for l := c.Layers - 1; l >= 0; l-- {
 		m.blockBackward(l, b)
 	}
-	kernels.EmbeddingBackward(g.Embed, w.dres, b.Tokens, n, C)
+	// A task a range of token ids, whose rows of the embedding's gradient it alone writes, each
+	// still summing its positions in order.
+	m.par.rows(V, V/min(m.par.n, 4), func(lo, hi int) {
+		kernels.EmbeddingBackwardTokens(g.Embed, w.dres, b.Tokens, n, C, int32(lo), int32(hi))
+	})
 	return nil
 }
 
@@ -104,20 +122,20 @@ func (m *Model) blockBackward(l int, b *Batch) {
 
 	// MLP: next = mid + sw·Downᵀ, so d(mid) starts as dres and gains the MLP branch below.
 	linearInputGrad(n, C, H, dres, p.Down, dsw)
-	kernels.Sgemm(true, false, C, H, n, 1, dres, C, sw, H, 1, g.Down, H)
+	m.linearWeightGrad(n, C, H, dres, sw, g.Down)
 	m.par.rows(n, minRows, func(lo, hi int) {
 		kernels.SwiGLUBackwardSet(dgu[lo*2*H:hi*2*H], dsw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
 	})
 	linearInputGrad(n, 2*H, C, dgu, p.GateUp, dln)
-	kernels.Sgemm(true, false, 2*H, C, n, 1, dgu, 2*H, ln2, C, 1, g.GateUp, C)
+	m.linearWeightGrad(n, 2*H, C, dgu, ln2, g.GateUp)
 	m.normBackward(dres, g.MLPNorm, dln, mid, p.MLPNorm, rstd2, n, false)
 
 	// Attention: mid = x + atty·Oᵀ.
 	linearInputGrad(n, C, C, dres, p.O, datty)
-	kernels.Sgemm(true, false, C, C, n, 1, dres, C, atty, C, 1, g.O, C)
+	m.linearWeightGrad(n, C, C, dres, atty, g.O)
 	m.attentionBackward(l, b, qkv, atty, datty, dqkv) // then RoPE's backward
 	linearInputGrad(n, Q, C, dqkv, p.QKV, dln)
-	kernels.Sgemm(true, false, Q, C, n, 1, dqkv, Q, ln1, C, 1, g.QKV, C)
+	m.linearWeightGrad(n, Q, C, dqkv, ln1, g.QKV)
 	m.normBackward(dres, g.AttnNorm, dln, x, p.AttnNorm, rstd1, n, false)
 }
 
@@ -162,7 +180,7 @@ func (m *Model) attentionBackward(l int, b *Batch, qkv, atty, datty, dqkv []floa
 	lse := w.lse[l*n*c.Heads : (l+1)*n*c.Heads]
 	Q, hd, nRep := c.qkvDim(), c.HeadDim(), c.Heads/c.KVHeads
 	m.par.run(len(w.spans)*c.KVHeads, func(worker, i int) {
-		t := m.attnTaskFor(w.spans[i/c.KVHeads], i%c.KVHeads, b.T)
+		t := m.attnTaskAt(i, b.T)
 		for r := 0; r < t.L; r++ {
 			clear(dqkv[t.q+r*Q : t.q+r*Q+nRep*hd])
 			clear(dqkv[t.k+r*Q : t.k+r*Q+hd])

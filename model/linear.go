@@ -46,16 +46,20 @@ func (m *Model) packThin() {
 	for len(w.packed) < m.Cfg.Layers {
 		w.packed = append(w.packed, [numLinear]kernels.PackedWeights{})
 	}
-	for l := range m.Cfg.Layers {
-		for i := range numLinear {
-			if wt, out, in := m.linearShape(l, i); thin(out) || m.thinModel() {
-				w.packed[l][i].Pack(wt, out, in)
+	// One weight a task: each writes its own buffer.
+	weights := m.Cfg.Layers * numLinear
+	m.par.run(weights+1, func(_, t int) {
+		if t == weights {
+			if m.thinModel() {
+				w.head.Pack(m.Params.LMHead, m.Cfg.Vocab, m.Cfg.Dim)
 			}
+			return
 		}
-	}
-	if m.thinModel() {
-		w.head.Pack(m.Params.LMHead, m.Cfg.Vocab, m.Cfg.Dim)
-	}
+		l, i := t/numLinear, t%numLinear
+		if wt, out, in := m.linearShape(l, i); thin(out) || m.thinModel() {
+			w.packed[l][i].Pack(wt, out, in)
+		}
+	})
 }
 
 // linearForward sets y (rows×out) to beta·y + x·Wᵀ for projection i of layer l (x rows×in).
@@ -86,4 +90,15 @@ func linearInputGrad(rows, out, in int, dy, w, dx []float32) {
 		return
 	}
 	kernels.Sgemm(false, false, rows, in, out, 1, dy, out, w, in, 0, dx, in)
+}
+
+// linearWeightGrad adds dyᵀ·x to dw (out×in), the weight gradient of x·Wᵀ over rows rows (dy
+// rows×out, x rows×in): Sgemm's bits, and in a thin model on SgemmSplitK, where the goroutines
+// share the rows (k) instead of dw's few tiles and none packs all of x or dy.
+func (m *Model) linearWeightGrad(rows, out, in int, dy, x, dw []float32) {
+	if m.thinModel() {
+		kernels.SgemmSplitK(true, false, out, in, rows, 1, dy, out, x, in, 1, dw, in)
+		return
+	}
+	kernels.Sgemm(true, false, out, in, rows, 1, dy, out, x, in, 1, dw, in)
 }

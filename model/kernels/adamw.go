@@ -1,7 +1,5 @@
 package kernels
 
-import "math"
-
 // AdamW applies one AdamW update (Loshchilov & Hutter 2019) to params in place, reading grads
 // and updating the first and second moment estimates m and v. Weight decay is decoupled from the
 // adaptive step and scaled by the learning rate, as in PyTorch's AdamW:
@@ -11,17 +9,7 @@ import "math"
 // bc1 = 1−β1^t and bc2 = 1−β2^t are the bias corrections for step t, passed in so the caller
 // computes them once in float64.
 func AdamW(params, grads, m, v []float32, lr, beta1, beta2, eps, weightDecay, bc1, bc2 float32) {
-	n := len(params)
-	grads, m, v = grads[:n], m[:n], v[:n]
-	decay := 1 - lr*weightDecay
-	step := lr / bc1
-	invBC2 := 1 / bc2
-	for i, p := range params {
-		g := grads[i]
-		mi := beta1*m[i] + (1-beta1)*g
-		vi := beta2*v[i] + (1-beta2)*g*g
-		m[i] = mi
-		v[i] = vi
-		params[i] = p*decay - step*mi/(float32(math.Sqrt(float64(vi*invBC2)))+eps)
-	}
+	k := adamWConsts{beta1: beta1, oneMinusBeta1: 1 - beta1, beta2: beta2, oneMinusBeta2: 1 - beta2,
+		decay: 1 - lr*weightDecay, step: lr / bc1, invBC2: 1 / bc2, eps: eps}
+	activeElem().adamW(params, grads, m, v, &k)
 }

@@ -40,3 +40,38 @@ func TestAdamWMatchesFloat64(t *testing.T) {
 		}
 	}
 }
+
+// TestAdamWKernelsMatchGo: every elementwise kernel's update gives adamWGo's bits, for lengths
+// around the 16-float blocks (masked tails), zero and special gradients, with and without decay.
+func TestAdamWKernelsMatchGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 21))
+	specials := specialInputs()
+	for _, kern := range availableElemKernels() {
+		for n := 0; n <= 70; n++ {
+			p, g := randSlice(rng, n, 2), randSlice(rng, n, 1)
+			m, v := randSlice(rng, n, 0.1), randSlice(rng, n, 0.01)
+			for i := range g {
+				switch rng.IntN(6) {
+				case 0:
+					g[i] = specials[rng.IntN(len(specials))]
+				case 1:
+					g[i] = 0
+				}
+				v[i] = v[i] * v[i] // a second moment is not negative
+			}
+			k := adamWConsts{beta1: 0.9, oneMinusBeta1: 1 - 0.9, beta2: 0.95, oneMinusBeta2: 1 - 0.95,
+				decay: 1 - 1e-3*float32(n%2)*0.1, step: 1e-3 / rng.Float32(), invBC2: 1 / rng.Float32(), eps: 1e-8}
+			wp, wm, wv := append([]float32(nil), p...), append([]float32(nil), m...), append([]float32(nil), v...)
+			adamWGo(wp, g, wm, wv, &k)
+			kern.adamW(p, g, m, v, &k)
+			for _, c := range []struct {
+				name      string
+				got, want []float32
+			}{{"p", p, wp}, {"m", m, wm}, {"v", v, wv}} {
+				if i := sameBits(c.got, c.want); i >= 0 {
+					t.Fatalf("%s n=%d: %s[%d] = %v, want %v (g %v)", kern.name, n, c.name, i, c.got[i], c.want[i], g[i])
+				}
+			}
+		}
+	}
+}

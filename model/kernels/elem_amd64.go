@@ -25,6 +25,7 @@ var (
 		sumSquares8: asmSumSquares8(sumSquares8avx512),
 		normDots8:   asmNormDots8(normDots8avx512),
 		rope:        asmRope(ropeForwardavx512, ropeBackwardavx512),
+		adamW:       asmAdamW(adamWavx512),
 	}
 	avx2Elem = elemKernel{
 		name:      "avx2",
@@ -44,6 +45,7 @@ var (
 		sumSquares8: asmSumSquares8(sumSquares8avx2),
 		normDots8:   asmNormDots8(normDots8avx2),
 		rope:        asmRope(ropeForwardavx2, ropeBackwardavx2),
+		adamW:       asmAdamW(adamWavx2),
 	}
 )
 
@@ -227,5 +229,16 @@ func asmRope(fwd, bwd func(x *float32, ld int, pos *int32, cos, sin *float32, n,
 			f = bwd
 		}
 		f(&x[0], ld, &pos[0], &cos[0], &sin[0], n, nHead, half)
+	}
+}
+
+func asmAdamW(f func(p, g, m, v *float32, n int, k *float32)) func(p, g, m, v []float32, k *adamWConsts) {
+	return func(p, g, m, v []float32, k *adamWConsts) {
+		n := len(p)
+		if n == 0 {
+			return
+		}
+		_, _, _ = g[n-1], m[n-1], v[n-1]
+		f(&p[0], &g[0], &m[0], &v[0], n, &k.beta1)
 	}
 }

@@ -1915,6 +1915,86 @@ ropeBackwardavx512_done:
 	VZEROUPPER
 	RET
 
+// func adamWavx512(p *float32, grad *float32, m *float32, v *float32, n int, k *float32)
+// Requires: AVX, AVX512F
+TEXT ·adamWavx512(SB), NOSPLIT, $0-48
+	MOVQ         p+0(FP), AX
+	MOVQ         grad+8(FP), CX
+	MOVQ         m+16(FP), DX
+	MOVQ         v+24(FP), BX
+	MOVQ         n+32(FP), SI
+	MOVQ         k+40(FP), DI
+	VBROADCASTSS (DI), Z0
+	VBROADCASTSS 4(DI), Z1
+	VBROADCASTSS 8(DI), Z2
+	VBROADCASTSS 12(DI), Z3
+	VBROADCASTSS 16(DI), Z4
+	VBROADCASTSS 20(DI), Z5
+	VBROADCASTSS 24(DI), Z6
+	VBROADCASTSS 28(DI), Z7
+
+adamWavx512_loop:
+	CMPQ    SI, $0x10
+	JB      adamWavx512_tail
+	VMOVUPS (CX), Z8
+	VMOVUPS (DX), Z9
+	VMULPS  Z0, Z9, Z9
+	VMULPS  Z1, Z8, Z10
+	VADDPS  Z10, Z9, Z9
+	VMOVUPS Z9, (DX)
+	VMOVUPS (BX), Z11
+	VMULPS  Z2, Z11, Z11
+	VMULPS  Z3, Z8, Z10
+	VMULPS  Z8, Z10, Z10
+	VADDPS  Z10, Z11, Z11
+	VMOVUPS Z11, (BX)
+	VMULPS  Z6, Z11, Z10
+	VSQRTPS Z10, Z10
+	VADDPS  Z7, Z10, Z10
+	VMULPS  Z5, Z9, Z9
+	VDIVPS  Z10, Z9, Z9
+	VMOVUPS (AX), Z8
+	VMULPS  Z4, Z8, Z8
+	VSUBPS  Z9, Z8, Z8
+	VMOVUPS Z8, (AX)
+	ADDQ    $0x40, AX
+	ADDQ    $0x40, CX
+	ADDQ    $0x40, DX
+	ADDQ    $0x40, BX
+	SUBQ    $0x10, SI
+	JMP     adamWavx512_loop
+
+adamWavx512_tail:
+	TESTQ     SI, SI
+	JZ        adamWavx512_done
+	LEAQ      elemtailmask512<>+0(SB), DI
+	KMOVW     (DI)(SI*2), K1
+	VMOVUPS.Z (CX), K1, Z8
+	VMOVUPS.Z (DX), K1, Z9
+	VMULPS    Z0, Z9, Z9
+	VMULPS    Z1, Z8, Z0
+	VADDPS    Z0, Z9, Z9
+	VMOVUPS   Z9, K1, (DX)
+	VMOVUPS.Z (BX), K1, Z1
+	VMULPS    Z2, Z1, Z1
+	VMULPS    Z3, Z8, Z0
+	VMULPS    Z8, Z0, Z0
+	VADDPS    Z0, Z1, Z1
+	VMOVUPS   Z1, K1, (BX)
+	VMULPS    Z6, Z1, Z0
+	VSQRTPS   Z0, Z0
+	VADDPS    Z7, Z0, Z0
+	VMULPS    Z5, Z9, Z9
+	VDIVPS    Z0, Z9, Z9
+	VMOVUPS.Z (AX), K1, Z0
+	VMULPS    Z4, Z0, Z0
+	VSUBPS    Z9, Z0, Z0
+	VMOVUPS   Z0, K1, (AX)
+
+adamWavx512_done:
+	VZEROUPPER
+	RET
+
 // func expSumavx2(dst *float32, src *float32, n int, shift float32) float32
 // Requires: AVX, AVX2, SSE
 TEXT ·expSumavx2(SB), NOSPLIT, $0-36
@@ -4042,6 +4122,130 @@ ropeBackwardavx2_nextrow:
 	JMP  ropeBackwardavx2_row
 
 ropeBackwardavx2_done:
+	VZEROUPPER
+	RET
+
+// func adamWavx2(p *float32, grad *float32, m *float32, v *float32, n int, k *float32)
+// Requires: AVX
+TEXT ·adamWavx2(SB), NOSPLIT, $0-48
+	MOVQ         p+0(FP), AX
+	MOVQ         grad+8(FP), CX
+	MOVQ         m+16(FP), DX
+	MOVQ         v+24(FP), BX
+	MOVQ         n+32(FP), SI
+	MOVQ         k+40(FP), DI
+	VBROADCASTSS (DI), Y0
+	VBROADCASTSS 4(DI), Y1
+	VBROADCASTSS 8(DI), Y2
+	VBROADCASTSS 12(DI), Y3
+	VBROADCASTSS 16(DI), Y4
+	VBROADCASTSS 20(DI), Y5
+	VBROADCASTSS 24(DI), Y6
+	VBROADCASTSS 28(DI), Y7
+
+adamWavx2_loop:
+	CMPQ    SI, $0x10
+	JB      adamWavx2_tail
+	VMOVUPS (CX), Y8
+	VMOVUPS (DX), Y9
+	VMULPS  Y0, Y9, Y9
+	VMULPS  Y1, Y8, Y10
+	VADDPS  Y10, Y9, Y9
+	VMOVUPS Y9, (DX)
+	VMOVUPS (BX), Y11
+	VMULPS  Y2, Y11, Y11
+	VMULPS  Y3, Y8, Y10
+	VMULPS  Y8, Y10, Y10
+	VADDPS  Y10, Y11, Y11
+	VMOVUPS Y11, (BX)
+	VMULPS  Y6, Y11, Y10
+	VSQRTPS Y10, Y10
+	VADDPS  Y7, Y10, Y10
+	VMULPS  Y5, Y9, Y9
+	VDIVPS  Y10, Y9, Y9
+	VMOVUPS (AX), Y8
+	VMULPS  Y4, Y8, Y8
+	VSUBPS  Y9, Y8, Y8
+	VMOVUPS Y8, (AX)
+	VMOVUPS 32(CX), Y8
+	VMOVUPS 32(DX), Y9
+	VMULPS  Y0, Y9, Y9
+	VMULPS  Y1, Y8, Y10
+	VADDPS  Y10, Y9, Y9
+	VMOVUPS Y9, 32(DX)
+	VMOVUPS 32(BX), Y11
+	VMULPS  Y2, Y11, Y11
+	VMULPS  Y3, Y8, Y10
+	VMULPS  Y8, Y10, Y10
+	VADDPS  Y10, Y11, Y11
+	VMOVUPS Y11, 32(BX)
+	VMULPS  Y6, Y11, Y10
+	VSQRTPS Y10, Y10
+	VADDPS  Y7, Y10, Y10
+	VMULPS  Y5, Y9, Y9
+	VDIVPS  Y10, Y9, Y9
+	VMOVUPS 32(AX), Y8
+	VMULPS  Y4, Y8, Y8
+	VSUBPS  Y9, Y8, Y8
+	VMOVUPS Y8, 32(AX)
+	ADDQ    $0x40, AX
+	ADDQ    $0x40, CX
+	ADDQ    $0x40, DX
+	ADDQ    $0x40, BX
+	SUBQ    $0x10, SI
+	JMP     adamWavx2_loop
+
+adamWavx2_tail:
+	TESTQ      SI, SI
+	JZ         adamWavx2_done
+	LEAQ       elemtailmask256<>+0(SB), DI
+	SHLQ       $0x06, SI
+	VMOVDQU    (DI)(SI*1), Y8
+	VMOVDQU    32(DI)(SI*1), Y9
+	VMASKMOVPS (CX), Y8, Y10
+	VMASKMOVPS (DX), Y8, Y11
+	VMULPS     Y0, Y11, Y11
+	VMULPS     Y1, Y10, Y12
+	VADDPS     Y12, Y11, Y11
+	VMASKMOVPS Y11, Y8, (DX)
+	VMASKMOVPS (BX), Y8, Y13
+	VMULPS     Y2, Y13, Y13
+	VMULPS     Y3, Y10, Y12
+	VMULPS     Y10, Y12, Y12
+	VADDPS     Y12, Y13, Y13
+	VMASKMOVPS Y13, Y8, (BX)
+	VMULPS     Y6, Y13, Y12
+	VSQRTPS    Y12, Y12
+	VADDPS     Y7, Y12, Y12
+	VMULPS     Y5, Y11, Y11
+	VDIVPS     Y12, Y11, Y11
+	VMASKMOVPS (AX), Y8, Y10
+	VMULPS     Y4, Y10, Y10
+	VSUBPS     Y11, Y10, Y10
+	VMASKMOVPS Y10, Y8, (AX)
+	VMASKMOVPS 32(CX), Y9, Y8
+	VMASKMOVPS 32(DX), Y9, Y10
+	VMULPS     Y0, Y10, Y10
+	VMULPS     Y1, Y8, Y0
+	VADDPS     Y0, Y10, Y10
+	VMASKMOVPS Y10, Y9, 32(DX)
+	VMASKMOVPS 32(BX), Y9, Y1
+	VMULPS     Y2, Y1, Y1
+	VMULPS     Y3, Y8, Y0
+	VMULPS     Y8, Y0, Y0
+	VADDPS     Y0, Y1, Y1
+	VMASKMOVPS Y1, Y9, 32(BX)
+	VMULPS     Y6, Y1, Y0
+	VSQRTPS    Y0, Y0
+	VADDPS     Y7, Y0, Y0
+	VMULPS     Y5, Y10, Y10
+	VDIVPS     Y0, Y10, Y10
+	VMASKMOVPS 32(AX), Y9, Y0
+	VMULPS     Y4, Y0, Y0
+	VSUBPS     Y10, Y0, Y0
+	VMASKMOVPS Y0, Y9, 32(AX)
+
+adamWavx2_done:
 	VZEROUPPER
 	RET
 

@@ -1,5 +1,7 @@
 package kernels
 
+import "math"
+
 // Elementwise kernels around expf: the exponentials of softmax and the SiLU of SwiGLU; and the
 // row work of RMSNorm and RoPE (norm.go, rope.go). Each has a portable Go body, which defines the
 // result bit for bit, and vector versions in elem_amd64.s that give the same bits (elem_test.go,
@@ -101,6 +103,8 @@ type elemKernel struct {
 	// rope is ropeGo, except that on amd64 only: Go compilers for other architectures may fuse
 	// ropeGo's products into its adds.
 	rope func(x []float32, ld int, pos []int32, cos, sin []float32, n, nHead, headDim int, inverse bool)
+	// adamW is adamWGo, on amd64 only for the same reason as rope.
+	adamW func(p, g, m, v []float32, k *adamWConsts)
 }
 
 var goElem = elemKernel{name: "go", expSum: expSumGo, swigluFwd: swigluForwardGo, swigluBwd: swigluBackwardGo,
@@ -109,7 +113,7 @@ var goElem = elemKernel{name: "go", expSum: expSumGo, swigluFwd: swigluForwardGo
 	rmsScale: rmsScaleGo, rmsBackward: rmsBackwardGo,
 	sumSquares8: func(ss *[normRows]float64, x []float32, c int) { sumSquaresGo(ss[:], x, c) },
 	normDots8:   func(dots *[normRows]float64, dy, x, w []float32) { normDotsGo(dots[:], dy, x, w) },
-	rope:        ropeGo}
+	rope:        ropeGo, adamW: adamWGo}
 
 // expMomentLanes is how many float64 partial sums expMomentsGo keeps: element i adds into lane
 // i mod expMomentLanes, and the lanes are then added pairwise (l += l+4, l += l+2, l += l+1).
@@ -167,5 +171,26 @@ func rmsBackwardGo(dx, dw, dy, x, w []float32, r, k float32) {
 	for j, v := range x {
 		dx[j] += float32(r*w[j]*dy[j]) - float32(v*k)
 		dw[j] += float32(dy[j] * v * r)
+	}
+}
+
+// adamWConsts are the scalars of one AdamW update (AdamW), in the order the assembly kernels
+// read them.
+type adamWConsts struct {
+	beta1, oneMinusBeta1, beta2, oneMinusBeta2 float32
+	decay, step, invBC2, eps                   float32
+}
+
+// adamWGo applies one AdamW update to p, m and v given g (kernels.AdamW).
+func adamWGo(p, g, m, v []float32, k *adamWConsts) {
+	n := len(p)
+	g, m, v = g[:n], m[:n], v[:n]
+	for i, pi := range p {
+		gi := g[i]
+		mi := k.beta1*m[i] + k.oneMinusBeta1*gi
+		vi := k.beta2*v[i] + k.oneMinusBeta2*gi*gi
+		m[i] = mi
+		v[i] = vi
+		p[i] = pi*k.decay - k.step*mi/(float32(math.Sqrt(float64(vi*k.invBC2)))+k.eps)
 	}
 }

@@ -79,6 +79,11 @@ func ropeForwardavx512(x *float32, ld int, pos *int32, cos *float32, sin *float3
 //go:noescape
 func ropeBackwardavx512(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
 
+// adamWavx512 applies one AdamW update to p[:n], m[:n] and v[:n] given grad[:n] and the constants at k, in adamWConsts' order (avx512).
+//
+//go:noescape
+func adamWavx512(p *float32, grad *float32, m *float32, v *float32, n int, k *float32)
+
 // expSumavx2 writes dst[i] = expf(src[i] - shift) for i < n and returns their sum in expSumGo's order (avx2).
 //
 //go:noescape
@@ -153,6 +158,11 @@ func ropeForwardavx2(x *float32, ld int, pos *int32, cos *float32, sin *float32,
 //
 //go:noescape
 func ropeBackwardavx2(x *float32, ld int, pos *int32, cos *float32, sin *float32, n int, nHead int, half int)
+
+// adamWavx2 applies one AdamW update to p[:n], m[:n] and v[:n] given grad[:n] and the constants at k, in adamWConsts' order (avx2).
+//
+//go:noescape
+func adamWavx2(p *float32, grad *float32, m *float32, v *float32, n int, k *float32)
 
 // cpuid executes CPUID with EAX = leaf and ECX = sub and returns EAX, EBX, ECX and EDX.
 func cpuid(leaf uint32, sub uint32) (a uint32, b uint32, c uint32, d uint32)

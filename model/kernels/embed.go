@@ -20,3 +20,17 @@ func EmbeddingBackward(dwte, dout []float32, tokens []int32, n, c int) {
 		}
 	}
 }
+
+// EmbeddingBackwardTokens is EmbeddingBackward for the token ids in [lo, hi) alone, with the
+// same sums: callers split the vocabulary among goroutines, each writing its own rows of dwte.
+func EmbeddingBackwardTokens(dwte, dout []float32, tokens []int32, n, c int, lo, hi int32) {
+	for i, t := range tokens[:n] {
+		if t < lo || t >= hi {
+			continue
+		}
+		d := dwte[int(t)*c : int(t)*c+c]
+		for j, v := range dout[i*c : i*c+c] {
+			d[j] += v
+		}
+	}
+}

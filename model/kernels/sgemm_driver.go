@@ -66,9 +66,12 @@ func gemm(kern *microKernel, nw int, transA, transB bool, m, n, k int, alpha flo
 	bbuf := getBuf(kc * nc)
 	defer putBuf(bbuf)
 	bpack := *bbuf
+	// Each worker's buffer holds its packed A block and, after it, the scratch edge tile of
+	// macroKernel (which on the stack would escape to the heap, through the kernel's function
+	// value, on every call).
 	abufs := make([]*[]float32, nw)
 	for w := range abufs {
-		abufs[w] = getBuf(mc * kc)
+		abufs[w] = getBuf(mc*kc + maxTile)
 	}
 	defer func() {
 		for _, buf := range abufs {
@@ -101,14 +104,14 @@ func gemm(kern *microKernel, nw int, transA, transB bool, m, n, k int, alpha flo
 			units := mBlocks * parts
 			next.Store(0)
 			fanOut(min(nw, units), func(w int) {
-				apack := *abufs[w]
+				apack, edge := (*abufs[w])[:mc*kc], (*abufs[w])[mc*kc:]
 				for u := int(next.Add(1) - 1); u < units; u = int(next.Add(1) - 1) {
 					ib, part := u/parts, u%parts
 					i0 := ib * mc
 					mb := min(mc, m-i0)
 					packA(apack, transA, a, lda, i0, mb, pc, kb, mr)
 					s0, s1 := part*strips/parts, (part+1)*strips/parts
-					macroKernel(kern, apack, bpack, i0, mb, jc, s0, s1, n, kb, alpha, betaEff, c, ldc)
+					macroKernel(kern, apack, bpack, edge, i0, mb, jc, s0, s1, n, kb, alpha, betaEff, c, ldc)
 				}
 			})
 		}
@@ -172,10 +175,10 @@ func sliceDepth(k, maxKC int) int {
 // block starting at column jc. Full tiles go straight to C; edge tiles go through a scratch
 // tile so the microkernel never touches memory outside C. The edge tile is loaded with C and
 // stored by the microkernel with the caller's alpha and beta, so every element of C gets the
-// same store arithmetic whether its tile is full or not, whatever m and n are.
-func macroKernel(kern *microKernel, apack, bpack []float32, i0, mb, jc, s0, s1, n, kb int, alpha, beta float32, c []float32, ldc int) {
+// same store arithmetic whether its tile is full or not, whatever m and n are. edge is the
+// scratch tile, maxTile floats.
+func macroKernel(kern *microKernel, apack, bpack, edge []float32, i0, mb, jc, s0, s1, n, kb int, alpha, beta float32, c []float32, ldc int) {
 	mr, nr := kern.mr, kern.nr
-	var edge [maxTile]float32
 	for s := s0; s < s1; s++ {
 		j := jc + s*nr
 		nre := min(nr, n-j)

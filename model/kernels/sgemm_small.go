@@ -203,8 +203,18 @@ func smallGo(j0, j1, m, k, kc int, alpha float32, a []float32, lda int, b []floa
 	}
 }
 
+// nnRowChunk is the rows of one part of gemmSmallNN's row split: eight calls of the AVX-512
+// kernels' 12 rows, whose A rows (at most a few hundred KiB for the thin products' k) stay in
+// the core's L2 while every column panel of C reads them.
+const nnRowChunk = 96
+
 // gemmSmallNN computes C = alpha*A·B + beta*C for small m, B (k×n) read in place, splitting the
-// column panels among up to nw goroutines above parallelMinFlops.
+// column panels among up to nw goroutines above parallelMinFlops. Products of many rows
+// (SgemmNN's dX = dY·W over a batch, never Sgemm's small m) are split by chunks of nnRowChunk
+// rows instead: split by columns, every goroutine would read all of A, the large operand, from
+// memory, where by rows each reads its share of A once and all of B, a weight of a few hundred
+// KiB at most. No element's arithmetic depends on the rows around it, so neither split changes
+// a bit.
 func gemmSmallNN(kern *microKernel, nw int, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	kc := sliceDepth(k, kern.kc)
 	if 2*float64(m)*float64(n)*float64(k) < parallelMinFlops {
@@ -214,6 +224,13 @@ func gemmSmallNN(kern *microKernel, nw int, m, n, k int, alpha float32, a []floa
 	width := 4
 	if nn != nil {
 		width = nn.width
+	}
+	if nw > 1 && m >= 2*nw*nnRowChunk {
+		fanOut((m+nnRowChunk-1)/nnRowChunk, func(part int) {
+			i0 := part * nnRowChunk
+			smallNNCols(nn, 0, n, min(nnRowChunk, m-i0), k, kc, alpha, a[i0*lda:], lda, b, ldb, beta, c[i0*ldc:], ldc)
+		})
+		return
 	}
 	panels := (n + width - 1) / width
 	parts := min(nw, panels)

@@ -9,13 +9,14 @@ import (
 // TestThinProductsMatchSgemm: SgemmNN is Sgemm(false, false, …) and SgemmPacked is
 // Sgemm(false, true, …) bit for bit at the training step's shapes (many rows against a thin
 // weight), k across several of the kernels' k slices, beta 0 and 1, on every microkernel and
-// with one worker or several.
+// with one worker or several (700 rows on three workers take SgemmNN's split by chunks of rows,
+// the last chunk short).
 func TestThinProductsMatchSgemm(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 15))
 	for _, kern := range availableKernels() {
 		for _, nw := range []int{1, 3} {
 			withKernel(t, kern, nw)
-			for _, m := range []int{1, 13, 40, 300} {
+			for _, m := range []int{1, 13, 40, 300, 700} {
 				for _, n := range []int{16, 48, 64, 100, 192} {
 					for _, k := range []int{5, 64, 192, 900} {
 						for _, beta := range []float32{0, 1} {

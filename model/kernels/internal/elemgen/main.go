@@ -1,5 +1,5 @@
 // Command elemgen writes the amd64 assembly of the elementwise kernels (elem_amd64.s) with avo:
-// the exponential of softmax and the SiLU of SwiGLU, and the row work of RMSNorm and RoPE. Run it through `go generate` in
+// the exponential of softmax and the SiLU of SwiGLU, the row work of RMSNorm and RoPE, and AdamW's update. Run it through `go generate` in
 // model/kernels; the generated file and its Go declarations are committed.
 //
 // Every kernel reproduces the Go code of elem_go.go bit for bit: the exponential is expf's
@@ -121,6 +121,7 @@ func main() {
 		rowSums(&isa{name: name, width: width}, false)
 		rope(&isa{name: name, width: width}, false)
 		rope(&isa{name: name, width: width}, true)
+		adamW(&isa{name: name, width: width})
 	}
 	cpuid()
 	Generate()
@@ -737,6 +738,61 @@ func rmsBackward(s *isa) {
 			e := s.load(dw, h, masked)
 			VADDPS(dyv, e, e)
 			s.store(e, dw, h, masked)
+		}
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// adamW is kernels.AdamW's update of n parameters (adamWGo), each operation rounded as Go
+// rounds it (no FMA): m = β1·m + (1−β1)·g, v = β2·v + ((1−β2)·g)·g, p = p·decay −
+// (step·m)/(√(v·invBC2) + eps). VSQRTPS is the float32 square root correctly rounded, which is
+// float32(math.Sqrt(float64(x))): the float64 root has enough bits that rounding it again to
+// float32 gives the same value. k points at the eight constants in adamWConsts' order.
+func adamW(s *isa) {
+	name := "adamW" + s.name
+	TEXT(name, NOSPLIT, "func(p, grad, m, v *float32, n int, k *float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s applies one AdamW update to p[:n], m[:n] and v[:n] given grad[:n] and the constants at k, in adamWConsts' order (%s).", name, s.name))
+	p := Load(Param("p"), GP64())
+	g := Load(Param("grad"), GP64()) // not "g": the Go assembler reads g+8(FP) as its g register
+	m := Load(Param("m"), GP64())
+	v := Load(Param("v"), GP64())
+	n := Load(Param("n"), GP64())
+	kp := Load(Param("k"), GP64())
+	var c [8]reg.VecVirtual // β1, 1−β1, β2, 1−β2, decay, step, invBC2, eps
+	for i := range c {
+		c[i] = s.vec()
+		VBROADCASTSS(Mem{Base: kp, Disp: 4 * i}, c[i])
+	}
+	var ptrs []reg.GPVirtual
+	for _, r := range []reg.Register{p, g, m, v} {
+		ptrs = append(ptrs, r.(reg.GPVirtual))
+	}
+	s.loop(name, n.(reg.GPVirtual), ptrs, func(masked bool) {
+		for h := 0; h < block/s.width; h++ {
+			gv := s.load(g, h, masked)
+			mv := s.load(m, h, masked)
+			t := s.vec()
+			VMULPS(c[0], mv, mv) // β1·m
+			VMULPS(c[1], gv, t)  // (1−β1)·g
+			VADDPS(t, mv, mv)
+			s.store(mv, m, h, masked)
+			vv := s.load(v, h, masked)
+			VMULPS(c[2], vv, vv) // β2·v
+			VMULPS(c[3], gv, t)  // (1−β2)·g
+			VMULPS(gv, t, t)     // ·g
+			VADDPS(t, vv, vv)
+			s.store(vv, v, h, masked)
+			VMULPS(c[6], vv, t) // v·invBC2
+			VSQRTPS(t, t)
+			VADDPS(c[7], t, t)   // + eps
+			VMULPS(c[5], mv, mv) // step·m
+			VDIVPS(t, mv, mv)    // (step·m)/(√… + eps)
+			pv := s.load(p, h, masked)
+			VMULPS(c[4], pv, pv) // p·decay
+			VSUBPS(mv, pv, pv)
+			s.store(pv, p, h, masked)
 		}
 	})
 	VZEROUPPER()
