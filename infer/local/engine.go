@@ -236,10 +236,6 @@ func (e *Engine) generate(ctx context.Context, req infer.Request, onStep func(St
 	select {
 	case r := <-j.done:
 		return r.c, r.err
-	case <-ctx.Done():
-		// The engine drops the job when it next looks at it (at admission, or at its next
-		// decode step) and discards what it made.
-		return infer.Completion{}, ctx.Err()
 	case <-e.quit:
 		return infer.Completion{}, ErrClosed
 	}

@@ -21,9 +21,8 @@ type Step struct {
 // before the completion is returned. onStep runs on the engine's decode path, possibly in
 // parallel with other requests' callbacks (never with its own): it must be quick and must not
 // block (hand the step to a buffered channel with room for MaxTokens steps, say). Cancelling ctx
-// returns ctx's error at once and ends the request at the engine's next decode step, which frees
-// its slot (a queued request is dropped unrun); the completion is lost, and onStep may still be
-// called for the step in progress after GenerateStream has returned.
+// ends the request at the next decode step and frees its slot; the completion is then lost
+// (ctx's error is returned) but every token sampled was reported to onStep.
 func (e *Engine) GenerateStream(ctx context.Context, req infer.Request, onStep func(Step)) (infer.Completion, error) {
 	return e.generate(ctx, req, onStep)
 }

@@ -53,24 +53,36 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) error {
 	s.met.promptTokens.Add(float64(len(req.Prompt)))
 	s.met.queued.Inc()
 	start := time.Now()
-	// state moves queued → running at the first token and to finished when the call returns;
-	// the engine may still report a token of the step in progress after a cancelled call
-	// returned, and the compare-and-swaps keep that from counting it as running.
-	const queued, running, finished = 0, 1, 2
-	var state atomic.Int32
+	var started atomic.Bool
+	type result struct {
+		c   infer.Completion
+		err error
+	}
+	fin := make(chan result, 1)
 	eng := s.acquire()
-	c, err := eng.GenerateStream(ctx, req, func(local.Step) {
-		if state.Load() == queued && state.CompareAndSwap(queued, running) {
+	go func() {
+		defer eng.leave()
+		c, err := eng.GenerateStream(ctx, req, func(local.Step) {
+			if !started.Load() {
+				started.Store(true)
+				s.met.queued.Dec()
+				s.met.running.Inc()
+				s.met.ttft.Observe(time.Since(start).Seconds())
+			}
+		})
+		if started.Load() {
+			s.met.running.Dec()
+		} else {
 			s.met.queued.Dec()
-			s.met.running.Inc()
-			s.met.ttft.Observe(time.Since(start).Seconds())
 		}
-	})
-	eng.leave()
-	if state.CompareAndSwap(queued, finished) {
-		s.met.queued.Dec()
-	} else if state.CompareAndSwap(running, finished) {
-		s.met.running.Dec()
+		fin <- result{c, err}
+	}()
+	var c infer.Completion
+	select {
+	case r := <-fin:
+		c, err = r.c, r.err
+	case <-ctx.Done(): // see run: a request still queued is dropped by the engine unrun
+		err = ctx.Err()
 	}
 	if err != nil {
 		if ctx.Err() != nil {
