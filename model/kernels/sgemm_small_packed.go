@@ -204,8 +204,8 @@ const gemvPartsPerWorker = 2
 // (BenchmarkGemvRoofline, BENCHMARKS.md). So both ways are timed, per KiB of weight, as
 // exponential averages: products are split unless the unsplit ones have been faster by a fifth
 // (a margin, since splitting is the way that wins on a machine of one's own), and in every
-// gemvProbe products a window of gemvWindow runs the other way. The first products of a window
-// and the first after it are not timed: the helpers sleep while products are not split
+// probe period (probePos) a window of gemvWindow runs the other way. The first products of a
+// window and the first after it are not timed: the helpers sleep while products are not split
 // (pool.go), and waking them is a cost of switching, not of either way. Which goroutine
 // computes a part never changes a bit, so neither does the choice.
 var gemvTune SplitTuner
@@ -214,16 +214,33 @@ var gemvTune SplitTuner
 var gemvTuneOn = true
 
 const (
-	gemvProbe  = 1024 // products per probe window
-	gemvWindow = 16   // products in the window
-	gemvWarm   = 4    // products not timed after a switch
+	gemvProbe      = 1024 // products per probe window, once the first periods are over
+	gemvFirstProbe = 64   // the first period: the periods double from it up to gemvProbe
+	gemvWindow     = 16   // products in the window
+	gemvWarm       = 4    // products not timed after a switch
 )
+
+// probePos is run c's position in its probe period. The periods start short and double
+// (gemvFirstProbe, 128, 256, 512 runs, then gemvProbe runs for good), so that a first probe that
+// a stall made look slow is taken again within a few dozen runs, not a thousand: with one
+// period of gemvProbe from the start, a batch-1 decode of a few hundred steps whose first split
+// steps were unlucky stayed on one core throughout (0.46 of the read bandwidth where its split
+// steps read at 0.85, BENCHMARKS.md).
+func probePos(c uint64) uint64 {
+	for period := uint64(gemvFirstProbe); period < gemvProbe; period *= 2 {
+		if c < period {
+			return c
+		}
+		c -= period
+	}
+	return c % gemvProbe
+}
 
 // SplitTuner decides, for a kind of memory-bound work that runs again and again (gemvTune: a
 // batch-1 product; the model's batch-1 decode step), whether to split it among the goroutines
 // or run it on one, as gemvTune's comment explains: both ways are timed per KiB of weight read,
 // and the work is split unless unsplit has been faster by a fifth, with a probe window of the
-// other way in every gemvProbe runs. The zero value is ready; it is safe for concurrent use.
+// other way in every probe period (probePos). The zero value is ready; it is safe for concurrent use.
 // It keeps, for unsplit (0) and split (1), an exponential average of the nanoseconds per KiB
 // of weight, as float64 bits (0: no sample yet).
 type SplitTuner struct {
@@ -235,7 +252,7 @@ type SplitTuner struct {
 func (t *SplitTuner) Split() (split, timed bool) {
 	one, two := math.Float64frombits(t.nsPerKB[0].Load()), math.Float64frombits(t.nsPerKB[1].Load())
 	best := one == 0 || two == 0 || one >= 0.8*two
-	p := (t.calls.Add(1) - 1) % gemvProbe
+	p := probePos(t.calls.Add(1) - 1)
 	switch {
 	case p < gemvWindow:
 		return !best, p >= gemvWarm

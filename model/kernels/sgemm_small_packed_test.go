@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -301,10 +302,25 @@ func BenchmarkGemvRoofline(b *testing.B) {
 }
 
 // TestSplitTuner: the tuner splits unless unsplit products have been faster by a fifth, runs
-// the other way in a window of every gemvProbe products, and leaves the first products after
-// each switch untimed.
+// the other way in a window at the start of every probe period (64, 128, 256 and 512 runs, then
+// gemvProbe runs for good), and leaves the first products after each switch untimed.
 func TestSplitTuner(t *testing.T) {
 	var st SplitTuner
+	// The first periods, with no samples: the window's runs are the unsplit ones.
+	var windows []int
+	const early = 64 + 128 + 256 + 512
+	for c := range early + 2*gemvProbe {
+		if s, _ := st.Split(); !s && (len(windows) == 0 || c >= windows[len(windows)-1]+gemvWindow) {
+			windows = append(windows, c)
+		}
+	}
+	if want := []int{0, 64, 192, 448, early, early + gemvProbe}; !slices.Equal(windows, want) {
+		t.Fatalf("probe windows start at runs %v, want %v", windows, want)
+	}
+	st = SplitTuner{}
+	for range early { // to the first period of gemvProbe runs
+		st.Split()
+	}
 	count := func() (split, timed int) {
 		for range gemvProbe {
 			s, tm := st.Split()
