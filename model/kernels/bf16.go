@@ -1,9 +1,6 @@
 package kernels
 
-import (
-	"fmt"
-	"math"
-)
+import "math"
 
 // bfloat16 is the upper half of a float32: its sign, its 8 exponent bits and the top 7 of its 23
 // mantissa bits. Rounding a float32 to it keeps the range and gives up 16 bits of precision, a
@@ -156,21 +153,7 @@ func (w *PackedBF16) Parts(m, nw int) int {
 // part p of any parts up to the number of panels writes the columns of the panels
 // [p·P/parts, (p+1)·P/parts) of the P = n/PanelWidth, for every m.
 func SgemmBF16Part(part, parts, m int, alpha float32, a []float32, lda int, w *PackedBF16, beta float32, c []float32, ldc int) {
-	if !w.packed {
-		panic("kernels.SgemmBF16Part: weights not packed")
-	}
-	if m < 0 || parts < 1 || part < 0 || part >= parts {
-		panic(fmt.Sprintf("kernels.SgemmBF16Part: part %d of %d, m=%d", part, parts, m))
-	}
-	checkMatrix("A", m, w.k, a, lda)
-	checkMatrix("C", m, w.n, c, ldc)
-	if m == 0 || w.n == 0 {
-		return
-	}
-	if w.k == 0 || alpha == 0 {
-		if part == 0 {
-			scaleC(m, w.n, beta, c, ldc)
-		}
+	if partDone("SgemmBF16Part", w.packed, part, parts, m, w.k, w.n, alpha, a, lda, beta, c, ldc) {
 		return
 	}
 	w.part(part, parts, m, alpha, a, lda, beta, c, ldc)

@@ -105,24 +105,35 @@ func (w *PackedWeights) gemv() bool {
 // the P = n/PanelWidth, for every m, so a caller can cut C at panel boundaries of its choosing
 // (a decode step's query/key/value heads by key/value head).
 func SgemmPackedPart(part, parts, m int, alpha float32, a []float32, lda int, w *PackedWeights, beta float32, c []float32, ldc int) {
-	if w.kern == nil {
-		panic("kernels.SgemmPackedPart: weights not packed")
-	}
-	if m < 0 || parts < 1 || part < 0 || part >= parts {
-		panic(fmt.Sprintf("kernels.SgemmPackedPart: part %d of %d, m=%d", part, parts, m))
-	}
-	checkMatrix("A", m, w.k, a, lda)
-	checkMatrix("C", m, w.n, c, ldc)
-	if m == 0 || w.n == 0 {
-		return
-	}
-	if w.k == 0 || alpha == 0 {
-		if part == 0 {
-			scaleC(m, w.n, beta, c, ldc)
-		}
+	if partDone("SgemmPackedPart", w.kern != nil, part, parts, m, w.k, w.n, alpha, a, lda, beta, c, ldc) {
 		return
 	}
 	w.part(part, parts, m, alpha, a, lda, beta, c, ldc)
+}
+
+// partDone is SgemmPackedPart's and SgemmBF16Part's checks of one part of a product of m rows
+// on packed k×n weights (panicking, under name, on weights not packed or a part out of range)
+// and the parts with nothing to multiply: it reports whether the part is done, C scaled by beta
+// (by part 0) where k or alpha is 0.
+func partDone(name string, packed bool, part, parts, m, k, n int, alpha float32, a []float32, lda int, beta float32, c []float32, ldc int) bool {
+	if !packed {
+		panic("kernels." + name + ": weights not packed")
+	}
+	if m < 0 || parts < 1 || part < 0 || part >= parts {
+		panic(fmt.Sprintf("kernels.%s: part %d of %d, m=%d", name, part, parts, m))
+	}
+	checkMatrix("A", m, k, a, lda)
+	checkMatrix("C", m, n, c, ldc)
+	if m == 0 || n == 0 {
+		return true
+	}
+	if k == 0 || alpha == 0 {
+		if part == 0 {
+			scaleC(m, n, beta, c, ldc)
+		}
+		return true
+	}
+	return false
 }
 
 // part is SgemmPackedPart after the checks, with k > 0 and alpha ≠ 0.
