@@ -23,6 +23,8 @@ import (
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
+
+	"github.com/agentrl/agentrl/model/kernels/internal/rowaddr"
 )
 
 // family is the kernels of one instruction set: a panel is nvec vectors of lanes floats wide.
@@ -153,35 +155,13 @@ func nn(f family, rows int) {
 		pa[g] = GP64()
 		LEAQ(Mem{Base: pa[g-1], Index: lda, Scale: 4}, pa[g])
 	}
-	arow := func(i, disp int) Mem {
-		base := pa[i/4]
-		switch i % 4 {
-		case 0:
-			return Mem{Base: base, Disp: disp}
-		case 1:
-			return Mem{Base: base, Index: lda, Scale: 1, Disp: disp}
-		case 2:
-			return Mem{Base: base, Index: lda, Scale: 2, Disp: disp}
-		}
-		return Mem{Base: base, Index: lda3, Scale: 1, Disp: disp}
-	}
+	arow := func(i, disp int) Mem { return rowaddr.Row(pa[i/4], lda, lda3, i%4, disp) }
 	pb := Load(Param("b"), GP64())
 	ldb := Load(Param("ldb"), GP64())
 	SHLQ(Imm(1), ldb)
 	ldb3 := GP64()
 	LEAQ(Mem{Base: ldb, Index: ldb, Scale: 2}, ldb3)
-	brow := func(u, v int) Mem {
-		disp := 2 * v * f.lanes
-		switch u {
-		case 0:
-			return Mem{Base: pb, Disp: disp}
-		case 1:
-			return Mem{Base: pb, Index: ldb, Scale: 1, Disp: disp}
-		case 2:
-			return Mem{Base: pb, Index: ldb, Scale: 2, Disp: disp}
-		}
-		return Mem{Base: pb, Index: ldb3, Scale: 1, Disp: disp}
-	}
+	brow := func(u, v int) Mem { return rowaddr.Row(pb, ldb, ldb3, u, 2*v*f.lanes) }
 
 	acc := make([][]reg.VecVirtual, rows)
 	for i := range acc {

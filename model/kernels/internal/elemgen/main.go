@@ -18,6 +18,8 @@ import (
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
+
+	"github.com/agentrl/agentrl/model/kernels/internal/rowaddr"
 )
 
 // The constants of kernels.expf, spelled the same way so that they round to the same float32.
@@ -848,15 +850,7 @@ func rowSums(s *isa, square bool) {
 		if r >= 4 {
 			base = base4
 		}
-		switch r % 4 {
-		case 0:
-			return Mem{Base: base, Disp: disp}
-		case 1:
-			return Mem{Base: base, Index: ld, Scale: 1, Disp: disp}
-		case 2:
-			return Mem{Base: base, Index: ld, Scale: 2, Disp: disp}
-		}
-		return Mem{Base: base, Index: ld3, Scale: 1, Disp: disp}
+		return rowaddr.Row(base, ld, ld3, r%4, disp)
 	}
 	acc := make([]reg.VecVirtual, sumRows)
 	for r := range acc {

@@ -25,6 +25,8 @@ import (
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
+
+	"github.com/agentrl/agentrl/model/kernels/internal/rowaddr"
 )
 
 // kernelSpec is one register tile: mr rows by nvec vectors of width floats.
@@ -351,18 +353,7 @@ func smallNT(s smallSpec, rows int) {
 		pa[g] = GP64()
 		LEAQ(Mem{Base: pa[g-1], Index: lda, Scale: 4}, pa[g])
 	}
-	arow := func(i, disp int) Mem {
-		base := pa[i/4]
-		switch i % 4 {
-		case 0:
-			return Mem{Base: base, Disp: disp}
-		case 1:
-			return Mem{Base: base, Index: lda, Scale: 1, Disp: disp}
-		case 2:
-			return Mem{Base: base, Index: lda, Scale: 2, Disp: disp}
-		}
-		return Mem{Base: base, Index: lda3, Scale: 1, Disp: disp}
-	}
+	arow := func(i, disp int) Mem { return rowaddr.Row(pa[i/4], lda, lda3, i%4, disp) }
 	// Row 4q+r of B is at pb[q] + r*ldb.
 	ldb := Load(Param("ldb"), GP64())
 	SHLQ(Imm(2), ldb)
@@ -376,17 +367,7 @@ func smallNT(s smallSpec, rows int) {
 		pb[q] = GP64()
 		LEAQ(Mem{Base: pb[q-1], Index: ldb, Scale: 4}, pb[q])
 	}
-	brow := func(q, r int) Mem {
-		switch r {
-		case 0:
-			return Mem{Base: pb[q]}
-		case 1:
-			return Mem{Base: pb[q], Index: ldb, Scale: 1}
-		case 2:
-			return Mem{Base: pb[q], Index: ldb, Scale: 2}
-		}
-		return Mem{Base: pb[q], Index: ldb3, Scale: 1}
-	}
+	brow := func(q, r int) Mem { return rowaddr.Row(pb[q], ldb, ldb3, r, 0) }
 
 	acc := make([]reg.VecVirtual, rows)
 	for i := range acc {
@@ -518,35 +499,13 @@ func smallNN(s kernelSpec, rows int, prefetch bool) {
 		pa[g] = GP64()
 		LEAQ(Mem{Base: pa[g-1], Index: lda, Scale: 4}, pa[g])
 	}
-	arow := func(i, disp int) Mem {
-		base := pa[i/4]
-		switch i % 4 {
-		case 0:
-			return Mem{Base: base, Disp: disp}
-		case 1:
-			return Mem{Base: base, Index: lda, Scale: 1, Disp: disp}
-		case 2:
-			return Mem{Base: base, Index: lda, Scale: 2, Disp: disp}
-		}
-		return Mem{Base: base, Index: lda3, Scale: 1, Disp: disp}
-	}
+	arow := func(i, disp int) Mem { return rowaddr.Row(pa[i/4], lda, lda3, i%4, disp) }
 	pb := Load(Param("b"), GP64())
 	ldb := Load(Param("ldb"), GP64())
 	SHLQ(Imm(2), ldb)
 	ldb3 := GP64()
 	LEAQ(Mem{Base: ldb, Index: ldb, Scale: 2}, ldb3)
-	brow := func(u, v int) Mem {
-		disp := 4 * v * s.width
-		switch u {
-		case 0:
-			return Mem{Base: pb, Disp: disp}
-		case 1:
-			return Mem{Base: pb, Index: ldb, Scale: 1, Disp: disp}
-		case 2:
-			return Mem{Base: pb, Index: ldb, Scale: 2, Disp: disp}
-		}
-		return Mem{Base: pb, Index: ldb3, Scale: 1, Disp: disp}
-	}
+	brow := func(u, v int) Mem { return rowaddr.Row(pb, ldb, ldb3, u, 4*v*s.width) }
 
 	// ppf runs pfd bytes ahead of pb.
 	var ppf reg.GPVirtual
