@@ -337,13 +337,19 @@ func timeToTarget(ps []evalPoint, target float64) (float64, bool) {
 
 // pass1At is the held-out sampled pass@1 after n trained episodes, interpolated linearly.
 func pass1At(ps []evalPoint, n float64) float64 {
+	return pass1Along(ps, func(p evalPoint) float64 { return p.trained }, n)
+}
+
+// pass1Along is the held-out sampled pass@1 where x (episodes trained, RL seconds), which grows
+// from evaluation to evaluation, reaches t, interpolated linearly; the last evaluation's beyond.
+func pass1Along(ps []evalPoint, x func(evalPoint) float64, t float64) float64 {
 	for i := 1; i < len(ps); i++ {
-		if ps[i].trained >= n {
+		if x(ps[i]) >= t {
 			q, p := ps[i-1], ps[i]
-			if p.trained == q.trained {
+			if x(p) == x(q) {
 				return p.pass1
 			}
-			return q.pass1 + (p.pass1-q.pass1)*(n-q.trained)/(p.trained-q.trained)
+			return q.pass1 + (p.pass1-q.pass1)*(t-x(q))/(x(p)-x(q))
 		}
 	}
 	return ps[len(ps)-1].pass1

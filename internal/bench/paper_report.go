@@ -326,16 +326,7 @@ func printPaper(w io.Writer, b paperBench, arms []string, runs []*paperRun) {
 
 // pass1AtWall is the held-out sampled pass@1 after t seconds of RL, interpolated linearly.
 func pass1AtWall(ps []evalPoint, t float64) float64 {
-	for i := 1; i < len(ps); i++ {
-		if ps[i].wall >= t {
-			q, p := ps[i-1], ps[i]
-			if p.wall == q.wall {
-				return p.pass1
-			}
-			return q.pass1 + (p.pass1-q.pass1)*(t-q.wall)/(p.wall-q.wall)
-		}
-	}
-	return ps[len(ps)-1].pass1
+	return pass1Along(ps, func(p evalPoint) float64 { return p.wall }, t)
 }
 
 // interval is a mean over seeds with the half-width of its 95% interval (NaN with one seed).
