@@ -18,7 +18,8 @@ import (
 // mean step and of-read-med from the median one, which a machine shared with other processes
 // disturbs far less (a step preempted by another process's time slice counts once); med-GB/s
 // is the weights streamed at the median step, for comparing builds where the read bandwidth
-// itself moves with the load.
+// itself moves with the load. Each model decodes 32 untimed steps first, its step tuner's first
+// probe window (kernels.SplitTuner).
 func BenchmarkDecodeRoofline(b *testing.B) {
 	base := DefaultConfig(2048)
 	calc := Config{Vocab: 512, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 192, MaxSeq: 384,
@@ -52,6 +53,17 @@ func BenchmarkDecodeRoofline(b *testing.B) {
 				logits := make([]float32, cfg.Vocab)
 				prompt := randTokens(rng, 128, cfg.Vocab)
 				tok := randTokens(rng, 1, cfg.Vocab)
+				// Untimed steps first: the step tuner's first probe window, run once per model
+				// (kernels.SplitTuner).
+				if err := m.Prefill(c, 0, prompt, logits); err != nil {
+					b.Fatal(err)
+				}
+				for range 32 {
+					if err := m.Step(c, []int{0}, tok, logits); err != nil {
+						b.Fatal(err)
+					}
+				}
+				c.Reset(0)
 				read := kernels.ReadBandwidth(bytes, 100*time.Millisecond)
 				steps := make([]time.Duration, 0, b.N)
 				b.ResetTimer()

@@ -214,11 +214,12 @@ const gemvPartsPerWorker = 2
 // 2-vCPU Xeon, with another process using both cores, one core streamed 28 GB/s and two 18
 // (BenchmarkGemvRoofline, BENCHMARKS.md). So both ways are timed, per KiB of weight, as
 // exponential averages: products are split unless the unsplit ones have been faster by a fifth
-// (a margin, since splitting is the way that wins on a machine of one's own), and in every
-// probe period (probePos) a window of gemvWindow runs the other way. The first products of a
-// window and the first after it are not timed: the helpers sleep while products are not split
-// (pool.go), and waking them is a cost of switching, not of either way. Which goroutine
-// computes a part never changes a bit, so neither does the choice.
+// (a margin, since splitting is the way that wins on a machine of one's own), and in a probe
+// period (probePos) a window of gemvWindow runs the other way: in every period while unsplit
+// runs are the faster, in one of gemvRareProbes once split ones are (see Split). The first
+// products of a window and the first after it are not timed: the helpers sleep while products
+// are not split (pool.go), and waking them is a cost of switching, not of either way. Which
+// goroutine computes a part never changes a bit, so neither does the choice.
 var gemvTune SplitTuner
 
 // gemvTuneOn is false only in tests and benchmarks that force one way.
@@ -229,6 +230,9 @@ const (
 	gemvFirstProbe = 64   // the first period: the periods double from it up to gemvProbe
 	gemvWindow     = 16   // products in the window
 	gemvWarm       = 4    // products not timed after a switch
+	// gemvRareProbes: while split runs are the faster and unsplit ones have been timed, only one
+	// probe period in this many has its window.
+	gemvRareProbes = 16
 )
 
 // probePos is run c's position in its probe period. The periods start short and double
@@ -237,21 +241,24 @@ const (
 // period of gemvProbe from the start, a batch-1 decode of a few hundred steps whose first split
 // steps were unlucky stayed on one core throughout (0.46 of the read bandwidth where its split
 // steps read at 0.85, BENCHMARKS.md).
-func probePos(c uint64) uint64 {
-	for period := uint64(gemvFirstProbe); period < gemvProbe; period *= 2 {
-		if c < period {
-			return c
+//
+// It also returns the period's number: 0 for the first, and counting on.
+func probePos(c uint64) (pos, period uint64) {
+	for n := uint64(gemvFirstProbe); n < gemvProbe; n *= 2 {
+		if c < n {
+			return c, period
 		}
-		c -= period
+		c -= n
+		period++
 	}
-	return c % gemvProbe
+	return c % gemvProbe, period + c/gemvProbe
 }
 
 // SplitTuner decides, for a kind of memory-bound work that runs again and again (gemvTune: a
 // batch-1 product; the model's batch-1 decode step), whether to split it among the goroutines
 // or run it on one, as gemvTune's comment explains: both ways are timed per KiB of weight read,
-// and the work is split unless unsplit has been faster by a fifth, with a probe window of the
-// other way in every probe period (probePos). The zero value is ready; it is safe for concurrent use.
+// and the work is split unless unsplit has been faster by a fifth, with probe windows of the
+// other way (Split). The zero value is ready; it is safe for concurrent use.
 // It keeps, for unsplit (0) and split (1), an exponential average of the nanoseconds per KiB
 // of weight, as float64 bits (0: no sample yet).
 type SplitTuner struct {
@@ -260,11 +267,25 @@ type SplitTuner struct {
 }
 
 // Split reports whether the next run is split and whether to time it (Record).
+//
+// The probes are not symmetric. While unsplit runs are the faster (another process keeps the
+// other cores busy, or the work is too small to share), every probe period has its window of
+// split runs, since the machine getting quiet again shows only in split runs. While split runs
+// are the faster, a change shows in their own times: a load that makes unsplit runs the faster
+// way slows split ones down until they lose against unsplit's average, and that average, taken
+// earlier, is if anything lower than what unsplit runs would take under the load (a load slows
+// them too). So once unsplit runs have been timed, only one probe period in gemvRareProbes has
+// its window. A window of the slower way costs what that way loses: a 24 M model's split steps
+// are twice as fast as its unsplit ones, and a window in every period made a 300-step decode
+// 16% slower than its split steps alone (BenchmarkDecodeRoofline, BENCHMARKS.md).
 func (t *SplitTuner) Split() (split, timed bool) {
 	one, two := math.Float64frombits(t.nsPerKB[0].Load()), math.Float64frombits(t.nsPerKB[1].Load())
 	best := one == 0 || two == 0 || one >= 0.8*two
-	p := probePos(t.calls.Add(1) - 1)
+	p, period := probePos(t.calls.Add(1) - 1)
+	rare := best && one != 0 && period%gemvRareProbes != gemvRareProbes-1
 	switch {
+	case p < gemvWindow && rare:
+		return best, true
 	case p < gemvWindow:
 		return !best, p >= gemvWarm
 	case p < gemvWindow+gemvWarm:

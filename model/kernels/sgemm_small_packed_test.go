@@ -302,20 +302,38 @@ func BenchmarkGemvRoofline(b *testing.B) {
 }
 
 // TestSplitTuner: the tuner splits unless unsplit products have been faster by a fifth, runs
-// the other way in a window at the start of every probe period (64, 128, 256 and 512 runs, then
-// gemvProbe runs for good), and leaves the first products after each switch untimed.
+// the other way in a window at the start of a probe period (periods of 64, 128, 256 and 512
+// runs, then gemvProbe runs for good): every period while unsplit runs are the faster or have no
+// time yet, one period in gemvRareProbes once split runs are the faster; and it leaves the first
+// products after each switch untimed.
 func TestSplitTuner(t *testing.T) {
-	var st SplitTuner
-	// The first periods, with no samples: the window's runs are the unsplit ones.
-	var windows []int
 	const early = 64 + 128 + 256 + 512
-	for c := range early + 2*gemvProbe {
-		if s, _ := st.Split(); !s && (len(windows) == 0 || c >= windows[len(windows)-1]+gemvWindow) {
-			windows = append(windows, c)
+	for c, want := range map[uint64][2]uint64{0: {0, 0}, 63: {63, 0}, 64: {0, 1}, 191: {127, 1}, 192: {0, 2},
+		448: {0, 3}, early - 1: {511, 3}, early: {0, 4}, early + gemvProbe + 5: {5, 5}} {
+		if p, period := probePos(c); p != want[0] || period != want[1] {
+			t.Errorf("probePos(%d) = %d, %d; want %d, %d", c, p, period, want[0], want[1])
 		}
 	}
-	if want := []int{0, 64, 192, 448, early, early + gemvProbe}; !slices.Equal(windows, want) {
-		t.Fatalf("probe windows start at runs %v, want %v", windows, want)
+	windows := func(st *SplitTuner, runs int) (starts []int) {
+		for c := range runs {
+			if s, _ := st.Split(); !s && (len(starts) == 0 || c >= starts[len(starts)-1]+gemvWindow) {
+				starts = append(starts, c)
+			}
+		}
+		return starts
+	}
+	// No samples: the window's runs are the unsplit ones, in every period.
+	var st SplitTuner
+	if got, want := windows(&st, early+2*gemvProbe), []int{0, 64, 192, 448, early, early + gemvProbe}; !slices.Equal(got, want) {
+		t.Fatalf("no samples: probe windows start at runs %v, want %v", got, want)
+	}
+	// Split faster, both ways timed: a window in one period of gemvRareProbes only.
+	st = SplitTuner{}
+	st.nsPerKB[0].Store(math.Float64bits(30))
+	st.nsPerKB[1].Store(math.Float64bits(10))
+	rare := early + (gemvRareProbes-1-4)*gemvProbe // the start of period gemvRareProbes-1
+	if got, want := windows(&st, rare+gemvRareProbes*gemvProbe+gemvWindow), []int{rare, rare + gemvRareProbes*gemvProbe}; !slices.Equal(got, want) {
+		t.Fatalf("split faster: probe windows start at runs %v, want %v", got, want)
 	}
 	st = SplitTuner{}
 	for range early { // to the first period of gemvProbe runs
@@ -343,8 +361,8 @@ func TestSplitTuner(t *testing.T) {
 		t.Fatalf("unsplit faster: %d split, %d timed of %d; want %d, %d", s, timed, gemvProbe, gemvWindow, gemvProbe-2*gemvWarm)
 	}
 	st.nsPerKB[0].Store(math.Float64bits(25)) // faster unsplit, but by less than a fifth
-	if s, _ := count(); s != gemvProbe-gemvWindow {
-		t.Fatalf("unsplit faster by less than the margin: %d of %d products split, want all but the window", s, gemvProbe)
+	if s, timed := count(); s != gemvProbe || timed != gemvProbe-gemvWarm {
+		t.Fatalf("unsplit faster by less than the margin: %d split, %d timed of %d products; want all, all but %d", s, timed, gemvProbe, gemvWarm)
 	}
 	st.Record(true, 2048, 220*time.Nanosecond) // 110 ns/KiB moves split's 30 an eighth of the way
 	if got := math.Float64frombits(st.nsPerKB[1].Load()); got != 40 {
