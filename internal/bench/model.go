@@ -115,7 +115,12 @@ var decodeVariants = []decodeVariant{
 // measures the machine's read bandwidth over a buffer of the weights' size in each precision
 // (kernels.ReadBandwidth, the same goroutines): a batch-1 step reads every weight once, so the
 // weights streamed per second over that rate is the fraction of the physical limit that
-// decoding reaches, a ratio taken in one run under one load.
+// decoding reaches, a ratio taken in one run under one load. It is printed twice: from the
+// tokens per second over all steps, and from the median step, which is what the read bandwidth
+// is too (the median pass, kernels.ReadBandwidth). On a machine shared with other processes a
+// step that lost its core for a time slice weighs on the mean by its length; on the median
+// only as one step. Each precision and batch decodes with one model in every round
+// (newDecoder).
 func (c *ModelOptions) decodeRounds(ctx context.Context, w io.Writer, cfg model.Config) error {
 	params := matmulParams(cfg)
 	fmt.Fprintf(w, "  cpu: %s; kernels %s, GOMAXPROCS %d\n", kernels.CPU(), kernels.SgemmKernel(), runtime.GOMAXPROCS(0))
@@ -129,29 +134,41 @@ func (c *ModelOptions) decodeRounds(ctx context.Context, w io.Writer, cfg model.
 	// Per variant: batch 32 / batch 1; batch-1 weights streamed (bytes/s), its fraction of the read
 	// bandwidth, and that bandwidth; batch-1 and batch-32 throughput over float32's.
 	ratios, streams, fractions, reads := make([][]float64, nv), make([][]float64, nv), make([][]float64, nv), make([][]float64, nv)
+	medFractions := make([][]float64, nv)
 	speedups := make([][2][]float64, nv)
+	decoders := make([][2]*decoder, nv)
 	for range c.Rounds {
 		rate := make([][2]float64, nv)
+		medStep := make([][2]time.Duration, nv)
 		for b, slots := range []int{1, 32} {
 			for i, v := range decodeVariants {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
+				if decoders[i][b] == nil {
+					d, err := c.newDecoder(cfg, slots, v)
+					if err != nil {
+						return err
+					}
+					decoders[i][b] = d
+				}
 				if slots == 1 && v.roofline {
 					reads[i] = append(reads[i], kernels.ReadBandwidth(int(weightBytes(v)), 150*time.Millisecond))
 				}
-				r, err := c.decodeBench(w, cfg, slots, v)
+				r, med, err := c.decodeBench(w, decoders[i][b], slots, v)
 				if err != nil {
 					return err
 				}
-				rate[i][b] = r
+				rate[i][b], medStep[i][b] = r, med
 			}
 		}
 		for i, v := range decodeVariants {
 			ratios[i] = append(ratios[i], rate[i][1]/rate[i][0])
 			if v.roofline {
+				read := reads[i][len(reads[i])-1]
 				streams[i] = append(streams[i], rate[i][0]*weightBytes(v))
-				fractions[i] = append(fractions[i], rate[i][0]*weightBytes(v)/reads[i][len(reads[i])-1])
+				fractions[i] = append(fractions[i], rate[i][0]*weightBytes(v)/read)
+				medFractions[i] = append(medFractions[i], weightBytes(v)/medStep[i][0].Seconds()/read)
 			}
 			for b := range 2 {
 				speedups[i][b] = append(speedups[i][b], rate[i][b]/rate[0][b])
@@ -172,10 +189,11 @@ func (c *ModelOptions) decodeRounds(ctx context.Context, w io.Writer, cfg model.
 			what = v.name
 		}
 		f, flo, fhi := med(fractions[i])
+		fm, fmlo, fmhi := med(medFractions[i])
 		st, _, _ := med(streams[i])
 		rd, _, _ := med(reads[i])
-		fmt.Fprintf(w, "  decode roofline, batch 1: %s streamed at %.1f GB/s of %.1f MB weights = %.2f of the read bandwidth (median over %d rounds, %.2f–%.2f; read %.1f GB/s over a buffer of the weights' size, same run)\n",
-			what, st/1e9, weightBytes(v)/1e6, f, len(fractions[i]), flo, fhi, rd/1e9)
+		fmt.Fprintf(w, "  decode roofline, batch 1: %s streamed at %.1f GB/s of %.1f MB weights = %.2f of the read bandwidth (median over %d rounds, %.2f–%.2f; read %.1f GB/s over a buffer of the weights' size, same run); by the median step %.2f (%.2f–%.2f)\n",
+			what, st/1e9, weightBytes(v)/1e6, f, len(fractions[i]), flo, fhi, rd/1e9, fm, fmlo, fmhi)
 	}
 	for i, v := range decodeVariants {
 		r, lo, hi := med(ratios[i])
@@ -399,20 +417,53 @@ func timeStepGEMMs(cfg model.Config, n, reps int) float64 {
 	return time.Since(t0).Seconds() / float64(reps)
 }
 
-// decodeBench prefills slots with Prompt tokens each, then decodes Decode tokens per slot with
-// batched Steps in v's precision, and reports generated tokens per second.
-func (c *ModelOptions) decodeBench(w io.Writer, cfg model.Config, slots int, v decodeVariant) (float64, error) {
+// decoder is one model and KV cache that decodeBench decodes with in every round: a model's
+// batch-1 step tuner (model.Step) lives as long as its packed weights, so the rounds after the
+// first see it settled, as a run that decodes with one model for hours does.
+type decoder struct {
+	m     *model.Model
+	cache *model.KVCache
+}
+
+// newDecoder builds the model of cfg with its decode weights packed in v's precision (as
+// infer.Engine decodes) and a KV cache of slots for the benchmark's context, and decodes warm
+// untimed steps at batch 1: the step tuner's first probe window, run once per model.
+func (c *ModelOptions) newDecoder(cfg model.Config, slots int, v decodeVariant) (*decoder, error) {
 	m, err := model.New(cfg, c.Seed)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	if err := m.PackDecodeWeightsAs(v.prec.Weights); err != nil { // as infer.Engine decodes
-		return 0, err
+	if err := m.PackDecodeWeightsAs(v.prec.Weights); err != nil {
+		return nil, err
 	}
 	cache, err := m.NewKVCacheAs(slots, c.Prompt+c.Decode+1, v.prec.KVCache)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
+	d := &decoder{m: m, cache: cache}
+	if slots == 1 {
+		logits := make([]float32, cfg.Vocab)
+		if err := m.Prefill(cache, 0, []int32{1}, logits); err != nil {
+			return nil, err
+		}
+		for range min(decodeWarm, c.Prompt+c.Decode-1) {
+			if err := m.Step(cache, []int{0}, []int32{argmax(logits)}, logits); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return d, nil
+}
+
+// decodeWarm is the untimed batch-1 steps of a new decoder: the step tuner's first window of
+// unsplit steps and the steps after it (kernels.SplitTuner).
+const decodeWarm = 32
+
+// decodeBench prefills slots with Prompt tokens each, then decodes Decode tokens per slot with
+// batched Steps in v's precision, and reports generated tokens per second and the median
+// step's time.
+func (c *ModelOptions) decodeBench(w io.Writer, d *decoder, slots int, v decodeVariant) (rate float64, median time.Duration, err error) {
+	m, cache, cfg := d.m, d.cache, d.m.Cfg
 	name := fmt.Sprintf("decode batch %d", slots)
 	if v.name != "" {
 		name = fmt.Sprintf("decode %s, batch %d", v.name, slots)
@@ -425,8 +476,9 @@ func (c *ModelOptions) decodeBench(w io.Writer, cfg model.Config, slots int, v d
 		for i := range prompt {
 			prompt[i] = int32(rng.IntN(cfg.Vocab))
 		}
+		cache.Reset(s)
 		if err := m.Prefill(cache, s, prompt, logits[:cfg.Vocab]); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	prefill := time.Since(t0)
@@ -435,21 +487,26 @@ func (c *ModelOptions) decodeBench(w io.Writer, cfg model.Config, slots int, v d
 	for i := range ids {
 		ids[i] = i
 	}
+	steps := make([]time.Duration, c.Decode)
 	t0 = time.Now()
-	for range c.Decode {
+	for k := range c.Decode {
 		for i := range toks {
 			toks[i] = argmax(logits[i*cfg.Vocab : (i+1)*cfg.Vocab])
 		}
+		s0 := time.Now()
 		if err := m.Step(cache, ids, toks, logits); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
+		steps[k] = time.Since(s0)
 	}
 	dec := time.Since(t0)
-	rate := float64(slots*c.Decode) / dec.Seconds()
-	fmt.Fprintf(w, "  %s (KV cache, context %d→%d): %.0f tokens/s (%.2f ms per Step); prefill %.0f tokens/s\n",
+	rate = float64(slots*c.Decode) / dec.Seconds()
+	slices.Sort(steps)
+	median = steps[len(steps)/2]
+	fmt.Fprintf(w, "  %s (KV cache, context %d→%d): %.0f tokens/s (%.2f ms per Step, median %.2f ms); prefill %.0f tokens/s\n",
 		name, c.Prompt, c.Prompt+c.Decode, rate,
-		dec.Seconds()/float64(c.Decode)*1e3, float64(slots*c.Prompt)/prefill.Seconds())
-	return rate, nil
+		dec.Seconds()/float64(c.Decode)*1e3, median.Seconds()*1e3, float64(slots*c.Prompt)/prefill.Seconds())
+	return rate, median, nil
 }
 
 func argmax(x []float32) int32 {

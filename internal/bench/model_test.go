@@ -15,7 +15,7 @@ func TestBenchModelPrintsEveryFigure(t *testing.T) {
 	}
 	for _, want := range []string{"train step 1×40", "GFLOP/s model FLOPs", "sgemm at the step's shapes", "VmHWM",
 		"decode batch 1 ", "decode batch 32 ", "config dim 64 layers 1", "engine: 32 slots × 12 tokens", "round 2: 256 tokens", "live heap",
-		"decode roofline, batch 1: weights streamed at", "of the read bandwidth", "cpu: ", "L1d ",
+		"decode roofline, batch 1: weights streamed at", "of the read bandwidth", "; by the median step ", "cpu: ", "L1d ",
 		"decode bf16 weights, batch 1 ", "decode bf16 weights, batch 32 ", "decode roofline, batch 1: bf16 weights streamed at",
 		"decode batch 32 / batch 1 throughput with bf16 weights: median", "decode speed-up of bf16 weights over f32: batch 1 median",
 		"decode bf16 weights and KV cache, batch 32 ", "decode speed-up of bf16 weights and KV cache over f32: batch 1 median"} {
