@@ -13,13 +13,14 @@ import (
 // calc's 0.13 M model, the default 3.4 M and `agentrl bench model --configs 512x8`'s 24 M, three
 // ways: on one goroutine, split among all every step, and as decoding runs it (stepTune
 // choosing). Besides tokens/s it reports the weights streamed per second over
-// kernels.ReadBandwidth of a buffer of their size, measured just before: the fraction of the
-// physical limit that `agentrl bench model` prints as the decode roofline, of-read from the
-// mean step and of-read-med from the median one, which a machine shared with other processes
-// disturbs far less (a step preempted by another process's time slice counts once); med-GB/s
-// is the weights streamed at the median step, for comparing builds where the read bandwidth
-// itself moves with the load. Each model decodes 32 untimed steps first, its step tuner's first
-// probe window (kernels.SplitTuner).
+// kernels.ReadBandwidth of a buffer of their size, measured before and after the steps (the
+// faster of the two: a disturbed read is a slow one): the fraction of the physical limit that
+// `agentrl bench model` prints as the decode roofline, of-read from the mean step and
+// of-read-med from the median one, which a machine shared with other processes disturbs far
+// less (a step preempted by another process's time slice counts once); med-GB/s is the weights
+// streamed at the median step, for comparing builds where the read bandwidth itself moves with
+// the load. Each model decodes 32 untimed steps first, its step tuner's first probe window
+// (kernels.SplitTuner).
 func BenchmarkDecodeRoofline(b *testing.B) {
 	base := DefaultConfig(2048)
 	calc := Config{Vocab: 512, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 192, MaxSeq: 384,
@@ -83,6 +84,7 @@ func BenchmarkDecodeRoofline(b *testing.B) {
 					steps = append(steps, time.Since(t0))
 				}
 				rate := float64(b.N) / b.Elapsed().Seconds()
+				read = max(read, kernels.ReadBandwidth(bytes, 100*time.Millisecond))
 				slices.Sort(steps)
 				med := steps[len(steps)/2].Seconds()
 				b.ReportMetric(rate, "tokens/s")

@@ -2,8 +2,8 @@ package kernels
 
 import (
 	"fmt"
-	"math"
-	"sync/atomic"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -212,83 +212,114 @@ const gemvPartsPerWorker = 2
 // operating system deschedules in the middle of its part makes the whole product wait for it
 // for a scheduler time slice, milliseconds against the microseconds of a product. On the shared
 // 2-vCPU Xeon, with another process using both cores, one core streamed 28 GB/s and two 18
-// (BenchmarkGemvRoofline, BENCHMARKS.md). So both ways are timed, per KiB of weight, as
-// exponential averages: products are split unless the unsplit ones have been faster by a fifth
-// (a margin, since splitting is the way that wins on a machine of one's own), and in a probe
-// period (probePos) a window of gemvWindow runs the other way: in every period while unsplit
-// runs are the faster, in one of gemvRareProbes once split ones are (see Split). The first
-// products of a window and the first after it are not timed: the helpers sleep while products
-// are not split (pool.go), and waking them is a cost of switching, not of either way. Which
-// goroutine computes a part never changes a bit, so neither does the choice.
+// (BenchmarkGemvRoofline, BENCHMARKS.md). So both ways are timed (SplitTuner). Which goroutine
+// computes a part never changes a bit, so neither does the choice.
 var gemvTune SplitTuner
 
 // gemvTuneOn is false only in tests and benchmarks that force one way.
 var gemvTuneOn = true
 
 const (
-	gemvProbe      = 1024 // products per probe window, once the first periods are over
-	gemvFirstProbe = 64   // the first period: the periods double from it up to gemvProbe
-	gemvWindow     = 16   // products in the window
-	gemvWarm       = 4    // products not timed after a switch
-	// gemvRareProbes: while split runs are the faster and unsplit ones have been timed, only one
-	// probe period in this many has its window.
-	gemvRareProbes = 16
+	gemvProbe      = 1024 // the most runs between two probe windows of split runs
+	gemvFirstProbe = 64   // runs to the first probe window after a change of way
+	gemvWindow     = 16   // runs in a probe window
+	gemvWarm       = 4    // runs not timed after a switch
+	// gemvRareProbe is the runs between two probe windows of unsplit runs while split runs are
+	// the faster and unsplit ones have been timed.
+	gemvRareProbe = 16 * gemvProbe
+	tunerSamples  = 8 // the times kept of each way
 )
-
-// probePos is run c's position in its probe period. The periods start short and double
-// (gemvFirstProbe, 128, 256, 512 runs, then gemvProbe runs for good), so that a first probe that
-// a stall made look slow is taken again within a few dozen runs, not a thousand: with one
-// period of gemvProbe from the start, a batch-1 decode of a few hundred steps whose first split
-// steps were unlucky stayed on one core throughout (0.46 of the read bandwidth where its split
-// steps read at 0.85, BENCHMARKS.md).
-//
-// It also returns the period's number: 0 for the first, and counting on.
-func probePos(c uint64) (pos, period uint64) {
-	for n := uint64(gemvFirstProbe); n < gemvProbe; n *= 2 {
-		if c < n {
-			return c, period
-		}
-		c -= n
-		period++
-	}
-	return c % gemvProbe, period + c/gemvProbe
-}
 
 // SplitTuner decides, for a kind of memory-bound work that runs again and again (gemvTune: a
 // batch-1 product; the model's batch-1 decode step), whether to split it among the goroutines
-// or run it on one, as gemvTune's comment explains: both ways are timed per KiB of weight read,
-// and the work is split unless unsplit has been faster by a fifth, with probe windows of the
-// other way (Split). The zero value is ready; it is safe for concurrent use.
-// It keeps, for unsplit (0) and split (1), an exponential average of the nanoseconds per KiB
-// of weight, as float64 bits (0: no sample yet).
+// or run it on one. Both ways are timed per KiB of weight read, and the work is split unless the
+// median of unsplit runs' last tunerSamples times has been faster than split runs' by a fifth
+// (a margin, since splitting is the way that wins on a machine of one's own). Medians, because
+// a run that the operating system descheduled takes a time slice longer: with the exponential
+// average the tuner kept before, three stalled runs in a row (a stall of a millisecond or two
+// covers that many steps of the default model) moved split runs' average past the margin, and
+// the runs stayed on one core, at about half the speed, until the next window of split runs, up
+// to a thousand runs later; the median of eight moves only when most of them are slow.
+//
+// The way not taken is probed in windows of gemvWindow runs, and the probes are not
+// symmetric. While unsplit runs are the faster (another process keeps the other cores busy, or
+// the work is too small to share), a window of split runs comes gemvFirstProbe runs after the
+// switch, then after twice as many runs each time up to gemvProbe: the machine getting quiet
+// again shows only in split runs. While split runs are the faster, a change shows in their own
+// times: a load that makes unsplit runs the faster way slows split ones down until they lose
+// against unsplit's times, which were taken earlier and are if anything lower than what unsplit
+// runs take under the load. So once unsplit runs have been timed, a window of them comes only
+// every gemvRareProbe runs. A window of the slower way costs what that way loses: a 24 M
+// model's split steps are twice as fast as its unsplit ones, and a window every period made a
+// 300-step decode 16% slower than its split steps alone (BenchmarkDecodeRoofline,
+// BENCHMARKS.md). The first runs of a window and the first after a window or a switch are not
+// timed: the helpers sleep while runs are not split (pool.go), and waking them is a cost of
+// switching, not of either way.
+//
+// The zero value is ready; it is safe for concurrent use.
 type SplitTuner struct {
-	calls   atomic.Uint64
-	nsPerKB [2]atomic.Uint64
+	mu     sync.Mutex
+	runs   uint64
+	start  uint64 // the run at which the last window started
+	gap    uint64 // runs from that start to the next window's (0: no run yet)
+	split  bool   // the way taken outside windows at the last run
+	recent [2]tunerTimes
+}
+
+// tunerTimes is a way's last tunerSamples times per KiB, in nanoseconds.
+type tunerTimes struct {
+	ns [tunerSamples]float64
+	n  int // samples so far
+}
+
+func (r *tunerTimes) add(ns float64) {
+	r.ns[r.n%tunerSamples] = ns
+	r.n++
+}
+
+// median is the median of the samples kept, 0 without any.
+func (r *tunerTimes) median() float64 {
+	n := min(r.n, tunerSamples)
+	if n == 0 {
+		return 0
+	}
+	x := r.ns
+	s := x[:n]
+	slices.Sort(s)
+	return s[n/2]
 }
 
 // Split reports whether the next run is split and whether to time it (Record).
-//
-// The probes are not symmetric. While unsplit runs are the faster (another process keeps the
-// other cores busy, or the work is too small to share), every probe period has its window of
-// split runs, since the machine getting quiet again shows only in split runs. While split runs
-// are the faster, a change shows in their own times: a load that makes unsplit runs the faster
-// way slows split ones down until they lose against unsplit's average, and that average, taken
-// earlier, is if anything lower than what unsplit runs would take under the load (a load slows
-// them too). So once unsplit runs have been timed, only one probe period in gemvRareProbes has
-// its window. A window of the slower way costs what that way loses: a 24 M model's split steps
-// are twice as fast as its unsplit ones, and a window in every period made a 300-step decode
-// 16% slower than its split steps alone (BenchmarkDecodeRoofline, BENCHMARKS.md).
 func (t *SplitTuner) Split() (split, timed bool) {
-	one, two := math.Float64frombits(t.nsPerKB[0].Load()), math.Float64frombits(t.nsPerKB[1].Load())
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	one, two := t.recent[0].median(), t.recent[1].median()
 	best := one == 0 || two == 0 || one >= 0.8*two
-	p, period := probePos(t.calls.Add(1) - 1)
-	rare := best && one != 0 && period%gemvRareProbes != gemvRareProbes-1
+	c := t.runs
+	t.runs++
 	switch {
-	case p < gemvWindow && rare:
-		return best, true
-	case p < gemvWindow:
-		return !best, p >= gemvWarm
-	case p < gemvWindow+gemvWarm:
+	case t.gap == 0: // the first run: a window of the other way at once
+		t.start, t.gap, t.split = c, gemvFirstProbe, best
+	case best != t.split:
+		// A switch: as if a window had just ended, so that the first runs are not timed and the
+		// way left is probed again gemvFirstProbe runs on.
+		t.start, t.gap, t.split = c-min(c, gemvWindow), gemvFirstProbe, best
+	}
+	gap := t.gap
+	if best && one != 0 {
+		gap = gemvRareProbe
+	}
+	pos := c - t.start
+	if pos >= gap && pos >= gemvWindow+gemvWarm {
+		t.start, pos = c, 0
+		if !best || one == 0 {
+			t.gap = min(2*t.gap, gemvProbe)
+		}
+	}
+	switch {
+	case pos < gemvWindow:
+		return !best, pos >= gemvWarm
+	case pos < gemvWindow+gemvWarm:
 		return best, false
 	}
 	return best, true
@@ -327,20 +358,15 @@ func (p gemvPlan) done() {
 	}
 }
 
-// Record adds a run that read the given bytes of weight and took d to the average of its way.
+// Record adds a run that read the given bytes of weight and took d to the times of its way.
 func (t *SplitTuner) Record(split bool, bytes int, d time.Duration) {
-	ns := float64(d.Nanoseconds()) / (float64(bytes) / 1024)
 	i := 0
 	if split {
 		i = 1
 	}
-	old := math.Float64frombits(t.nsPerKB[i].Load())
-	if old != 0 {
-		// One product held up for a time slice moves the average by at most three eighths:
-		// a way is given up when it stays slow, not for one stall.
-		ns = old + (min(ns, 4*old)-old)/8
-	}
-	t.nsPerKB[i].Store(math.Float64bits(ns))
+	t.mu.Lock()
+	t.recent[i].add(float64(d.Nanoseconds()) / (float64(bytes) / 1024))
+	t.mu.Unlock()
 }
 
 // gemvPart is SgemmPacked's part for one row of A (a batch-1 decode step): the full panels

@@ -301,76 +301,100 @@ func BenchmarkGemvRoofline(b *testing.B) {
 	}
 }
 
-// TestSplitTuner: the tuner splits unless unsplit products have been faster by a fifth, runs
-// the other way in a window at the start of a probe period (periods of 64, 128, 256 and 512
-// runs, then gemvProbe runs for good): every period while unsplit runs are the faster or have no
-// time yet, one period in gemvRareProbes once split runs are the faster; and it leaves the first
-// products after each switch untimed.
+// TestSplitTuner: the tuner splits unless the median of unsplit runs' last times has been
+// faster than split runs' by a fifth; it probes unsplit runs at once, then at periods that double
+// from gemvFirstProbe runs up to gemvProbe until both ways have times, split runs gemvFirstProbe
+// runs after a switch to unsplit and then at doubling periods, and unsplit runs only every
+// gemvRareProbe runs while split runs are the faster; it leaves the first runs after each
+// switch untimed; and a few stalled runs in a row do not move it.
 func TestSplitTuner(t *testing.T) {
-	const early = 64 + 128 + 256 + 512
-	for c, want := range map[uint64][2]uint64{0: {0, 0}, 63: {63, 0}, 64: {0, 1}, 191: {127, 1}, 192: {0, 2},
-		448: {0, 3}, early - 1: {511, 3}, early: {0, 4}, early + gemvProbe + 5: {5, 5}} {
-		if p, period := probePos(c); p != want[0] || period != want[1] {
-			t.Errorf("probePos(%d) = %d, %d; want %d, %d", c, p, period, want[0], want[1])
-		}
-	}
-	windows := func(st *SplitTuner, runs int) (starts []int) {
+	// changes runs the tuner for runs, recording time ns(split) per KiB for every timed run, and
+	// returns the runs at which it changed way (from split, the way before the first run).
+	changes := func(st *SplitTuner, runs int, ns func(split bool) float64) (at []int) {
+		last := true
 		for c := range runs {
-			if s, _ := st.Split(); !s && (len(starts) == 0 || c >= starts[len(starts)-1]+gemvWindow) {
-				starts = append(starts, c)
+			s, timed := st.Split()
+			if timed && ns != nil {
+				st.Record(s, 1024, time.Duration(ns(s)))
 			}
+			if s != last {
+				at = append(at, c)
+			}
+			last = s
 		}
-		return starts
+		return at
 	}
-	// No samples: the window's runs are the unsplit ones, in every period.
+	// windows are the runs at which windows start and end, from their first start on.
+	windows := func(starts ...int) (at []int) {
+		for _, c := range starts {
+			at = append(at, c, c+gemvWindow)
+		}
+		return at
+	}
+	times := func(split, unsplit float64) func(bool) float64 {
+		return func(s bool) float64 {
+			if s {
+				return split
+			}
+			return unsplit
+		}
+	}
+	const early = 64 + 128 + 256 + 512
+	// No times recorded: windows of unsplit runs at once and at doubling periods.
 	var st SplitTuner
-	if got, want := windows(&st, early+2*gemvProbe), []int{0, 64, 192, 448, early, early + gemvProbe}; !slices.Equal(got, want) {
-		t.Fatalf("no samples: probe windows start at runs %v, want %v", got, want)
+	if got, want := changes(&st, early+2*gemvProbe, nil), windows(0, 64, 192, 448, early, early+gemvProbe); !slices.Equal(got, want) {
+		t.Fatalf("no times: the way changes at runs %v, want %v", got, want)
 	}
-	// Split faster, both ways timed: a window in one period of gemvRareProbes only.
+	// Split twice as fast: the first window, then one every gemvRareProbe runs.
 	st = SplitTuner{}
-	st.nsPerKB[0].Store(math.Float64bits(30))
-	st.nsPerKB[1].Store(math.Float64bits(10))
-	rare := early + (gemvRareProbes-1-4)*gemvProbe // the start of period gemvRareProbes-1
-	if got, want := windows(&st, rare+gemvRareProbes*gemvProbe+gemvWindow), []int{rare, rare + gemvRareProbes*gemvProbe}; !slices.Equal(got, want) {
-		t.Fatalf("split faster: probe windows start at runs %v, want %v", got, want)
+	if got, want := changes(&st, 2*gemvRareProbe+gemvWindow+1, times(10, 20)), windows(0, gemvRareProbe, 2*gemvRareProbe); !slices.Equal(got, want) {
+		t.Fatalf("split faster: the way changes at runs %v, want %v", got, want)
 	}
+	// Unsplit three times as fast: the switch comes at the run after the first split run timed
+	// (after the first window and the warm runs), then windows of split runs gemvFirstProbe runs
+	// on and at doubling periods up to gemvProbe.
 	st = SplitTuner{}
-	for range early { // to the first period of gemvProbe runs
+	sw := gemvWindow + gemvWarm + 1
+	want := []int{0, gemvWindow, sw}
+	for c, gap := sw-gemvWindow, gemvFirstProbe; c+gap < 5000; gap = min(2*gap, gemvProbe) {
+		c += gap
+		want = append(want, windows(c)...)
+	}
+	if got := changes(&st, 5000, times(30, 10)); !slices.Equal(got, want) {
+		t.Fatalf("unsplit faster: the way changes at runs %v, want %v", got, want)
+	}
+	// Three stalled split runs in a row, each a thousand times slower, leave the median alone.
+	st = SplitTuner{}
+	changes(&st, 200, times(10, 20))
+	for i := range 3 {
+		st.Record(true, 1024, 10000)
+		if s, _ := st.Split(); !s {
+			t.Fatalf("after %d stalled runs the tuner left split runs", i+1)
+		}
+	}
+	// Unsplit faster by less than the margin: split.
+	st = SplitTuner{}
+	for range tunerSamples {
+		st.Record(false, 1024, 25)
+		st.Record(true, 1024, 30)
+	}
+	for range 100 {
 		st.Split()
 	}
-	count := func() (split, timed int) {
-		for range gemvProbe {
-			s, tm := st.Split()
-			if s {
-				split++
-			}
-			if tm {
-				timed++
-			}
+	if s, timed := st.Split(); !s || !timed {
+		t.Fatalf("unsplit faster by less than a fifth: split %v, timed %v; want true, true", s, timed)
+	}
+	// The runs after a switch are not timed.
+	for range tunerSamples {
+		st.Record(false, 1024, 10)
+	}
+	for i := range gemvWarm {
+		if s, timed := st.Split(); s || timed {
+			t.Fatalf("run %d after the switch: split %v, timed %v; want false, false", i, s, timed)
 		}
-		return split, timed
 	}
-	if s, _ := count(); s != gemvProbe-gemvWindow {
-		t.Fatalf("no samples: %d of %d products split, want all but the window", s, gemvProbe)
-	}
-	st.nsPerKB[0].Store(math.Float64bits(10))
-	st.nsPerKB[1].Store(math.Float64bits(30))
-	s, timed := count()
-	if s != gemvWindow || timed != gemvProbe-2*gemvWarm {
-		t.Fatalf("unsplit faster: %d split, %d timed of %d; want %d, %d", s, timed, gemvProbe, gemvWindow, gemvProbe-2*gemvWarm)
-	}
-	st.nsPerKB[0].Store(math.Float64bits(25)) // faster unsplit, but by less than a fifth
-	if s, timed := count(); s != gemvProbe || timed != gemvProbe-gemvWarm {
-		t.Fatalf("unsplit faster by less than the margin: %d split, %d timed of %d products; want all, all but %d", s, timed, gemvProbe, gemvWarm)
-	}
-	st.Record(true, 2048, 220*time.Nanosecond) // 110 ns/KiB moves split's 30 an eighth of the way
-	if got := math.Float64frombits(st.nsPerKB[1].Load()); got != 40 {
-		t.Fatalf("average after a slow sample = %g, want 40", got)
-	}
-	st.Record(true, 1024, time.Millisecond) // a stall counts as four times the average
-	if got := math.Float64frombits(st.nsPerKB[1].Load()); got != 40+120/8 {
-		t.Fatalf("average after a stall = %g, want %g", got, 40+120/8.0)
+	if s, timed := st.Split(); s || !timed {
+		t.Fatalf("run %d after the switch: split %v, timed %v; want false, true", gemvWarm, s, timed)
 	}
 }
 
