@@ -253,16 +253,28 @@ func runChaos(t *testing.T, cs *chaosServer) {
 	// empty, the learner drops their trajectories as duplicates. A server stopped while it handles
 	// an ack may instead keep the acked task for good; the consumer's sweep removes it.
 	for {
-		tq, err := l.JS.Stream(ctx, TasksStream(run))
+		// Its own deadline, so that the test's running out is reported with what is left.
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		tq, err := l.JS.Stream(qctx, TasksStream(run))
 		if err != nil {
+			cancel()
 			t.Fatal(err)
 		}
 		if tq.CachedInfo().State.Msgs == 0 {
+			cancel()
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("%d tasks never acknowledged", tq.CachedInfo().State.Msgs)
+			detail := ""
+			if c, err := l.JS.Consumer(qctx, TasksStream(run), TasksConsumer); err == nil {
+				ci := c.CachedInfo()
+				detail = fmt.Sprintf(": stream %+v; workers' consumer delivered %+v, ack floor %+v, %d pending, %d ack pending",
+					tq.CachedInfo().State, ci.Delivered, ci.AckFloor, ci.NumPending, ci.NumAckPending)
+			}
+			cancel()
+			t.Fatalf("%d tasks never acknowledged%s", tq.CachedInfo().State.Msgs, detail)
 		}
+		cancel()
 		time.Sleep(100 * time.Millisecond)
 	}
 	// Stop worker b gracefully, then take anything left on the stream (late duplicates).
