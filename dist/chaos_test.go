@@ -184,7 +184,7 @@ func runChaos(t *testing.T, cs *chaosServer) {
 	_ = a.cmd.Wait()
 	t.Logf("killed worker a in the episode of %s", killedKey)
 
-	cfg := ConsumerConfig{Run: run, AckWait: time.Second, Fetch: 4}
+	cfg := ConsumerConfig{Run: run, AckWait: time.Second, Fetch: 4, SweepTasks: time.Second}
 	k, err := l.NewConsumer(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -196,6 +196,7 @@ func runChaos(t *testing.T, cs *chaosServer) {
 		trainedInCkpt = map[string]int{} // key → times trained in a checkpointed step
 		restarted     bool
 		crashed       bool
+		swept         int64 // settled tasks the server kept, removed by the consumers' sweeps
 	)
 	checkpoint := func() {
 		k.Trained(step, pending...)
@@ -235,6 +236,7 @@ func runChaos(t *testing.T, cs *chaosServer) {
 			k.Trained(step, pending...)
 			lost := len(pending)
 			k.Close()
+			swept += k.TasksSwept()
 			pending = nil
 			k, err = l.NewConsumer(ctx, cfg)
 			if err != nil {
@@ -248,18 +250,31 @@ func runChaos(t *testing.T, cs *chaosServer) {
 	}
 	// Every task is acked once its trajectory is stored; a server killed with SIGKILL may forget
 	// some acks (JetStream does not sync them), and those tasks run again: wait for the queue to
-	// empty, the learner drops their trajectories as duplicates.
+	// empty, the learner drops their trajectories as duplicates. A server stopped while it handles
+	// an ack may instead keep the acked task for good; the consumer's sweep removes it.
 	for {
-		tq, err := l.JS.Stream(ctx, TasksStream(run))
+		// Its own deadline, so that the test's running out is reported with what is left.
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		tq, err := l.JS.Stream(qctx, TasksStream(run))
 		if err != nil {
+			cancel()
 			t.Fatal(err)
 		}
 		if tq.CachedInfo().State.Msgs == 0 {
+			cancel()
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("%d tasks never acknowledged", tq.CachedInfo().State.Msgs)
+			detail := ""
+			if c, err := l.JS.Consumer(qctx, TasksStream(run), TasksConsumer); err == nil {
+				ci := c.CachedInfo()
+				detail = fmt.Sprintf(": stream %+v; workers' consumer delivered %+v, ack floor %+v, %d pending, %d ack pending",
+					tq.CachedInfo().State, ci.Delivered, ci.AckFloor, ci.NumPending, ci.NumAckPending)
+			}
+			cancel()
+			t.Fatalf("%d tasks never acknowledged%s", tq.CachedInfo().State.Msgs, detail)
 		}
+		cancel()
 		time.Sleep(100 * time.Millisecond)
 	}
 	// Stop worker b gracefully, then take anything left on the stream (late duplicates).
@@ -286,6 +301,7 @@ func runChaos(t *testing.T, cs *chaosServer) {
 
 	checkpoint()
 	k.Close()
+	swept += k.TasksSwept()
 
 	// Count by stream sequence.
 	st, err := l.JS.Stream(ctx, TrajStream(run))
@@ -344,6 +360,6 @@ func runChaos(t *testing.T, cs *chaosServer) {
 	if left := tq.CachedInfo().State.Msgs; left != 0 {
 		t.Errorf("%d tasks left unacknowledged", left)
 	}
-	t.Logf("%d trajectories stored for %d episodes; drops %v; worker b: %s", last, n, drops,
+	t.Logf("%d trajectories stored for %d episodes; drops %v; %d settled tasks swept; worker b: %s", last, n, drops, swept,
 		strings.TrimSpace(b.output()[strings.LastIndex(b.output(), "stats"):]))
 }

@@ -271,6 +271,57 @@ func (c *Conn) PurgeTasks(ctx context.Context, run string) error {
 	return nil
 }
 
+// SweepTasks removes from run's task queue every task that the workers' consumer has settled but
+// the server still stores, and returns how many it removed.
+//
+// A task is settled once a worker acked (or terminated) it, and the work queue should then drop
+// it. A server stopped while it handles the ack may record the ack in the consumer's state but
+// not remove the message from the stream: when the stream stops before the consumer, the
+// consumer still takes the ack and the stream refuses the removal. After the restart JetStream
+// does not reconcile the two for a work queue (it does for interest retention), so the task stays
+// stored for good: never delivered again (the consumer counts it as done) and never removed. A
+// server killed at the wrong moment can leave the same. Such a task's trajectory is stored (the
+// worker acks only after its PubAck), so removing it loses nothing; every task at or below the
+// consumer's acknowledgement floor is settled, so the sweep removes the stored ones there, and a
+// settled task above the floor is removed by a later sweep once the tasks before it are settled.
+//
+// With a bounded MaxDeliver the queue also keeps, by design, the tasks that ran out of
+// deliveries, below the floor as well; the two cannot be told apart, so nothing is swept.
+func (c *Conn) SweepTasks(ctx context.Context, run string) (int, error) {
+	if err := CheckRun(run); err != nil {
+		return 0, err
+	}
+	cons, err := c.JS.Consumer(ctx, TasksStream(run), TasksConsumer)
+	if err != nil {
+		return 0, fmt.Errorf("dist: sweep tasks: %w", err)
+	}
+	info := cons.CachedInfo()
+	if info.Config.MaxDeliver > 0 {
+		return 0, nil
+	}
+	// The floor only rises: whatever is at or below it now stays settled.
+	floor := info.AckFloor.Stream
+	st, err := c.JS.Stream(ctx, TasksStream(run))
+	if err != nil {
+		return 0, fmt.Errorf("dist: sweep tasks: %w", err)
+	}
+	n := 0
+	for state := st.CachedInfo().State; state.Msgs > 0 && state.FirstSeq <= floor; {
+		if err := st.DeleteMsg(ctx, state.FirstSeq); err == nil {
+			n++
+		} else if _, gerr := st.GetMsg(ctx, state.FirstSeq); !errors.Is(gerr, jetstream.ErrMsgNotFound) {
+			// Not gone meanwhile (a purge, another sweep): a real failure.
+			return n, fmt.Errorf("dist: sweep tasks: delete seq %d: %w", state.FirstSeq, err)
+		}
+		si, err := st.Info(ctx)
+		if err != nil {
+			return n, fmt.Errorf("dist: sweep tasks: %w", err)
+		}
+		state = si.State
+	}
+	return n, nil
+}
+
 // TrajLastSeq is the last sequence stored in run's trajectory stream (0 when empty).
 func (c *Conn) TrajLastSeq(ctx context.Context, run string) (uint64, error) {
 	var last uint64

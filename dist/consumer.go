@@ -65,6 +65,10 @@ type ConsumerConfig struct {
 	// passes its state's FirstUnsettled, so that what its predecessor held unacknowledged comes
 	// back at once rather than after AckWait, and what was settled is recognised.
 	StartSeq uint64
+	// SweepTasks is how often the consumer removes from the run's task queue the tasks that the
+	// workers' consumer has settled but the server kept (Conn.SweepTasks; 0: every 10 s, < 0:
+	// never). Their trajectories are stored; TasksSwept counts them.
+	SweepTasks time.Duration
 }
 
 // Delivery is one trajectory handed out for training.
@@ -164,9 +168,11 @@ type Consumer struct {
 	drops     map[string]int64
 	decisions []Decision
 	redeliver int64
+	swept     int64 // tasks removed by the task sweep
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stop   context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // NewConsumer creates (or binds to) the learner's durable consumer on run's trajectory stream.
@@ -185,6 +191,9 @@ func (c *Conn) NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, 
 	}
 	if cfg.Fetch == 0 {
 		cfg.Fetch = 64
+	}
+	if cfg.SweepTasks == 0 {
+		cfg.SweepTasks = 10 * time.Second
 	}
 	ccfg := jetstream.ConsumerConfig{
 		Durable:       cfg.Durable,
@@ -206,9 +215,13 @@ func (c *Conn) NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, 
 		return nil, fmt.Errorf("dist: trajectory consumer: %w", err)
 	}
 	k := &Consumer{conn: c, cfg: cfg, cons: cons, held: map[uint64]*Delivery{}, accepted: map[string]*Delivery{},
-		drops: map[string]int64{}, stop: make(chan struct{})}
+		drops: map[string]int64{}}
 	k.state = ConsumerState{Trained: map[string]uint64{}, Dropped: map[uint64]string{}, Lineage: map[uint32]int32{}}
+	k.stop, k.cancel = context.WithCancel(context.Background())
 	k.wg.Go(k.renew)
+	if cfg.SweepTasks > 0 {
+		k.wg.Go(k.sweep)
+	}
 	return k, nil
 }
 
@@ -233,7 +246,7 @@ func (k *Consumer) Restore(s ConsumerState) {
 
 // Close stops renewing held messages; they are redelivered after AckWait unless acknowledged.
 func (k *Consumer) Close() {
-	close(k.stop)
+	k.cancel()
 	k.wg.Wait()
 }
 
@@ -243,7 +256,7 @@ func (k *Consumer) renew() {
 	defer t.Stop()
 	for {
 		select {
-		case <-k.stop:
+		case <-k.stop.Done():
 			return
 		case <-t.C:
 		}
@@ -255,6 +268,28 @@ func (k *Consumer) renew() {
 		k.mu.Unlock()
 		for _, m := range ms {
 			_ = m.InProgress()
+		}
+	}
+}
+
+// sweep removes, every cfg.SweepTasks, the tasks the workers have settled and the server kept
+// (Conn.SweepTasks). A sweep that fails (a restarting server) is tried again at the next.
+func (k *Consumer) sweep() {
+	t := time.NewTicker(k.cfg.SweepTasks)
+	defer t.Stop()
+	for {
+		select {
+		case <-k.stop.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(k.stop, max(k.cfg.SweepTasks, 10*time.Second))
+		n, _ := k.conn.SweepTasks(ctx, k.cfg.Run)
+		cancel()
+		if n > 0 {
+			k.mu.Lock()
+			k.swept += int64(n)
+			k.mu.Unlock()
 		}
 	}
 }
@@ -521,6 +556,14 @@ func (k *Consumer) Redelivered() int64 {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.redeliver
+}
+
+// TasksSwept counts the settled tasks the server kept in the task queue and the consumer
+// removed (ConsumerConfig.SweepTasks).
+func (k *Consumer) TasksSwept() int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.swept
 }
 
 // Held is the number of messages handed out or dropped and not yet acknowledged.

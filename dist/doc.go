@@ -11,7 +11,8 @@
 // binary codec under Nats-Msg-Id <run>/<group>/<sample>/<epoch>.<attempt>; the learner's Consumer
 // hands trajectories out once per (group, sample) and acks them only when told that the step that
 // trained on them is checkpointed. Every trajectory it does not hand out is dropped for a named
-// reason and counted (Drops).
+// reason and counted (Drops). The consumer also sweeps from the task queue the acknowledged
+// tasks a stopped server kept there (Conn.SweepTasks, counted by TasksSwept).
 //
 // Each learner start is a new epoch (NextEpoch): a resumed learner's weights, tasks and
 // trajectories are told from its crashed predecessor's, workers follow the pointer by (epoch,

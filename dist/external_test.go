@@ -45,7 +45,7 @@ func freePort(t *testing.T) int {
 // TestChaosExternalServer runs the chaos test against a separate nats-server process, restarted
 // (SIGTERM), with user credentials in the URLs instead of tokens. (Killed with SIGKILL, Debian's
 // nats-server 2.9.10 kept some acknowledged tasks in the work queue and never delivered them
-// again; every trajectory survived.)
+// again; every trajectory survived. The learner's consumer sweeps such tasks: Conn.SweepTasks.)
 func TestChaosExternalServer(t *testing.T) {
 	bin := natsServerBinary(t)
 	dir := t.TempDir()

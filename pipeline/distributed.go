@@ -410,6 +410,7 @@ func (s *distSession) metrics() map[string]float64 {
 	}
 	s.mu.Unlock()
 	m["dist/redelivered"] = float64(s.cons.Redelivered())
+	m["dist/tasks_swept"] = float64(s.cons.TasksSwept())
 	m["dist/held"] = float64(s.cons.Held())
 	return m
 }
