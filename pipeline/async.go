@@ -98,6 +98,9 @@ type asyncBatch struct {
 type asyncStats struct {
 	droppedStale int     // trajectories past the staleness bound
 	learnerWait  float64 // seconds the learner waited for the batch
+	// partialStale: groups kept for training without some of their members, which were past the
+	// staleness bound (dropStale keeps the others on purpose)
+	partialStale int
 	// genWait: seconds the producer waited on the staleness bound before this batch (overlap), or
 	// during which no group was in flight since the step before (continuous)
 	genWait float64
@@ -195,8 +198,8 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 		if err := r.record(p.Name, step+1, b.sampled); err != nil {
 			return err
 		}
-		groups, dropped := dropStale(b.groups, r.version, int32(eta))
-		as.droppedStale = dropped
+		groups, dropped, partial := dropStale(b.groups, r.version, int32(eta))
+		as.droppedStale, as.partialStale = dropped, partial
 		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(b.sampled, groups), fill: b.fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(b.sampled)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			// The sampling RNG belongs to the producer; the learner shuffles with its own.
@@ -219,11 +222,13 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 }
 
 // dropStale removes from groups every trajectory whose oldest policy token lags version by more
-// than eta, and returns the groups left (empty ones removed) and how many it dropped. A group
-// keeps its other members: their advantages are then estimated within the smaller group.
-func dropStale(groups [][]*traj.Trajectory, version, eta int32) ([][]*traj.Trajectory, int) {
-	var out [][]*traj.Trajectory
-	dropped := 0
+// than eta, and returns the groups left (empty ones removed), how many trajectories it dropped
+// and how many of the groups left lost members. A group keeps its other members: their
+// advantages are then estimated within the smaller group, and the step counts it
+// (async/partial_stale). Members of one group can lag differently: an episode that waited for
+// an engine slot, or a group that finished after groups admitted later and so was taken a step
+// later, starts or is trained under other versions than its siblings.
+func dropStale(groups [][]*traj.Trajectory, version, eta int32) (kept [][]*traj.Trajectory, dropped, partial int) {
 	for _, g := range groups {
 		var keep []*traj.Trajectory
 		for _, t := range g {
@@ -234,10 +239,13 @@ func dropStale(groups [][]*traj.Trajectory, version, eta int32) ([][]*traj.Traje
 			keep = append(keep, t)
 		}
 		if len(keep) > 0 {
-			out = append(out, keep)
+			kept = append(kept, keep)
+			if len(keep) < len(g) {
+				partial++
+			}
 		}
 	}
-	return out, dropped
+	return kept, dropped, partial
 }
 
 // oldestVersion is the smallest policy version among t's sampled tokens.

@@ -169,13 +169,18 @@ func TestDropStale(t *testing.T) {
 		return t
 	}
 	fresh, mixed, old := ep(5, 5), ep(3, 5), ep(2, 2)
-	groups, dropped := dropStale([][]*traj.Trajectory{{fresh, mixed}, {old}}, 5, 2)
-	if dropped != 1 || len(groups) != 1 || len(groups[0]) != 2 {
-		t.Fatalf("kept %v, dropped %d; want the first group whole and the episode 3 versions old dropped", groups, dropped)
+	groups, dropped, partial := dropStale([][]*traj.Trajectory{{fresh, mixed}, {old}}, 5, 2)
+	if dropped != 1 || partial != 0 || len(groups) != 1 || len(groups[0]) != 2 {
+		t.Fatalf("kept %v, dropped %d, partial %d; want the first group whole and the episode 3 versions old dropped with its group", groups, dropped, partial)
 	}
 	// The oldest policy token decides: an episode begun at version 2 that continued at 5 is 3 old.
-	if _, d := dropStale([][]*traj.Trajectory{{ep(2, 5)}}, 5, 2); d != 1 {
+	if _, d, _ := dropStale([][]*traj.Trajectory{{ep(2, 5)}}, 5, 2); d != 1 {
 		t.Fatal("an episode is as stale as its oldest policy token")
+	}
+	// A group keeps its members within the bound, and is counted as partial.
+	groups, dropped, partial = dropStale([][]*traj.Trajectory{{fresh, ep(2, 5), mixed}}, 5, 2)
+	if dropped != 1 || partial != 1 || len(groups) != 1 || len(groups[0]) != 2 || groups[0][0] != fresh || groups[0][1] != mixed {
+		t.Fatalf("kept %v, dropped %d, partial %d; want the group without its stale member, counted partial", groups, dropped, partial)
 	}
 }
 

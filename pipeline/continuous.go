@@ -27,7 +27,8 @@ import (
 // dynamic sampling, stale, or cancelled). A group admitted under version v is then trained at the
 // latest η steps later, unless it finishes after groups admitted after it; the learner takes the
 // earliest-admitted groups that have finished, drops every episode past the bound as it takes it
-// (the hard guarantee), and at each new version cancels the groups in flight that can no longer
+// (the hard guarantee; a group whose other members are within it trains with them and is counted,
+// async/partial_stale), and at each new version cancels the groups in flight that can no longer
 // train within the bound.
 
 // asyncGroupKey is the trajectory meta key naming a group's place in the continuous admission
@@ -104,6 +105,7 @@ type stepFill struct {
 	groups   [][]*traj.Trajectory
 	fill     reward.FillStats
 	stale    int // episodes dropped as stale
+	partial  int // groups in the batch without their stale members
 	discards int // groups taken that will not train
 }
 
@@ -121,11 +123,12 @@ func (f *stepFill) full() bool { return len(f.groups) >= f.want || f.fill.Sample
 
 // offer takes one finished group: stale episodes are dropped, then (with dynamic sampling) failed
 // episodes and groups without reward variance, as sampleRL's filter does. It reports whether the
-// group joined the batch (false: it is discarded).
+// group joined the batch (false: it is discarded). A group whose members lag differently joins
+// without its stale ones, and is counted (partial).
 func (f *stepFill) offer(g []*traj.Trajectory) bool {
 	f.fill.Sampled++
 	f.taken = append(f.taken, g...)
-	kept, dropped := dropStale([][]*traj.Trajectory{g}, f.version, f.eta)
+	kept, dropped, partial := dropStale([][]*traj.Trajectory{g}, f.version, f.eta)
 	f.stale += dropped
 	if len(kept) == 0 {
 		f.discards++
@@ -142,6 +145,7 @@ func (f *stepFill) offer(g []*traj.Trajectory) bool {
 		}
 		grp = ok
 	}
+	f.partial += partial
 	f.groups = append(f.groups, grp)
 	return true
 }
@@ -150,6 +154,12 @@ func (f *stepFill) offer(g []*traj.Trajectory) bool {
 func (f *stepFill) done() {
 	f.fill.Rounds = (f.fill.Sampled + f.want - 1) / f.want
 	f.fill.Partial = f.dynamic && len(f.groups) < f.want
+}
+
+// asyncStats is what the fill adds to the step's asynchronous metrics (the live loop adds its
+// queue and timings).
+func (f *stepFill) asyncStats() *asyncStats {
+	return &asyncStats{droppedStale: f.stale, partialStale: f.partial, continuous: true}
 }
 
 // asyncTask is the task of the k-th group admitted by the producer that began at step start: a
@@ -302,8 +312,9 @@ func (r *Run) runRLContinuous(ctx context.Context, pi int, p Phase, start int) e
 			a.idle += st0.Sub(a.idleSince)
 			a.idleSince = st0
 		}
-		as := &asyncStats{droppedStale: f.stale, learnerWait: st0.Sub(w0).Seconds(), genWait: a.idle.Seconds(),
-			inFlight: len(a.inflight), ready: len(a.ready), continuous: true}
+		as := f.asyncStats()
+		as.learnerWait, as.genWait = st0.Sub(w0).Seconds(), a.idle.Seconds()
+		as.inFlight, as.ready = len(a.inflight), len(a.ready)
 		a.idle = 0
 		a.mu.Unlock()
 		if err := r.record(p.Name, step+1, f.taken); err != nil {

@@ -645,8 +645,8 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
 		if err := r.record(p.Name, step+1, sampled); err != nil {
 			return err
 		}
-		groups, dropped := dropStale(groups, r.version, int32(eta))
-		as.droppedStale = dropped
+		groups, dropped, partialStale := dropStale(groups, r.version, int32(eta))
+		as.droppedStale, as.partialStale = dropped, partialStale
 		s.stale += int64(dropped)
 		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups),
 			fill: reward.FillStats{Rounds: 1, Sampled: c.GroupsPerStep}, async: as, simLatency: simulatedLatency(p.Envs)}

@@ -145,15 +145,15 @@ func (r *Run) replayRL(ctx context.Context, pi int, p Phase, byStep map[int][]*t
 				return step, err
 			}
 			groups, fill = f.groups, f.fill
-			as = &asyncStats{droppedStale: f.stale, continuous: true}
+			as = f.asyncStats()
 			rng = r.stepRNG(pi, step, 4)
 		} else if groups, fill, err = r.replaySample(p, step, rng, rec); err != nil {
 			return step, err
 		} else if a := p.RL.Async; a != nil {
 			// The producer sampled with its own stream; the learner shuffles with another.
-			var dropped int
-			groups, dropped = dropStale(groups, r.version, int32(a.MaxStaleness))
-			as = &asyncStats{droppedStale: dropped}
+			var dropped, partial int
+			groups, dropped, partial = dropStale(groups, r.version, int32(a.MaxStaleness))
+			as = &asyncStats{droppedStale: dropped, partialStale: partial}
 			rng = r.stepRNG(pi, step, 4)
 		}
 		s := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(rec, groups), fill: fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(rec)}

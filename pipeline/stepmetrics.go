@@ -98,6 +98,7 @@ func (s *rlStep) fields() map[string]any {
 			m[k] = c + n
 		}
 		m["async/dropped_stale"] = a.droppedStale
+		m["async/partial_stale"] = a.partialStale
 		if a.continuous {
 			m["async/groups_in_flight"] = a.inFlight
 			m["async/groups_ready"] = a.ready

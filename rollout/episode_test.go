@@ -298,6 +298,43 @@ func TestRunGroupsCancelStopsEverything(t *testing.T) {
 	}
 }
 
+// abandoning answers no request: it returns the context's error as soon as the request's
+// context ends, as a remote server's cancelled request does, without a completion.
+type abandoning struct{}
+
+func (abandoning) Generate(ctx context.Context, _ infer.Request) (infer.Completion, error) {
+	<-ctx.Done()
+	return infer.Completion{}, ctx.Err()
+}
+
+// A group whose context ends while one member is still decoding, the others finished, comes back
+// as the context's error with no group, never as a group short of that member.
+func TestRunGroupsCancelledMidDecodeReturnsNoGroup(t *testing.T) {
+	r := newRunner(t, DefaultConfig())
+	agent := r.NewGen
+	r.NewGen = func(task Task) infer.Generator {
+		if task.Index == 3 {
+			return abandoning{}
+		}
+		return agent(task)
+	}
+	finished := make(chan struct{}, 4)
+	r.OnEpisode = func() { finished <- struct{}{} }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for range 3 {
+			<-finished
+		}
+		cancel()
+	}()
+	newEnv := func(string) (env.Env, error) { return &stepEnv{turns: 3}, nil }
+	groups, err := r.RunGroups(ctx, newEnv, []Task{{Env: "step", Seed: 1, GroupID: 1}}, 4, 4)
+	if !errors.Is(err, context.Canceled) || groups != nil {
+		t.Fatalf("groups %v, err %v; want no group and context.Canceled", groups, err)
+	}
+}
+
 func TestRunGroupsManyInFlight(t *testing.T) {
 	n := 2000
 	if testing.Short() {
