@@ -10,7 +10,8 @@ import (
 	"github.com/agentrl/agentrl/traj"
 )
 
-// asyncSets make the tiny run's RL phase asynchronous with one-step overlap, and (as in
+// asyncSets make the tiny run's RL phase asynchronous with a staleness bound of one version, in
+// the default admission mode (continuous; tests that need overlap set it), and (as in
 // scheduleSets) keep every group and give the updates a gradient, so each step trains and the
 // weights move while the next step samples.
 var asyncSets = []string{
