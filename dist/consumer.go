@@ -218,9 +218,9 @@ func (c *Conn) NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, 
 		drops: map[string]int64{}}
 	k.state = ConsumerState{Trained: map[string]uint64{}, Dropped: map[uint64]string{}, Lineage: map[uint32]int32{}}
 	k.stop, k.cancel = context.WithCancel(context.Background())
-	k.wg.Go(k.renew)
+	k.wg.Go(func() { k.every(max(cfg.AckWait/3, 10*time.Millisecond), k.renew) })
 	if cfg.SweepTasks > 0 {
-		k.wg.Go(k.sweep)
+		k.wg.Go(func() { k.every(cfg.SweepTasks, k.sweep) })
 	}
 	return k, nil
 }
@@ -250,9 +250,9 @@ func (k *Consumer) Close() {
 	k.wg.Wait()
 }
 
-// renew tells the server the held messages are still being worked on.
-func (k *Consumer) renew() {
-	t := time.NewTicker(max(k.cfg.AckWait/3, 10*time.Millisecond))
+// every calls f every d until Close.
+func (k *Consumer) every(d time.Duration, f func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -260,37 +260,33 @@ func (k *Consumer) renew() {
 			return
 		case <-t.C:
 		}
-		k.mu.Lock()
-		ms := make([]jetstream.Msg, 0, len(k.held))
-		for _, d := range k.held {
-			ms = append(ms, d.msg)
-		}
-		k.mu.Unlock()
-		for _, m := range ms {
-			_ = m.InProgress()
-		}
+		f()
 	}
 }
 
-// sweep removes, every cfg.SweepTasks, the tasks the workers have settled and the server kept
-// (Conn.SweepTasks). A sweep that fails (a restarting server) is tried again at the next.
+// renew tells the server the held messages are still being worked on.
+func (k *Consumer) renew() {
+	k.mu.Lock()
+	ms := make([]jetstream.Msg, 0, len(k.held))
+	for _, d := range k.held {
+		ms = append(ms, d.msg)
+	}
+	k.mu.Unlock()
+	for _, m := range ms {
+		_ = m.InProgress()
+	}
+}
+
+// sweep removes the tasks the workers have settled and the server kept (Conn.SweepTasks). A
+// sweep that fails (a restarting server) is tried again at the next.
 func (k *Consumer) sweep() {
-	t := time.NewTicker(k.cfg.SweepTasks)
-	defer t.Stop()
-	for {
-		select {
-		case <-k.stop.Done():
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(k.stop, max(k.cfg.SweepTasks, 10*time.Second))
-		n, _ := k.conn.SweepTasks(ctx, k.cfg.Run)
-		cancel()
-		if n > 0 {
-			k.mu.Lock()
-			k.swept += int64(n)
-			k.mu.Unlock()
-		}
+	ctx, cancel := context.WithTimeout(k.stop, max(k.cfg.SweepTasks, 10*time.Second))
+	n, _ := k.conn.SweepTasks(ctx, k.cfg.Run)
+	cancel()
+	if n > 0 {
+		k.mu.Lock()
+		k.swept += int64(n)
+		k.mu.Unlock()
 	}
 }
 
