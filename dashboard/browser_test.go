@@ -149,7 +149,8 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("%d warnings listed, want 3", n)
 	}
 	// The monitor's actions: listed, and the controller's setting drawn (its marks are on the
-	// canvas); the asynchronous panels: queue depth and the staleness histogram's two lags.
+	// canvas); the asynchronous panels: queue depth, the staleness histogram's two lags, the
+	// stale episodes and the workers' counters.
 	if n := count(`#actions div`); n != 2 {
 		t.Errorf("%d monitor actions listed, want 2", n)
 	}
@@ -161,6 +162,11 @@ func TestBrowser(t *testing.T) {
 	}
 	if n := count(`[data-chart="queue"]`); n != 1 {
 		t.Error("no queue-depth chart")
+	}
+	for _, c := range []string{"stale", "dist"} {
+		if p := attr(`[data-chart="`+c+`"]`, "data-points"); p != "35" {
+			t.Errorf("chart %s has %s points, want 35", c, p)
+		}
 	}
 
 	// Comparison: two runs overlaid, the seed listed as a difference.

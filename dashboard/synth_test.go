@@ -59,6 +59,8 @@ func synthRun(t testing.TB, dir string, seed, sft, rl, trajs int) {
 		}
 		m["async/batches_ahead"] = s % 3
 		m["async/staleness/0"], m["async/staleness/1"] = 10, 6
+		m["async/dropped_stale"], m["async/partial_stale"] = s%4, s%2
+		m["dist/redelivered"], m["dist/tasks_swept"] = s/10, s/20
 		m["time/learner_wait_s"] = 0.01
 		line(m)
 	}

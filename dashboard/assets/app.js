@@ -46,7 +46,8 @@ const PANELS = [
   ]],
   ["Asynchronous", [
     { id: "queue", title: "queue depth (groups in flight and ready; overlap mode: batches sampled ahead)", keys: ["async/groups_in_flight", "async/groups_ready", "async/batches_ahead", "async/cancelled_stale"] },
-    { id: "stale", title: "episodes dropped as stale", keys: ["async/dropped_stale", "dist/dropped_stale"] },
+    { id: "stale", title: "episodes dropped as stale, groups kept without them", keys: ["async/dropped_stale", "dist/dropped_stale", "async/partial_stale"] },
+    { id: "dist", title: "workers: redelivered, held, partial and timed-out groups, tasks swept", keys: ["dist/redelivered", "dist/held", "dist/partial_groups", "dist/groups_timed_out", "dist/tasks_swept"] },
     { id: "waits", title: "waits (s)", keys: ["time/learner_wait_s", "time/generator_wait_s"] },
   ]],
 ];
