@@ -18,11 +18,7 @@ package kernels
 // Inf or NaN in B yields NaN there (IEEE) where the reference skips the zero.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	checkSgemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
-	if m == 0 || n == 0 {
-		return
-	}
-	if k == 0 || alpha == 0 {
-		scaleC(m, n, beta, c, ldc)
+	if emptyProduct(m, n, k, alpha, beta, c, ldc) {
 		return
 	}
 	kern := activeKernel()

@@ -46,6 +46,19 @@ func lowerName(name string) string {
 	return "c"
 }
 
+// emptyProduct computes a product that needs no kernel and reports whether it was one: nothing
+// when m or n is zero, C = beta*C when k or alpha is.
+func emptyProduct(m, n, k int, alpha, beta float32, c []float32, ldc int) bool {
+	if m == 0 || n == 0 {
+		return true
+	}
+	if k == 0 || alpha == 0 {
+		scaleC(m, n, beta, c, ldc)
+		return true
+	}
+	return false
+}
+
 // scaleC sets C = beta*C; beta == 0 clears C so that NaN or Inf already there do not survive.
 func scaleC(m, n int, beta float32, c []float32, ldc int) {
 	if beta == 1 {

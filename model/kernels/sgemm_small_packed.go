@@ -124,16 +124,10 @@ func partDone(name string, packed bool, part, parts, m, k, n int, alpha float32,
 	}
 	checkMatrix("A", m, k, a, lda)
 	checkMatrix("C", m, n, c, ldc)
-	if m == 0 || n == 0 {
-		return true
+	if part == 0 { // the one part that scales C when there is nothing to multiply
+		return emptyProduct(m, n, k, alpha, beta, c, ldc)
 	}
-	if k == 0 || alpha == 0 {
-		if part == 0 {
-			scaleC(m, n, beta, c, ldc)
-		}
-		return true
-	}
-	return false
+	return m == 0 || n == 0 || k == 0 || alpha == 0
 }
 
 // part is SgemmPackedPart after the checks, with k > 0 and alpha ≠ 0.
@@ -181,14 +175,7 @@ func packedOperands(fn string, packed bool, m, n, k int, alpha float32, a []floa
 	}
 	checkMatrix("A", m, k, a, lda)
 	checkMatrix("C", m, n, c, ldc)
-	if m == 0 || n == 0 {
-		return false
-	}
-	if k == 0 || alpha == 0 {
-		scaleC(m, n, beta, c, ldc)
-		return false
-	}
-	return true
+	return !emptyProduct(m, n, k, alpha, beta, c, ldc)
 }
 
 // gemvPart's settings. gemvOn and gemvChoice exist for the tests and benchmarks, which

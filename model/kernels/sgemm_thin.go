@@ -21,11 +21,7 @@ func Thin(n int) bool {
 // faster than Sgemm. Shape mismatches panic.
 func SgemmNN(m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	checkSgemm(false, false, m, n, k, a, lda, b, ldb, c, ldc)
-	if m == 0 || n == 0 {
-		return
-	}
-	if k == 0 || alpha == 0 {
-		scaleC(m, n, beta, c, ldc)
+	if emptyProduct(m, n, k, alpha, beta, c, ldc) {
 		return
 	}
 	gemmSmallNN(activeKernel(), maxWorkers(), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
