@@ -1780,9 +1780,9 @@ ropeForwardavx512_head:
 	MOVQ  SI, R13
 	SHRQ  $0x02, R13
 
-ropeForwardavx512_block:
+ropeForwardavx512_head_loop:
 	CMPQ    R13, $0x10
-	JB      ropeForwardavx512_tail
+	JB      ropeForwardavx512_head_tail
 	VMOVUPS (R9)(R12*1), Z0
 	VMOVUPS (R11)(R12*1), Z1
 	VMOVUPS (DI)(R12*1), Z2
@@ -1797,11 +1797,11 @@ ropeForwardavx512_block:
 	VMOVUPS Z1, (R11)(R12*1)
 	ADDQ    $0x40, R12
 	SUBQ    $0x10, R13
-	JMP     ropeForwardavx512_block
+	JMP     ropeForwardavx512_head_loop
 
-ropeForwardavx512_tail:
+ropeForwardavx512_head_tail:
 	TESTQ     R13, R13
-	JZ        ropeForwardavx512_nexthead
+	JZ        ropeForwardavx512_head_done
 	LEAQ      elemtailmask512<>+0(SB), R14
 	KMOVW     (R14)(R13*2), K1
 	VMOVUPS.Z (R9)(R12*1), K1, Z0
@@ -1817,7 +1817,7 @@ ropeForwardavx512_tail:
 	VMOVUPS   Z4, K1, (R9)(R12*1)
 	VMOVUPS   Z1, K1, (R11)(R12*1)
 
-ropeForwardavx512_nexthead:
+ropeForwardavx512_head_done:
 	LEAQ (R9)(SI*2), R9
 	DECQ R10
 	JMP  ropeForwardavx512_head
@@ -1863,9 +1863,9 @@ ropeBackwardavx512_head:
 	MOVQ  SI, R13
 	SHRQ  $0x02, R13
 
-ropeBackwardavx512_block:
+ropeBackwardavx512_head_loop:
 	CMPQ    R13, $0x10
-	JB      ropeBackwardavx512_tail
+	JB      ropeBackwardavx512_head_tail
 	VMOVUPS (R9)(R12*1), Z0
 	VMOVUPS (R11)(R12*1), Z1
 	VMOVUPS (DI)(R12*1), Z2
@@ -1880,11 +1880,11 @@ ropeBackwardavx512_block:
 	VMOVUPS Z1, (R11)(R12*1)
 	ADDQ    $0x40, R12
 	SUBQ    $0x10, R13
-	JMP     ropeBackwardavx512_block
+	JMP     ropeBackwardavx512_head_loop
 
-ropeBackwardavx512_tail:
+ropeBackwardavx512_head_tail:
 	TESTQ     R13, R13
-	JZ        ropeBackwardavx512_nexthead
+	JZ        ropeBackwardavx512_head_done
 	LEAQ      elemtailmask512<>+0(SB), R14
 	KMOVW     (R14)(R13*2), K1
 	VMOVUPS.Z (R9)(R12*1), K1, Z0
@@ -1900,7 +1900,7 @@ ropeBackwardavx512_tail:
 	VMOVUPS   Z4, K1, (R9)(R12*1)
 	VMOVUPS   Z1, K1, (R11)(R12*1)
 
-ropeBackwardavx512_nexthead:
+ropeBackwardavx512_head_done:
 	LEAQ (R9)(SI*2), R9
 	DECQ R10
 	JMP  ropeBackwardavx512_head
@@ -3938,9 +3938,9 @@ ropeForwardavx2_head:
 	MOVQ  SI, R13
 	SHRQ  $0x02, R13
 
-ropeForwardavx2_block:
+ropeForwardavx2_head_loop:
 	CMPQ    R13, $0x10
-	JB      ropeForwardavx2_tail
+	JB      ropeForwardavx2_head_tail
 	VMOVUPS (R9)(R12*1), Y0
 	VMOVUPS (R11)(R12*1), Y1
 	VMOVUPS (DI)(R12*1), Y2
@@ -3967,11 +3967,11 @@ ropeForwardavx2_block:
 	VMOVUPS Y1, 32(R11)(R12*1)
 	ADDQ    $0x40, R12
 	SUBQ    $0x10, R13
-	JMP     ropeForwardavx2_block
+	JMP     ropeForwardavx2_head_loop
 
-ropeForwardavx2_tail:
+ropeForwardavx2_head_tail:
 	TESTQ      R13, R13
-	JZ         ropeForwardavx2_nexthead
+	JZ         ropeForwardavx2_head_done
 	LEAQ       elemtailmask256<>+0(SB), R14
 	SHLQ       $0x06, R13
 	VMOVDQU    (R14)(R13*1), Y0
@@ -4001,7 +4001,7 @@ ropeForwardavx2_tail:
 	VMASKMOVPS Y5, Y1, 32(R9)(R12*1)
 	VMASKMOVPS Y2, Y1, 32(R11)(R12*1)
 
-ropeForwardavx2_nexthead:
+ropeForwardavx2_head_done:
 	LEAQ (R9)(SI*2), R9
 	DECQ R10
 	JMP  ropeForwardavx2_head
@@ -4047,9 +4047,9 @@ ropeBackwardavx2_head:
 	MOVQ  SI, R13
 	SHRQ  $0x02, R13
 
-ropeBackwardavx2_block:
+ropeBackwardavx2_head_loop:
 	CMPQ    R13, $0x10
-	JB      ropeBackwardavx2_tail
+	JB      ropeBackwardavx2_head_tail
 	VMOVUPS (R9)(R12*1), Y0
 	VMOVUPS (R11)(R12*1), Y1
 	VMOVUPS (DI)(R12*1), Y2
@@ -4076,11 +4076,11 @@ ropeBackwardavx2_block:
 	VMOVUPS Y1, 32(R11)(R12*1)
 	ADDQ    $0x40, R12
 	SUBQ    $0x10, R13
-	JMP     ropeBackwardavx2_block
+	JMP     ropeBackwardavx2_head_loop
 
-ropeBackwardavx2_tail:
+ropeBackwardavx2_head_tail:
 	TESTQ      R13, R13
-	JZ         ropeBackwardavx2_nexthead
+	JZ         ropeBackwardavx2_head_done
 	LEAQ       elemtailmask256<>+0(SB), R14
 	SHLQ       $0x06, R13
 	VMOVDQU    (R14)(R13*1), Y0
@@ -4110,7 +4110,7 @@ ropeBackwardavx2_tail:
 	VMASKMOVPS Y5, Y1, 32(R9)(R12*1)
 	VMASKMOVPS Y2, Y1, 32(R11)(R12*1)
 
-ropeBackwardavx2_nexthead:
+ropeBackwardavx2_head_done:
 	LEAQ (R9)(SI*2), R9
 	DECQ R10
 	JMP  ropeBackwardavx2_head
