@@ -218,10 +218,13 @@ type SFTStats struct {
 // SFTStep takes one supervised step on the assistant tokens of trajs (cross entropy, mean over
 // tokens). Trajectories without assistant tokens are skipped.
 func (l *Learner) SFTStep(trajs []*traj.Trajectory) (SFTStats, error) {
-	seqs := make([][]int32, len(trajs))
-	want := make([][]bool, len(trajs))
-	for i, t := range trajs {
-		seqs[i], want[i] = t.Tokens, t.LossMask
+	seqs := make([][]int32, 0, len(trajs))
+	want := make([][]bool, 0, len(trajs))
+	for _, t := range trajs {
+		for k := range t.NumSamples() { // each training sample is a sequence of its own
+			lo, hi := t.Sample(k)
+			seqs, want = append(seqs, t.Tokens[lo:hi]), append(want, t.LossMask[lo:hi])
+		}
 	}
 	p, err := l.forward(l.Model, seqs, want, false)
 	if err != nil {

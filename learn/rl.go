@@ -51,7 +51,7 @@ func (p *KLPenalty) apply(b *algo.Batch) (algo.Metrics, error) {
 	kl, ok := m["kl/reward_kl_mean"]
 	if p.Target > 0 && ok {
 		a := algo.AdaptiveKL{Coef: p.Coef, Target: p.Target, Horizon: p.Horizon}
-		if err := a.Update(kl, b.NumSeqs()); err != nil {
+		if err := a.Update(kl, b.NumEpisodes()); err != nil {
 			return nil, err
 		}
 		p.Coef = a.Coef
@@ -130,7 +130,7 @@ func (r *RL) Step(trajs []*traj.Trajectory, version int32, rng *rand.Rand) (RLRe
 			return rep, fmt.Errorf("KL penalty: %w", err)
 		}
 	}
-	if rep.Estimator, err = r.Estimator.Estimate(b); err != nil {
+	if rep.Estimator, err = algo.EstimateEpisodes(r.Estimator, b); err != nil {
 		return rep, fmt.Errorf("advantages: %w", err)
 	}
 	rep.Advantages = algo.SummarizeAdvantages(b)
