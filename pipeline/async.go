@@ -200,7 +200,7 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 		}
 		groups, dropped, partial := dropStale(b.groups, r.version, int32(eta))
 		as.droppedStale, as.partialStale = dropped, partial
-		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(b.sampled, groups), fill: b.fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(b.sampled)}
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(b.sampled, groups), fill: b.fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(b.sampled), samples: r.sampleMetrics(b.sampled)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			// The sampling RNG belongs to the producer; the learner shuffles with its own.
 			rep, err := r.learnStep(l.upd, trajs, step, r.stepRNG(pi, step, 4))

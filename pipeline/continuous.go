@@ -200,7 +200,7 @@ func (r *Run) runRLContinuous(ctx context.Context, pi int, p Phase, start int) e
 
 	a := &admission{eta: eta, B: c.GroupsPerStep, version: r.version, inflight: map[int]*admitted{},
 		toLearner: make(chan struct{}, 1), toProducer: make(chan struct{}, 1)}
-	runner := &rollout.Runner{Gen: l.smp.gen, Tok: r.tok, Cfg: r.Cfg.Rollout.Config, SampleSeed: r.stepRNG(pi, start, 3).Uint64()}
+	runner := &rollout.Runner{Gen: l.smp.gen, Tok: r.tok, Cfg: r.Cfg.Rollout.Config, SampleSeed: r.stepRNG(pi, start, 3).Uint64(), NewConversation: r.opts.NewConversation}
 	envs := withLatency(r.phaseEnvs(p.Envs), p.Envs)
 	pctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -320,7 +320,7 @@ func (r *Run) runRLContinuous(ctx context.Context, pi int, p Phase, start int) e
 		if err := r.record(p.Name, step+1, f.taken); err != nil {
 			return err
 		}
-		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(f.taken, f.groups), fill: f.fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(f.taken)}
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(f.taken, f.groups), fill: f.fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(f.taken), samples: r.sampleMetrics(f.taken)}
 		if trajs := slices.Concat(f.groups...); len(trajs) > 0 {
 			rep, err := r.learnStep(l.upd, trajs, step, r.stepRNG(pi, step, 4))
 			if err != nil {

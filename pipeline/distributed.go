@@ -649,7 +649,7 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
 		as.droppedStale, as.partialStale = dropped, partialStale
 		s.stale += int64(dropped)
 		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups),
-			fill: reward.FillStats{Rounds: 1, Sampled: c.GroupsPerStep}, async: as, simLatency: simulatedLatency(p.Envs)}
+			fill: reward.FillStats{Rounds: 1, Sampled: c.GroupsPerStep}, async: as, simLatency: simulatedLatency(p.Envs), samples: r.sampleMetrics(sampled)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			rep, err := r.learnStep(upd, trajs, step, r.stepRNG(pi, step, 4))
 			if err != nil {

@@ -156,7 +156,7 @@ func (r *Run) replayRL(ctx context.Context, pi int, p Phase, byStep map[int][]*t
 			as = &asyncStats{droppedStale: dropped, partialStale: partial}
 			rng = r.stepRNG(pi, step, 4)
 		}
-		s := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(rec, groups), fill: fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(rec)}
+		s := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(rec, groups), fill: fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(rec), samples: r.sampleMetrics(rec)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			rep, err := r.learnStep(upd, trajs, step, rng)
 			if err != nil {

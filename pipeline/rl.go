@@ -22,6 +22,9 @@ import (
 // current policy and filter them, let the learner train on what is kept, publish the new weights
 // to the engine (or the inference servers of rollout.generator), log the step.
 func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
+	if err := r.checkTurnShapes(ctx, p); err != nil {
+		return err
+	}
 	if p.RL.Async != nil {
 		return r.runRLAsync(ctx, pi, p, start)
 	}
@@ -45,7 +48,7 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 		if err := r.record(p.Name, step+1, sampled); err != nil {
 			return err
 		}
-		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups), fill: fill, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(sampled)}
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups), fill: fill, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(sampled), samples: r.sampleMetrics(sampled)}
 		tt := r.now()
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			rep, err := r.learnStep(l.upd, trajs, step, rng)
@@ -216,7 +219,7 @@ func (r *Run) keepKLCoef(pen *learn.KLPenalty) {
 // trajectory, in order, and the groups kept for training.
 func (r *Run) sampleRL(ctx context.Context, gen infer.Generator, p Phase, step int, rng *rand.Rand) ([]*traj.Trajectory, [][]*traj.Trajectory, reward.FillStats, error) {
 	c := p.RL
-	runner := &rollout.Runner{Gen: gen, Tok: r.tok, Cfg: r.Cfg.Rollout.Config, SampleSeed: rng.Uint64()}
+	runner := &rollout.Runner{Gen: gen, Tok: r.tok, Cfg: r.Cfg.Rollout.Config, SampleSeed: rng.Uint64(), NewConversation: r.opts.NewConversation}
 	round := 0
 	var sampled []*traj.Trajectory
 	sample := func(ctx context.Context, n int) ([][]*traj.Trajectory, error) {

@@ -41,6 +41,9 @@ type Options struct {
 	Now func() time.Time
 	// Envs holds the environments the config names (all.Builtins for the built-in ones).
 	Envs *env.Registry
+	// NewConversation renders the RL episodes' chat (rollout.Runner.NewConversation); nil means
+	// the tokenizer's ChatML, which never splits an episode into samples.
+	NewConversation func() rollout.Conversation
 }
 
 // Run is one training run and its directory.

@@ -28,6 +28,7 @@ type rlStep struct {
 	async   *asyncStats        // nil in a synchronous phase
 	dist    map[string]float64 // the data plane's counters (dist/…), nil without workers
 	rewards map[string]float64 // the reward blocks' parts (reward/…), nil without reward blocks
+	samples map[string]float64 // training samples per episode (rollout/…, samples.go)
 	// simLatency describes the simulated latency of the phase's environments ("" when none).
 	simLatency string
 	times      stepTimes
@@ -87,6 +88,9 @@ func (s *rlStep) fields() map[string]any {
 		m[k] = v
 	}
 	for k, v := range s.rewards {
+		m[k] = v
+	}
+	for k, v := range s.samples {
 		m[k] = v
 	}
 	if a := s.async; a != nil {

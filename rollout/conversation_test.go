@@ -333,3 +333,38 @@ func TestRunGroupsSplitConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// thinkAgent writes its reasoning before every action but the first.
+type thinkAgent struct{ turn int }
+
+func (a *thinkAgent) Act(ctx context.Context, obs string) (string, error) {
+	a.turn++
+	if a.turn == 1 {
+		return "call 1", nil
+	}
+	return "<think>the tool said 7</think>call", nil
+}
+
+func TestCheckShapes(t *testing.T) {
+	tk := tok(t)
+	think := func() Conversation { return &thinkChat{tok: tk} }
+	sc, err := CheckShapes(context.Background(), think, tk, &stepEnv{turns: 4, finalObs: "correct"}, &thinkAgent{}, 12, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"observation (tool) after turn 3", "final (user) after turn 4"}
+	if sc.Turns != 4 || !slices.Equal(sc.Splits, want) {
+		t.Fatalf("turns %d splits %q, want 4 and %q", sc.Turns, sc.Splits, want)
+	}
+	sc, err = CheckShapes(context.Background(), func() Conversation { return chatML{tk} }, tk, &stepEnv{turns: 4, finalObs: "correct"}, &thinkAgent{}, 12, 8)
+	if err != nil || len(sc.Splits) != 0 || sc.Turns != 4 {
+		t.Fatalf("ChatML: turns %d splits %q (err %v)", sc.Turns, sc.Splits, err)
+	}
+	bad := func() Conversation { return badConv{chatML: chatML{tk}, nextErr: errors.New("raised"), stop: []int32{tk.EndOfTurn()}} }
+	if _, err := CheckShapes(context.Background(), bad, tk, &stepEnv{turns: 4}, &thinkAgent{}, 12, 8); !errors.Is(err, ErrRender) {
+		t.Fatalf("a failing render: err %v, want ErrRender", err)
+	}
+	if _, err := CheckShapes(context.Background(), think, tk, &stepEnv{turns: 4, failAt: 2}, &thinkAgent{}, 12, 8); err == nil || errors.Is(err, ErrRender) {
+		t.Fatalf("a failing environment: err %v", err)
+	}
+}
