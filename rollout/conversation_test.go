@@ -360,7 +360,9 @@ func TestCheckShapes(t *testing.T) {
 	if err != nil || len(sc.Splits) != 0 || sc.Turns != 4 {
 		t.Fatalf("ChatML: turns %d splits %q (err %v)", sc.Turns, sc.Splits, err)
 	}
-	bad := func() Conversation { return badConv{chatML: chatML{tk}, nextErr: errors.New("raised"), stop: []int32{tk.EndOfTurn()}} }
+	bad := func() Conversation {
+		return badConv{chatML: chatML{tk}, nextErr: errors.New("raised"), stop: []int32{tk.EndOfTurn()}}
+	}
 	if _, err := CheckShapes(context.Background(), bad, tk, &stepEnv{turns: 4}, &thinkAgent{}, 12, 8); !errors.Is(err, ErrRender) {
 		t.Fatalf("a failing render: err %v, want ErrRender", err)
 	}
