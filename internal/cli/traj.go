@@ -178,8 +178,12 @@ func (c *TrajListCmd) Run(g *Globals) error {
 				versions += fmt.Sprintf("–%d", hi)
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%g\t%d\t%d\t%d\t%d\t%s\n", e.index, orDash(meta(t, "phase")), orDash(meta(t, "step")),
-			t.Env, t.TaskSeed, t.GroupID, t.Status, t.Reward, len(t.Turns), calls, len(t.Tokens), sampled, versions)
+		tokens := fmt.Sprint(len(t.Tokens))
+		if n := t.NumSamples(); n > 1 {
+			tokens += fmt.Sprintf(" in %d samples", n)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%g\t%d\t%d\t%s\t%d\t%s\n", e.index, orDash(meta(t, "phase")), orDash(meta(t, "step")),
+			t.Env, t.TaskSeed, t.GroupID, t.Status, t.Reward, len(t.Turns), calls, tokens, sampled, versions)
 	}
 	if ferr := tw.Flush(); err == nil {
 		err = ferr
@@ -277,6 +281,9 @@ func writeTrajectory(w io.Writer, e entry, tok *tokenizer.Tokenizer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "status %s  reward %g  turns %d  tokens %d", t.Status, t.Reward, len(t.Turns), len(t.Tokens))
+	if n := t.NumSamples(); n > 1 {
+		fmt.Fprintf(w, "  samples %d", n)
+	}
 	if t.Error != "" {
 		fmt.Fprintf(w, "  error: %s", t.Error)
 	}
@@ -286,8 +293,13 @@ func writeTrajectory(w io.Writer, e entry, tok *tokenizer.Tokenizer) {
 		turnAt[tu.Start] = i
 	}
 	for start := 0; start < len(t.Tokens); {
+		k := t.SampleOf(start)
+		_, sampleEnd := t.Sample(k)
+		if lo, _ := t.Sample(k); k > 0 && lo == start {
+			fmt.Fprintf(w, "=== sample %d of %d (tokens %d..%d): the context re-rendered by the chat template, as the policy was given it\n", k+1, t.NumSamples(), start, sampleEnd)
+		}
 		end := start + 1
-		for end < len(t.Tokens) && t.Roles[end] == t.Roles[start] {
+		for end < sampleEnd && t.Roles[end] == t.Roles[start] {
 			end++
 		}
 		role := t.Roles[start]
