@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/agentrl/agentrl/algo"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/rollout"
 )
@@ -99,7 +100,7 @@ func (e *entropyControl) act(s *rlStep) []string {
 
 // shiftControl is ShiftControlConfig at work in a phase.
 type shiftControl struct {
-	cfg       ShiftControlConfig
+	cfg       config.ShiftControlConfig
 	cap, mask *knob
 	knobs     []*knob
 }
@@ -125,7 +126,7 @@ func (c *shiftControl) act(s *rlStep) []string {
 
 // newActions makes the monitor's actions for RL phase p, resuming at step start: a phase in
 // progress restores them from the checkpoint's state. It returns nil when no action is on.
-func (r *Run) newActions(p Phase, start int) (*actions, error) {
+func (r *Run) newActions(p config.Phase, start int) (*actions, error) {
 	saved := r.state.Monitor // the checkpoint's, when resuming mid-phase
 	r.state.Monitor = nil
 	m := r.Cfg.Monitor
@@ -301,7 +302,7 @@ func (r *Run) monitorAct(s *rlStep, m map[string]any) []string {
 // drawTasks draws n tasks for a round of a step of RL phase p: by the monitor's task sampler
 // when monitor.task_sampling is on (n enlarged by its oversampling in phases with dynamic
 // sampling), else uniformly by the phase's environment weights (sampleTasks).
-func (r *Run) drawTasks(rng *rand.Rand, p Phase, n int, groupBase uint64) ([]rollout.Task, error) {
+func (r *Run) drawTasks(rng *rand.Rand, p config.Phase, n int, groupBase uint64) ([]rollout.Task, error) {
 	if r.act == nil || r.act.tasks == nil {
 		return sampleTasks(r.opts.Envs, rng, p.Envs, n, groupBase)
 	}
@@ -315,7 +316,7 @@ func (r *Run) drawTasks(rng *rand.Rand, p Phase, n int, groupBase uint64) ([]rol
 // draws for a round of one, from the same stream (so a controller that admits one group at a
 // time draws, call by call, the tasks a round would). With the task sampler on, its groups are
 // observed when their step is logged (logRL).
-func (r *Run) drawTask(rng *rand.Rand, p Phase, groupID uint64) (rollout.Task, error) {
+func (r *Run) drawTask(rng *rand.Rand, p config.Phase, groupID uint64) (rollout.Task, error) {
 	if r.act == nil || r.act.tasks == nil {
 		ts, err := sampleTasks(r.opts.Envs, rng, p.Envs, 1, groupID)
 		if err != nil {

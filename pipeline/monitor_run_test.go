@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -366,7 +367,7 @@ func TestStaleMembersOfAKeptGroupAreCounted(t *testing.T) {
 		}
 		return g
 	}
-	p := Phase{RL: &RLConfig{GroupsPerStep: 4, GroupSize: size, Async: &AsyncConfig{MaxStaleness: 1}}}
+	p := config.Phase{RL: &config.RLConfig{GroupsPerStep: 4, GroupSize: size, Async: &config.AsyncConfig{MaxStaleness: 1}}}
 	f := newStepFill(p, 10)
 	for _, g := range [][]*traj.Trajectory{group(13, 8, 8, 8, 9), group(14, 9, 9, 9, 9), group(16, 9, 9, 9, 9), group(19, 9, 9, 9, 9)} {
 		if !f.offer(g) {

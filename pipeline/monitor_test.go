@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env/all"
 
 	"github.com/agentrl/agentrl/algo"
@@ -15,7 +16,7 @@ import (
 )
 
 func TestMonitorNamesTheBrokenInvariant(t *testing.T) {
-	mo := newMonitor(MonitorConfig{MinEntropy: 0.1, MaxZeroVarShare: 0.8, MaxKL: 0.05})
+	mo := newMonitor(config.MonitorConfig{MinEntropy: 0.1, MaxZeroVarShare: 0.8, MaxKL: 0.05})
 	trained := func(entropy, kl float64) *learn.RLReport {
 		return &learn.RLReport{RLStats: learn.RLStats{Entropy: entropy}, Shift: algo.Shift{KL: kl}}
 	}
@@ -148,8 +149,8 @@ func TestEntropyControl(t *testing.T) {
 // them when both are well within bounds, and holds in between; the mask's lower bound moves with
 // its upper bound, their product kept.
 func TestShiftControl(t *testing.T) {
-	cfg := ShiftControlConfig{ESSLow: 0.8, ESSHigh: 0.95, KLLow: 0.01, KLHigh: 0.05, Factor: 0.5,
-		Cap: &RangeConfig{Min: 1, Max: 8}, Mask: &RangeConfig{Min: 1.5, Max: 4}}
+	cfg := config.ShiftControlConfig{ESSLow: 0.8, ESSHigh: 0.95, KLLow: 0.01, KLHigh: 0.05, Factor: 0.5,
+		Cap: &config.RangeConfig{Min: 1, Max: 8}, Mask: &config.RangeConfig{Min: 1.5, Max: 4}}
 	loss := algo.DefaultLossConfig()
 	loss.Correction = algo.CorrectionConfig{Level: "token", Cap: 4, MaskLow: 0.5, MaskHigh: 4}
 	a := &actions{loss: loss}
@@ -195,8 +196,8 @@ func outcome(env string, seed int64, n, succ int) groupOutcome {
 // a fresh task when none is learnable.
 func TestTaskSamplerEstimatesAndDraws(t *testing.T) {
 	envs := all.Builtins()
-	mix := []EnvWeight{{Name: "calc", Weight: 1}}
-	s := newTaskSampler(TaskSamplingConfig{Explore: 0, Decay: 0.5, MaxTasks: 2}, envs, mix)
+	mix := []config.EnvWeight{{Name: "calc", Weight: 1}}
+	s := newTaskSampler(config.TaskSamplingConfig{Explore: 0, Decay: 0.5, MaxTasks: 2}, envs, mix)
 	s.observe([]groupOutcome{outcome("calc", 1, 4, 2), outcome("calc", 2, 4, 0)}, 0, 1)
 	// seed 1: p̂ 2/4 → 0.25; seed 2: p̂ 0 → 0. A third task forgets seed 1 (observed first)…
 	s.observe([]groupOutcome{outcome("calc", 2, 4, 0), outcome("calc", 3, 4, 1)}, 0, 1)
@@ -235,9 +236,9 @@ func TestTaskSamplerEstimatesAndDraws(t *testing.T) {
 // Among learnable tasks the draw is proportional to p̂(1−p̂): the draw's uniform number, taken
 // from the same stream, falls in the first task's share or the second's.
 func TestTaskSamplerProportional(t *testing.T) {
-	mix := []EnvWeight{{Name: "calc", Weight: 1}}
+	mix := []config.EnvWeight{{Name: "calc", Weight: 1}}
 	for seed := range uint64(40) {
-		s := newTaskSampler(TaskSamplingConfig{Explore: 0.25, Decay: 0.5, MaxTasks: 8}, all.Builtins(), mix)
+		s := newTaskSampler(config.TaskSamplingConfig{Explore: 0.25, Decay: 0.5, MaxTasks: 8}, all.Builtins(), mix)
 		s.observe([]groupOutcome{outcome("calc", 10, 4, 2), outcome("calc", 20, 4, 1), outcome("calc", 30, 4, 4)}, 0, 1)
 		// learnability: seed 10: 0.25, seed 20: 0.1875, seed 30: 0 (never drawn).
 		ref := rand.New(rand.NewPCG(seed, 7))
@@ -268,8 +269,8 @@ func TestTaskSamplerProportional(t *testing.T) {
 // one by one does) gives the tasks draw gives for the step, and a sampler restored from its
 // saved state draws what the original draws.
 func TestTaskSamplerOneAtATimeAndRestore(t *testing.T) {
-	mix := []EnvWeight{{Name: "calc", Weight: 2}, {Name: "maze", Weight: 1}}
-	cfg := TaskSamplingConfig{Explore: 0.3, Decay: 0.7, MaxTasks: 64}
+	mix := []config.EnvWeight{{Name: "calc", Weight: 2}, {Name: "maze", Weight: 1}}
+	cfg := config.TaskSamplingConfig{Explore: 0.3, Decay: 0.7, MaxTasks: 64}
 	mk := func() *taskSampler {
 		s := newTaskSampler(cfg, all.Builtins(), mix)
 		var obs []groupOutcome
@@ -318,7 +319,7 @@ func TestTaskSamplerOneAtATimeAndRestore(t *testing.T) {
 // Oversampling switches on after a step whose zero-variance share is above the limit, and off
 // after one at or below it, saying so each time.
 func TestTaskSamplerOversample(t *testing.T) {
-	s := newTaskSampler(TaskSamplingConfig{Explore: 0.5, Decay: 0.5, MaxTasks: 8, Oversample: 2.5}, all.Builtins(), []EnvWeight{{Name: "calc", Weight: 1}})
+	s := newTaskSampler(config.TaskSamplingConfig{Explore: 0.5, Decay: 0.5, MaxTasks: 8, Oversample: 2.5}, all.Builtins(), []config.EnvWeight{{Name: "calc", Weight: 1}})
 	g := []groupOutcome{outcome("calc", 1, 4, 0)}
 	if got := s.observe(g, 0.5, 0.9); got != nil || s.groups(4) != 4 {
 		t.Fatalf("below the limit: %q, groups(4) = %d", got, s.groups(4))
@@ -338,72 +339,15 @@ func TestTaskSamplerOversample(t *testing.T) {
 	}
 }
 
-// Each action refuses settings that are out of range or would do nothing, naming the key.
-func TestMonitorConfigErrors(t *testing.T) {
-	ent := func(s string) string { return "monitor.entropy_control={low: 0.1, high: 0.5, " + s + "}" }
-	ts := func(s string) string {
-		return "monitor.task_sampling={explore: 0.25, decay: 0.5, max_tasks: 64, " + s + "}"
-	}
-	async := []string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction={level: token, cap: 4, mask_low: 0.5, mask_high: 2}"}
-	sh := func(s string) []string {
-		return append([]string{"monitor.shift_control={ess_low: 0.8, ess_high: 0.95, kl_low: 0.01, kl_high: 0.05, factor: 0.8, " + s + "}"}, async...)
-	}
-	checkLoadErrors(t, []loadCase{
-		{name: "entropy band", sets: []string{"monitor.entropy_control={low: 0.5, high: 0.1, entropy_coef: {min: 0, max: 0.01, step: 0.001}}"}, want: "monitor.entropy_control: low (0.5) and high (0.1)"},
-		{name: "entropy knob-less", sets: []string{ent("")}, want: "monitor.entropy_control moves nothing"},
-		{name: "entropy step", sets: []string{ent("entropy_coef: {min: 0, max: 0.01, step: 0.1}")}, want: "monitor.entropy_control.entropy_coef.step 0.1 must be in (0, max − min = 0.01]"},
-		{name: "entropy start", sets: []string{ent("entropy_coef: {min: 0.001, max: 0.01, step: 0.001}")}, want: "phases[1] (rl) starts at rl.loss.entropy_coef 0, outside [min 0.001, max 0.01]"},
-		{name: "clip zero", sets: []string{ent("clip_high: {min: 0, max: 0.3, step: 0.02}")}, want: "clip_high: min (0) and max (0.3) must satisfy 0 < min < max"},
-		{name: "clip start", sets: []string{ent("clip_high: {min: 0.22, max: 0.3, step: 0.02}")}, want: "starts at rl.loss.ppo.clip_high 0.2, outside [min 0.22, max 0.3]"},
-		{name: "clip not ppo", sets: []string{ent("clip_high: {min: 0.2, max: 0.3, step: 0.02}"), "phases.rl.rl.loss.policy=gspo"}, want: `uses rl.loss.policy "gspo"`},
-		{name: "entropy without rl", sets: []string{ent("entropy_coef: {min: 0, max: 0.01, step: 0.001}"), "phases=[{name: sft, kind: sft, envs: [{name: calc, weight: 1}], steps: 30, optim: {lr: 0.001, warmup: 0, grad_clip: 1, beta1: 0.9, beta2: 0.99, eps: 1e-8}, sft: {demos: 10, batch_size: 2, keep: all}}]"}, want: "monitor.entropy_control does nothing: the run has no rl phase"},
-		{name: "unknown knob", sets: []string{ent("temperature: {min: 0, max: 1, step: 0.1}")}, want: "temperature"},
-		{name: "explore 1", sets: []string{"monitor.task_sampling={explore: 1, decay: 0.5, max_tasks: 64}"}, want: "monitor.task_sampling.explore 1 must be in [0, 1)"},
-		{name: "decay", sets: []string{"monitor.task_sampling={explore: 0.2, decay: 1, max_tasks: 64}"}, want: "monitor.task_sampling.decay 1 must be in [0, 1)"},
-		{name: "max_tasks", sets: []string{"monitor.task_sampling={explore: 0.2, decay: 0.5}"}, want: "monitor.task_sampling.max_tasks 0 must be in [1, 65536]"},
-		{name: "oversample 1", sets: []string{ts("oversample: 1")}, want: "monitor.task_sampling.oversample 1 must be 0 (never) or in (1, 8]"},
-		{name: "oversample without dynamic sampling", sets: []string{ts("oversample: 2"), "phases.rl.rl.dynamic_sampling=null"}, want: "oversample does nothing: it enlarges the rounds of rl.dynamic_sampling"},
-		{name: "oversample with continuous admission", sets: append([]string{ts("oversample: 2")}, async...), want: "continuous asynchronous admission has no rounds"},
-		{name: "oversample too large a step", sets: []string{ts("oversample: 8"), "phases.rl.rl.groups_per_step=4096", "phases.rl.rl.group_size=4", "phases.rl.rl.minibatches=4096"}, want: "pipeline.MaxStepTokens"},
-		{name: "shift bands", sets: append(sh("cap: {min: 1, max: 8}"), "monitor.shift_control.ess_low=0.99"), want: "ess_low (0.99) and ess_high (0.95)"},
-		{name: "shift factor", sets: append(sh("cap: {min: 1, max: 8}"), "monitor.shift_control.factor=1"), want: "monitor.shift_control.factor 1 must be in (0, 1)"},
-		{name: "shift knob-less", sets: sh(""), want: "monitor.shift_control moves nothing"},
-		{name: "shift cap start", sets: sh("cap: {min: 1, max: 3}"), want: "starts at rl.loss.correction.cap 4, outside [min 1, max 3]"},
-		{name: "shift mask start", sets: sh("mask: {min: 3, max: 8}"), want: "starts at rl.loss.correction.mask_high 2, outside [min 3, max 8]"},
-		{name: "shift mask product", sets: sh("mask: {min: 1, max: 8}"), want: "mask_low 0.5 would reach mask_high at its minimum 1"},
-		{name: "shift without correction", sets: []string{"monitor.shift_control={ess_low: 0.8, ess_high: 0.95, kl_low: 0.01, kl_high: 0.05, factor: 0.8, cap: {min: 1, max: 8}}"},
-			want: "monitor.shift_control does nothing: the run has no rl phase with an importance correction"},
-	})
-	// The actions' blocks round-trip through config show.
-	c, err := Load(all.Builtins(), "", "", append(sh("cap: {min: 1, max: 8}, mask: {min: 1.5, max: 4}"), ts("oversample: 2"), "phases.rl.rl.async.mode=overlap",
-		ent("entropy_coef: {min: 0, max: 0.01, step: 0.001}, clip_high: {min: 0.2, max: 0.28, step: 0.02}")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := Encode(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"entropy_control:", "task_sampling:", "shift_control:", "oversample: 2", "clip_high:", "mask:"} {
-		if !strings.Contains(string(data), want) {
-			t.Fatalf("config show lacks %q:\n%s", want, data)
-		}
-	}
-	back, err := Decode(data)
-	if err != nil || !reflect.DeepEqual(back.Monitor, c.Monitor) {
-		t.Fatalf("monitor block changed in a round trip (%v):\n%+v\n%+v", err, back.Monitor, c.Monitor)
-	}
-}
-
 // Drawing a round's tasks one group at a time (drawTask) gives what drawTasks gives for the
 // round, with and without the task sampler.
 func TestDrawTaskOneAtATime(t *testing.T) {
-	p := Phase{Name: "rl", Kind: "rl", Envs: []EnvWeight{{Name: "calc", Weight: 1}, {Name: "maze", Weight: 3}}, RL: &RLConfig{}}
+	p := config.Phase{Name: "rl", Kind: "rl", Envs: []config.EnvWeight{{Name: "calc", Weight: 1}, {Name: "maze", Weight: 3}}, RL: &config.RLConfig{}}
 	for _, on := range []bool{false, true} {
 		mk := func() *Run {
 			r := &Run{opts: Options{Envs: all.Builtins()}}
 			if on {
-				r.act = &actions{tasks: newTaskSampler(TaskSamplingConfig{Explore: 0.4, Decay: 0.5, MaxTasks: 16}, all.Builtins(), p.Envs)}
+				r.act = &actions{tasks: newTaskSampler(config.TaskSamplingConfig{Explore: 0.4, Decay: 0.5, MaxTasks: 16}, all.Builtins(), p.Envs)}
 				r.act.tasks.observe([]groupOutcome{outcome("calc", 3, 4, 1), outcome("maze", 9, 4, 2), outcome("maze", 11, 4, 3)}, 0, 1)
 			}
 			return r

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
@@ -157,7 +158,7 @@ func Resume(dir string, opts Options) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: resume %s: %w", dir, err)
 	}
-	cfg, err := Decode(data)
+	cfg, err := config.Decode(data)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: resume %s: config.yaml: %w", dir, err)
 	}

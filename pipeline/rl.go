@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentrl/agentrl/algo"
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/learn"
@@ -21,7 +22,7 @@ import (
 // runRL is an RL phase. Each step reads as the loop it is: sample groups of episodes with the
 // current policy and filter them, let the learner train on what is kept, publish the new weights
 // to the engine (or the inference servers of rollout.generator), log the step.
-func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
+func (r *Run) runRL(ctx context.Context, pi int, p config.Phase, start int) error {
 	if p.RL.Async != nil {
 		return r.runRLAsync(ctx, pi, p, start)
 	}
@@ -70,7 +71,7 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 type rlLoop struct {
 	r   *Run
 	pi  int
-	p   Phase
+	p   config.Phase
 	upd *learn.RL
 	smp *policySampler
 	mon *monitor
@@ -78,7 +79,7 @@ type rlLoop struct {
 }
 
 // openRL makes phase pi's update (resuming at step start) and starts its generator.
-func (r *Run) openRL(ctx context.Context, pi int, p Phase, start int) (*rlLoop, error) {
+func (r *Run) openRL(ctx context.Context, pi int, p config.Phase, start int) (*rlLoop, error) {
 	upd, err := r.newRLUpdate(p, start)
 	if err != nil {
 		return nil, err
@@ -116,7 +117,7 @@ func (l *rlLoop) endStep(ctx context.Context, st *rlStep, step int) error {
 // has one (from an earlier phase, or the checkpoint a resumed phase loaded): a fresh head starts
 // at zero (model.AddValueHead), so a phase resumed at its start gets the same head as one that
 // was never interrupted.
-func (r *Run) newRLUpdate(p Phase, start int) (*learn.RL, error) {
+func (r *Run) newRLUpdate(p config.Phase, start int) (*learn.RL, error) {
 	c := p.RL
 	est, err := algo.NewEstimator(c.Advantage)
 	if err != nil {
@@ -214,7 +215,7 @@ func (r *Run) keepKLCoef(pen *learn.KLPenalty) {
 // sampleRL samples one step's groups with the engine's current weights and filters them (dynamic
 // sampling draws more rounds while too few groups are informative). It returns every sampled
 // trajectory, in order, and the groups kept for training.
-func (r *Run) sampleRL(ctx context.Context, gen infer.Generator, p Phase, step int, rng *rand.Rand) ([]*traj.Trajectory, [][]*traj.Trajectory, reward.FillStats, error) {
+func (r *Run) sampleRL(ctx context.Context, gen infer.Generator, p config.Phase, step int, rng *rand.Rand) ([]*traj.Trajectory, [][]*traj.Trajectory, reward.FillStats, error) {
 	c := p.RL
 	runner := &rollout.Runner{Gen: gen, Tok: r.tok, Cfg: r.Cfg.Rollout.Config, SampleSeed: rng.Uint64()}
 	round := 0
@@ -249,7 +250,7 @@ func (r *Run) sampleRL(ctx context.Context, gen infer.Generator, p Phase, step i
 }
 
 // withLatency wraps the environments of envs that have a simulated latency in env.WithLatency.
-func withLatency(f rollout.EnvFactory, envs []EnvWeight) rollout.EnvFactory {
+func withLatency(f rollout.EnvFactory, envs []config.EnvWeight) rollout.EnvFactory {
 	lat := map[string]env.LatencyConfig{}
 	for _, e := range envs {
 		if e.Latency != nil {
@@ -272,7 +273,7 @@ func withLatency(f rollout.EnvFactory, envs []EnvWeight) rollout.EnvFactory {
 }
 
 // simulatedLatency describes the simulated latencies of a phase's environments ("" when none).
-func simulatedLatency(envs []EnvWeight) string {
+func simulatedLatency(envs []config.EnvWeight) string {
 	var parts []string
 	for _, e := range envs {
 		if e.Latency != nil {

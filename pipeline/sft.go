@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/infer"
@@ -16,7 +17,7 @@ import (
 
 // sampleTasks draws n task seeds from the phase's environment mix (by weight) over the training
 // seed ranges of the environments in reg.
-func sampleTasks(reg *env.Registry, rng *rand.Rand, envs []EnvWeight, n int, groupBase uint64) ([]rollout.Task, error) {
+func sampleTasks(reg *env.Registry, rng *rand.Rand, envs []config.EnvWeight, n int, groupBase uint64) ([]rollout.Task, error) {
 	var total float64
 	for _, e := range envs {
 		total += e.Weight
@@ -44,7 +45,7 @@ func sampleTasks(reg *env.Registry, rng *rand.Rand, envs []EnvWeight, n int, gro
 
 // synthesize runs each task with the environment's noisy expert playing through the tokenizer,
 // which yields demonstrations in the trajectory format (assistant tokens masked for the loss).
-func (r *Run) synthesize(ctx context.Context, envs []EnvWeight, tasks []rollout.Task, noise float64, salt uint64) ([]*traj.Trajectory, error) {
+func (r *Run) synthesize(ctx context.Context, envs []config.EnvWeight, tasks []rollout.Task, noise float64, salt uint64) ([]*traj.Trajectory, error) {
 	runner := &rollout.Runner{
 		Tok: r.tok,
 		Cfg: r.Cfg.Rollout.Config,
@@ -79,7 +80,7 @@ func (r *Run) synthesize(ctx context.Context, envs []EnvWeight, tasks []rollout.
 }
 
 // runSFT is phase 1: supervised training on the noisy expert's demonstrations.
-func (r *Run) runSFT(ctx context.Context, pi int, p Phase, start int) error {
+func (r *Run) runSFT(ctx context.Context, pi int, p config.Phase, start int) error {
 	s := p.SFT
 	t0 := r.now()
 	tasks, err := sampleTasks(r.opts.Envs, r.stepRNG(pi, -1, 1), p.Envs, s.Demos, 0)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentrl/agentrl/algo"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/reward"
@@ -174,10 +175,10 @@ func describeLevels(levels map[envLevel]float64) string {
 
 // monitor turns the three invariants into warnings that name them.
 type monitor struct {
-	cfg MonitorConfig
+	cfg config.MonitorConfig
 }
 
-func newMonitor(c MonitorConfig) *monitor { return &monitor{cfg: c} }
+func newMonitor(c config.MonitorConfig) *monitor { return &monitor{cfg: c} }
 
 func (mo *monitor) check(s *rlStep) []string {
 	var w []string

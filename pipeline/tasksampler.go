@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/rollout"
 )
@@ -25,9 +26,9 @@ import (
 // back) stays out of the draws from the remembered tasks until the phase ends. Safe for
 // concurrent use.
 type taskSampler struct {
-	cfg  TaskSamplingConfig
+	cfg  config.TaskSamplingConfig
 	reg  *env.Registry
-	envs []EnvWeight // the phase's mix, for fresh draws
+	envs []config.EnvWeight // the phase's mix, for fresh draws
 
 	mu    sync.Mutex
 	known []taskStat                    // remembered tasks, in the order first observed
@@ -78,7 +79,7 @@ type groupOutcome struct {
 	n, succ int
 }
 
-func newTaskSampler(cfg TaskSamplingConfig, reg *env.Registry, envs []EnvWeight) *taskSampler {
+func newTaskSampler(cfg config.TaskSamplingConfig, reg *env.Registry, envs []config.EnvWeight) *taskSampler {
 	return &taskSampler{cfg: cfg, reg: reg, envs: envs, index: map[taskKey]int{}, drawn: map[taskKey]int{}}
 }
 
@@ -164,7 +165,7 @@ func (s *taskSampler) groups(n int) int {
 	if !s.over || s.cfg.Oversample <= 1 {
 		return n
 	}
-	return min(int(math.Ceil(float64(n)*s.cfg.Oversample)), MaxGroupsPerStep)
+	return min(int(math.Ceil(float64(n)*s.cfg.Oversample)), config.MaxGroupsPerStep)
 }
 
 // observe takes a step's finished groups, in the order they were sampled, and the step's share of

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/pipeline"
@@ -28,7 +29,7 @@ type rlArm struct {
 // it starts from), reads its metrics, and evaluates on held-out tasks the checkpoints it took
 // every a.every steps up to a.steps.
 func trainRLArm(ctx context.Context, out io.Writer, a rlArm, sets []string, seed uint64) (*asyncArm, error) {
-	cfg, err := pipeline.Load(a.envs, a.preset, "", sets)
+	cfg, err := config.Load(a.envs, a.preset, "", sets)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +65,7 @@ func evalCheckpoint(ctx context.Context, dir string, seed uint64, a rlArm) (eval
 	if err != nil {
 		return evalPoint{}, err
 	}
-	cfg, err := pipeline.Load(a.envs, a.preset, "", a.sets)
+	cfg, err := config.Load(a.envs, a.preset, "", a.sets)
 	if err != nil {
 		return evalPoint{}, err
 	}
@@ -95,7 +96,7 @@ func supervisedCheckpoint(ctx context.Context, out io.Writer, s sftRun) (string,
 	sets := []string{"runs_dir=" + s.runsDir, "name=" + s.name, fmt.Sprintf("seed=%d", s.seed), "eval.tasks=8", "eval.samples=1"}
 	if s.steps > 0 {
 		sets = append(sets, fmt.Sprintf("phases.sft.steps=%d", s.steps))
-		if p, err := pipeline.Preset(s.preset); err == nil {
+		if p, err := config.Preset(s.preset); err == nil {
 			sft := p.Phases[0]
 			if c := sft.SFT.Curriculum; c > 0 {
 				sets = append(sets, fmt.Sprintf("phases.sft.sft.curriculum=%d", c*s.steps/sft.Steps))
@@ -103,7 +104,7 @@ func supervisedCheckpoint(ctx context.Context, out io.Writer, s sftRun) (string,
 			sets = append(sets, fmt.Sprintf("phases.sft.optim.warmup=%d", min(sft.Optim.Warmup, s.steps)))
 		}
 	}
-	cfg, err := pipeline.Load(s.envs, s.preset, "", append(sets, s.sets...))
+	cfg, err := config.Load(s.envs, s.preset, "", append(sets, s.sets...))
 	if err != nil {
 		return "", err
 	}

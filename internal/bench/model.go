@@ -12,11 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/model/kernels"
 	"github.com/agentrl/agentrl/optim"
-	"github.com/agentrl/agentrl/pipeline"
 )
 
 // ModelOptions says what Model measures; `agentrl bench model` documents each field.
@@ -51,7 +51,7 @@ func Model(ctx context.Context, w io.Writer, c ModelOptions) error {
 	}
 	cfg := model.DefaultConfig(c.Vocab)
 	if c.Preset != "" {
-		p, err := pipeline.Preset(c.Preset)
+		p, err := config.Preset(c.Preset)
 		if err != nil {
 			return fmt.Errorf("bench model: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/pipeline"
 )
@@ -176,7 +177,7 @@ func runMonitorArm(ctx context.Context, out io.Writer, o MonitorOptions, preset,
 	if o.Samples > 0 {
 		all = append(all, fmt.Sprintf("eval.samples=%d", o.Samples))
 	}
-	cfg, err := pipeline.Load(o.Envs, preset, "", append(all, sets...))
+	cfg, err := config.Load(o.Envs, preset, "", append(all, sets...))
 	if err != nil {
 		return r, err
 	}

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
-	"github.com/agentrl/agentrl/pipeline"
 )
 
 // PaperOptions says what `agentrl bench paper NAME` runs; the command documents each field.
@@ -284,7 +284,7 @@ func planPaper(o PaperOptions) (*paperPlan, error) {
 			return nil, fmt.Errorf("bench paper %s: --every %d must divide the %d RL steps on %s", o.Name, o.Every, steps, p)
 		}
 		for _, a := range pl.arms {
-			if _, err := pipeline.Load(o.Envs, cmp.Or(a.preset, p), "", paperSets(o, pl, p, a, "", pl.seeds[0], steps)); err != nil {
+			if _, err := config.Load(o.Envs, cmp.Or(a.preset, p), "", paperSets(o, pl, p, a, "", pl.seeds[0], steps)); err != nil {
 				return nil, fmt.Errorf("arm %s on %s: %w", a.name, p, err)
 			}
 		}
@@ -392,7 +392,7 @@ func paperSteps(o PaperOptions, preset string) (int, error) {
 	if o.Steps > 0 {
 		return o.Steps, nil
 	}
-	c, err := pipeline.Preset(preset)
+	c, err := config.Preset(preset)
 	if err != nil {
 		return 0, err
 	}
@@ -401,7 +401,7 @@ func paperSteps(o PaperOptions, preset string) (int, error) {
 
 // paperEval is the held-out evaluation's tasks and samples on preset: o's, or the preset's.
 func paperEval(o PaperOptions, preset string) (tasks, samples int, err error) {
-	c, err := pipeline.Preset(preset)
+	c, err := config.Preset(preset)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -419,7 +419,7 @@ func paperSets(o PaperOptions, pl *paperPlan, preset string, a paperArm, init st
 	}
 	if o.Steps > 0 {
 		// The preset's learning-rate warmup, capped by a shorter phase.
-		if c, err := pipeline.Preset(cmp.Or(a.preset, preset)); err == nil {
+		if c, err := config.Preset(cmp.Or(a.preset, preset)); err == nil {
 			sets = append(sets, fmt.Sprintf("phases.rl.optim.warmup=%d", min(c.Phases[len(c.Phases)-1].Optim.Warmup, steps)))
 		}
 	}

@@ -9,9 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/model"
-	"github.com/agentrl/agentrl/pipeline"
 )
 
 // PrecisionOptions says what Precision runs; `agentrl bench precision` documents each field.
@@ -78,7 +78,7 @@ func Precision(ctx context.Context, w io.Writer, o PrecisionOptions) error {
 	}
 	// Both arms' configurations are checked before anything trains.
 	for _, a := range arms {
-		if _, err := pipeline.Load(o.Envs, "calc", "", precisionSets(o, "", a, seeds[0])); err != nil {
+		if _, err := config.Load(o.Envs, "calc", "", precisionSets(o, "", a, seeds[0])); err != nil {
 			return fmt.Errorf("arm %s: %w", a, err)
 		}
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"io"
 	"math"
@@ -40,7 +41,7 @@ func Train(ctx context.Context, w io.Writer, c TrainOptions) error {
 			return fmt.Errorf("bench train: bad seed %q", s)
 		}
 		sets := append([]string{"seed=" + s, fmt.Sprintf("name=bench-%s-seed%s", c.Preset, s)}, c.Set...)
-		cfg, err := pipeline.Load(c.Envs, c.Preset, "", sets)
+		cfg, err := config.Load(c.Envs, c.Preset, "", sets)
 		if err != nil {
 			return err
 		}

@@ -8,9 +8,9 @@ import (
 	"io"
 	"strings"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/all"
-	"github.com/agentrl/agentrl/pipeline"
 	"github.com/alecthomas/kong"
 )
 
@@ -57,7 +57,7 @@ func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, envs
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exitCode = code }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
-		kong.Vars{"presets": strings.Join(pipeline.Presets(), ", "), "version": Version()},
+		kong.Vars{"presets": strings.Join(config.Presets(), ", "), "version": Version()},
 	)
 	if err != nil {
 		return err

@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"github.com/agentrl/agentrl/pipeline"
+	"github.com/agentrl/agentrl/config"
 )
 
 // ConfigCmd inspects configurations.
@@ -18,11 +18,11 @@ type ConfigShowCmd struct {
 
 // Run prints the configuration.
 func (c *ConfigShowCmd) Run(g *Globals) error {
-	cfg, err := pipeline.Load(g.Envs, c.Preset, c.Config, c.Set)
+	cfg, err := config.Load(g.Envs, c.Preset, c.Config, c.Set)
 	if err != nil {
 		return err
 	}
-	data, err := pipeline.Encode(cfg)
+	data, err := config.Encode(cfg)
 	if err != nil {
 		return err
 	}

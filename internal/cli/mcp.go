@@ -3,7 +3,7 @@ package cli
 import (
 	"fmt"
 
-	"github.com/agentrl/agentrl/pipeline"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/tool/mcp"
 )
 
@@ -16,7 +16,7 @@ func connectMCP(g *Globals, cmd, path, envName string) (*mcp.Toolbox, error) {
 	}
 	// The whole file is decoded strictly, as train reads it, so a misspelt key anywhere in it is
 	// an error here too; only its mcp block is validated and used.
-	cfg, err := pipeline.DecodeFile(path)
+	cfg, err := config.DecodeFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -15,10 +15,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/remote"
 	"github.com/agentrl/agentrl/model"
-	"github.com/agentrl/agentrl/pipeline"
 	"github.com/agentrl/agentrl/tokenizer"
 )
 
@@ -41,11 +41,11 @@ func mcpConfig(t *testing.T) (path string, sessions *mcpSessions) {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(hs.Close)
-	c, err := pipeline.Preset("calc")
+	c, err := config.Preset("calc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := pipeline.Encode(c)
+	data, err := config.Encode(c)
 	if err != nil {
 		t.Fatal(err)
 	}

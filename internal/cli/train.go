@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/pipeline"
 )
 
@@ -38,7 +39,7 @@ func (c *TrainCmd) Run(g *Globals) error {
 			return err
 		}
 	} else {
-		cfg, err := pipeline.Load(g.Envs, c.Preset, c.Config, c.Set)
+		cfg, err := config.Load(g.Envs, c.Preset, c.Config, c.Set)
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package pipeline
+package config
 
 import (
 	"fmt"
@@ -25,8 +25,8 @@ import (
 // weights' shift/is_mean, is_std, is_max, is_ess). The learner, the reference policy, supervised
 // phases and held-out evaluation stay float32.
 
-// samplingPrecision is the precision the in-process engine samples RL episodes in.
-func (c *Config) samplingPrecision() model.DecodePrecision {
+// SamplingPrecision is the precision the in-process engine samples RL episodes in.
+func (c *Config) SamplingPrecision() model.DecodePrecision {
 	if p := c.Rollout.Precision; p != nil {
 		if n, err := p.Normalize(); err == nil {
 			return n
@@ -56,7 +56,7 @@ func (c *Config) validatePrecision() []error {
 	if len(errs) > 0 || p.Exact() {
 		return errs
 	}
-	what := fmt.Sprintf("rollout.precision (%s) samples RL episodes in bfloat16", c.samplingPrecision())
+	what := fmt.Sprintf("rollout.precision (%s) samples RL episodes in bfloat16", c.SamplingPrecision())
 	if c.Rollout.Generator != nil {
 		bad("%s in the in-process engine; with rollout.generator the inference servers sample and decide their own precision", what)
 	}
@@ -79,10 +79,10 @@ func (c *Config) validatePrecision() []error {
 	return errs
 }
 
-// describePrecision is the line a run prints when it starts sampling in a precision other than
+// DescribePrecision is the line a run prints when it starts sampling in a precision other than
 // the learner's ("" when it does not).
-func (c *Config) describePrecision() string {
-	p := c.samplingPrecision()
+func (c *Config) DescribePrecision() string {
+	p := c.SamplingPrecision()
 	if p.Exact() {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package config
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/agentrl/agentrl/algo"
@@ -229,7 +230,7 @@ func (c *Config) Validate(envs *env.Registry) error {
 			bad("tokenizer.corpus_samples %d must be in [1, %d]", c.Tokenizer.CorpusSamples, MaxCorpusSamples)
 		}
 	}
-	mc := c.modelConfig(vocab)
+	mc := c.ModelConfig(vocab)
 	modelOK := mc.Validate() == nil
 	if err := mc.Validate(); err != nil {
 		errs = append(errs, err)
@@ -297,7 +298,7 @@ func (c *Config) Validate(envs *env.Registry) error {
 	errs = append(errs, c.Monitor.validate(c)...) // monitor_config.go
 	if c.MCP != nil {
 		used := map[string]bool{}
-		for _, n := range c.envNames() {
+		for _, n := range c.EnvNames() {
 			used[n] = true
 		}
 		if err := c.MCP.Validate(envs, used); err != nil {
@@ -452,8 +453,8 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 	return nil
 }
 
-// modelConfig is the model the configuration describes, for a vocabulary of vocab tokens.
-func (c *Config) modelConfig(vocab int) model.Config {
+// ModelConfig is the model the configuration describes, for a vocabulary of vocab tokens.
+func (c *Config) ModelConfig(vocab int) model.Config {
 	m := c.Model
 	m.Vocab = vocab
 	return m
@@ -510,4 +511,20 @@ func checkToolResponses(r *RLConfig) error {
 		return fmt.Errorf("rl.train_tool_responses: %q credits each assistant turn apart, so tool-response tokens would get no advantage and train nothing: use a sequence-level estimator (grpo, rloo, reinforce++)", r.Advantage.Name)
 	}
 	return nil
+}
+
+// EnvNames lists every environment the run's phases use, sorted.
+func (c *Config) EnvNames() []string {
+	set := map[string]bool{}
+	for _, p := range c.Phases {
+		for _, e := range p.Envs {
+			set[e.Name] = true
+		}
+	}
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }

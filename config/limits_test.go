@@ -1,7 +1,6 @@
-package pipeline
+package config
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -37,23 +36,6 @@ func TestDegenerateConfigsRefused(t *testing.T) {
 		if _, err := Load(all.Builtins(), "", "", sets); err != nil {
 			t.Errorf("--set %v: %v", sets, err)
 		}
-	}
-}
-
-// A max_context that the prompt alone fills fails at the start of the run, naming the setting
-// and the prompt's length, before evaluation or demonstrations (item 7).
-func TestPromptOverMaxContextFailsFirst(t *testing.T) {
-	cfg := tinyConfig(t, t.TempDir(), "rollout.max_context=40")
-	run, err := NewRun(cfg, Options{Envs: all.Builtins()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = run.Train(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "rollout.max_context 40 leaves no room for calc's prompt") {
-		t.Fatalf("err = %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(run.Dir, "eval-before.json")); err == nil {
-		t.Fatal("the run evaluated before refusing its context")
 	}
 }
 
