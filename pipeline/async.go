@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl/config"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -131,7 +132,7 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p config.Phase, start int)
 		}
 		groups, dropped, partial := dropStale(b.groups, r.version, int32(eta))
 		as.droppedStale, as.partialStale = dropped, partial
-		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(b.sampled, groups), fill: b.fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(b.sampled)}
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: monitor.Measure(b.sampled, groups), fill: b.fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(b.sampled)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			// The sampling RNG belongs to the producer; the learner shuffles with its own.
 			rep, err := r.learnStep(l.upd, trajs, step, r.stepRNG(pi, step, 4))
@@ -163,7 +164,7 @@ func dropStale(groups [][]*traj.Trajectory, version, eta int32) (kept [][]*traj.
 	for _, g := range groups {
 		var keep []*traj.Trajectory
 		for _, t := range g {
-			if oldest, ok := oldestVersion(t); ok && version-oldest > eta {
+			if oldest, ok := monitor.OldestVersion(t); ok && version-oldest > eta {
 				dropped++
 				continue
 			}
@@ -177,15 +178,4 @@ func dropStale(groups [][]*traj.Trajectory, version, eta int32) (kept [][]*traj.
 		}
 	}
 	return kept, dropped, partial
-}
-
-// oldestVersion is the smallest policy version among t's sampled tokens.
-func oldestVersion(t *traj.Trajectory) (int32, bool) {
-	oldest, ok := int32(0), false
-	for i, v := range t.Versions {
-		if t.LossMask[i] && v != traj.NoVersion && (!ok || v < oldest) {
-			oldest, ok = v, true
-		}
-	}
-	return oldest, ok
 }

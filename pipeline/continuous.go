@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl/config"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/traj"
@@ -321,7 +322,7 @@ func (r *Run) runRLContinuous(ctx context.Context, pi int, p config.Phase, start
 		if err := r.record(p.Name, step+1, f.taken); err != nil {
 			return err
 		}
-		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(f.taken, f.groups), fill: f.fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(f.taken)}
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: monitor.Measure(f.taken, f.groups), fill: f.fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(f.taken)}
 		if trajs := slices.Concat(f.groups...); len(trajs) > 0 {
 			rep, err := r.learnStep(l.upd, trajs, step, r.stepRNG(pi, step, 4))
 			if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/dist"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -387,7 +388,7 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p config.Phase, start int) 
 	if err := r.publishDistWeights(ctx, s, eta); err != nil {
 		return err
 	}
-	mon := newMonitor(r.Cfg.Monitor)
+	mon := monitor.New(r.Cfg.Monitor)
 	bar := r.newProgress(p.Name, p.Steps)
 	defer bar.finish()
 	timeout := c.Async.Workers.GroupTimeout
@@ -546,7 +547,7 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p config.Phase, start int) 
 		groups, dropped, partialStale := dropStale(groups, r.version, int32(eta))
 		as.droppedStale, as.partialStale = dropped, partialStale
 		s.stale += int64(dropped)
-		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups),
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: monitor.Measure(sampled, groups),
 			fill: reward.FillStats{Rounds: 1, Sampled: c.GroupsPerStep}, async: as, simLatency: simulatedLatency(p.Envs)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			rep, err := r.learnStep(upd, trajs, step, r.stepRNG(pi, step, 4))

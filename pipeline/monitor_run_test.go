@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -375,7 +376,7 @@ func TestStaleMembersOfAKeptGroupAreCounted(t *testing.T) {
 		}
 	}
 	f.done()
-	st := &rlStep{phase: "rl", step: 5, version: 10, sample: batchStats(f.taken, f.groups), fill: f.fill, async: f.asyncStats()}
+	st := &rlStep{phase: "rl", step: 5, version: 10, sample: monitor.Measure(f.taken, f.groups), fill: f.fill, async: f.asyncStats()}
 	m := st.fields()
 	if err := stalenessAccounting(m, size); err != nil {
 		t.Fatal(err)

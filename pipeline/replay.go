@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/config"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -123,7 +124,7 @@ func (r *Run) replayRL(ctx context.Context, pi int, p config.Phase, byStep map[i
 	if err != nil {
 		return 0, err
 	}
-	mon := newMonitor(r.Cfg.Monitor)
+	mon := monitor.New(r.Cfg.Monitor)
 	bar := r.newProgress("replay "+p.Name, p.Steps)
 	defer bar.finish()
 	for step := range p.Steps {
@@ -157,7 +158,7 @@ func (r *Run) replayRL(ctx context.Context, pi int, p config.Phase, byStep map[i
 			as = &asyncStats{droppedStale: dropped, partialStale: partial}
 			rng = r.stepRNG(pi, step, 4)
 		}
-		s := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(rec, groups), fill: fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(rec)}
+		s := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: monitor.Measure(rec, groups), fill: fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(rec)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			rep, err := r.learnStep(upd, trajs, step, rng)
 			if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -37,7 +38,7 @@ type progressState struct {
 	KLCoef *float64 `json:"kl_coef,omitempty"`
 	// Monitor is the state of the monitor's actions in the RL phase in progress (absent when none
 	// is on): the controllers' knobs and the task sampler's estimates.
-	Monitor *monitorState `json:"monitor,omitempty"`
+	Monitor *monitor.State `json:"monitor,omitempty"`
 	// Dist is the data plane's consumer state at the checkpoint (rl.async.workers): the
 	// trajectories trained and dropped, so that a resumed learner takes none twice.
 	Dist *dist.ConsumerState `json:"dist,omitempty"`

@@ -14,6 +14,7 @@ import (
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/traj"
@@ -46,7 +47,7 @@ func (r *Run) runRL(ctx context.Context, pi int, p config.Phase, start int) erro
 		if err := r.record(p.Name, step+1, sampled); err != nil {
 			return err
 		}
-		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups), fill: fill, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(sampled)}
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: monitor.Measure(sampled, groups), fill: fill, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(sampled)}
 		tt := r.now()
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			rep, err := r.learnStep(l.upd, trajs, step, rng)
@@ -74,7 +75,7 @@ type rlLoop struct {
 	p   config.Phase
 	upd *learn.RL
 	smp *policySampler
-	mon *monitor
+	mon *monitor.Monitor
 	bar *progress
 }
 
@@ -88,7 +89,7 @@ func (r *Run) openRL(ctx context.Context, pi int, p config.Phase, start int) (*r
 	if err != nil {
 		return nil, err
 	}
-	return &rlLoop{r: r, pi: pi, p: p, upd: upd, smp: smp, mon: newMonitor(r.Cfg.Monitor), bar: r.newProgress(p.Name, p.Steps)}, nil
+	return &rlLoop{r: r, pi: pi, p: p, upd: upd, smp: smp, mon: monitor.New(r.Cfg.Monitor), bar: r.newProgress(p.Name, p.Steps)}, nil
 }
 
 // close ends the progress bar, then stops the generator.
@@ -191,7 +192,7 @@ func (r *Run) newKLPenalty(c *algo.KLPenaltyConfig, start int) (*learn.KLPenalty
 // steps, trained on or not, so the step is set here rather than counted by the learner.
 func (r *Run) learnStep(upd *learn.RL, trajs []*traj.Trajectory, step int, rng *rand.Rand) (*learn.RLReport, error) {
 	upd.Learner.Step = step
-	if err := r.act.configure(upd); err != nil {
+	if err := r.act.Configure(upd); err != nil {
 		return nil, err
 	}
 	rep, err := upd.Step(trajs, r.version, rng)
@@ -284,9 +285,9 @@ func simulatedLatency(envs []config.EnvWeight) string {
 }
 
 // logRL writes the step's metrics line with the monitor's warnings, and shows its progress.
-func (r *Run) logRL(st *rlStep, mon *monitor, bar *progress) error {
+func (r *Run) logRL(st *rlStep, mon *monitor.Monitor, bar *progress) error {
 	m := st.fields()
-	warnings := mon.check(st)
+	warnings := mon.Check(st.learn, st.sample)
 	if len(warnings) > 0 {
 		m["warnings"] = warnings
 	}
@@ -305,8 +306,8 @@ func (r *Run) logRL(st *rlStep, mon *monitor, bar *progress) error {
 		entropy = st.learn.Entropy
 	}
 	s := st.sample
-	line := fmt.Sprintf("reward %.2f success %.0f%% tools %.0f%% ent %.2f", s.meanReward, 100*s.success, 100*s.toolRate, entropy)
-	if lv := describeLevels(s.levels); lv != "" {
+	line := fmt.Sprintf("reward %.2f success %.0f%% tools %.0f%% ent %.2f", s.MeanReward, 100*s.Success, 100*s.ToolRate, entropy)
+	if lv := monitor.DescribeLevels(s.Levels); lv != "" {
 		line += " (" + lv + ")"
 	}
 	bar.update(st.step, line)

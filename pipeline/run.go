@@ -24,6 +24,7 @@ import (
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/optim"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
@@ -68,7 +69,7 @@ type Run struct {
 	rewards *rewardShapers
 	// act holds the monitor's actions in the RL phase in progress (monitor_actions.go; nil when
 	// none is on).
-	act *actions
+	act *monitor.Actions
 	// dist is the data plane of rl.async.workers, from the first phase that uses it to the end
 	// of Train.
 	dist        *distSession

@@ -1,4 +1,4 @@
-package pipeline
+package monitor
 
 import (
 	"fmt"
@@ -11,17 +11,18 @@ import (
 	"github.com/agentrl/agentrl/rollout"
 )
 
-// taskSampler is difficulty-aware task sampling (monitor.task_sampling; TaskSamplingConfig
+// taskSampler is difficulty-aware task sampling (monitor.task_sampling; config.TaskSamplingConfig
 // says what it does). It remembers each observed task's decayed success count and draws tasks
 // whose recent success is neither 0 nor 1, with a share of fresh draws.
 //
 // A loop uses it through two calls: next (or draw, n at a time) for the task of each group it
 // starts, and observe for groups that have finished. Draws read only the random stream given and
 // the sampler's state, and change the state only by marking the task drawn, so a sequence of
-// calls made in the same order with the same streams makes the same draws. The loops of this
-// package draw a step's tasks as they sample it and observe the step's groups, in the order
-// they were sampled, when the step is logged (logRL, from the step's stepStats.groups); an
-// asynchronous controller that admits one group at a time calls next per group (Run.drawTask).
+// calls made in the same order with the same streams makes the same draws. The loops of
+// pipeline draw a step's tasks as they sample it (Actions.DrawTasks) and observe the step's
+// groups, in the order they were sampled, when the step is logged (Actions.Act, from the step's
+// Stats.groups); an asynchronous controller that admits one group at a time calls next per group
+// (Actions.DrawTask).
 // A remembered task drawn and never observed (a distributed group none of whose episodes came
 // back) stays out of the draws from the remembered tasks until the phase ends. Safe for
 // concurrent use.
@@ -114,7 +115,7 @@ func (s *taskSampler) nextLocked(rng *rand.Rand, groupID uint64) (rollout.Task, 
 			return rollout.Task{Env: k.Env, Seed: k.Seed, GroupID: groupID}, nil
 		}
 	}
-	ts, err := sampleTasks(s.reg, rng, s.envs, 1, groupID)
+	ts, err := SampleTasks(s.reg, rng, s.envs, 1, groupID)
 	if err != nil {
 		return rollout.Task{}, err
 	}

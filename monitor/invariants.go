@@ -1,33 +1,34 @@
-package pipeline
+package monitor
 
 import (
 	"encoding/binary"
+	"hash/maphash"
+
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/traj"
-	"hash/maphash"
 )
 
-// stepStats describes what a step sampled: rewards, behaviour, exploration and the signal left
+// Stats describes what a step sampled: rewards, behaviour, exploration and the signal left
 // after filtering.
-type stepStats struct {
+type Stats struct {
 	episodes, failed       int
-	meanReward, success    float64
-	toolRate               float64 // share of turns that called a tool
-	tools                  map[string]float64
+	MeanReward, Success    float64
+	ToolRate               float64 // share of turns that called a tool
+	Tools                  map[string]float64
 	meanTurns, meanRespLen float64
 	distinctPerGroup       float64 // distinct action sequences / group size, mean over groups
 	zeroVarShare           float64 // share of sampled groups with no reward variance
 	effectiveGroups        int     // groups kept for training
 	truncated              int
-	genSeconds, envSeconds float64
-	levels                 map[envLevel]float64 // success per environment and difficulty level (levelSuccess)
+	GenSeconds, EnvSeconds float64
+	Levels                 map[envLevel]float64 // success per environment and difficulty level (levelSuccess)
 	// groups is how each sampled group ended, in the order sampled (the task sampler's
 	// observations).
 	groups []groupOutcome
 	// keptOldest counts the kept episodes by the oldest policy version among their sampled
 	// tokens (the staleness histogram of an asynchronous step).
-	keptOldest map[int32]int
+	KeptOldest map[int32]int
 }
 
 var hashSeed = maphash.MakeSeed()
@@ -47,9 +48,9 @@ func actionKey(t *traj.Trajectory) uint64 {
 	return h.Sum64()
 }
 
-// batchStats measures every sampled episode (sampled) and the groups kept for training (kept).
-func batchStats(sampled []*traj.Trajectory, kept [][]*traj.Trajectory) stepStats {
-	s := stepStats{tools: map[string]float64{}, effectiveGroups: len(kept), levels: levelSuccess(sampled)}
+// Measure measures every sampled episode (sampled) and the groups kept for training (kept).
+func Measure(sampled []*traj.Trajectory, kept [][]*traj.Trajectory) Stats {
+	s := Stats{Tools: map[string]float64{}, effectiveGroups: len(kept), Levels: levelSuccess(sampled)}
 	groups := map[uint64][]*traj.Trajectory{}
 	var order []uint64
 	turns, calls, respTok := 0, 0, 0
@@ -61,9 +62,9 @@ func batchStats(sampled []*traj.Trajectory, kept [][]*traj.Trajectory) stepStats
 		if t.Status == traj.StatusTruncated {
 			s.truncated++
 		}
-		s.meanReward += reward.Return(t)
+		s.MeanReward += reward.Return(t)
 		if rollout.Succeeded(t) {
-			s.success++
+			s.Success++
 		}
 		for _, tu := range t.Turns {
 			turns++
@@ -72,11 +73,11 @@ func batchStats(sampled []*traj.Trajectory, kept [][]*traj.Trajectory) stepStats
 				calls++
 			}
 			for _, c := range tu.ToolCalls {
-				s.tools[c.Name]++
+				s.Tools[c.Name]++
 			}
 		}
-		s.genSeconds += t.Timings.Generate.Seconds()
-		s.envSeconds += t.Timings.Env.Seconds()
+		s.GenSeconds += t.Timings.Generate.Seconds()
+		s.EnvSeconds += t.Timings.Env.Seconds()
 		if _, ok := groups[t.GroupID]; !ok {
 			order = append(order, t.GroupID)
 		}
@@ -84,20 +85,20 @@ func batchStats(sampled []*traj.Trajectory, kept [][]*traj.Trajectory) stepStats
 	}
 	if s.episodes > 0 {
 		n := float64(s.episodes)
-		s.meanReward /= n
-		s.success /= n
+		s.MeanReward /= n
+		s.Success /= n
 		s.meanTurns = float64(turns) / n
 	}
 	if turns > 0 {
-		s.toolRate = float64(calls) / float64(turns)
+		s.ToolRate = float64(calls) / float64(turns)
 		s.meanRespLen = float64(respTok) / float64(turns)
 	}
 	var total float64
-	for _, v := range s.tools {
+	for _, v := range s.Tools {
 		total += v
 	}
-	for k := range s.tools {
-		s.tools[k] /= total
+	for k := range s.Tools {
+		s.Tools[k] /= total
 	}
 	zero := 0
 	for _, id := range order {
@@ -128,33 +129,45 @@ func batchStats(sampled []*traj.Trajectory, kept [][]*traj.Trajectory) stepStats
 	}
 	for _, g := range kept {
 		for _, t := range g {
-			if v, ok := oldestVersion(t); ok {
-				if s.keptOldest == nil {
-					s.keptOldest = map[int32]int{}
+			if v, ok := OldestVersion(t); ok {
+				if s.KeptOldest == nil {
+					s.KeptOldest = map[int32]int{}
 				}
-				s.keptOldest[v]++
+				s.KeptOldest[v]++
 			}
 		}
 	}
 	return s
 }
 
-func (s stepStats) into(m map[string]any) {
-	m["reward/mean"] = s.meanReward
-	m["reward/success"] = s.success
+// Into adds the statistics to a step's metrics line m.
+func (s Stats) Into(m map[string]any) {
+	m["reward/mean"] = s.MeanReward
+	m["reward/success"] = s.Success
 	m["episodes/sampled"] = s.episodes
 	m["episodes/failed"] = s.failed
 	m["episodes/truncated"] = s.truncated
 	m["episodes/turns"] = s.meanTurns
 	m["episodes/response_len"] = s.meanRespLen
-	m["explore/tool_call_rate"] = s.toolRate
-	for k, v := range s.tools {
+	m["explore/tool_call_rate"] = s.ToolRate
+	for k, v := range s.Tools {
 		m["explore/tool_mix/"+k] = v
 	}
 	m["explore/distinct_per_group"] = s.distinctPerGroup
 	m["signal/zero_var_share"] = s.zeroVarShare
 	m["signal/groups_kept"] = s.effectiveGroups
-	for k, v := range s.levels {
+	for k, v := range s.Levels {
 		m[k.metric()] = v
 	}
+}
+
+// OldestVersion is the smallest policy version among t's sampled tokens.
+func OldestVersion(t *traj.Trajectory) (int32, bool) {
+	oldest, ok := int32(0), false
+	for i, v := range t.Versions {
+		if t.LossMask[i] && v != traj.NoVersion && (!ok || v < oldest) {
+			oldest, ok = v, true
+		}
+	}
+	return oldest, ok
 }
