@@ -11,13 +11,13 @@ import (
 
 	"github.com/agentrl/agentrl/algo"
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/env/mcp"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/infer/remote"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/rollout"
-	"github.com/agentrl/agentrl/tool/mcp"
 )
 
 // Config is a whole training run: the model, the tokenizer, how episodes run, and a list of

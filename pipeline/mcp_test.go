@@ -12,7 +12,7 @@ import (
 	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/all"
-	"github.com/agentrl/agentrl/tool/mcp/mcptest"
+	"github.com/agentrl/agentrl/env/mcp/mcptest"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -232,7 +232,7 @@ func TestMCPConfigRoundTrip(t *testing.T) {
 }
 
 // Mistakes in the block are errors of Load that name the setting and what is wrong; so are
-// unknown keys (tool/mcp tests every check).
+// unknown keys (env/mcp tests every check).
 func TestMCPConfigErrors(t *testing.T) {
 	good := "  - name: s\n    command: node\n"
 	envs := "  envs:\n    test-mcp-echo:\n    - server: s\n"

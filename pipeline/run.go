@@ -22,13 +22,13 @@ import (
 	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/env/mcp"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/optim"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
-	"github.com/agentrl/agentrl/tool/mcp"
 	"github.com/agentrl/agentrl/traj"
 )
 

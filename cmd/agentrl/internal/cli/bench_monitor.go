@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"github.com/agentrl/agentrl/internal/bench"
+	"github.com/agentrl/agentrl/cmd/agentrl/internal/bench"
 )
 
 // BenchMonitorCmd measures one of the monitor's actions, with against without, over seeds.

@@ -3,7 +3,7 @@ package cli
 import (
 	"time"
 
-	"github.com/agentrl/agentrl/internal/bench"
+	"github.com/agentrl/agentrl/cmd/agentrl/internal/bench"
 )
 
 // BenchServeCmd measures generation over HTTP (agentrl serve and the remote router) against the

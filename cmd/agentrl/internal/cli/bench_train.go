@@ -1,6 +1,6 @@
 package cli
 
-import "github.com/agentrl/agentrl/internal/bench"
+import "github.com/agentrl/agentrl/cmd/agentrl/internal/bench"
 
 // BenchTrainCmd trains the same configuration with several seeds and reports how much RL lifts
 // held-out pass@1 over the supervised checkpoint, with its spread.

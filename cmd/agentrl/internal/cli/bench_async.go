@@ -3,7 +3,7 @@ package cli
 import (
 	"time"
 
-	"github.com/agentrl/agentrl/internal/bench"
+	"github.com/agentrl/agentrl/cmd/agentrl/internal/bench"
 )
 
 // BenchAsyncCmd compares synchronous RL with the asynchronous controller on calc with a

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/agentrl/agentrl/config"
-	"github.com/agentrl/agentrl/tool/mcp"
+	"github.com/agentrl/agentrl/env/mcp"
 )
 
 // connectMCP connects the MCP servers that the run configuration at path attaches to envName;

@@ -1,6 +1,6 @@
 package cli
 
-import "github.com/agentrl/agentrl/internal/bench"
+import "github.com/agentrl/agentrl/cmd/agentrl/internal/bench"
 
 // BenchPrecisionCmd compares RL on calc sampled in f32 against bf16 (rollout.precision: weights,
 // KV cache or both), from one supervised checkpoint over seeds.

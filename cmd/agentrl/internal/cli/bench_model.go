@@ -1,6 +1,6 @@
 package cli
 
-import "github.com/agentrl/agentrl/internal/bench"
+import "github.com/agentrl/agentrl/cmd/agentrl/internal/bench"
 
 // BenchModelCmd measures the built-in model: a full training step (forward, backward, AdamW),
 // the GEMMs of that step alone (so the ratio of the two shows what the non-GEMM work costs),

@@ -5,7 +5,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/agentrl/agentrl/internal/bench"
+	"github.com/agentrl/agentrl/cmd/agentrl/internal/bench"
 )
 
 // BenchDistCmd measures the distributed data plane at scale with a zero-latency generator.

@@ -1,6 +1,6 @@
 package cli
 
-import "github.com/agentrl/agentrl/internal/bench"
+import "github.com/agentrl/agentrl/cmd/agentrl/internal/bench"
 
 // BenchPaperCmd runs one of issue 17's comparisons: a paper's ordering measured at tiny scale on
 // the built-in tasks, over seeds, with 95% intervals and whether the ordering reproduced.

@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"github.com/agentrl/agentrl/internal/bench"
+	"github.com/agentrl/agentrl/cmd/agentrl/internal/bench"
 )
 
 // BenchRolloutCmd measures the agent loop with a zero-latency scripted generator.

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentrl/agentrl/tool/mcp/mcptest"
+	"github.com/agentrl/agentrl/env/mcp/mcptest"
 	"io"
 	"net/http"
 	"net/http/httptest"

@@ -15,10 +15,10 @@ import (
 
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/all"
+	"github.com/agentrl/agentrl/env/mcp/mcptest"
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
-	"github.com/agentrl/agentrl/tool/mcp/mcptest"
 	"github.com/agentrl/agentrl/traj"
 )
 
