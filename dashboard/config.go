@@ -40,7 +40,11 @@ func flatten(prefix string, v any, out map[string]string) {
 	case []any:
 		if keys := itemKeys(v); keys != nil {
 			for i, x := range v {
-				flatten(prefix+"."+keys[i], x, out)
+				key := keys[i]
+				if prefix != "" {
+					key = prefix + "." + key
+				}
+				flatten(key, x, out)
 			}
 			return
 		}
