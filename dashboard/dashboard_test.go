@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -422,6 +424,55 @@ func TestFlatConfig(t *testing.T) {
 	for k, v := range want {
 		if cfg[k] != v {
 			t.Errorf("%s = %q, want %q (all: %v)", k, cfg[k], v, cfg)
+		}
+	}
+}
+
+// TestTickText runs the page's tick labeller (app.js's tickText) in node: each label writes its
+// tick exactly, so small ranges keep their ticks apart and no tick is rounded to its neighbour's
+// label.
+func TestTickText(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node: the page's tick labeller is checked in node")
+	}
+	src, err := assets.ReadFile("assets/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := regexp.MustCompile(`(?s)\nfunction tickText\(.*?\n}\n`).Find(src)
+	if fn == nil {
+		t.Fatal("no tickText in app.js")
+	}
+	cases := []struct {
+		splits []float64
+		want   string
+	}{
+		{[]float64{0, 0.25, 0.5, 0.75, 1}, `["0","0.25","0.50","0.75","1.00"]`},
+		{[]float64{0.0002, 0.00025, 0.0003}, `["2.0e-4","2.5e-4","3.0e-4"]`},
+		{[]float64{1, 1.0001, 1.0002}, `["1.0000","1.0001","1.0002"]`},
+		{[]float64{0, 5, 10}, `["0","5","10"]`},
+		{[]float64{-0.1, -0.05, 0}, `["-0.10","-0.05","0"]`},
+		{[]float64{0.1, 0.2, 0.30000000000000004}, `["0.1","0.2","0.3"]`},
+	}
+	var splits [][]float64
+	for _, c := range cases {
+		splits = append(splits, c.splits)
+	}
+	in, _ := json.Marshal(splits)
+	script := string(fn) + `
+console.log(JSON.stringify(` + string(in) + `.map((s) => JSON.stringify(tickText(s)))));`
+	out, err := exec.Command(node, "-e", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+	var got []string
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for i, c := range cases {
+		if got[i] != c.want {
+			t.Errorf("tickText(%v) = %s, want %s", c.splits, got[i], c.want)
 		}
 	}
 }

@@ -143,18 +143,19 @@ function warnMatches(text, metric) {
 
 const STEP_INCRS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1e3, 2e3, 2.5e3, 5e3, 1e4, 2e4, 2.5e4, 5e4, 1e5, 2e5, 5e5, 1e6];
 
-// tickText labels an axis's ticks with the fewest decimals that keep them apart (0.0002 and
-// 0.0003 must not both read "0", nor 1.0001 and 1.0002 "1"), in exponent form when every tick is
-// below 0.001 or one reaches a million.
+// tickText labels an axis's ticks with the fewest decimals that write each tick exactly, and so
+// keep them apart (0.0002 and 0.0003 must not both read "0", nor 1.0001 and 1.0002 "1", nor 0.25
+// read "0.3"), in exponent form when every tick is below 0.001 or one reaches a million.
 function tickText(splits) {
   const vals = splits.filter((v) => v != null);
   if (!vals.length) return splits.map(() => "");
   const big = Math.max(...vals.map(Math.abs));
   const step = vals.length > 1 ? Math.abs(vals[1] - vals[0]) : big;
+  const tol = (step || big || 1) * 1e-6;
   const exp = big >= 1e6 || (big > 0 && big < 1e-3);
+  const fmt = (v, p) => (Math.abs(v) <= tol ? "0" : exp ? v.toExponential(p) : v.toFixed(p));
   for (let p = 0; p <= 15; p++) {
-    const out = splits.map((v) => (v == null ? "" : Math.abs(v) <= step * 1e-9 ? "0" : exp ? v.toExponential(p) : v.toFixed(p)));
-    if (new Set(out.filter((x) => x !== "")).size === vals.length) return out;
+    if (vals.every((v) => Math.abs(+fmt(v, p) - v) <= tol)) return splits.map((v) => (v == null ? "" : fmt(v, p)));
   }
   return splits.map((v) => (v == null ? "" : String(v)));
 }
