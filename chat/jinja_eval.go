@@ -434,11 +434,11 @@ func (st *state) eval(x expr, sc *scope) (any, error) {
 			}
 			return nil, rtErr(x.line, "bad operand type for unary -: %s", typeName(v))
 		default:
-			switch v.(type) {
+			switch w := v.(type) {
 			case int64, float64:
-				return v, nil
+				return w, nil
 			case bool:
-				return b2i(v.(bool)), nil
+				return b2i(w), nil
 			}
 			return nil, rtErr(x.line, "bad operand type for unary +: %s", typeName(v))
 		}

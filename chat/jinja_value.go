@@ -386,7 +386,7 @@ func writeJSON(b *strings.Builder, v any, o jsonOpts, depth, guard int) error {
 		newline(depth)
 		b.WriteByte('}')
 	default:
-		return fmt.Errorf("Object of type %s is not JSON serializable", typeName(v))
+		return fmt.Errorf("object of type %s is not JSON serializable", typeName(v))
 	}
 	return nil
 }

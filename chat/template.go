@@ -301,3 +301,16 @@ func specialToken(raw json.RawMessage) (string, bool, error) {
 	}
 	return *obj.Content, true, nil
 }
+
+// LoadFile reads and parses a chat template file (a .jinja file), without special tokens.
+func LoadFile(path string) (*Template, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := Parse(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("chat: %s: %w", path, err)
+	}
+	return t, nil
+}
