@@ -10,8 +10,8 @@ import (
 // Limits that keep any template, however written, from running away: a render that passes one
 // is an error, never a hang or an exhausted stack.
 const (
-	maxOutput     = 64 << 20
-	maxSteps      = 10_000_000
+	maxOutput     = 16 << 20
+	maxSteps      = 2_000_000
 	maxCallDepth  = 64
 	maxRangeItems = 1 << 20
 )
@@ -257,7 +257,10 @@ func (st *state) forLoop(n *forNode, sc *scope) error {
 		if err := bind(it); err != nil {
 			return err
 		}
-		inner.vars["loop"] = loopObject(items, i)
+		if err := st.step(n.line); err != nil {
+			return err
+		}
+		inner.vars["loop"] = &loopInfo{items: items, i: i}
 		err := st.exec(n.body, inner)
 		if err == errBreak {
 			break
@@ -269,33 +272,47 @@ func (st *state) forLoop(n *forNode, sc *scope) error {
 	return nil
 }
 
-func loopObject(items []any, i int) *Map {
-	n := len(items)
-	m := NewMap()
-	m.Set("index", int64(i+1))
-	m.Set("index0", int64(i))
-	m.Set("revindex", int64(n-i))
-	m.Set("revindex0", int64(n-i-1))
-	m.Set("first", i == 0)
-	m.Set("last", i == n-1)
-	m.Set("length", int64(n))
-	if i > 0 {
-		m.Set("previtem", items[i-1])
-	} else {
-		m.Set("previtem", undefinedValue("previtem"))
-	}
-	if i < n-1 {
-		m.Set("nextitem", items[i+1])
-	} else {
-		m.Set("nextitem", undefinedValue("nextitem"))
-	}
-	m.Set("cycle", callable(func(_ *state, args []any, _ *Map) (any, error) {
-		if len(args) == 0 {
-			return nil, errors.New("loop.cycle needs at least one value")
+// loopInfo is the loop variable: index, index0, revindex, revindex0, first, last, length,
+// previtem, nextitem and cycle.
+type loopInfo struct {
+	items []any
+	i     int
+}
+
+func (l *loopInfo) attr(name string) (any, bool) {
+	n, i := len(l.items), l.i
+	switch name {
+	case "index":
+		return int64(i + 1), true
+	case "index0":
+		return int64(i), true
+	case "revindex":
+		return int64(n - i), true
+	case "revindex0":
+		return int64(n - i - 1), true
+	case "first":
+		return i == 0, true
+	case "last":
+		return i == n-1, true
+	case "length":
+		return int64(n), true
+	case "previtem":
+		if i > 0 {
+			return l.items[i-1], true
 		}
-		return args[i%len(args)], nil
-	}))
-	return m
+	case "nextitem":
+		if i < n-1 {
+			return l.items[i+1], true
+		}
+	case "cycle":
+		return callable(func(_ *state, args []any, _ *Map) (any, error) {
+			if len(args) == 0 {
+				return nil, errors.New("loop.cycle needs at least one value")
+			}
+			return args[i%len(args)], nil
+		}), true
+	}
+	return nil, false
 }
 
 func (st *state) macro(n *macroNode) callable {
@@ -567,6 +584,11 @@ func getAttr(obj any, name string, line int) (any, error) {
 		return undefinedValue(name), nil
 	case *namespace:
 		if v, ok := o.m.vals[name]; ok {
+			return v, nil
+		}
+		return undefinedValue(name), nil
+	case *loopInfo:
+		if v, ok := o.attr(name); ok {
 			return v, nil
 		}
 		return undefinedValue(name), nil

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"strconv"
+	"strings"
 )
 
 // The parser turns segments into a tree. Everything a template names that the engine does not
@@ -103,8 +104,9 @@ type (
 )
 
 type parser struct {
-	segs []segment
-	pos  int
+	segs    []segment
+	pos     int
+	endLine int // the template's last line
 }
 
 func parse(src string) ([]node, error) {
@@ -112,7 +114,7 @@ func parse(src string) ([]node, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &parser{segs: segs}
+	p := &parser{segs: segs, endLine: 1 + strings.Count(strings.TrimSuffix(src, "\n"), "\n")}
 	body, end, err := p.body()
 	if err != nil {
 		return nil, err
@@ -208,10 +210,7 @@ func (p *parser) expectEnd(names ...string) ([]node, error) {
 }
 
 func (p *parser) lastLine() int {
-	if len(p.segs) == 0 {
-		return 1
-	}
-	return p.segs[len(p.segs)-1].line
+	return p.endLine
 }
 
 func (p *parser) ifTag(ts *tokStream) (node, error) {
@@ -600,7 +599,14 @@ func (ts *tokStream) unary(depth int) (expr, error) {
 		if err != nil {
 			return nil, err
 		}
-		return ts.filters(&unaryExpr{op: t.val, x: x, line: t.line})
+		var u expr = &unaryExpr{op: t.val, x: x, line: t.line}
+		if u, err = ts.postfix(u, depth); err != nil {
+			return nil, err
+		}
+		if depth > 0 { // "-x|f" is "(-x)|f": the outermost unary takes the filters
+			return u, nil
+		}
+		return ts.filters(u)
 	}
 	x, err := ts.primary(depth)
 	if err != nil {
@@ -608,6 +614,9 @@ func (ts *tokStream) unary(depth int) (expr, error) {
 	}
 	if x, err = ts.postfix(x, depth); err != nil {
 		return nil, err
+	}
+	if depth > 0 {
+		return x, nil
 	}
 	return ts.filters(x)
 }

