@@ -281,3 +281,28 @@ func FuzzParseJSON(f *testing.F) {
 func writeFile(dir, name, body string) error {
 	return os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644)
 }
+
+// FuzzParseMessages: a conversation file never panics the reader, and what it accepts renders.
+func FuzzParseMessages(f *testing.F) {
+	for _, s := range []string{
+		`[{"role": "user", "content": "hi"}]`,
+		`{"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{\"x\": 1}"}}]}], "tools": [{"type": "function"}]}`,
+		`{"messages": [{"role": "tool", "content": "1", "tool_call_id": "a", "extra": 1}]}`,
+		`[{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": [1]}}]}]`,
+	} {
+		f.Add(s)
+	}
+	tpl, err := Parse("{% for m in messages %}{{ m.role }}:{{ m.content }}{% for c in m.tool_calls %}{{ c.function.name }}{{ c.function.arguments | tojson }}{% endfor %}\n{% endfor %}{{ tools | tojson }}")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		msgs, tools, err := ParseMessages([]byte(s))
+		if err != nil {
+			return
+		}
+		if _, err := tpl.Apply(msgs, tools, true); err != nil {
+			t.Fatalf("%q: accepted but does not render: %v", s, err)
+		}
+	})
+}
