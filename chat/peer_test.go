@@ -3,6 +3,7 @@ package chat
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,11 +142,14 @@ type peerCase struct {
 type peerResult struct {
 	Out *string `json:"out"`
 	Err string  `json:"err"`
+	Ns  float64 `json:"ns"` // with JINJA_PEER_REPEAT: mean nanoseconds per render
 }
 
 // runJinjaPeer renders the cases with npm @huggingface/jinja, or skips when node or the package
 // is missing.
-func runJinjaPeer(t testing.TB, cases []peerCase) []peerResult {
+func runJinjaPeer(t testing.TB, cases []peerCase) []peerResult { return runJinjaPeerRepeat(t, cases, 0) }
+
+func runJinjaPeerRepeat(t testing.TB, cases []peerCase, repeat int) []peerResult {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -160,6 +164,7 @@ func runJinjaPeer(t testing.TB, cases []peerCase) []peerResult {
 	}
 	cmd := exec.Command(node, "jinja_peer.mjs")
 	cmd.Dir = peersDir
+	cmd.Env = append(os.Environ(), fmt.Sprintf("JINJA_PEER_REPEAT=%d", repeat))
 	cmd.Stdin = bytes.NewReader(in)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
