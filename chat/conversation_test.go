@@ -363,3 +363,30 @@ func ExampleRenderer() {
 	fmt.Printf("%q %v\n", tok.Decode(delta), split)
 	// Output: "\n<|im_start|>user\nright<|im_end|>\n" false
 }
+
+// seam is rollout's Conversation interface, method for method (rollout owns it; chat does not
+// import rollout): a *Conversation must satisfy it.
+type seam interface {
+	Start(system, user string) (toks []int32, sysLen int, err error)
+	Next(completion []int32, role, observation string, final bool) (toks []int32, split bool, err error)
+	Stop() []int32
+}
+
+var _ seam = (*Conversation)(nil)
+
+// TestNextBeforeStart: misuse is an error, not a panic.
+func TestNextBeforeStart(t *testing.T) {
+	tpl, _ := Parse("{% for m in messages %}<|im_start|>{{ m.content }}<|im_end|>{% endfor %}")
+	r, err := NewRenderer(tpl, stringTok{specials: qwenSpecials}, RendererOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.NewConversation().Next(nil, "user", "x", false); err == nil {
+		t.Fatal("Next before Start was accepted")
+	}
+	// A template that writes no special token after the assistant's content cannot end a turn.
+	plain, _ := Parse("{% for m in messages %}{{ m.content }}{% endfor %}")
+	if _, err := NewRenderer(plain, stringTok{specials: qwenSpecials}, RendererOptions{}); err == nil || !strings.Contains(err.Error(), "ends an assistant turn") {
+		t.Fatalf("template without an end-of-turn token: %v", err)
+	}
+}
