@@ -50,8 +50,9 @@ func (s *scope) lookup(name string) (any, bool) {
 }
 
 type state struct {
-	out   strings.Builder
-	steps int
+	out      strings.Builder
+	steps    int
+	maxSteps int
 	depth int
 	root  *scope
 }
@@ -63,8 +64,8 @@ var (
 
 func (st *state) step(line int) error {
 	st.steps++
-	if st.steps > maxSteps {
-		return rtErr(line, "render exceeds %d steps", maxSteps)
+	if st.steps > st.maxSteps {
+		return rtErr(line, "render exceeds %d steps", st.maxSteps)
 	}
 	if st.out.Len() > maxOutput {
 		return rtErr(line, "render exceeds %d bytes", maxOutput)
@@ -216,7 +217,11 @@ func (st *state) forLoop(n *forNode, sc *scope) error {
 	if err != nil {
 		return err
 	}
-	inner := &scope{vars: map[string]any{}, parent: sc}
+	// Each iteration starts from the enclosing scope: what the body sets does not outlive it
+	// (Jinja2's scoping; namespaces carry values across iterations).
+	var inner *scope
+	fresh := func() { inner = &scope{vars: map[string]any{}, parent: sc} }
+	fresh()
 	bind := func(it any) error {
 		if len(n.targets) == 1 {
 			inner.vars[n.targets[0]] = it
@@ -254,6 +259,7 @@ func (st *state) forLoop(n *forNode, sc *scope) error {
 		return nil
 	}
 	for i, it := range items {
+		fresh()
 		if err := bind(it); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -158,28 +159,38 @@ func runJinjaPeerRepeat(t testing.TB, cases []peerCase, repeat int) []peerResult
 	if _, err := os.Stat(filepath.Join(peersDir, "node_modules/@huggingface/jinja/package.json")); err != nil {
 		t.Skip("npm @huggingface/jinja is not installed (run scripts/setup)")
 	}
+	return runPeer(t, cases, repeat, node, "jinja_peer.mjs")
+}
+
+// runJinja2 renders the cases with Python's Jinja2 set up as transformers sets it up, or skips
+// when /usr/bin/python3 has no jinja2 (Debian's python3-jinja2).
+func runJinja2(t testing.TB, cases []peerCase) []peerResult {
+	t.Helper()
+	const python = "/usr/bin/python3"
+	if err := exec.Command(python, "-c", "import jinja2").Run(); err != nil {
+		t.Skip("/usr/bin/python3 has no jinja2 (apt-get install python3-jinja2): the Jinja2 reference check needs it")
+	}
+	return runPeer(t, cases, 0, python, "jinja2_peer.py")
+}
+
+func runPeer(t testing.TB, cases []peerCase, repeat int, bin string, args ...string) []peerResult {
+	t.Helper()
 	in, err := json.Marshal(cases)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(node, "jinja_peer.mjs")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = peersDir
 	cmd.Env = append(os.Environ(), fmt.Sprintf("JINJA_PEER_REPEAT=%d", repeat))
 	cmd.Stdin = bytes.NewReader(in)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.WaitDelay = 5 * time.Second
-	done := make(chan struct{})
-	timer := time.AfterFunc(2*time.Minute, func() {
-		if cmd.Process != nil {
-			_ = cmd.Process.Kill()
-		}
-		close(done)
-	})
 	out, err := cmd.Output()
-	timer.Stop()
 	if err != nil {
-		t.Fatalf("node jinja_peer.mjs: %v\n%s", err, stderr.String())
+		t.Fatalf("%s %v: %v\n%s", bin, args, err, stderr.String())
 	}
 	var res []peerResult
 	if err := json.Unmarshal(out, &res); err != nil || len(res) != len(cases) {
@@ -191,7 +202,13 @@ func runJinjaPeerRepeat(t testing.TB, cases []peerCase, repeat int) []peerResult
 // TestPeerJinja renders every family's real template over every conversation, with and without
 // the generation prompt, here and with Hugging Face's @huggingface/jinja: the strings must be
 // identical (and a conversation a template refuses must be refused by both).
-func TestPeerJinja(t *testing.T) {
+func TestPeerJinja(t *testing.T) { comparePeer(t, runJinjaPeer) }
+
+// TestPeerJinja2 is TestPeerJinja against Python's Jinja2 as transformers configures it, the
+// renderer the templates are written for.
+func TestPeerJinja2(t *testing.T) { comparePeer(t, runJinja2) }
+
+func comparePeer(t *testing.T, run func(testing.TB, []peerCase) []peerResult) {
 	fams := realFamilies(t)
 	var cases []peerCase
 	type meta struct {
@@ -226,7 +243,7 @@ func TestPeerJinja(t *testing.T) {
 			}
 		}
 	}
-	res := runJinjaPeer(t, cases)
+	res := run(t, cases)
 	differ, rendered := 0, 0
 	perFamily := map[string][2]int{}
 	for i, m := range metas {

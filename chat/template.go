@@ -22,6 +22,8 @@ type Template struct {
 	specials map[string]string
 	// Now is the clock strftime_now reads; nil means time.Now.
 	Now func() time.Time
+	// maxSteps bounds a render's work (nodes and expressions evaluated); 0 means maxSteps.
+	maxSteps int
 }
 
 // Parse parses a chat template. A template that uses a tag, filter, test or syntax the engine
@@ -180,7 +182,10 @@ func (t *Template) Render(ctx *Map) (string, error) {
 			root.vars[k] = ctx.vals[k]
 		}
 	}
-	st := &state{root: root}
+	st := &state{root: root, maxSteps: t.maxSteps}
+	if st.maxSteps <= 0 {
+		st.maxSteps = maxSteps
+	}
 	top := &scope{vars: map[string]any{}, parent: root}
 	st.root = top
 	err := st.exec(t.nodes, top)
