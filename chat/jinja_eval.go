@@ -53,8 +53,8 @@ type state struct {
 	out      strings.Builder
 	steps    int
 	maxSteps int
-	depth int
-	root  *scope
+	depth    int
+	root     *scope
 }
 
 var (

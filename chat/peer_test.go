@@ -148,7 +148,9 @@ type peerResult struct {
 
 // runJinjaPeer renders the cases with npm @huggingface/jinja, or skips when node or the package
 // is missing.
-func runJinjaPeer(t testing.TB, cases []peerCase) []peerResult { return runJinjaPeerRepeat(t, cases, 0) }
+func runJinjaPeer(t testing.TB, cases []peerCase) []peerResult {
+	return runJinjaPeerRepeat(t, cases, 0)
+}
 
 func runJinjaPeerRepeat(t testing.TB, cases []peerCase, repeat int) []peerResult {
 	t.Helper()
