@@ -55,6 +55,7 @@ type Renderer struct {
 	tpl    *Template
 	tok    Tokenizer
 	tools  []json.RawMessage
+	vars   *Map
 	format tool.CallFormat
 	stop   []int32
 }
@@ -66,12 +67,32 @@ type RendererOptions struct {
 	// Format is the tool-call format of the model's completions; nil detects it from the
 	// template (DetectToolFormat).
 	Format tool.CallFormat
+	// Vars are further template variables, as apply_chat_template's keyword arguments
+	// (Qwen3's enable_thinking): a JSON object, its key order kept; nil for none. They may not
+	// replace messages, tools or add_generation_prompt.
+	Vars json.RawMessage
 }
 
 // NewRenderer checks the template against the tokenizer: it must render a short conversation,
 // and the token that ends an assistant turn must be one of the tokenizer's special tokens.
 func NewRenderer(tpl *Template, tok Tokenizer, opts RendererOptions) (*Renderer, error) {
 	r := &Renderer{tpl: tpl, tok: tok, tools: opts.Tools, format: opts.Format}
+	if len(opts.Vars) > 0 {
+		v, err := ParseJSON(opts.Vars)
+		if err != nil {
+			return nil, fmt.Errorf("chat: template variables: %w", err)
+		}
+		m, ok := v.(*Map)
+		if !ok {
+			return nil, errors.New("chat: template variables must be a JSON object")
+		}
+		for _, k := range m.keys {
+			if k == "messages" || k == "tools" || k == "add_generation_prompt" {
+				return nil, fmt.Errorf("chat: template variable %q is set by the conversation", k)
+			}
+		}
+		r.vars = m
+	}
 	if r.format == nil {
 		r.format = DetectToolFormat(tpl)
 	}
@@ -83,6 +104,20 @@ func NewRenderer(tpl *Template, tok Tokenizer, opts RendererOptions) (*Renderer,
 	return r, nil
 }
 
+// apply renders msgs with the renderer's tools and variables.
+func (r *Renderer) apply(msgs []Message, addGenerationPrompt bool) (string, error) {
+	ctx, err := Context(msgs, r.tools, addGenerationPrompt)
+	if err != nil {
+		return "", err
+	}
+	if r.vars != nil {
+		for _, k := range r.vars.keys {
+			ctx.Set(k, r.vars.vals[k])
+		}
+	}
+	return r.tpl.Render(ctx)
+}
+
 // Format returns the tool-call format assistant turns are parsed with (nil: none).
 func (r *Renderer) Format() tool.CallFormat { return r.format }
 
@@ -90,7 +125,7 @@ func (r *Renderer) Format() tool.CallFormat { return r.format }
 // content, and the eos token when it is a special token too.
 func (r *Renderer) endOfTurn() ([]int32, error) {
 	const probe = "Probe-Reply-7"
-	out, err := r.tpl.Apply([]Message{{Role: "user", Content: "probe"}, {Role: "assistant", Content: probe}}, r.tools, false)
+	out, err := r.apply([]Message{{Role: "user", Content: "probe"}, {Role: "assistant", Content: probe}}, false)
 	if err != nil {
 		return nil, fmt.Errorf("chat: the template does not render a user and an assistant message: %w", err)
 	}
@@ -161,7 +196,7 @@ func (c *Conversation) Start(system, user string) ([]int32, int, error) {
 		c.msgs = append(c.msgs, Message{Role: "system", Content: system})
 	}
 	c.msgs = append(c.msgs, Message{Role: "user", Content: user})
-	text, err := c.r.tpl.Apply(c.msgs, c.r.tools, true)
+	text, err := c.r.apply(c.msgs, true)
 	if err != nil {
 		return nil, 0, fmt.Errorf("chat: rendering the prompt: %w", err)
 	}
@@ -176,7 +211,7 @@ func (c *Conversation) Start(system, user string) ([]int32, int, error) {
 
 // systemTokens counts the tokens of toks that end within the system message's render.
 func (c *Conversation) systemTokens(text string, toks []int32) int {
-	sys, err := c.r.tpl.Apply(c.msgs[:1], c.r.tools, false)
+	sys, err := c.r.apply(c.msgs[:1], false)
 	if err != nil {
 		return 0
 	}
@@ -245,7 +280,7 @@ func (c *Conversation) Next(completion []int32, role, observation string, final 
 			obs.ToolCallID = callID
 		}
 		msgs := append(append(append([]Message(nil), c.msgs...), a), obs)
-		out, err := c.r.tpl.Apply(msgs, c.r.tools, !final)
+		out, err := c.r.apply(msgs, !final)
 		if err != nil {
 			if firstErr == nil && firstMsgs == nil {
 				firstErr = err

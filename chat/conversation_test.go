@@ -193,7 +193,7 @@ func replay(t *testing.T, r *Renderer, tok Tokenizer, system, user string, turns
 			ctx = append(ctx, delta...)
 		}
 		// Every context is the template's own render of the conversation so far.
-		want, err := r.tpl.Apply(c.Messages(), r.tools, !final)
+		want, err := r.apply(c.Messages(), !final)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -388,5 +388,35 @@ func TestNextBeforeStart(t *testing.T) {
 	plain, _ := Parse("{% for m in messages %}{{ m.content }}{% endfor %}")
 	if _, err := NewRenderer(plain, stringTok{specials: qwenSpecials}, RendererOptions{}); err == nil || !strings.Contains(err.Error(), "ends an assistant turn") {
 		t.Fatalf("template without an end-of-turn token: %v", err)
+	}
+}
+
+// TestQwen3NoThinkingSplits: with enable_thinking false the generation prompt holds an empty
+// <think> block that Qwen3's template does not write back for earlier turns, so every turn
+// after the first splits, each sample being exactly what the policy saw.
+func TestQwen3NoThinkingSplits(t *testing.T) {
+	tpl := loadPeerTemplate(t, "qwen3")
+	tok := stringTok{specials: qwenSpecials}
+	r, err := NewRenderer(tpl, tok, RendererOptions{Tools: calcTool, Vars: json.RawMessage(`{"enable_thinking": false}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.NewConversation()
+	start, _, err := c.Start("", "2+2?")
+	if err != nil || !strings.HasSuffix(tok.Decode(start), "<|im_start|>assistant\n<think>\n\n</think>\n\n") {
+		t.Fatalf("prompt %q %v", tok.Decode(start), err)
+	}
+	turns := []episodeTurn{
+		{"<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"2+2\"}}\n</tool_call>", "tool", "4"},
+		{"It is 4.", "tool", "graded"},
+	}
+	_, splits := replay(t, r, tok, "", "2+2?", turns)
+	if !slices.Equal(splits, []int{0, 1}) {
+		t.Fatalf("splits %v", splits)
+	}
+	for _, bad := range []string{`{"messages": []}`, `[1]`, `{"x": `} {
+		if _, err := NewRenderer(tpl, tok, RendererOptions{Vars: json.RawMessage(bad)}); err == nil {
+			t.Fatalf("variables %s accepted", bad)
+		}
 	}
 }
