@@ -168,34 +168,38 @@ func nextTagOpen(src string, pos int) int {
 
 func applyWhitespace(raw []rawSeg) {
 	isBlock := func(r *rawSeg) bool { return r.comment || r.kind == segBlock }
+	isText := func(k int) bool { return k >= 0 && k < len(raw) && raw[k].kind == segText && !raw[k].comment }
+	// Left sides first, on the source text: whether spaces begin a line is a fact of the
+	// source, not of what trim_blocks later removes.
 	for k := range raw {
 		r := &raw[k]
-		if r.kind == segText && !r.comment {
+		if r.kind == segText && !r.comment || !isText(k-1) {
 			continue
 		}
-		if k > 0 && raw[k-1].kind == segText && !raw[k-1].comment {
-			prev := &raw[k-1]
-			switch {
-			case r.leftMinus:
-				prev.text = strings.TrimRight(prev.text, " \t\n\v\f\r")
-			case isBlock(r) && !r.leftPlus:
-				// lstrip_blocks: spaces and tabs from the start of the line to the tag.
-				nl := strings.LastIndexByte(prev.text, '\n')
-				tail := prev.text[nl+1:]
-				atLineStart := nl >= 0 || k == 1
-				if atLineStart && strings.Trim(tail, " \t") == "" {
-					prev.text = prev.text[:nl+1]
-				}
+		prev := &raw[k-1]
+		switch {
+		case r.leftMinus:
+			prev.text = strings.TrimRight(prev.text, " \t\n\v\f\r")
+		case isBlock(r) && !r.leftPlus:
+			// lstrip_blocks: spaces and tabs from the start of the line to the tag.
+			nl := strings.LastIndexByte(prev.text, '\n')
+			atLineStart := nl >= 0 || k == 1
+			if atLineStart && strings.Trim(prev.text[nl+1:], " \t") == "" {
+				prev.text = prev.text[:nl+1]
 			}
 		}
-		if k+1 < len(raw) && raw[k+1].kind == segText && !raw[k+1].comment {
-			next := &raw[k+1]
-			switch {
-			case r.rightMinus:
-				next.text = strings.TrimLeft(next.text, " \t\n\v\f\r")
-			case isBlock(r) && !r.rightPlus:
-				next.text = strings.TrimPrefix(next.text, "\n")
-			}
+	}
+	for k := range raw {
+		r := &raw[k]
+		if r.kind == segText && !r.comment || !isText(k+1) {
+			continue
+		}
+		next := &raw[k+1]
+		switch {
+		case r.rightMinus:
+			next.text = strings.TrimLeft(next.text, " \t\n\v\f\r")
+		case isBlock(r) && !r.rightPlus:
+			next.text = strings.TrimPrefix(next.text, "\n")
 		}
 	}
 }

@@ -338,3 +338,45 @@ func FuzzParseMessages(f *testing.F) {
 		}
 	})
 }
+
+// TestJinja2Whitespace checks the whitespace rules (trim_blocks, lstrip_blocks, "-" and "+",
+// comments, the trailing newline) on templates built from pieces at random, against Jinja2.
+func TestJinja2Whitespace(t *testing.T) {
+	pieces := []string{
+		"{% if true %}", "{%- if true %}", "{% if true -%}", "{%+ if true %}", "{%- if x is defined -%}",
+		"{% endif %}", "{%- endif %}", "{% endif -%}", "{% endif +%}",
+		"{{ 'v' }}", "{{- 'v' }}", "{{ 'v' -}}", "{# c #}", "{#- c -#}", "{#+ c #}",
+		"\n", "\n\n", "  ", "\t", " \n  ", "text", "a b",
+	}
+	rng := uint64(42)
+	next := func(n int) int {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		return int((rng >> 33) % uint64(n))
+	}
+	var templates []string
+	for len(templates) < 300 {
+		var b strings.Builder
+		depth := 0
+		for range 4 + next(10) {
+			p := pieces[next(len(pieces))]
+			switch {
+			case strings.Contains(p, " if "):
+				depth++
+			case strings.Contains(p, "endif"):
+				if depth == 0 {
+					continue
+				}
+				depth--
+			}
+			b.WriteString(p)
+		}
+		for ; depth > 0; depth-- {
+			b.WriteString([]string{"{% endif %}", "\n{% endif %}\n", "  {%- endif %}  "}[next(3)])
+		}
+		if next(3) == 0 {
+			b.WriteString("\n")
+		}
+		templates = append(templates, b.String())
+	}
+	compareFeatures(t, templates, runJinja2)
+}
