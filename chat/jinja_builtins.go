@@ -250,6 +250,8 @@ func filterToJSON(_ *state, v any, args []any, kw *Map) (any, error) {
 
 func filterInt(_ *state, v any, args []any, _ *Map) (any, error) {
 	switch v := v.(type) {
+	case Undefined:
+		return nil, fmt.Errorf("'%s' is undefined", v.name)
 	case int64:
 		return v, nil
 	case float64:
@@ -269,6 +271,9 @@ func filterInt(_ *state, v any, args []any, _ *Map) (any, error) {
 }
 
 func filterFloat(_ *state, v any, args []any, _ *Map) (any, error) {
+	if u, ok := v.(Undefined); ok {
+		return nil, fmt.Errorf("'%s' is undefined", u.name)
+	}
 	if f, ok := asFloat(v); ok {
 		return f, nil
 	}
@@ -286,6 +291,8 @@ func filterFloat(_ *state, v any, args []any, _ *Map) (any, error) {
 
 func filterAbs(_ *state, v any, _ []any, _ *Map) (any, error) {
 	switch v := v.(type) {
+	case bool:
+		return b2i(v), nil
 	case int64:
 		if v < 0 {
 			return -v, nil
@@ -436,7 +443,7 @@ var tests = map[string]testFunc{
 	"string":    func(v any, _ []any) (bool, error) { _, ok := v.(string); return ok, nil },
 	"number": func(v any, _ []any) (bool, error) {
 		switch v.(type) {
-		case int64, float64:
+		case int64, float64, bool: // Python's bool is a Number
 			return true, nil
 		}
 		return false, nil
@@ -465,12 +472,12 @@ var tests = map[string]testFunc{
 		return in(v, a[0])
 	},
 	"odd": func(v any, _ []any) (bool, error) {
-		n, ok := v.(int64)
-		return ok && n%2 != 0, nil
+		m, err := arith("%", v, int64(2))
+		return err == nil && equal(m, int64(1)), err
 	},
 	"even": func(v any, _ []any) (bool, error) {
-		n, ok := v.(int64)
-		return ok && n%2 == 0, nil
+		m, err := arith("%", v, int64(2))
+		return err == nil && equal(m, int64(0)), err
 	},
 	"divisibleby": func(v any, a []any) (bool, error) {
 		n, ok := v.(int64)
@@ -489,7 +496,7 @@ var tests = map[string]testFunc{
 
 func isSequence(v any, _ []any) (bool, error) {
 	switch v.(type) {
-	case string, []any, *Map:
+	case string, []any, *Map, Undefined: // Jinja2's Undefined has a length and iterates empty
 		return true, nil
 	}
 	return false, nil

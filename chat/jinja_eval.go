@@ -841,6 +841,19 @@ func arith(op string, l, r any) (any, error) {
 		}
 	}
 	if op == "*" {
+		if lst, n, ok := listTimes(l, r); ok {
+			if n <= 0 || len(lst) == 0 {
+				return []any{}, nil
+			}
+			if int64(len(lst)) > maxRangeItems/n {
+				return nil, fmt.Errorf("list exceeds %d items", maxRangeItems)
+			}
+			out := make([]any, 0, int64(len(lst))*n)
+			for range n {
+				out = append(out, lst...)
+			}
+			return out, nil
+		}
 		if s, n, ok := seqTimes(l, r); ok {
 			if n > 0 && int64(len(s)) > maxOutput/n {
 				return nil, fmt.Errorf("string exceeds %d bytes", maxOutput)
@@ -932,6 +945,20 @@ func arith(op string, l, r any) (any, error) {
 		}
 	}
 	return nil, fmt.Errorf("unsupported operand types for %s: %s and %s", op, typeName(l), typeName(r))
+}
+
+func listTimes(l, r any) ([]any, int64, bool) {
+	if s, ok := l.([]any); ok {
+		if n, ok := asInt(r); ok {
+			return s, n, true
+		}
+	}
+	if s, ok := r.([]any); ok {
+		if n, ok := asInt(l); ok {
+			return s, n, true
+		}
+	}
+	return nil, 0, false
 }
 
 func seqTimes(l, r any) (string, int64, bool) {
@@ -1032,6 +1059,17 @@ func compare(l, r any) (int, error) {
 			return strings.Compare(ls, rs), nil
 		}
 	}
+	if ll, ok := l.([]any); ok { // lists compare item by item, then by length
+		if rl, ok := r.([]any); ok {
+			for i := 0; i < len(ll) && i < len(rl); i++ {
+				if equal(ll[i], rl[i]) {
+					continue
+				}
+				return compare(ll[i], rl[i])
+			}
+			return compare(int64(len(ll)), int64(len(rl)))
+		}
+	}
 	return 0, errors.New("not comparable")
 }
 
@@ -1051,6 +1089,10 @@ func in(l, r any) (bool, error) {
 		}
 		return false, nil
 	case *Map:
+		switch l.(type) {
+		case []any, *Map:
+			return false, fmt.Errorf("unhashable type: '%s'", typeName(l))
+		}
 		ls, ok := l.(string)
 		return ok && hasKey(rv, ls), nil
 	case *namespace:

@@ -380,3 +380,79 @@ func TestJinja2Whitespace(t *testing.T) {
 	}
 	compareFeatures(t, templates, runJinja2)
 }
+
+// TestJinja2Expressions evaluates expressions built at random from the operators, filters and
+// tests the engine implements, here and in Jinja2: the same output, or a refusal by both.
+func TestJinja2Expressions(t *testing.T) {
+	atoms := []string{"1", "2", "-3", "0", "2.5", "'a'", "'xy'", "''", "[1, 2]", "[]", "['b', 'a']", "none", "true", "false",
+		"messages | length", "messages[0].role", "{'k': 1, 'j': 'v'}", "undefined_x", "messages[1]", "'é日'"}
+	// No "%": on a string it is Python's printf formatting, which the engine refuses.
+	binops := []string{"+", "-", "*", "/", "//", "~", "==", "!=", "<", "<=", "and", "or", "in", "not in"}
+	filters := []string{"length", "upper", "lower", "first", "last", "default('d')", "default('d', true)", "tojson", "join(',')", "list", "string", "int", "abs", "trim", "capitalize", "count"}
+	testNames := []string{"defined", "undefined", "none", "string", "number", "mapping", "iterable", "sequence", "integer", "float", "boolean", "true", "false", "odd", "even"}
+	rng := uint64(7)
+	next := func(n int) int {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		return int((rng >> 33) % uint64(n))
+	}
+	var gen func(depth int) string
+	gen = func(depth int) string {
+		if depth == 0 {
+			return atoms[next(len(atoms))]
+		}
+		switch next(6) {
+		case 0, 1:
+			return "(" + gen(depth-1) + " " + binops[next(len(binops))] + " " + gen(depth-1) + ")"
+		case 2:
+			return "(" + gen(depth-1) + " | " + filters[next(len(filters))] + ")"
+		case 3:
+			neg := []string{"", "not "}[next(2)]
+			return "(" + gen(depth-1) + " is " + neg + testNames[next(len(testNames))] + ")"
+		case 4:
+			return "(" + []string{"not ", "-"}[next(2)] + gen(depth-1) + ")"
+		default:
+			return "(" + gen(depth-1) + " if " + gen(depth-1) + " else " + gen(depth-1) + ")"
+		}
+	}
+	var templates []string
+	for range 1000 {
+		templates = append(templates, "{{ "+gen(1+next(3))+" }}")
+	}
+	compareOrBothRefuse(t, templates, runJinja2)
+}
+
+// compareOrBothRefuse is compareFeatures where a refusal by both is agreement.
+func compareOrBothRefuse(t *testing.T, templates []string, run func(testing.TB, []peerCase) []peerResult) {
+	ctx, err := Context(featureMsgs, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := ctx.MarshalJSON()
+	var cases []peerCase
+	outs := make([]string, len(templates))
+	errs := make([]error, len(templates))
+	for i, src := range templates {
+		tpl, err := Parse(src)
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		outs[i], errs[i] = tpl.Render(ctx)
+		cases = append(cases, peerCase{Template: src, Context: js})
+	}
+	agree := 0
+	for i, r := range run(t, cases) {
+		switch {
+		case r.Out == nil && errs[i] != nil:
+			agree++
+		case r.Out == nil:
+			t.Errorf("%q: Jinja2 refused (%s), we rendered %q", templates[i], r.Err, outs[i])
+		case errs[i] != nil:
+			t.Errorf("%q: we refused (%v), Jinja2 rendered %q", templates[i], errs[i], *r.Out)
+		case *r.Out != outs[i]:
+			t.Errorf("%q:\n ours %q\npeer %q", templates[i], outs[i], *r.Out)
+		default:
+			agree++
+		}
+	}
+	t.Logf("%d of %d expressions agree", agree, len(templates))
+}

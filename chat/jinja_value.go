@@ -319,8 +319,10 @@ func writeJSON(b *strings.Builder, v any, o jsonOpts, depth, guard int) error {
 		}
 	}
 	switch v := v.(type) {
-	case nil, Undefined:
+	case nil:
 		b.WriteString("null")
+	case Undefined:
+		return fmt.Errorf("object of type Undefined is not JSON serializable ('%s' is undefined)", v.name)
 	case bool:
 		if v {
 			b.WriteString("true")
