@@ -324,7 +324,7 @@ func FuzzParseMessages(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	tpl, err := Parse("{% for m in messages %}{{ m.role }}:{{ m.content }}{% for c in m.tool_calls %}{{ c.function.name }}{{ c.function.arguments | tojson }}{% endfor %}\n{% endfor %}{{ tools | tojson }}")
+	tpl, err := Parse("{% for m in messages %}{{ m.role }}:{{ m.content }}{% for c in m.tool_calls %}{{ c.function.name }}{{ c.function.arguments | tojson }}{% endfor %}\n{% endfor %}{{ tools | default([]) | tojson }}")
 	if err != nil {
 		f.Fatal(err)
 	}
