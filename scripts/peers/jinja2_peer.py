@@ -30,9 +30,12 @@ env.globals["raise_exception"] = raise_exception
 env.globals["strftime_now"] = strftime_now
 
 results = []
+compiled = {}
 for case in json.load(sys.stdin):
     try:
-        results.append({"out": env.from_string(case["template"]).render(**case["context"])})
+        if case["template"] not in compiled:
+            compiled[case["template"]] = env.from_string(case["template"])
+        results.append({"out": compiled[case["template"]].render(**case["context"])})
     except Exception as e:  # the Go test compares refusals, not messages
         results.append({"err": "%s: %s" % (type(e).__name__, e)})
 json.dump(results, sys.stdout)
