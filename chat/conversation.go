@@ -312,3 +312,35 @@ func (c *Conversation) Messages() []Message { return append([]Message(nil), c.ms
 
 // Text returns the text of the context so far: what the policy was given and sampled.
 func (c *Conversation) Text() string { return c.text }
+
+// Turn is one assistant completion (as text, without the stop token) and the observation that
+// answers it, for Replay.
+type Turn struct {
+	Completion  string
+	Role        string
+	Observation string
+}
+
+// Replay runs an episode of the given turns through a new Conversation, each completion
+// encoded and ended with the first stop token as a sampled one would be, and returns the turns
+// at which the template is not prefix-stable (Next reports a split). A run calls it at start
+// with each environment's turn shapes (an expert's demonstrations, say) to say which templates
+// split where.
+func (r *Renderer) Replay(system, user string, turns []Turn) ([]int, error) {
+	c := r.NewConversation()
+	if _, _, err := c.Start(system, user); err != nil {
+		return nil, err
+	}
+	var splits []int
+	for i, t := range turns {
+		comp := append(r.tok.Encode(t.Completion), r.stop[0])
+		_, split, err := c.Next(comp, t.Role, t.Observation, i == len(turns)-1)
+		if err != nil {
+			return nil, fmt.Errorf("chat: turn %d: %w", i, err)
+		}
+		if split {
+			splits = append(splits, i)
+		}
+	}
+	return splits, nil
+}

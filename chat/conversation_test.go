@@ -420,3 +420,25 @@ func TestQwen3NoThinkingSplits(t *testing.T) {
 		}
 	}
 }
+
+// TestReplay: the start-of-run check reports where a template splits for a turn shape.
+func TestReplay(t *testing.T) {
+	tpl := loadPeerTemplate(t, "qwen3")
+	r, err := NewRenderer(tpl, stringTok{specials: qwenSpecials}, RendererOptions{Tools: calcTool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := "<think>\nadd\n</think>\n\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"1+1\"}}\n</tool_call>"
+	for _, c := range []struct {
+		turns []Turn
+		want  []int
+	}{
+		{[]Turn{{call, "tool", "2"}, {"<think>\nok\n</think>\n\n2", "tool", "graded"}}, nil},
+		{[]Turn{{call, "tool", "2"}, {"<think>\nok\n</think>\n\n2", "user", "Again?"}, {"2", "user", "bye"}}, []int{1}},
+	} {
+		got, err := r.Replay("", "1+1?", c.turns)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Fatalf("%v: splits %v %v, want %v", c.turns, got, err, c.want)
+		}
+	}
+}
