@@ -146,6 +146,13 @@ func (r *Renderer) endOfTurn() ([]int32, error) {
 			stop = append(stop, id)
 		}
 	}
+	// Llama 3.1 ends a turn that awaits a tool's result with <|eom_id|> where its template
+	// writes one.
+	if strings.Contains(r.tpl.Source(), eomID) {
+		if id, ok := r.tok.SpecialID(eomID); ok && !containsID(stop, id) {
+			stop = append(stop, id)
+		}
+	}
 	if len(stop) == 0 {
 		return nil, fmt.Errorf("chat: no special token ends an assistant turn (the template writes %q after it)", capText(after, 40))
 	}
@@ -168,8 +175,10 @@ func capText(s string, n int) string {
 	return s
 }
 
+const eomID = "<|eom_id|>"
+
 // Stop returns the tokens that end an assistant turn: the template's end-of-turn token, then
-// the eos token when it differs.
+// the eos token when it differs, then Llama 3.1's <|eom_id|> when the template writes it.
 func (r *Renderer) Stop() []int32 { return append([]int32(nil), r.stop...) }
 
 // NewConversation starts an episode.
@@ -274,7 +283,7 @@ func (c *Conversation) Next(completion []int32, role, observation string, final 
 	var firstOut string
 	var firstMsgs []Message
 	var firstErr error
-	for i, a := range candidates {
+	for _, a := range candidates {
 		obs := Message{Role: role, Content: observation}
 		if role == "tool" && len(a.ToolCalls) > 0 {
 			obs.ToolCallID = callID
@@ -294,7 +303,6 @@ func (c *Conversation) Next(completion []int32, role, observation string, final 
 			c.msgs, c.text = msgs, out
 			return c.r.tok.Encode(out[len(base):]), false, nil
 		}
-		_ = i
 	}
 	if firstMsgs == nil {
 		return nil, false, fmt.Errorf("chat: rendering the %s observation: %w", role, firstErr)

@@ -337,7 +337,7 @@ func TestLlama31ToolEpisode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := r.Stop(); len(got) != 1 || tok.Decode(got) != "<|eot_id|>" {
+	if got := r.Stop(); len(got) != 2 || tok.Decode(got) != "<|eot_id|><|eom_id|>" {
 		t.Fatalf("stop %q", tok.Decode(got))
 	}
 	turns := []episodeTurn{
