@@ -18,7 +18,7 @@ func BenchmarkRender(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := tpl.Render(ctx); err != nil && f.name != "llama2" && f.name != "mistral_tools" && f.name != "llama3_1_tools" {
+		if _, err := tpl.Render(ctx); err != nil && f.name != "llama2" && f.name != "mistral_tools" && f.name != "llama3_1_tools" && f.name != "gemma" {
 			b.Fatalf("%s: %v", f.name, err)
 		}
 		b.Run(f.name, func(b *testing.B) {

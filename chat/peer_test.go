@@ -23,7 +23,8 @@ type family struct {
 const peersDir = "../scripts/peers"
 
 // realFamilies loads the chat templates that npm's tokenizer packages ship, and the templates of
-// testdata (the tool-calling formats of Llama 3.1 and Mistral, Llama 2's, SmolLM2's), with each
+// testdata (the tool-calling formats of Llama 3.1 and Mistral, Llama 2's, SmolLM2's, Gemma's,
+// DeepSeek-R1's), with each
 // family's special tokens. It skips when the packages are not installed.
 func realFamilies(t testing.TB) []family {
 	t.Helper()
@@ -47,6 +48,8 @@ func realFamilies(t testing.TB) []family {
 		{"mistral_tools.jinja", map[string]string{"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}},
 		{"llama2.jinja", map[string]string{"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}},
 		{"smollm2.jinja", map[string]string{"bos_token": "<|im_start|>", "eos_token": "<|im_end|>"}},
+		{"gemma.jinja", map[string]string{"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>"}},
+		{"deepseek_r1.jinja", map[string]string{"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"}},
 	} {
 		b, err := os.ReadFile(filepath.Join("testdata", f.file))
 		if err != nil {
