@@ -442,3 +442,26 @@ func TestReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestQwen3WithAgentrlTokenizer replays Qwen3's real template with agentrl's own byte-level
+// tokenizer (it has Qwen's three special tokens): every context is the prompt, the sampled
+// tokens and the deltas, and decodes to the template's render.
+func TestQwen3WithAgentrlTokenizer(t *testing.T) {
+	tpl := loadPeerTemplate(t, "qwen3")
+	tok := agentrlTokenizer(t)
+	r, err := NewRenderer(tpl, tok, RendererOptions{Tools: calcTool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Stop(), []int32{tok.EndOfTurn()}) {
+		t.Fatalf("stop %v", r.Stop())
+	}
+	turns := []episodeTurn{
+		{"<think>\nadd them\n</think>\n\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"12+30\"}}\n</tool_call>", "tool", "42"},
+		{"<think>\nthat is it\n</think>\n\nThe answer is 42.", "user", "Thanks, the result is correct."},
+	}
+	samples, splits := replay(t, r, tok, "You are a careful assistant.", "What is 12 plus 30?", turns)
+	if !slices.Equal(splits, []int{1}) || len(samples) != 2 {
+		t.Fatalf("splits %v", splits)
+	}
+}

@@ -11,7 +11,7 @@ import (
 )
 
 // Template is a parsed chat template with the special tokens of its tokenizer_config.json.
-// It is safe for concurrent use: each render has its own state.
+// Renders are safe for concurrent use (each has its own state) once SetSpecial and Now are set.
 type Template struct {
 	// Name is the template's name when tokenizer_config.json holds several ("default",
 	// "tool_use", ...); "" for a single template.
