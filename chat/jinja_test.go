@@ -456,3 +456,39 @@ func compareOrBothRefuse(t *testing.T, templates []string, run func(testing.TB, 
 	}
 	t.Logf("%d of %d expressions agree", agree, len(templates))
 }
+
+// TestConcurrentRender: one Template and one Renderer serve many goroutines (run with -race).
+func TestConcurrentRender(t *testing.T) {
+	fams := realFamilies(t)
+	tpl, err := Parse(fams[0].source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl.specials = fams[0].specials
+	conv := peerConversations()[3]
+	want, err := tpl.Apply(conv.msgs, conv.tools, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for range 20 {
+				got, err := tpl.Apply(conv.msgs, conv.tools, true)
+				if err == nil && got != want {
+					err = errors.New("concurrent render differs")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
