@@ -3,6 +3,8 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"slices"
 	"strings"
 	"time"
@@ -145,7 +147,189 @@ func init() {
 			return out, err
 		},
 		"indent": filterIndent,
+		"title": filterTitle,
+		"escape": filterEscape,
+		"e":      filterEscape,
+		"sum": func(_ *state, v any, args []any, kw *Map) (any, error) {
+			l, err := iterate(v, 0)
+			if err != nil {
+				return nil, err
+			}
+			var total any = int64(0)
+			var attr any
+			if len(args) > 0 {
+				attr = args[0]
+			}
+			if len(args) > 1 {
+				total = args[1]
+			}
+			if kw != nil {
+				if x, ok := kw.Get("start"); ok {
+					total = x
+				}
+				if x, ok := kw.Get("attribute"); ok {
+					attr = x
+				}
+			}
+			for _, x := range l {
+				if attr != nil {
+					if x, err = getAttr(x, str(attr), 0); err != nil {
+						return nil, err
+					}
+				}
+				if total, err = arith("+", total, x); err != nil {
+					return nil, err
+				}
+			}
+			return total, nil
+		},
+		"sort": filterSort,
+		"min":  func(st *state, v any, a []any, kw *Map) (any, error) { return extreme(v, -1) },
+		"max":  func(st *state, v any, a []any, kw *Map) (any, error) { return extreme(v, 1) },
+		"round": func(_ *state, v any, args []any, _ *Map) (any, error) {
+			if n, ok := asInt(v); ok { // Python's round of an int is that int
+				return n, nil
+			}
+			f, ok := asFloat(v)
+			if !ok {
+				return nil, fmt.Errorf("round needs a number, not %s", typeName(v))
+			}
+			prec := int64(0)
+			if len(args) > 0 {
+				prec, _ = asInt(args[0])
+			}
+			if prec < 0 || prec > 15 {
+				return nil, fmt.Errorf("round precision %d out of range", prec)
+			}
+			if math.IsInf(f, 0) || math.IsNaN(f) {
+				return f, nil
+			}
+			// Python's round: the exact binary value rounded half to even, as Go formats it.
+			r, err := strconv.ParseFloat(strconv.FormatFloat(f, 'f', int(prec), 64), 64)
+			return r, err
+		},
 	}
+}
+
+// filterTitle is Jinja2's title (not str.title): each word, split at runs of whitespace and
+// "-({[<", gets its first character upper-cased and the rest lower-cased.
+func filterTitle(_ *state, v any, _ []any, _ *Map) (any, error) {
+	isSep := func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune("-({[<", r) }
+	var b strings.Builder
+	first := true
+	for _, r := range str(v) {
+		switch {
+		case isSep(r):
+			b.WriteRune(r)
+			first = true
+		case first:
+			b.WriteString(strings.ToUpper(string(r)))
+			first = false
+		default:
+			b.WriteString(strings.ToLower(string(r)))
+		}
+	}
+	return b.String(), nil
+}
+
+// filterEscape is Jinja2's escape (markupsafe): & < > ' " as HTML entities.
+func filterEscape(_ *state, v any, _ []any, _ *Map) (any, error) {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "'", "&#39;", "\"", "&#34;").Replace(str(v)), nil
+}
+
+// filterSort is Jinja2's sort(reverse=false, case_sensitive=false, attribute=none).
+func filterSort(_ *state, v any, args []any, kw *Map) (any, error) {
+	l, err := iterate(v, 0)
+	if err != nil {
+		return nil, err
+	}
+	reverse, caseSensitive := len(args) > 0 && truthy(args[0]), len(args) > 1 && truthy(args[1])
+	var attr any
+	if len(args) > 2 {
+		attr = args[2]
+	}
+	if kw != nil {
+		if x, ok := kw.Get("reverse"); ok {
+			reverse = truthy(x)
+		}
+		if x, ok := kw.Get("case_sensitive"); ok {
+			caseSensitive = truthy(x)
+		}
+		if x, ok := kw.Get("attribute"); ok {
+			attr = x
+		}
+	}
+	key := func(x any) (any, error) {
+		if attr != nil {
+			var err error
+			if x, err = getAttr(x, str(attr), 0); err != nil {
+				return nil, err
+			}
+		}
+		if s, ok := x.(string); ok && !caseSensitive {
+			return strings.ToLower(s), nil
+		}
+		return x, nil
+	}
+	out := append([]any{}, l...)
+	keys := make([]any, len(out))
+	for i, x := range out {
+		if keys[i], err = key(x); err != nil {
+			return nil, err
+		}
+	}
+	idx := make([]int, len(out))
+	for i := range idx {
+		idx[i] = i
+	}
+	var cmpErr error
+	slices.SortStableFunc(idx, func(a, b int) int {
+		c, err := compare(keys[a], keys[b])
+		if err != nil && cmpErr == nil {
+			cmpErr = fmt.Errorf("'<' not supported between %s and %s", typeName(keys[a]), typeName(keys[b]))
+		}
+		if reverse {
+			return -c
+		}
+		return c
+	})
+	if cmpErr != nil {
+		return nil, cmpErr
+	}
+	sorted := make([]any, len(out))
+	for i, j := range idx {
+		sorted[i] = out[j]
+	}
+	return sorted, nil
+}
+
+// extreme is min (dir -1) or max (dir 1) of a sequence, strings compared without case.
+func extreme(v any, dir int) (any, error) {
+	l, err := iterate(v, 0)
+	if err != nil {
+		return nil, err
+	}
+	if len(l) == 0 {
+		return undefinedValue("no items"), nil
+	}
+	best := l[0]
+	for _, x := range l[1:] {
+		a, b := x, best
+		if s, ok := a.(string); ok {
+			a = strings.ToLower(s)
+		}
+		if s, ok := b.(string); ok {
+			b = strings.ToLower(s)
+		}
+		c, err := compare(a, b)
+		if err != nil {
+			return nil, fmt.Errorf("'<' not supported between %s and %s", typeName(x), typeName(best))
+		}
+		if c*dir > 0 {
+			best = x
+		}
+	}
+	return best, nil
 }
 
 func wantString(v any) (string, error) {

@@ -94,6 +94,8 @@ var jinja2Only = []string{
 	"{% for m in messages %}{{ loop.revindex }}{{ loop.cycle('a', 'b') }}{% endfor %}",
 	"  {%- if true -%}  x  {%- endif -%}  \n{{ 1 }}\n",
 	"{{ 'x' | indent(2) }}|{{ 'a\nb\n\nc' | indent(2) }}|{{ 'a\nb' | indent(4, true) }}",
+	"{{ 'hello wORLD' | title }} {{ '<a href=\"x\">&</a>' | e }} {{ \"it's\" | e }} {{ [1, 2, 3] | sum }} {{ [1.5, 2] | sum(start=1) }} {{ ['b', 'A', 'c'] | sort }} {{ [3, 1, 2] | sort(reverse=true) }}",
+	"{{ messages | sort(attribute='role') | map(attribute='content') | join('|') }} {{ [3, 1, 2] | min }} {{ ['b', 'A'] | max }} {{ 2.675 | round(2) }} {{ 2.5 | round }} {{ [] | max }}",
 }
 
 // TestJinja2Semantics: the features, the scoping cases and the Python-only cases render here as
@@ -388,7 +390,7 @@ func TestJinja2Expressions(t *testing.T) {
 		"messages | length", "messages[0].role", "{'k': 1, 'j': 'v'}", "undefined_x", "messages[1]", "'é日'"}
 	// No "%": on a string it is Python's printf formatting, which the engine refuses.
 	binops := []string{"+", "-", "*", "/", "//", "~", "==", "!=", "<", "<=", "and", "or", "in", "not in"}
-	filters := []string{"length", "upper", "lower", "first", "last", "default('d')", "default('d', true)", "tojson", "join(',')", "list", "string", "int", "abs", "trim", "capitalize", "count"}
+	filters := []string{"length", "upper", "lower", "first", "last", "default('d')", "default('d', true)", "tojson", "join(',')", "list", "string", "int", "abs", "trim", "capitalize", "count", "sum", "sort", "min", "max", "title", "e", "round", "unique | list", "reverse | list", "first | string"}
 	testNames := []string{"defined", "undefined", "none", "string", "number", "mapping", "iterable", "sequence", "integer", "float", "boolean", "true", "false", "odd", "even"}
 	rng := uint64(7)
 	next := func(n int) int {
