@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -147,7 +147,7 @@ func init() {
 			return out, err
 		},
 		"indent": filterIndent,
-		"title": filterTitle,
+		"title":  filterTitle,
 		"escape": filterEscape,
 		"e":      filterEscape,
 		"sum": func(_ *state, v any, args []any, kw *Map) (any, error) {
