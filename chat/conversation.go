@@ -352,3 +352,13 @@ func (r *Renderer) Replay(system, user string, turns []Turn) ([]int, error) {
 	}
 	return splits, nil
 }
+
+// LoadRenderer is Load (the template of a Hugging Face tokenizer folder, the tool_use one when
+// tools are given) followed by NewRenderer.
+func LoadRenderer(dir string, tok Tokenizer, opts RendererOptions) (*Renderer, error) {
+	tpl, err := Load(dir, "", opts.Tools != nil)
+	if err != nil {
+		return nil, err
+	}
+	return NewRenderer(tpl, tok, opts)
+}

@@ -41,13 +41,16 @@ func agentrlTokenizer(t *testing.T) *tokenizer.Tokenizer {
 // EncodeFinal, the path the loop takes without a template.
 func TestChatMLConversationIsTokenExact(t *testing.T) {
 	tok := agentrlTokenizer(t)
-	tpl, err := Parse(tok.ChatTemplate())
+	dir := t.TempDir()
+	if err := tok.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	r, err := LoadRenderer(dir, tok, RendererOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewRenderer(tpl, tok, RendererOptions{})
-	if err != nil {
-		t.Fatal(err)
+	if eos, _ := r.tpl.Special("eos_token"); eos != "<|im_end|>" {
+		t.Fatalf("eos_token %q", eos)
 	}
 	if !slices.Equal(r.Stop(), []int32{tok.EndOfTurn()}) {
 		t.Fatalf("stop %v, want [%d]", r.Stop(), tok.EndOfTurn())
