@@ -107,6 +107,8 @@ func (c Coefficients) check(s *Seqs) error {
 // OptimStep is one optimizer update's schedule state.
 type OptimStep struct {
 	LR float32
+	// GradClip bounds the gradient's global norm before the update (0 = no clipping).
+	GradClip float32
 	// Step is the phase step the update belongs to (the schedule's position, for the record);
 	// AdamW's own update count is the backend's state.
 	Step int

@@ -20,8 +20,6 @@ type Builtin struct {
 	// Ref is the frozen reference policy that ForwardOptions.Reference scores with; nil when the
 	// phase has none.
 	Ref *model.Model
-	// GradClip is the global gradient-norm bound (0 = no clipping).
-	GradClip float32
 	// RowLen is the packed row length; every sequence must fit in one row.
 	RowLen int
 	// Save, when set, writes the weights and optimizer state for SaveState (the checkpoint
@@ -167,8 +165,8 @@ func (b *Builtin) OptimStep(_ context.Context, o OptimStep) (Update, error) {
 	b.last, b.lastPacked = nil, nil
 	g := b.Model.Grads.Data
 	var norm float32
-	if b.GradClip > 0 {
-		norm = optim.ClipGradNorm(g, b.GradClip)
+	if o.GradClip > 0 {
+		norm = optim.ClipGradNorm(g, o.GradClip)
 	} else {
 		norm = optim.GradNorm(g)
 	}
@@ -186,6 +184,9 @@ func (b *Builtin) OptimStep(_ context.Context, o OptimStep) (Update, error) {
 	}
 	return Update{GradNorm: float64(norm), LR: float64(lr)}, nil
 }
+
+// OptimizerSteps is the number of AdamW updates applied so far.
+func (b *Builtin) OptimizerSteps() int64 { return b.Opt.Steps() }
 
 // SaveForSampler implements Backend: the in-process engine reads the model itself, so the
 // artifact names no folder.

@@ -126,15 +126,15 @@ var ErrBrokenWeights = errors.New("learn: the update made the weights non-finite
 // apply clips the accumulated gradient, steps AdamW at the current step's learning rate and
 // clears the gradient.
 func (l *Learner) apply() (Update, error) {
-	return l.builtin().OptimStep(l.ctx(), OptimStep{LR: l.Sched.LR(l.Step), Step: l.Step})
+	return l.builtin().OptimStep(l.ctx(), OptimStep{LR: l.Sched.LR(l.Step), GradClip: l.GradClip, Step: l.Step})
 }
 
-// builtin is the in-process backend over l.Model and l.Opt, with l's clip and row length.
+// builtin is the in-process backend over l.Model and l.Opt, with l's row length.
 func (l *Learner) builtin() *Builtin {
 	if l.own == nil || l.own.Model != l.Model || l.own.Opt != l.Opt {
 		l.own = &Builtin{Model: l.Model, Opt: l.Opt}
 	}
-	l.own.GradClip, l.own.RowLen = l.GradClip, l.RowLen
+	l.own.RowLen = l.RowLen
 	return l.own
 }
 
@@ -395,7 +395,7 @@ func (l *Learner) RLStep(b *algo.Batch, loss *algo.Loss, epochs, minibatches int
 			if err := bk.ForwardBackward(ctx, seqs, c); err != nil {
 				return st, err
 			}
-			up, err := bk.OptimStep(ctx, OptimStep{LR: l.Sched.LR(l.Step), Step: l.Step})
+			up, err := bk.OptimStep(ctx, OptimStep{LR: l.Sched.LR(l.Step), GradClip: l.GradClip, Step: l.Step})
 			if errors.Is(err, ErrNonFinite) {
 				st.Skipped++
 				continue
