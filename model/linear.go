@@ -18,7 +18,7 @@ func (m *Model) linearShape(l, i int) (w []float32, out, in int) {
 	case linQKV:
 		return p.QKV, c.qkvDim(), c.Dim
 	case linO:
-		return p.O, c.Dim, c.Dim
+		return p.O, c.Dim, c.attnDim()
 	case linGateUp:
 		return p.GateUp, 2 * c.Hidden, c.Dim
 	}

@@ -38,6 +38,7 @@ func New(cfg Config, seed uint64) (*Model, error) {
 	resid := initStd / math.Sqrt(2*float64(cfg.Layers))
 	for _, t := range m.Params.tensors {
 		switch {
+		case t.Bias(): // biases start at 0
 		case len(t.Shape) == 1: // norm gains start at 1: the identity scaling
 			for i := range t.Data {
 				t.Data[i] = 1
@@ -82,7 +83,11 @@ func newEmpty(cfg Config, value bool) *Model {
 	half := cfg.HeadDim() / 2
 	m.ropeCos = make([]float32, cfg.MaxSeq*half)
 	m.ropeSin = make([]float32, cfg.MaxSeq*half)
-	kernels.RopeTable(m.ropeCos, m.ropeSin, cfg.MaxSeq, cfg.HeadDim(), cfg.RopeTheta)
+	if cfg.RopeScaling.Type != "" {
+		kernels.RopeTableFreqs(m.ropeCos, m.ropeSin, cfg.MaxSeq, cfg.ropeInvFreq())
+	} else {
+		kernels.RopeTable(m.ropeCos, m.ropeSin, cfg.MaxSeq, cfg.HeadDim(), cfg.RopeTheta)
+	}
 	return m
 }
 
