@@ -1,0 +1,202 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentrl/agentrl/algo"
+	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/learn"
+	"github.com/agentrl/agentrl/model"
+)
+
+const python = "/usr/bin/python3"
+
+// torchPython skips the test when Debian's python3 with torch is absent.
+func torchPython(t testing.TB) {
+	t.Helper()
+	if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
+		t.Skipf("the PyTorch learner's parity tests need %s with torch (Debian's python3-torch): %v", python, err)
+	}
+}
+
+// writeFolder writes m as a Hugging Face checkpoint folder the learner loads: config.json,
+// model.safetensors, and value_head.safetensors with a value head.
+func writeFolder(t testing.TB, dir string, m *model.Model) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := m.Cfg
+	cfg := fmt.Sprintf(`{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": %d,
+ "intermediate_size": %d, "num_hidden_layers": %d, "num_attention_heads": %d, "num_key_value_heads": %d,
+ "head_dim": %d, "hidden_act": "silu", "max_position_embeddings": %d, "rms_norm_eps": %g, "rope_theta": %g,
+ "tie_word_embeddings": %t, "vocab_size": %d, "attention_bias": false, "mlp_bias": false, "rope_scaling": null,
+ "torch_dtype": "float32"}`, c.Dim, c.Hidden, c.Layers, c.Heads, c.KVHeads, c.HeadDim(), c.MaxSeq, c.NormEps, c.RopeTheta, c.TieEmbeddings, c.Vocab)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var weights, head []checkpoint.Tensor
+	for _, nt := range m.Params.Tensors() {
+		x := checkpoint.Tensor{Name: nt.Name, Shape: nt.Shape, Data: nt.Data}
+		if nt.ValueHead() {
+			head = append(head, x)
+		} else {
+			weights = append(weights, x)
+		}
+	}
+	if err := checkpoint.WriteSafetensors(filepath.Join(dir, "model.safetensors"), weights, map[string]string{"format": "pt"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(head) > 0 {
+		if err := checkpoint.WriteSafetensors(filepath.Join(dir, "value_head.safetensors"), head, map[string]string{"format": "pt"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// startTorch starts the reference learner on the folder and binds a client to it.
+func startTorch(t testing.TB, dir string, extra ...string) (*Process, *Client) {
+	t.Helper()
+	root, err := filepath.Abs("../../learners/torch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc := optimConfig.Config
+	args := append([]string{"--model", dir, "--device", "cpu", "--threads", "1", "--max-tokens", "64",
+		"--beta1", fmt.Sprint(oc.Beta1), "--beta2", fmt.Sprint(oc.Beta2), "--eps", fmt.Sprint(oc.Eps),
+		"--weight-decay", fmt.Sprint(oc.WeightDecay)}, extra...)
+	p, err := Start(context.Background(), ProcessOptions{Python: python, Path: root, Args: args,
+		Log: filepath.Join(t.TempDir(), "learner.log"), StartTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	c, err := Dial(context.Background(), Options{URL: p.URL, Timeout: time.Minute, SamplerDir: filepath.Join(t.TempDir(), "sampler")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, c
+}
+
+func near(a, b, atol, rtol float64) bool { return math.Abs(a-b) <= atol+rtol*math.Abs(b) }
+
+// compare checks got against want element by element.
+func compare(t testing.TB, what string, got, want []float32, atol, rtol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	worst, at := 0.0, -1
+	for i := range got {
+		d := math.Abs(float64(got[i]) - float64(want[i]))
+		if !near(float64(got[i]), float64(want[i]), atol, rtol) && d > worst {
+			worst, at = d, i
+		}
+	}
+	if at >= 0 {
+		t.Fatalf("%s: index %d is %v, want %v (|Δ| %g; atol %g, rtol %g)", what, at, got[at], want[at], worst, atol, rtol)
+	}
+}
+
+// From one checkpoint and one RL batch, the built-in learner and the PyTorch learner give the
+// same logprobs, entropies and values, the same loss, and the same weights after the update, to
+// float32 tolerance: PPO with a token-level correction (truncated importance weights), and GSPO.
+func TestTorchParity(t *testing.T) {
+	torchPython(t)
+	ppo := algo.DefaultLossConfig()
+	ppo.Correction = algo.CorrectionConfig{Level: "token", Cap: 2}
+	gspo := algo.LossConfig{Agg: algo.AggSeqMeanTokenMean}.WithPolicy("gspo")
+	for _, tc := range []struct {
+		name string
+		loss algo.LossConfig
+	}{{"ppo-correction", ppo}, {"gspo", gspo}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tinyModel(t, 11)
+			m.AddValueHead()
+			for i := range m.Params.Value {
+				m.Params.Value[i] = 0.01 * float32(i%7-3)
+			}
+			dir := filepath.Join(t.TempDir(), "init")
+			writeFolder(t, dir, m)
+			_, c := startTorch(t, dir)
+
+			// Forward: logprobs, entropies and values of every masked token.
+			b, err := algo.FromTrajectories(episodes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := b.NumTokens()
+			s := &learn.Seqs{Tokens: b.Tokens, Offsets: b.Offsets, Mask: b.Mask}
+			o := learn.ForwardOptions{Entropies: true, Values: true}
+			want := learn.Outputs{Logprobs: make([]float32, n), Entropies: make([]float32, n), Values: make([]float32, n)}
+			got := learn.Outputs{Logprobs: make([]float32, n), Entropies: make([]float32, n), Values: make([]float32, n)}
+			bi := &learn.Builtin{Model: m, RowLen: 32}
+			if err := bi.Forward(context.Background(), s, o, &want); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Forward(context.Background(), s, o, &got); err != nil {
+				t.Fatal(err)
+			}
+			compare(t, "logprobs", got.Logprobs, want.Logprobs, 1e-5, 1e-5)
+			compare(t, "entropies", got.Entropies, want.Entropies, 1e-5, 1e-5)
+			compare(t, "values", got.Values, want.Values, 1e-6, 1e-5)
+
+			// One RL step (two minibatches, two updates) on each.
+			ll := newLearner(t, m)
+			rl := newLearner(t, m.Clone())
+			rl.Backend = c
+			lu, ru := rlUpdate(t, ll, tc.loss), rlUpdate(t, rl, tc.loss)
+			a, err := lu.Step(episodes(), 0, rand.New(rand.NewPCG(9, 9)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bb, err := ru.Step(episodes(), 0, rand.New(rand.NewPCG(9, 9)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Updates != bb.Updates || a.Updates != 4 {
+				t.Fatalf("updates: built-in %d, torch %d", a.Updates, bb.Updates)
+			}
+			for _, x := range []struct {
+				name       string
+				got, want  float64
+				atol, rtol float64
+			}{{"loss", bb.Loss, a.Loss, 1e-6, 1e-4}, {"grad norm", bb.GradNorm, a.GradNorm, 1e-6, 1e-4},
+				{"entropy", bb.Entropy, a.Entropy, 1e-6, 1e-5}, {"shift kl", bb.Shift.KL, a.Shift.KL, 1e-6, 1e-4}} {
+				if !near(x.got, x.want, x.atol, x.rtol) {
+					t.Fatalf("%s: torch %v, built-in %v", x.name, x.got, x.want)
+				}
+			}
+			art, err := c.SaveForSampler(context.Background(), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			trained, err := checkpoint.LoadModel(art.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// AdamW's first updates move each weight by about lr·sign(g): the weights agree to
+			// a small fraction of the learning rate.
+			lr := optimConfig.LR
+			compare(t, "weights after the step", trained.Params.Data, m.Params.Data[:len(trained.Params.Data)], lr*1e-3, 1e-5)
+			moved := 0
+			init, _ := checkpoint.LoadModel(dir)
+			for i, v := range trained.Params.Data {
+				if v != init.Params.Data[i] {
+					moved++
+				}
+			}
+			if moved < len(trained.Params.Data)/2 {
+				t.Fatalf("only %d of %d weights moved", moved, len(trained.Params.Data))
+			}
+		})
+	}
+}
