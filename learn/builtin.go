@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/optim"
@@ -13,7 +14,8 @@ import (
 // Builtin is the in-process backend over the built-in model: it packs each call's sequences into
 // rows of RowLen positions (first-fit decreasing, never splitting one), runs the model and steps
 // AdamW over its flat parameters. A ForwardBackward on the very batch of the preceding Forward,
-// with no OptimStep in between, reuses that Forward's activations instead of recomputing them.
+// with no OptimStep in between, reuses that Forward's activations instead of recomputing them
+// (the batch is recognised by value, so a server that decodes each call afresh gets it too).
 type Builtin struct {
 	Model *model.Model
 	Opt   *optim.AdamW
@@ -129,7 +131,7 @@ func (b *Builtin) ForwardBackward(_ context.Context, s *Seqs, c Coefficients) er
 		return errors.New("learn: a value gradient for a model without a value head")
 	}
 	p := b.lastPacked
-	if b.last != s || (values && !b.lastValues) {
+	if !b.sameAsLast(s) || (values && !b.lastValues) {
 		var err error
 		if p, err = b.forward(b.Model, s, values); err != nil {
 			return err
@@ -158,6 +160,16 @@ func (b *Builtin) ForwardBackward(_ context.Context, s *Seqs, c Coefficients) er
 		return b.Model.BackwardValues(&p.Batch, b.dlp, b.dent, b.dval)
 	}
 	return b.Model.Backward(&p.Batch, b.dlp, b.dent)
+}
+
+// sameAsLast reports whether s is the batch of the last forward of Model (the same value,
+// as a server decodes it afresh for each call, or the same pointer).
+func (b *Builtin) sameAsLast(s *Seqs) bool {
+	l := b.last
+	if l == nil || l == s {
+		return l != nil
+	}
+	return slices.Equal(l.Tokens, s.Tokens) && slices.Equal(l.Offsets, s.Offsets) && slices.Equal(l.Mask, s.Mask)
 }
 
 // OptimStep implements Backend: clip, AdamW at o.LR, clear the gradient.

@@ -37,9 +37,11 @@ type ProcessOptions struct {
 	Env []string
 	// StartTimeout bounds the wait for it to listen (default 2 minutes: loading a model).
 	StartTimeout time.Duration
+	// Listen is the address to listen on (default 127.0.0.1:0, a free port).
+	Listen string
 }
 
-// Start runs the learner on a loopback port of its choosing and waits until it listens; a
+// Start runs the learner (on a loopback port of its choosing unless o.Listen names one) and waits until it listens; a
 // learner that exits or does not listen in time is an error quoting the end of its log.
 func Start(ctx context.Context, o ProcessOptions) (*Process, error) {
 	if o.Python == "" {
@@ -57,7 +59,11 @@ func Start(ctx context.Context, o ProcessOptions) (*Process, error) {
 	}
 	ready := o.Log + ".ready"
 	_ = os.Remove(ready)
-	args := append([]string{"-m", "agentrl_learner", "--listen", "127.0.0.1:0", "--ready-file", ready}, o.Args...)
+	listen := o.Listen
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	args := append([]string{"-m", "agentrl_learner", "--listen", listen, "--ready-file", ready}, o.Args...)
 	cmd := exec.Command(o.Python, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), o.Env...)

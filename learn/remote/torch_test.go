@@ -2,12 +2,13 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,11 +20,15 @@ import (
 
 const python = "/usr/bin/python3"
 
-// torchPython skips the test when Debian's python3 with torch is absent.
-func torchPython(t testing.TB) {
+// skipWithoutTorch skips the test when Debian's python3 with torch is absent (err is the
+// learner's start error, which quotes its log).
+func skipWithoutTorch(t testing.TB, err error) {
 	t.Helper()
-	if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
-		t.Skipf("the PyTorch learner's parity tests need %s with torch (Debian's python3-torch): %v", python, err)
+	if _, serr := os.Stat(python); serr != nil {
+		t.Skipf("the PyTorch learner's tests need %s with torch (Debian's python3-torch): %v", python, serr)
+	}
+	if err != nil && strings.Contains(err.Error(), "No module named 'torch'") {
+		t.Skipf("the PyTorch learner's tests need torch for %s (Debian's python3-torch): %v", python, err)
 	}
 }
 
@@ -62,8 +67,9 @@ func writeFolder(t testing.TB, dir string, m *model.Model) {
 	}
 }
 
-// startTorch starts the reference learner on the folder and binds a client to it.
-func startTorch(t testing.TB, dir string, extra ...string) (*Process, *Client) {
+// startTorch starts the reference learner on the folder (on listen, or a free port) and binds a
+// client to it; it skips the test when there is no torch.
+func startTorch(t testing.TB, dir, listen string, timeout time.Duration, extra ...string) (*Process, *Client) {
 	t.Helper()
 	root, err := filepath.Abs("../../learners/torch")
 	if err != nil {
@@ -73,13 +79,14 @@ func startTorch(t testing.TB, dir string, extra ...string) (*Process, *Client) {
 	args := append([]string{"--model", dir, "--device", "cpu", "--threads", "1", "--max-tokens", "64",
 		"--beta1", fmt.Sprint(oc.Beta1), "--beta2", fmt.Sprint(oc.Beta2), "--eps", fmt.Sprint(oc.Eps),
 		"--weight-decay", fmt.Sprint(oc.WeightDecay)}, extra...)
-	p, err := Start(context.Background(), ProcessOptions{Python: python, Path: root, Args: args,
+	p, err := Start(context.Background(), ProcessOptions{Python: python, Path: root, Args: args, Listen: listen,
 		Log: filepath.Join(t.TempDir(), "learner.log"), StartTimeout: time.Minute})
+	skipWithoutTorch(t, err)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Stop)
-	c, err := Dial(context.Background(), Options{URL: p.URL, Timeout: time.Minute, SamplerDir: filepath.Join(t.TempDir(), "sampler")})
+	c, err := Dial(context.Background(), Options{URL: p.URL, Timeout: timeout, SamplerDir: filepath.Join(t.TempDir(), "sampler")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +117,15 @@ func compare(t testing.TB, what string, got, want []float32, atol, rtol float64)
 // same logprobs, entropies and values, the same loss, and the same weights after the update, to
 // float32 tolerance: PPO with a token-level correction (truncated importance weights), and GSPO.
 func TestTorchParity(t *testing.T) {
-	torchPython(t)
+	skipWithoutTorch(t, nil)
+	m0 := tinyModel(t, 11)
+	m0.AddValueHead()
+	for i := range m0.Params.Value {
+		m0.Params.Value[i] = 0.01 * float32(i%7-3)
+	}
+	dir := filepath.Join(t.TempDir(), "init")
+	writeFolder(t, dir, m0)
+	_, c := startTorch(t, dir, "", time.Minute)
 	ppo := algo.DefaultLossConfig()
 	ppo.Correction = algo.CorrectionConfig{Level: "token", Cap: 2}
 	gspo := algo.LossConfig{Agg: algo.AggSeqMeanTokenMean}.WithPolicy("gspo")
@@ -119,14 +134,10 @@ func TestTorchParity(t *testing.T) {
 		loss algo.LossConfig
 	}{{"ppo-correction", ppo}, {"gspo", gspo}} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := tinyModel(t, 11)
-			m.AddValueHead()
-			for i := range m.Params.Value {
-				m.Params.Value[i] = 0.01 * float32(i%7-3)
+			m := m0.Clone()
+			if err := c.LoadState(context.Background(), dir); err != nil { // the same start for each loss
+				t.Fatal(err)
 			}
-			dir := filepath.Join(t.TempDir(), "init")
-			writeFolder(t, dir, m)
-			_, c := startTorch(t, dir)
 
 			// Forward: logprobs, entropies and values of every masked token.
 			b, err := algo.FromTrajectories(episodes())
@@ -198,5 +209,86 @@ func TestTorchParity(t *testing.T) {
 				t.Fatalf("only %d of %d weights moved", moved, len(trained.Params.Data))
 			}
 		})
+	}
+}
+
+// The PyTorch learner under faults: one that stops answering fails the call at its deadline;
+// one killed mid-step fails the step; one restarted from an older state is noticed by its new
+// epoch and accepted only with the state at the run's update count, so no update is applied
+// twice or lost.
+func TestTorchLearnerFaults(t *testing.T) {
+	skipWithoutTorch(t, nil)
+	ctx := context.Background()
+	m := tinyModel(t, 12)
+	dir := filepath.Join(t.TempDir(), "init")
+	writeFolder(t, dir, m)
+	p, c := startTorch(t, dir, "", 20*time.Second)
+	s := oneSeq()
+	co := learn.Coefficients{DLogprobs: []float32{0, 0, -0.5, -0.5}}
+	step := func() {
+		t.Helper()
+		if err := c.ForwardBackward(ctx, s, co); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.OptimStep(ctx, learn.OptimStep{LR: 1e-2, GradClip: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step()
+	older := filepath.Join(t.TempDir(), "state-1")
+	if err := c.SaveState(ctx, older); err != nil {
+		t.Fatal(err)
+	}
+	step()
+	current := filepath.Join(t.TempDir(), "state-2")
+	if err := c.SaveState(ctx, current); err != nil {
+		t.Fatal(err)
+	}
+
+	// Stops answering.
+	quick, err := Dial(ctx, Options{URL: p.URL, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Pause()
+	out := learn.Outputs{Logprobs: make([]float32, len(s.Tokens))}
+	err = quick.Forward(ctx, s, learn.ForwardOptions{}, &out)
+	p.Resume()
+	if !errors.Is(err, learn.ErrLearner) || !strings.Contains(err.Error(), "did not answer") {
+		t.Fatalf("paused learner: err = %v", err)
+	}
+
+	// Killed mid-step: its gradient is gone and the step fails.
+	if err := c.ForwardBackward(ctx, s, co); err != nil {
+		t.Fatal(err)
+	}
+	p.Kill()
+	if _, err := c.OptimStep(ctx, learn.OptimStep{LR: 1e-2}); !errors.Is(err, learn.ErrLearner) {
+		t.Fatalf("killed learner: err = %v", err)
+	}
+
+	// Restarted on the same address from the older state.
+	addr := strings.TrimPrefix(p.URL, "http://")
+	p2, _ := startTorch(t, dir, addr, 20*time.Second, "--state", older)
+	_ = p2
+	if err := c.ForwardBackward(ctx, s, co); !errors.Is(err, ErrRestarted) {
+		t.Fatalf("restarted learner: err = %v", err)
+	}
+	if _, err := c.OptimStep(ctx, learn.OptimStep{LR: 1e-2}); !errors.Is(err, ErrRestarted) {
+		t.Fatalf("restarted learner, optim_step: err = %v", err)
+	}
+	if err := c.Recover(ctx, older, 2); !errors.Is(err, ErrSteps) {
+		t.Fatalf("recovering to an older state: err = %v", err)
+	}
+	if err := c.Recover(ctx, current, 2); err != nil {
+		t.Fatal(err)
+	}
+	step()
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Steps != 3 || c.OptimizerSteps() != 3 {
+		t.Fatalf("after recovery the learner is at %d updates, the client at %d; want 3", info.Steps, c.OptimizerSteps())
 	}
 }
