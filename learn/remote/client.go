@@ -271,6 +271,13 @@ func (c *Client) ForwardBackward(ctx context.Context, s *learn.Seqs, co learn.Co
 		(co.DEntropies != nil && len(co.DEntropies) != len(s.Tokens)) || (co.DValues != nil && len(co.DValues) != len(s.Tokens)) {
 		return fmt.Errorf("learn/remote: coefficients do not match the batch's %d tokens", len(s.Tokens))
 	}
+	// An all-zero term (no entropy bonus, no critic) is a zero term: it is not sent.
+	if allZero(co.DEntropies) {
+		co.DEntropies = nil
+	}
+	if allZero(co.DValues) {
+		co.DValues = nil
+	}
 	flags := uint32(flagDLogprobs)
 	if co.DEntropies != nil {
 		flags |= flagDEntropies
@@ -374,4 +381,13 @@ func (c *Client) Recover(ctx context.Context, dir string, wantSteps int64) error
 		return fmt.Errorf("%w: the state at %s is at update %d, the run at %d", ErrSteps, dir, c.steps, wantSteps)
 	}
 	return nil
+}
+
+func allZero(x []float32) bool {
+	for _, v := range x {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
 }

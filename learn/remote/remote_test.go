@@ -318,3 +318,11 @@ func TestUnresponsiveListener(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// serveHTTP serves h on loopback for the test and returns its URL.
+func serveHTTP(t testing.TB, h http.Handler) string {
+	t.Helper()
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
