@@ -40,6 +40,8 @@ type Config struct {
 	Monitor    MonitorConfig    `yaml:"monitor"`
 	// MCP attaches the tools of MCP servers to environments (none when absent).
 	MCP *mcp.Config `yaml:"mcp,omitempty"`
+	// Learner is the learner RL phases train through (absent: the built-in model in-process).
+	Learner learn.BackendConfig `yaml:"learner,omitzero"`
 }
 
 // TokenizerConfig says how the run's tokenizer is trained from the environments' text.
@@ -233,6 +235,14 @@ func (c *Config) Validate(envs *env.Registry) error {
 	modelOK := mc.Validate() == nil
 	if err := mc.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if err := c.Learner.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, p := range c.Phases {
+		if c.Learner.External() && p.RL != nil && p.RL.Async != nil {
+			errs = append(errs, fmt.Errorf("phase %s: %w", p.Name, errLearnerLoop))
+		}
 	}
 	r := c.Rollout
 	if err := r.Config.Validate(); err != nil {

@@ -76,6 +76,8 @@ type Run struct {
 	onDistStep  func(*distSession, int) // tests: called after each distributed step is logged
 
 	unlock func() // releases the run directory's lock (LockRun), taken by NewRun or Resume
+
+	learner *learnerSession // the external learner of the RL phase in progress (learner.go)
 }
 
 // Summary is what a finished run reports.
