@@ -172,7 +172,7 @@ class Learner:
             groups.append(cur)
         return groups
 
-    def _run(self, model, req, idx, values):
+    def _run(self, model, req, idx, values, entropies=True):
         """Logprobs, entropies (and values) [B, L] of sequences idx, positions predicting
         tokens 1..n-1, with a mask of the positions asked."""
         lens = [req.offsets[i + 1] - req.offsets[i] for i in idx]
@@ -196,7 +196,7 @@ class Learner:
         logits = logits.float()
         logp_all = torch.log_softmax(logits, dim=-1)
         lp = logp_all.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
-        ent = -(logp_all.exp() * logp_all).sum(-1)
+        ent = -(logp_all.exp() * logp_all).sum(-1) if entropies else None
         val = None
         if values:
             if self.value is None:
@@ -235,7 +235,7 @@ class Learner:
         val_out = torch.zeros(n) if values else None
         with torch.no_grad():
             for idx in self._microbatches(req):
-                lp, ent, val, want = self._run(model, req, idx, values)
+                lp, ent, val, want = self._run(model, req, idx, values, entropies)
                 self._scatter(req, idx, lp, want, lp_out)
                 if entropies:
                     self._scatter(req, idx, ent, want, ent_out)
@@ -257,7 +257,7 @@ class Learner:
             raise BadRequest("value coefficients for a learner without a value head")
         tokens = 0
         for idx in self._microbatches(req):
-            lp, ent, val, want = self._run(self.model, req, idx, "values" in req.coef)
+            lp, ent, val, want = self._run(self.model, req, idx, "values" in req.coef, "entropies" in req.coef)
             L = lp.shape[1]
             w = want.float()
             total = (self._gather(req, idx, req.coef["logprobs"], L) * w * lp).sum()
