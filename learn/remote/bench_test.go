@@ -1,8 +1,11 @@
+//go:build unix
+
 package remote
 
 import (
 	"context"
 	"math/rand/v2"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,9 +42,10 @@ func calcBatch(groups int) []*traj.Trajectory {
 
 // BenchmarkRLStep is one calc-sized RL step (16 groups of 8, 4 minibatches) on two copies of
 // the calc model: in-process, and through the learner contract over HTTP on loopback to the same
-// built-in backend, interleaved so that both see the same machine load. It reports each one's
-// seconds per step, their throughput ratio (HTTP over in-process) and the bytes on the wire per
-// trained token.
+// built-in backend, interleaved (in alternating order) so that both see the same machine load. It reports each one's
+// seconds per step (wall and the process's CPU time, the steadier of the two on a loaded machine),
+// their ratios (in-process time over HTTP time: the throughput through the contract relative to
+// in-process) and the bytes on the wire per trained token.
 func BenchmarkRLStep(b *testing.B) {
 	trajs := calcBatch(16)
 	var trained float64
@@ -79,19 +83,26 @@ func BenchmarkRLStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	hl.Backend = c
-	var local, remote time.Duration
+	var local, remote, localCPU, remoteCPU time.Duration
 	b.ResetTimer()
 	for i := range b.N {
-		for k, u := range []*learn.RL{lu, hu} {
+		order := []int{0, 1}
+		if i%2 == 1 {
+			order = []int{1, 0} // alternate which goes first, so neither gains from the order
+		}
+		for _, k := range order {
+			u := []*learn.RL{lu, hu}[k]
 			u.Learner.Step = 0
-			t0 := time.Now()
+			t0, c0 := time.Now(), cpuTime(b)
 			if _, err := u.Step(trajs, int32(i), rand.New(rand.NewPCG(3, uint64(i)))); err != nil {
 				b.Fatal(err)
 			}
 			if k == 0 {
 				local += time.Since(t0)
+				localCPU += cpuTime(b) - c0
 			} else {
 				remote += time.Since(t0)
+				remoteCPU += cpuTime(b) - c0
 			}
 		}
 	}
@@ -101,6 +112,18 @@ func BenchmarkRLStep(b *testing.B) {
 	b.ReportMetric(local.Seconds()/n, "inprocess-s/step")
 	b.ReportMetric(remote.Seconds()/n, "http-s/step")
 	b.ReportMetric(local.Seconds()/remote.Seconds(), "http/inprocess-throughput")
+	b.ReportMetric(localCPU.Seconds()/n, "inprocess-cpu-s/step")
+	b.ReportMetric(remoteCPU.Seconds()/n, "http-cpu-s/step")
+	b.ReportMetric(localCPU.Seconds()/remoteCPU.Seconds(), "http/inprocess-cpu")
 	b.ReportMetric(float64(c.Sent+c.Received)/n/trained, "wire-bytes/trained-token")
 	b.ReportMetric(trained, "trained-tokens/step")
+}
+
+// cpuTime is the CPU time this process has used (user and system, all threads).
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
