@@ -1,6 +1,19 @@
 package pipeline
 
-import "testing"
+import (
+	"context"
+	"net/http/httptest"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/env/all"
+	"github.com/agentrl/agentrl/learn"
+	"github.com/agentrl/agentrl/learn/remote"
+	"github.com/agentrl/agentrl/optim"
+	"github.com/agentrl/agentrl/tokenizer"
+)
 
 // The learner block is checked with the rest of the run's configuration.
 func TestLearnerConfigErrors(t *testing.T) {
@@ -13,4 +26,113 @@ func TestLearnerConfigErrors(t *testing.T) {
 		{name: "torch with async", sets: []string{"learner.backend=torch", "learner.python=/usr/bin/python3", "phases.rl.rl.async.max_staleness=1"},
 			want: "backend http and torch train the synchronous RL loop only"},
 	})
+}
+
+// goLearner is a learner process's side in one test: the built-in backend, made when the run
+// first loads a state folder into it, behind learn/remote's server.
+type goLearner struct {
+	b   *learn.Builtin
+	cfg learn.Config
+	run string // the run directory, whose tokenizer the folders it writes carry
+}
+
+func (g *goLearner) Forward(ctx context.Context, s *learn.Seqs, o learn.ForwardOptions, out *learn.Outputs) error {
+	return g.b.Forward(ctx, s, o, out)
+}
+func (g *goLearner) ForwardBackward(ctx context.Context, s *learn.Seqs, c learn.Coefficients) error {
+	return g.b.ForwardBackward(ctx, s, c)
+}
+func (g *goLearner) OptimStep(ctx context.Context, o learn.OptimStep) (learn.Update, error) {
+	return g.b.OptimStep(ctx, o)
+}
+func (g *goLearner) SaveForSampler(ctx context.Context, v int32) (learn.Artifact, error) {
+	return learn.Artifact{Version: v}, nil
+}
+func (g *goLearner) OptimizerSteps() int64 { return g.b.Opt.Steps() }
+
+func (g *goLearner) save(dir string, state bool) (int64, error) {
+	tok, err := tokenizer.Load(filepath.Join(g.run, "tokenizer"))
+	if err != nil {
+		return 0, err
+	}
+	var st *checkpoint.State
+	if state {
+		o := g.b.Opt.State()
+		st = &checkpoint.State{Optimizer: &o}
+	}
+	return 0, checkpoint.Save(dir, g.b.Model, tok, st)
+}
+
+func (g *goLearner) SaveState(_ context.Context, dir string) error {
+	_, err := g.save(dir, true)
+	return err
+}
+
+func (g *goLearner) LoadState(_ context.Context, dir string) error {
+	m, err := checkpoint.LoadModel(dir)
+	if err != nil {
+		return err
+	}
+	opt, err := optim.NewAdamW(g.cfg.Config, m.NumParams(), learn.DecaySegments(&m.Params))
+	if err != nil {
+		return err
+	}
+	if err := loadTensors(m, opt, dir, true); err != nil {
+		return err
+	}
+	g.b = &learn.Builtin{Model: m, Opt: opt, RowLen: 320}
+	return nil
+}
+
+// A run whose RL phase trains through the learner protocol (backend http, to a learner serving
+// the built-in model) logs the same metrics, evaluations included, as the same run in-process,
+// bit for bit: the contract, the weights' round trips through files and the checkpoints' state
+// fetch change nothing.
+func TestRunThroughHTTPLearner(t *testing.T) {
+	sets := []string{"phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.loss.entropy_coef=0.05"}
+	base := tinyConfig(t, t.TempDir(), sets...)
+	run, err := NewRun(base, Options{Envs: all.Builtins()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := metricLines(t, run.Dir)
+
+	cfg := tinyConfig(t, t.TempDir(), sets...)
+	g := &goLearner{cfg: cfg.Phases[1].Optim}
+	srv, err := remote.NewServer(g, "", 0, 0, remote.Info{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SaveWeights = func(dir string, _ int32) (int64, error) { return g.save(dir, false) }
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	cfg.Learner = learn.BackendConfig{Backend: learn.BackendHTTP, URL: hs.URL}
+	run2, err := NewRun(cfg, Options{Envs: all.Builtins()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.run = run2.Dir
+	if _, err := run2.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := metricLines(t, run2.Dir)
+	if len(got) != len(want) {
+		t.Fatalf("%d metric lines through the learner, %d in-process", len(got), len(want))
+	}
+	trained := 0
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("metrics line %d differs:\nthrough the learner %v\nin-process          %v", i+1, got[i], want[i])
+		}
+		if want[i]["phase"] == "rl" && want[i]["optim/lr"] != nil {
+			trained++
+		}
+	}
+	rl := cfg.Phases[1].RL
+	if updates := int64(4 * rl.Epochs * rl.Minibatches); trained != 4 || g.b.Opt.Steps() != updates {
+		t.Fatalf("%d RL steps trained, the learner applied %d updates; want 4 and %d", trained, g.b.Opt.Steps(), updates)
+	}
 }
