@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -74,7 +73,7 @@ func Start(ctx context.Context, o ProcessOptions) (*Process, error) {
 		}
 		cmd.Env = append(cmd.Env, "PYTHONPATH="+pp)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("learn/remote: start the learner: %w", err)
@@ -123,7 +122,7 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Kill ends the process at once (SIGKILL), as a crash would, and waits for it.
 func (p *Process) Kill() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	p.signal(sigKill)
 	<-p.done
 }
 
@@ -132,11 +131,11 @@ func (p *Process) Stop() {
 	select {
 	case <-p.done:
 	default:
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		p.signal(sigTerm)
 		select {
 		case <-p.done:
 		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			p.signal(sigKill)
 			<-p.done
 		}
 	}
@@ -145,7 +144,7 @@ func (p *Process) Stop() {
 
 // Pause stops the process (SIGSTOP) without ending it: a learner that stops answering. Resume
 // continues it.
-func (p *Process) Pause() { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGSTOP) }
+func (p *Process) Pause() { p.signal(sigStop) }
 
 // Resume continues a paused process.
-func (p *Process) Resume() { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT) }
+func (p *Process) Resume() { p.signal(sigCont) }
