@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
+	"github.com/agentrl/agentrl/algo"
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/internal/envref"
 	"github.com/agentrl/agentrl/learn"
@@ -112,13 +115,17 @@ func (r *Run) attachLearner(l *learn.Learner, p Phase, ref string) error {
 }
 
 // syncLearner loads the weights the learner has after the update into the run's model (the one
-// the engine samples with), as version.
-func (r *Run) syncLearner(version int32) error {
+// the engine samples with), as version, then checks the sync: a fixed probe sequence is scored by
+// the learner and by the run's model, and a difference beyond the learner's precision's tolerance
+// stops the run with both numbers. The sync's time and the probe's difference go into m.
+func (r *Run) syncLearner(version int32, m algo.Metrics) error {
 	s := r.learner
 	if s == nil {
 		return nil
 	}
-	art, err := s.client.SaveForSampler(context.Background(), version)
+	t0 := time.Now()
+	ctx := context.Background()
+	art, err := s.client.SaveForSampler(ctx, version)
 	if err != nil {
 		return err
 	}
@@ -129,7 +136,57 @@ func (r *Run) syncLearner(version int32) error {
 		os.RemoveAll(s.last)
 	}
 	s.last = art.Dir
+	m["time/learner_sync_s"] = time.Since(t0).Seconds()
+	probe := probeSeqs(r.model.Cfg.Vocab, min(r.model.Cfg.MaxSeq, 64))
+	n := len(probe.Tokens)
+	theirs := learn.Outputs{Logprobs: make([]float32, n)}
+	ours := learn.Outputs{Logprobs: make([]float32, n)}
+	if err := s.client.Forward(ctx, probe, learn.ForwardOptions{}, &theirs); err != nil {
+		return fmt.Errorf("weight sync probe: %w", err)
+	}
+	if err := (&learn.Builtin{Model: r.model, RowLen: len(probe.Tokens)}).Forward(ctx, probe, learn.ForwardOptions{}, &ours); err != nil {
+		return fmt.Errorf("weight sync probe: %w", err)
+	}
+	worst, at := 0.0, 0
+	for i := range ours.Logprobs {
+		if d := math.Abs(float64(ours.Logprobs[i]) - float64(theirs.Logprobs[i])); d > worst {
+			worst, at = d, i
+		}
+	}
+	m["sync/probe_max_abs_diff"] = worst
+	dtype := s.client.Learner().DType
+	if dtype == "" {
+		dtype = "float32"
+	}
+	if tol := probeTolerance(dtype); worst > tol {
+		return fmt.Errorf("weight sync probe after v%d: the learner at %s scores probe token %d at logprob %v, the run's model (what the engine samples with) at %v: |Δ| %.3g beyond the %s tolerance %g; the weights loaded are not the learner's",
+			version, s.client.URL(), at, theirs.Logprobs[at], ours.Logprobs[at], worst, dtype, tol)
+	}
 	return nil
+}
+
+// probeSeqs is the fixed probe: one sequence of n token ids spread over the vocabulary, every
+// token scored.
+func probeSeqs(vocab, n int) *learn.Seqs {
+	s := &learn.Seqs{Tokens: make([]int32, n), Offsets: []int{0, n}, Mask: make([]bool, n)}
+	x := uint32(2463534242)
+	for i := range s.Tokens {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		s.Tokens[i] = int32(x % uint32(vocab))
+		s.Mask[i] = true
+	}
+	return s
+}
+
+// probeTolerance is the largest |Δ logprob| on the probe that a sync may show between a learner
+// computing in dtype and the run's float32 model.
+func probeTolerance(dtype string) float64 {
+	if dtype == "bfloat16" {
+		return 0.25
+	}
+	return 1e-3
 }
 
 // fetchLearner brings the learner's whole state (weights, value head, optimizer) into the run's

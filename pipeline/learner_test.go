@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/agentrl/agentrl/checkpoint"
@@ -87,7 +88,7 @@ func (g *goLearner) LoadState(_ context.Context, dir string) error {
 // A run whose RL phase trains through the learner protocol (backend http, to a learner serving
 // the built-in model) logs the same metrics, evaluations included, as the same run in-process,
 // bit for bit: the contract, the weights' round trips through files and the checkpoints' state
-// fetch change nothing.
+// fetch change nothing. Each sync's probe finds no difference.
 func TestRunThroughHTTPLearner(t *testing.T) {
 	sets := []string{"phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.loss.entropy_coef=0.05"}
 	base := tinyConfig(t, t.TempDir(), sets...)
@@ -124,6 +125,15 @@ func TestRunThroughHTTPLearner(t *testing.T) {
 	}
 	trained := 0
 	for i := range want {
+		if d, ok := got[i]["sync/probe_max_abs_diff"]; ok {
+			// The weight-sync probe: the same backend on both sides scores the probe the same.
+			if d != 0.0 {
+				t.Fatalf("metrics line %d: probe difference %v, want 0", i+1, d)
+			}
+			delete(got[i], "sync/probe_max_abs_diff")
+		} else if want[i]["phase"] == "rl" && want[i]["optim/lr"] != nil {
+			t.Fatalf("metrics line %d: a trained step without sync/probe_max_abs_diff", i+1)
+		}
 		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Fatalf("metrics line %d differs:\nthrough the learner %v\nin-process          %v", i+1, got[i], want[i])
 		}
@@ -135,4 +145,37 @@ func TestRunThroughHTTPLearner(t *testing.T) {
 	if updates := int64(4 * rl.Epochs * rl.Minibatches); trained != 4 || g.b.Opt.Steps() != updates {
 		t.Fatalf("%d RL steps trained, the learner applied %d updates; want 4 and %d", trained, g.b.Opt.Steps(), updates)
 	}
+}
+
+// A learner that hands the sampler other weights than those it trains (a sync that went wrong)
+// stops the run at the first update with the probe's numbers.
+func TestSyncProbeCatchesOtherWeights(t *testing.T) {
+	cfg := tinyConfig(t, t.TempDir(), "phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.loss.entropy_coef=0.05")
+	g := &goLearner{cfg: cfg.Phases[1].Optim}
+	srv, err := remote.NewServer(g, "", 0, 0, remote.Info{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SaveWeights = func(dir string, _ int32) (int64, error) {
+		right := g.b.Model
+		g.b.Model = right.Clone()
+		defer func() { g.b.Model = right }()
+		for i := range g.b.Model.Params.Data {
+			g.b.Model.Params.Data[i] *= 1.5
+		}
+		return g.save(dir, false)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	cfg.Learner = learn.BackendConfig{Backend: learn.BackendHTTP, URL: hs.URL}
+	run, err := NewRun(cfg, Options{Envs: all.Builtins()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.run = run.Dir
+	_, err = run.Train(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "weight sync probe after v") || !strings.Contains(err.Error(), "not the learner's") {
+		t.Fatalf("err = %v", err)
+	}
+	t.Log(err)
 }

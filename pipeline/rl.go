@@ -208,7 +208,7 @@ func (r *Run) learnStep(upd *learn.RL, trajs []*traj.Trajectory, step int, rng *
 	if err != nil {
 		return nil, err
 	}
-	if err := r.syncLearner(r.version + 1); err != nil {
+	if err := r.syncLearner(r.version+1, rep.Metrics); err != nil {
 		return nil, err
 	}
 	r.keepKLCoef(upd.KLPenalty)

@@ -125,6 +125,9 @@ func (c *Client) Info(ctx context.Context) (Info, error) {
 	return info, nil
 }
 
+// URL is the learner's address.
+func (c *Client) URL() string { return c.base }
+
 // Learner returns the info of the learner as the client bound to it.
 func (c *Client) Learner() Info { return c.info }
 
