@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -209,6 +210,44 @@ func TestTorchParity(t *testing.T) {
 				t.Fatalf("only %d of %d weights moved", moved, len(trained.Params.Data))
 			}
 		})
+	}
+	t.Run("malformed-bodies", func(t *testing.T) { malformedBodies(t, c) })
+}
+
+// malformedBodies sends the learner corrupted forward and forward_backward bodies: each is
+// answered 200 (a corruption that still decodes) or 400 with code bad_request, never a failure
+// of the learner, and the learner keeps answering.
+func malformedBodies(t *testing.T, c *Client) {
+	ctx := context.Background()
+	s := oneSeq()
+	valid := [][]byte{
+		encodeRequest(nil, s, kindForward, flagEntropies, nil),
+		encodeRequest(nil, s, kindForwardBackward, flagDLogprobs, &learn.Coefficients{DLogprobs: []float32{0, 0, 1, 1}}),
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for i := range 120 {
+		body := slices.Clone(valid[i%2])
+		switch i % 4 {
+		case 0:
+			body = body[:rng.IntN(len(body))] // truncated
+		case 1:
+			body = append(body, byte(rng.IntN(256))) // trailing byte
+		default:
+			for range 1 + rng.IntN(3) {
+				body[rng.IntN(len(body))] = byte(rng.IntN(256))
+			}
+		}
+		path := "/v1/forward"
+		if i%2 == 1 {
+			path = "/v1/forward_backward"
+		}
+		_, err := c.call(ctx, "POST", path, "application/octet-stream", body, true)
+		if err != nil && (errors.Is(err, learn.ErrLearner) || !strings.Contains(err.Error(), "learn/remote: learner")) {
+			t.Fatalf("body %d (%x): %v", i, body, err)
+		}
+	}
+	if _, err := c.Info(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 
