@@ -15,6 +15,10 @@ type Model struct {
 	Cfg    Config
 	Params Params
 	Grads  Params // same layout as Params; Backward adds into it, ZeroGrad clears it
+	// DType is the safetensors dtype of the checkpoint the weights were loaded from ("F32",
+	// "BF16" or "F16"; "" is F32): the weights are float32 in memory whatever it is, and
+	// checkpoints of the model are saved in it unless told otherwise.
+	DType string
 
 	ropeCos, ropeSin []float32 // (MaxSeq, HeadDim/2)
 	par              workers
@@ -130,6 +134,7 @@ func (m *Model) Clone() *Model {
 	c := newEmpty(m.Cfg, m.HasValueHead())
 	copy(c.Params.Data, m.Params.Data)
 	c.par = m.par
+	c.DType = m.DType
 	return c
 }
 
