@@ -235,7 +235,9 @@ func compareFamily(t *testing.T, m *model.Model, tokens [][]int32, ref map[strin
 	want := ref["logits"].Data
 	worstLogit, _ := closeTo(got, want)
 	var worstGrad float64
-	defer func() { t.Logf("worst relative differences from PyTorch: logits %.2g, gradients %.2g", worstLogit, worstGrad) }()
+	defer func() {
+		t.Logf("worst relative differences from PyTorch: logits %.2g, gradients %.2g", worstLogit, worstGrad)
+	}()
 	if worst, at := closeTo(got, want); worst > tolerance {
 		t.Errorf("logits differ from PyTorch by %.3g of their range at %d: %v vs %v", worst, at, got[at], want[at])
 	}
