@@ -181,7 +181,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model: vocabulary × dim %d×%d is too large", c.Vocab, c.Dim)
 	}
 	if n := c.NumParams(); n > MaxParams {
-		return fmt.Errorf("model: %d parameters (dim %d, layers %d, hidden %d, vocabulary %d) exceed the limit of %d (model.MaxParams): training keeps 16 bytes a parameter (weights, gradients, AdamW moments)",
+		return fmt.Errorf("model: %d parameters (dim %d, layers %d, hidden %d, vocabulary %d) exceed the limit of %d (model.MaxParams)",
 			n, c.Dim, c.Layers, c.Hidden, c.Vocab, MaxParams)
 	}
 	return nil
@@ -252,16 +252,17 @@ func (c Config) familyName() string {
 }
 
 // Limits of the sizes a Config may give, checked by Validate before anything is allocated (a
-// checkpoint's config.json included). MaxParams bounds the training state: weights, gradients
-// and AdamW's two moments take 16 bytes a parameter, 4 GiB at the limit, about 80 times the
-// default model at a 2k vocabulary.
+// checkpoint's config.json included). MaxParams is a sanity bound far above any model a CPU
+// trains (16 G parameters, 256 GiB of training state); what bounds a model in practice is the
+// machine's memory, which New and NewZero check against the weights and gradients they would
+// allocate, and a run against EstimateMemory's full estimate before it starts.
 const (
 	MaxDim    = 1 << 14
 	MaxLayers = 1 << 10
 	MaxHidden = 1 << 16
 	MaxSeqLen = 1 << 17
 	MaxVocab  = 1 << 21
-	MaxParams = 1 << 28
+	MaxParams = 1 << 34
 )
 
 // NumParams is the number of weights a model of c has (a tied LM head counts once), computed

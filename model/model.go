@@ -34,7 +34,7 @@ const initStd = 0.02
 // New builds a model with weights drawn from a PCG generator seeded with seed; the same config
 // and seed give bit-identical weights.
 func New(cfg Config, seed uint64) (*Model, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := checkAlloc(cfg); err != nil {
 		return nil, err
 	}
 	m := newEmpty(cfg, false)
@@ -59,10 +59,19 @@ func New(cfg Config, seed uint64) (*Model, error) {
 // NewZero builds a model whose weights are all zero, for loaders that overwrite every weight
 // (a checkpoint): drawing New's random weights first costs ~90 ms at the default size.
 func NewZero(cfg Config) (*Model, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := checkAlloc(cfg); err != nil {
 		return nil, err
 	}
 	return newEmpty(cfg, false), nil
+}
+
+// checkAlloc validates cfg and refuses, before allocating, a model whose weights and gradients
+// alone exceed the machine's memory (MachineMemory).
+func checkAlloc(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	return cfg.EstimateMemory(MemoryUse{}).CheckMemory(0)
 }
 
 func fillNormal(rng *rand.Rand, x []float32, std float64) {
