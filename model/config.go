@@ -32,26 +32,26 @@ type Config struct {
 	// Family is the Hugging Face model_type a checkpoint of the model is saved as: "" (llama),
 	// "llama", "mistral", "qwen2" or "qwen3". It decides which of the options below a model may
 	// have (those its architecture can express) and changes no computation itself.
-	Family string `yaml:"family"`
+	Family string `yaml:"family,omitempty"`
 	// HeadDimension is the width of one attention head (head_dim); 0 is Dim/Heads. Qwen3 sets
 	// it to a width that is not Dim/Heads: q_proj then has Heads·HeadDim outputs, not Dim.
-	HeadDimension int `yaml:"head_dim"`
+	HeadDimension int `yaml:"head_dim,omitempty"`
 	// QKVBias adds a bias to q_proj, k_proj and v_proj (Qwen2, attention_bias); OBias one to
 	// o_proj (attention_bias of Llama and Qwen3); MLPBias to gate_proj, up_proj and down_proj
 	// (Llama's mlp_bias).
-	QKVBias bool `yaml:"qkv_bias"`
-	OBias   bool `yaml:"o_bias"`
-	MLPBias bool `yaml:"mlp_bias"`
+	QKVBias bool `yaml:"qkv_bias,omitempty"`
+	OBias   bool `yaml:"o_bias,omitempty"`
+	MLPBias bool `yaml:"mlp_bias,omitempty"`
 	// QKNorm applies RMSNorm (weights q_norm and k_norm, HeadDim wide) to every head of the
 	// queries and keys before RoPE, as Qwen3 does.
-	QKNorm bool `yaml:"qk_norm"`
+	QKNorm bool `yaml:"qk_norm,omitempty"`
 	// SlidingWindow, when positive, lets each query attend only to the SlidingWindow most recent
 	// positions, its own included (Mistral; Qwen's use_sliding_window), in the layers from
 	// WindowFrom on (Qwen's max_window_layers; 0 for Mistral: all layers).
-	SlidingWindow int `yaml:"sliding_window"`
-	WindowFrom    int `yaml:"window_from_layer"`
+	SlidingWindow int `yaml:"sliding_window,omitempty"`
+	WindowFrom    int `yaml:"window_from_layer,omitempty"`
 	// RopeScaling rescales RoPE's frequencies (config.json's rope_scaling).
-	RopeScaling RopeScaling `yaml:"rope_scaling"`
+	RopeScaling RopeScaling `yaml:"rope_scaling,omitempty"`
 }
 
 // RopeScaling is a rope_scaling of config.json. Type "" is plain RoPE; "llama3" is Llama 3.1's
