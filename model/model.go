@@ -19,6 +19,9 @@ type Model struct {
 	// "BF16" or "F16"; "" is F32): the weights are float32 in memory whatever it is, and
 	// checkpoints of the model are saved in it unless told otherwise.
 	DType string
+	// LoRA holds the model's low-rank adapters (AddLoRA), nil without; with them the base
+	// weights are frozen.
+	LoRA *Adapters
 
 	ropeCos, ropeSin []float32 // (MaxSeq, HeadDim/2)
 	par              workers
@@ -144,6 +147,10 @@ func (m *Model) Clone() *Model {
 	copy(c.Params.Data, m.Params.Data)
 	c.par = m.par
 	c.DType = m.DType
+	if m.LoRA != nil {
+		c.AddLoRA(m.LoRA.Cfg, 0)
+		copy(c.LoRA.Data, m.LoRA.Data)
+	}
 	return c
 }
 
