@@ -2,7 +2,8 @@
 checkpoint's family test, and writes what it computed beside each checkpoint.
 
 Usage: python3 torch_reference.py DIR...
-Each DIR holds a Hugging Face checkpoint and tokens.json ({"tokens": [[...], ...]}, B rows of T
+Each DIR holds a Hugging Face checkpoint (and, in DIR/adapter, a PEFT LoRA adapter merged into
+it before anything is computed) and tokens.json ({"tokens": [[...], ...]}, B rows of T
 token ids). The script writes DIR/torch_out.safetensors (float32) with
   logits          [B, T, V]  the model's logits at every position
   loss            [1]        sum over rows and positions t < T-1 of log p(tokens[t+1] | tokens[:t+1])
@@ -23,6 +24,8 @@ def main(dirs):
     torch.manual_seed(0)
     for d in dirs:
         m = modeling.load_model(d)
+        if os.path.isdir(os.path.join(d, "adapter")):
+            modeling.load_adapter(m, os.path.join(d, "adapter"))
         with open(os.path.join(d, "tokens.json")) as f:
             tokens = torch.tensor(json.load(f)["tokens"], dtype=torch.int64)
         logits = m(tokens)
