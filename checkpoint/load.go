@@ -21,14 +21,21 @@ type Checkpoint struct {
 	State     *State // nil when none was saved
 }
 
-// Load reads a checkpoint folder: weights and config, the tokenizer, the value head when
-// value_head.safetensors is present, and the resume state when trainer_state.json is. The
+// Load reads a checkpoint folder: weights and config, the LoRA adapters when
+// adapter_config.json is present (LoadAdapter), the tokenizer, the value head when
+// value_head.safetensors is present, and the resume state when trainer_state.json is (the
+// optimizer's moments are then the adapters' for a model with adapters). The
 // tokenizer may not have more ids than config.json's vocab_size (a larger embedding table is
 // fine: models pad it).
 func Load(dir string) (*Checkpoint, error) {
 	m, err := LoadModel(dir)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, adapterConfigFile)); err == nil {
+		if _, err := LoadAdapter(dir, m); err != nil {
+			return nil, err
+		}
 	}
 	if err := loadValueHead(filepath.Join(dir, valueHeadFile), m); err != nil {
 		return nil, fmt.Errorf("checkpoint: load %s: %s: %w", dir, valueHeadFile, err)

@@ -224,3 +224,67 @@ func FuzzParseAdapterConfig(f *testing.F) {
 		}
 	})
 }
+
+// A checkpoint of a model with adapters holds the base weights, the adapters in PEFT's format
+// beside them and the optimizer's moments of the adapters: Load gives all three back, and the
+// merged export saves plain weights that compute the same.
+func TestLoRACheckpointResume(t *testing.T) {
+	m := newModel(t, tinyConfig(true), 4)
+	if err := m.AddLoRA(model.LoRAConfig{Rank: 2, Alpha: 4, Targets: []string{"q_proj", "down_proj"}}, 3); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range m.LoRA.Data {
+		m.LoRA.Data[i] = float32(rng.NormFloat64() * 0.1)
+	}
+	st := &State{Optimizer: randomState(len(m.LoRA.Data), 5), Extra: json.RawMessage(`{"step":3}`)}
+	dir := filepath.Join(t.TempDir(), "step-3")
+	mustSave(t, dir, m, st)
+	for _, f := range []string{adapterConfigFile, adapterWeightsFile, weightsFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ck, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ck.Model.HasLoRA() || firstDiff(ck.Model.LoRA.Data, m.LoRA.Data) >= 0 || firstDiff(ck.Model.Params.Data, m.Params.Data) >= 0 {
+		t.Fatal("weights or adapters differ after the round trip")
+	}
+	o := ck.State.Optimizer
+	if o == nil || o.Step != st.Optimizer.Step || firstDiff(o.M, st.Optimizer.M) >= 0 || firstDiff(o.V, st.Optimizer.V) >= 0 {
+		t.Fatal("the adapters' optimizer state differs after the round trip")
+	}
+	// Moments sized for the full model are refused for a model with adapters.
+	if err := Save(filepath.Join(t.TempDir(), "bad"), m, testTokenizer(t), &State{Optimizer: randomState(m.NumParams(), 1)}); err == nil {
+		t.Fatal("saved full-model moments with a model of adapters")
+	}
+	// The merged export is a plain checkpoint of the same function.
+	mdir := filepath.Join(t.TempDir(), "merged")
+	mustSave(t, mdir, m.Merged(), nil)
+	if _, err := os.Stat(filepath.Join(mdir, adapterConfigFile)); err == nil {
+		t.Fatal("the merged export has adapter files")
+	}
+	merged, err := LoadModel(mdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := []int32{1, 5, 2, 7, 3}
+	a, b := decodeAll(t, m, seq), decodeAll(t, merged, seq)
+	for i := range a {
+		if math.Abs(float64(a[i]-b[i])) > 1e-5 {
+			t.Fatalf("logit %d: %v with adapters, %v merged", i, a[i], b[i])
+		}
+	}
+}
+
+func decodeAll(t *testing.T, m *model.Model, seq []int32) []float32 {
+	t.Helper()
+	c := m.NewKVCache(1, len(seq))
+	out := make([]float32, m.Cfg.Vocab)
+	if err := m.Prefill(c, 0, seq, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

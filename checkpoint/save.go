@@ -147,6 +147,13 @@ func writeFolder(dir string, m *model.Model, tok *tokenizer.Tokenizer, st *State
 			return err
 		}
 	}
+	// Adapters go beside the base weights in PEFT's format: the folder is then both the base
+	// model and, for PEFT or vLLM, the adapter on it.
+	if m.HasLoRA() {
+		if err := SaveAdapter(dir, m, ""); err != nil {
+			return err
+		}
+	}
 	if err := hook("weights", dir); err != nil {
 		return err
 	}
@@ -170,7 +177,8 @@ func writeFolder(dir string, m *model.Model, tok *tokenizer.Tokenizer, st *State
 	}
 	if st != nil {
 		if st.Optimizer != nil {
-			moments := optimizerTensors(params, st.Optimizer)
+			_, _, trainable := m.Trainable() // the adapters' when the model has them
+			moments := optimizerTensors(trainable, st.Optimizer)
 			if err := WriteSafetensors(filepath.Join(dir, optimizerFile), moments, optimizerMetadata(st.Optimizer)); err != nil {
 				return err
 			}

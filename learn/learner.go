@@ -93,7 +93,8 @@ func New(m *model.Model, c Config, steps, rowLen int) (*Learner, error) {
 	if rowLen < 2 || rowLen > m.Cfg.MaxSeq {
 		return nil, fmt.Errorf("learn: row length %d must be in [2, model max_seq %d]", rowLen, m.Cfg.MaxSeq)
 	}
-	opt, err := optim.NewAdamW(c.Config, m.NumParams(), DecaySegments(&m.Params))
+	params, _, tensors := m.Trainable() // the adapters alone when the model has them
+	opt, err := optim.NewAdamW(c.Config, len(params), decaySegments(tensors))
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +119,7 @@ var ErrBrokenWeights = errors.New("learn: the update made the weights non-finite
 // apply clips the accumulated gradient, steps AdamW at the current step's learning rate and
 // clears the gradient.
 func (l *Learner) apply() (Update, error) {
-	g := l.Model.Grads.Data
+	params, g, _ := l.Model.Trainable()
 	var norm float32
 	if l.GradClip > 0 {
 		norm = optim.ClipGradNorm(g, l.GradClip)
@@ -130,7 +131,7 @@ func (l *Learner) apply() (Update, error) {
 		return Update{GradNorm: float64(norm)}, ErrNonFinite
 	}
 	lr := l.Sched.LR(l.Step)
-	if err := l.Opt.Step(l.Model.Params.Data, g, lr); err != nil {
+	if err := l.Opt.Step(params, g, lr); err != nil {
 		return Update{}, err
 	}
 	l.Model.ZeroGrad()
@@ -144,11 +145,12 @@ func (l *Learner) apply() (Update, error) {
 // parameters, cheap beside the AdamW step that precedes it.
 func checkWeights(m *model.Model) error {
 	const exp = 0x7f800000 // all exponent bits set: ±Inf or NaN
-	for i, v := range m.Params.Data {
+	params, _, tensors := m.Trainable()
+	for i, v := range params {
 		if math.Float32bits(v)&exp != exp {
 			continue
 		}
-		for _, t := range m.Params.Tensors() {
+		for _, t := range tensors {
 			if i >= t.Offset && i < t.Offset+len(t.Data) {
 				return fmt.Errorf("tensor %q index %d is %v", t.Name, i-t.Offset, v)
 			}

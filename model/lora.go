@@ -307,3 +307,17 @@ func (a *Adapters) gradOf(v []float32) []float32 {
 	}
 	panic("model: adapter view not found")
 }
+
+// Trainable is what an optimizer updates: the weights, their gradients and their tensors
+// (Params.Data, Grads.Data, Params.Tensors()), or, for a model with adapters, the adapters' (the
+// base is frozen).
+func (m *Model) Trainable() (data, grads []float32, tensors []NamedTensor) {
+	if m.LoRA != nil {
+		return m.LoRA.Data, m.LoRA.Grads, m.LoRA.Tensors()
+	}
+	return m.Params.Data, m.Grads.Data, m.Params.Tensors()
+}
+
+func sameLoRA(a, b LoRAConfig) bool {
+	return a.Rank == b.Rank && a.Alpha == b.Alpha && a.Dropout == b.Dropout && slices.Equal(a.Targets, b.Targets)
+}

@@ -137,8 +137,13 @@ func (m *Model) AddValueHead() {
 // Results are bit-identical for every setting; kernels.Sgemm schedules its own goroutines.
 func (m *Model) SetWorkers(n int) { m.par.n = max(n, 1) }
 
-// ZeroGrad clears the gradients.
-func (m *Model) ZeroGrad() { clear(m.Grads.Data) }
+// ZeroGrad clears the gradients, the adapters' included.
+func (m *Model) ZeroGrad() {
+	clear(m.Grads.Data)
+	if m.LoRA != nil {
+		clear(m.LoRA.Grads)
+	}
+}
 
 // Clone returns an independent copy of the weights with zero gradients and fresh workspaces,
 // e.g. a frozen reference policy or an inference snapshot.
@@ -156,6 +161,8 @@ func (m *Model) Clone() *Model {
 
 // CopyWeightsFrom overwrites m's weights with src's; the configs must be equal. The value head
 // is copied when both have one; otherwise m keeps its own (or none): what decodes is the same.
+// Adapters are copied too: m gets src's (made when m has none or others), or loses its own when
+// src has none.
 func (m *Model) CopyWeightsFrom(src *Model) error {
 	if src == nil {
 		return fmt.Errorf("model: CopyWeightsFrom nil model")
@@ -168,5 +175,17 @@ func (m *Model) CopyWeightsFrom(src *Model) error {
 		n = len(m.Params.Data)
 	}
 	copy(m.Params.Data[:n], src.Params.Data[:n])
+	switch {
+	case src.LoRA == nil:
+		m.LoRA = nil
+	case m.LoRA == nil || !sameLoRA(m.LoRA.Cfg, src.LoRA.Cfg):
+		m.LoRA = nil
+		if err := m.AddLoRA(src.LoRA.Cfg, 0); err != nil {
+			return err
+		}
+		fallthrough
+	default:
+		copy(m.LoRA.Data, src.LoRA.Data)
+	}
 	return nil
 }
