@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,6 +31,20 @@ func withAdapters(t *testing.T, dir string, targets []string, seed uint64) *mode
 	return m
 }
 
+// loraCases are the families the LoRA comparison runs on, with float32 bases (the merge is
+// then the only rounding).
+func loraCases() []familyCase {
+	var cases []familyCase
+	for _, fc := range familyCases() {
+		switch fc.name {
+		case "llama3.2", "qwen2.5", "qwen3", "mistral":
+			fc.dtype, fc.shard = "F32", 0
+			cases = append(cases, fc)
+		}
+	}
+	return cases
+}
+
 // TestLoRAMatchesPyTorch saves random adapters in PEFT's format beside a family checkpoint; the
 // PyTorch reference merges them into the base weights as PEFT defines them (W += alpha/r·B·A,
 // modeling.load_adapter) and computes logits and the gradient of the summed token log
@@ -39,50 +52,8 @@ func withAdapters(t *testing.T, dir string, targets []string, seed uint64) *mode
 // must give the same logits, and adapter gradients equal to the chain rule through the merge:
 // dA = alpha/r·Bᵀ·dW, dB = alpha/r·dW·Aᵀ.
 func TestLoRAMatchesPyTorch(t *testing.T) {
-	requireTorch(t)
-	root := t.TempDir()
-	var cases []familyCase
-	for _, fc := range familyCases() {
-		switch fc.name {
-		case "llama3.2", "qwen2.5", "qwen3", "mistral":
-			fc.dtype = "F32" // adapters on a float32 base: the merge is the only rounding
-			cases = append(cases, fc)
-		}
-	}
-	const B, T = 2, 16
-	models := make([]*model.Model, len(cases))
-	tokens := make([][][]int32, len(cases))
-	var dirs []string
-	for ci, fc := range cases {
-		dir := filepath.Join(root, fc.name)
-		writeFamilyCheckpoint(t, dir, fc, uint64(ci+11))
-		targets := allTargets
-		if ci%2 == 1 {
-			targets = []string{"q_proj", "v_proj", "down_proj"}
-		}
-		models[ci] = withAdapters(t, dir, targets, uint64(ci+1))
-		if err := SaveAdapter(filepath.Join(dir, "adapter"), models[ci], fc.name); err != nil {
-			t.Fatal(err)
-		}
-		rng := rand.New(rand.NewPCG(uint64(ci), 8))
-		tokens[ci] = make([][]int32, B)
-		for b := range B {
-			tokens[ci][b] = make([]int32, T)
-			for i := range T {
-				tokens[ci][b][i] = int32(rng.IntN(fc.cfg.Vocab))
-			}
-		}
-		data, _ := json.Marshal(map[string]any{"tokens": tokens[ci]})
-		if err := os.WriteFile(filepath.Join(dir, "tokens.json"), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		dirs = append(dirs, dir)
-	}
-	cmd := exec.Command(torchPython, append([]string{filepath.Join("testdata", "torch_reference.py")}, dirs...)...)
-	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("PyTorch reference failed: %v\n%s", err, out)
-	}
+	fix := torchFixture(t)
+	cases, dirs, tokens, models := fix.lora, fix.loraDirs, fix.loraTokens, fix.loraModels
 	for ci, fc := range cases {
 		t.Run(fc.name, func(t *testing.T) {
 			m := models[ci]

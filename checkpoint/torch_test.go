@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentrl/agentrl/model"
@@ -136,34 +137,9 @@ func writeFamilyCheckpoint(t *testing.T, dir string, fc familyCase, seed uint64)
 // prefill equals step-by-step decoding bit for bit, and a row's logits do not depend on the rows
 // decoded beside it.
 func TestFamiliesMatchPyTorch(t *testing.T) {
-	requireTorch(t)
-	root := t.TempDir()
-	cases := familyCases()
-	const B, T = 3, 20
-	var dirs []string
-	tokens := make([][][]int32, len(cases))
-	for ci, fc := range cases {
-		dir := filepath.Join(root, fc.name)
-		writeFamilyCheckpoint(t, dir, fc, uint64(ci+1))
-		rng := rand.New(rand.NewPCG(uint64(ci), 7))
-		tokens[ci] = make([][]int32, B)
-		for b := range tokens[ci] {
-			tokens[ci][b] = make([]int32, T)
-			for i := range T {
-				tokens[ci][b][i] = int32(rng.IntN(fc.cfg.Vocab))
-			}
-		}
-		data, _ := json.Marshal(map[string]any{"tokens": tokens[ci]})
-		if err := os.WriteFile(filepath.Join(dir, "tokens.json"), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		dirs = append(dirs, dir)
-	}
-	cmd := exec.Command(torchPython, append([]string{filepath.Join("testdata", "torch_reference.py")}, dirs...)...)
-	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1") // nothing written into the source tree
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("PyTorch reference failed: %v\n%s", err, out)
-	}
+	fix := torchFixture(t)
+	cases, dirs := fix.fam, fix.famDirs
+	tokens := fix.famTokens
 	for ci, fc := range cases {
 		t.Run(fc.name, func(t *testing.T) {
 			dir := dirs[ci]
@@ -185,6 +161,103 @@ func TestFamiliesMatchPyTorch(t *testing.T) {
 			checkDecodeGuarantees(t, m, tokens[ci])
 		})
 	}
+}
+
+// torchRun is the PyTorch reference's output for the family and LoRA tests, computed once
+// for both in one interpreter (importing torch is most of its time).
+type torchRun struct {
+	fam        []familyCase
+	famDirs    []string
+	famTokens  [][][]int32
+	lora       []familyCase
+	loraDirs   []string
+	loraTokens [][][]int32
+	loraModels []*model.Model
+}
+
+var (
+	torchOnce sync.Once
+	torchFix  *torchRun
+	torchErr  error
+	torchRoot string // removed by TestMain
+)
+
+// torchFixture writes every case's checkpoint, tokens (and adapters) and runs the reference
+// over all of them, once per test binary.
+func torchFixture(t *testing.T) *torchRun {
+	t.Helper()
+	requireTorch(t)
+	torchOnce.Do(func() {
+		torchRoot, torchErr = os.MkdirTemp("", "agentrl-torch-")
+		if torchErr != nil {
+			return
+		}
+		f := &torchRun{}
+		var all []string
+		tokensFor := func(dir string, seed uint64, vocab, B, T int) [][]int32 {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			toks := make([][]int32, B)
+			for b := range toks {
+				toks[b] = make([]int32, T)
+				for i := range T {
+					toks[b][i] = int32(rng.IntN(vocab))
+				}
+			}
+			data, _ := json.Marshal(map[string]any{"tokens": toks})
+			if err := os.WriteFile(filepath.Join(dir, "tokens.json"), data, 0o644); err != nil && torchErr == nil {
+				torchErr = err
+			}
+			return toks
+		}
+		for ci, fc := range familyCases() {
+			dir := filepath.Join(torchRoot, fc.name)
+			writeFamilyCheckpoint(t, dir, fc, uint64(ci+1))
+			f.fam, f.famDirs = append(f.fam, fc), append(f.famDirs, dir)
+			f.famTokens = append(f.famTokens, tokensFor(dir, uint64(ci), fc.cfg.Vocab, 3, 20))
+			all = append(all, dir)
+		}
+		for ci, fc := range loraCases() {
+			dir := filepath.Join(torchRoot, "lora-"+fc.name)
+			writeFamilyCheckpoint(t, dir, fc, uint64(ci+11))
+			targets := allTargets
+			if ci%2 == 1 {
+				targets = []string{"q_proj", "v_proj", "down_proj"}
+			}
+			m := withAdapters(t, dir, targets, uint64(ci+1))
+			if err := SaveAdapter(filepath.Join(dir, "adapter"), m, fc.name); err != nil {
+				torchErr = err
+				return
+			}
+			f.lora, f.loraDirs, f.loraModels = append(f.lora, fc), append(f.loraDirs, dir), append(f.loraModels, m)
+			f.loraTokens = append(f.loraTokens, tokensFor(dir, uint64(ci), fc.cfg.Vocab, 2, 16))
+			all = append(all, dir)
+		}
+		if torchErr != nil {
+			return
+		}
+		cmd := exec.Command(torchPython, append([]string{filepath.Join("testdata", "torch_reference.py")}, all...)...)
+		cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1") // nothing written into the source tree
+		if out, err := cmd.CombinedOutput(); err != nil {
+			torchErr = fmt.Errorf("PyTorch reference failed: %v\n%s", err, out)
+			return
+		}
+		torchFix = f
+	})
+	if torchErr != nil {
+		t.Fatal(torchErr)
+	}
+	if torchFix == nil {
+		t.Fatal("writing the PyTorch comparison's checkpoints failed in an earlier test")
+	}
+	return torchFix
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if torchRoot != "" {
+		os.RemoveAll(torchRoot)
+	}
+	os.Exit(code)
 }
 
 // closeTo reports the worst |got-want| relative to the largest |want| of the tensor; float32
