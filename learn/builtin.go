@@ -175,7 +175,7 @@ func (b *Builtin) sameAsLast(s *Seqs) bool {
 // OptimStep implements Backend: clip, AdamW at o.LR, clear the gradient.
 func (b *Builtin) OptimStep(_ context.Context, o OptimStep) (Update, error) {
 	b.last, b.lastPacked = nil, nil
-	g := b.Model.Grads.Data
+	params, g, _ := b.Model.Trainable() // the adapters alone when the model has them
 	var norm float32
 	if o.GradClip > 0 {
 		norm = optim.ClipGradNorm(g, o.GradClip)
@@ -187,7 +187,7 @@ func (b *Builtin) OptimStep(_ context.Context, o OptimStep) (Update, error) {
 		return Update{GradNorm: float64(norm)}, ErrNonFinite
 	}
 	lr := o.LR
-	if err := b.Opt.Step(b.Model.Params.Data, g, lr); err != nil {
+	if err := b.Opt.Step(params, g, lr); err != nil {
 		return Update{}, err
 	}
 	b.Model.ZeroGrad()

@@ -101,7 +101,8 @@ func New(m *model.Model, c Config, steps, rowLen int) (*Learner, error) {
 	if rowLen < 2 || rowLen > m.Cfg.MaxSeq {
 		return nil, fmt.Errorf("learn: row length %d must be in [2, model max_seq %d]", rowLen, m.Cfg.MaxSeq)
 	}
-	opt, err := optim.NewAdamW(c.Config, m.NumParams(), DecaySegments(&m.Params))
+	params, _, tensors := m.Trainable() // the adapters alone when the model has them
+	opt, err := optim.NewAdamW(c.Config, len(params), decaySegments(tensors))
 	if err != nil {
 		return nil, err
 	}
@@ -158,11 +159,12 @@ func (l *Learner) ctx() context.Context {
 // parameters, cheap beside the AdamW step that precedes it.
 func checkWeights(m *model.Model) error {
 	const exp = 0x7f800000 // all exponent bits set: ±Inf or NaN
-	for i, v := range m.Params.Data {
+	params, _, tensors := m.Trainable()
+	for i, v := range params {
 		if math.Float32bits(v)&exp != exp {
 			continue
 		}
-		for _, t := range m.Params.Tensors() {
+		for _, t := range tensors {
 			if i >= t.Offset && i < t.Offset+len(t.Data) {
 				return fmt.Errorf("tensor %q index %d is %v", t.Name, i-t.Offset, v)
 			}

@@ -56,7 +56,9 @@ func (m *Model) backward(b *Batch, dLogprobs, dEntropy, dValues []float32) error
 			kernels.LogprobEntropyBackward(w.logits[lo*V:hi*V], w.logits[lo*V:hi*V], w.headLSE[lo:hi], w.entT[lo:hi],
 				w.tgt[lo:hi], w.dlpT[lo:hi], w.dentT[lo:hi], hi-lo, V)
 		})
-		m.linearWeightGrad(nt, V, C, w.logits, w.lnfT, g.LMHead)
+		if m.LoRA == nil {
+			m.linearWeightGrad(nt, V, C, w.logits, w.lnfT, g.LMHead)
+		}
 		if dValues != nil {
 			m.valueHeadBackward(dValues) // reads lnfT before it becomes d(lnfT)
 		}
@@ -94,6 +96,9 @@ func (m *Model) backward(b *Batch, dLogprobs, dEntropy, dValues []float32) error
 	for l := c.Layers - 1; l >= 0; l-- {
 		m.blockBackward(l, b)
 	}
+	if m.LoRA != nil {
+		return nil // the embedding is frozen
+	}
 	// A task a range of token ids, whose rows of the embedding's gradient it alone writes, each
 	// still summing its positions in order.
 	m.par.rows(V, V/min(m.par.n, 4), func(lo, hi int) {
@@ -121,25 +126,50 @@ func (m *Model) blockBackward(l int, b *Batch) {
 	dqkv, datty, dgu, dsw := w.dqkv[:n*Q], w.datty[:n*A], w.dgu[:n*2*H], w.dsw[:n*H]
 
 	// MLP: next = mid + sw·Downᵀ, so d(mid) starts as dres and gains the MLP branch below.
-	m.biasGrad(g.DownBias, dres, n)
+	frozen := m.LoRA != nil // only the adapters train
+	if !frozen {
+		m.biasGrad(g.DownBias, dres, n)
+	}
 	linearInputGrad(n, C, H, dres, p.Down, dsw)
-	m.linearWeightGrad(n, C, H, dres, sw, g.Down)
+	if frozen {
+		m.loraBackward(l, linDown, n, sw, dres, C, dsw)
+	} else {
+		m.linearWeightGrad(n, C, H, dres, sw, g.Down)
+	}
 	m.par.rows(n, minRows, func(lo, hi int) {
 		kernels.SwiGLUBackwardSet(dgu[lo*2*H:hi*2*H], dsw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
 	})
-	m.biasGrad(g.GateUpBias, dgu, n)
+	if !frozen {
+		m.biasGrad(g.GateUpBias, dgu, n)
+	}
 	linearInputGrad(n, 2*H, C, dgu, p.GateUp, dln)
-	m.linearWeightGrad(n, 2*H, C, dgu, ln2, g.GateUp)
+	if frozen {
+		m.loraBackward(l, linGateUp, n, ln2, dgu, 2*H, dln)
+	} else {
+		m.linearWeightGrad(n, 2*H, C, dgu, ln2, g.GateUp)
+	}
 	m.normBackward(dres, g.MLPNorm, dln, mid, p.MLPNorm, rstd2, n, false)
 
 	// Attention: mid = x + atty·Oᵀ.
-	m.biasGrad(g.OBias, dres, n)
+	if !frozen {
+		m.biasGrad(g.OBias, dres, n)
+	}
 	linearInputGrad(n, C, A, dres, p.O, datty)
-	m.linearWeightGrad(n, C, A, dres, atty, g.O)
+	if frozen {
+		m.loraBackward(l, linO, n, atty, dres, C, datty)
+	} else {
+		m.linearWeightGrad(n, C, A, dres, atty, g.O)
+	}
 	m.attentionBackward(l, b, qkv, atty, datty, dqkv) // then RoPE's backward
-	m.biasGrad(g.QKVBias, dqkv, n)
+	if !frozen {
+		m.biasGrad(g.QKVBias, dqkv, n)
+	}
 	linearInputGrad(n, Q, C, dqkv, p.QKV, dln)
-	m.linearWeightGrad(n, Q, C, dqkv, ln1, g.QKV)
+	if frozen {
+		m.loraBackward(l, linQKV, n, ln1, dqkv, Q, dln)
+	} else {
+		m.linearWeightGrad(n, Q, C, dqkv, ln1, g.QKV)
+	}
 	m.normBackward(dres, g.AttnNorm, dln, x, p.AttnNorm, rstd1, n, false)
 }
 
@@ -166,6 +196,9 @@ func (m *Model) normBackward(dinp, dweight, dout, inp, weight, rstd []float32, n
 		}
 		kernels.RMSNormBackward(dinp[lo*C:hi*C], dw, dout[lo*C:hi*C], inp[lo*C:hi*C], weight, rstd[lo:hi], hi-lo, C)
 	})
+	if m.LoRA != nil {
+		return // the norms' weights are frozen
+	}
 	for ch := range chunks {
 		for j, v := range part[ch*C : (ch+1)*C] {
 			dweight[j] += v
@@ -200,7 +233,7 @@ func (m *Model) attentionBackward(l int, b *Batch, qkv, atty, datty, dqkv []floa
 			m.qkNormBackward(l, i, worker, t, dqkv[t.i0*Q:], n)
 		}
 	})
-	if c.QKNorm {
+	if c.QKNorm && m.LoRA == nil {
 		// Each task's q_norm and k_norm gradients, added in task order: the same sum on any
 		// number of goroutines.
 		gl := &m.Grads.Layers[l]

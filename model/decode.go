@@ -60,8 +60,12 @@ func (m *Model) packDecodeWeights(prec Precision) {
 		w = &decodeWeights{layers: make([]packedLayer, cfg.Layers)}
 	}
 	grouped := make([]float32, len(m.Params.Layers[0].QKV))
+	src := m
+	if m.LoRA != nil {
+		src = m.Merged() // decoding reads the base weights with the adapters merged in
+	}
 	for l := range cfg.Layers {
-		p, pl := &m.Params.Layers[l], &w.layers[l]
+		p, pl := &src.Params.Layers[l], &w.layers[l]
 		cfg.groupQKV(grouped, p.QKV)
 		pl.qkv.pack(prec, grouped, cfg.qkvDim(), C)
 		pl.o.pack(prec, p.O, C, cfg.attnDim())
@@ -203,6 +207,9 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 		}
 	}
 	n, C := len(tokens), cfg.Dim
+	if m.LoRA != nil && m.dec.packed == nil {
+		m.PackDecodeWeights() // the adapters are merged into the packed weights
+	}
 	d := m.sizeDecode(n, c.maxLen)
 	for _, r := range runs {
 		for j := 0; j < r.L; j++ {

@@ -244,3 +244,35 @@ func TestFamilyDecodeMatchesForward(t *testing.T) {
 		}
 	}
 }
+
+func TestEstimateMemoryMatchesAllocation(t *testing.T) {
+	for name, cfg := range familyConfigs() {
+		m := newTestModel(t, cfg, 1)
+		e := cfg.EstimateMemory(MemoryUse{Train: true, TrainTokens: 18, CacheSlots: 2, CacheLen: 16, DecodeWeights: F32})
+		if e.Weights != int64(4*len(m.Params.Data)) || e.Grads != e.Weights || e.Optimizer != 2*e.Weights {
+			t.Errorf("%s: %+v for %d weights", name, e, len(m.Params.Data))
+		}
+		if got := int64(4 * (len(m.NewKVCache(2, 16).k) + len(m.NewKVCache(2, 16).v))); e.KVCache != got {
+			t.Errorf("%s: KV cache estimate %d, allocated %d", name, e.KVCache, got)
+		}
+		// The training workspace after a step of 2×9 tokens, all with targets.
+		rng := rand.New(rand.NewPCG(1, 1))
+		b := packedBatch(t, 9, randTokens(rng, 9, cfg.Vocab), randTokens(rng, 9, cfg.Vocab))
+		for i := range b.Targets {
+			b.Targets[i] = 0
+		}
+		forward(t, m, b)
+		w := &m.train
+		var held int
+		for _, s := range [][]float32{w.res, w.ln1, w.rstd1, w.qkv, w.lse, w.atty, w.mid, w.ln2, w.rstd2, w.gu, w.sw, w.lnf, w.rstdf,
+			w.dres, w.dln, w.dqkv, w.datty, w.dgu, w.dsw, w.qkRaw, w.qkRstd, w.logits, w.lnfT} {
+			held += 4 * len(s)
+		}
+		if d := float64(e.Activations-int64(held)) / float64(held); d < 0 || d > 0.35 {
+			t.Errorf("%s: activation estimate %d, the workspace holds %d", name, e.Activations, held)
+		}
+	}
+	if parseMemTotal([]byte("MemTotal:       24576000 kB\nMemFree: 1 kB\n")) != 24576000<<10 || parseMemTotal([]byte("junk")) != 0 {
+		t.Error("parseMemTotal")
+	}
+}

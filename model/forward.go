@@ -184,19 +184,31 @@ func (m *Model) blockForward(l int, b *Batch) {
 		copy(mid[lo*C:hi*C], x[lo*C:hi*C])
 	})
 	m.linearForward(l, linQKV, n, ln1, 0, qkv)
+	if m.LoRA != nil {
+		m.loraForward(l, linQKV, n, ln1, qkv, Q)
+	}
 	m.attentionForward(l, b, qkv, atty) // rotates q and k by RoPE first
 	m.linearForward(l, linO, n, atty, 1, mid)
+	if m.LoRA != nil {
+		m.loraForward(l, linO, n, atty, mid, C)
+	}
 	m.par.rows(n, minRows, func(lo, hi int) {
 		addBias(mid, p.OBias, lo, hi)
 		kernels.RMSNormForward(ln2[lo*C:hi*C], rstd2[lo:hi], mid[lo*C:hi*C], p.MLPNorm, hi-lo, C, c.NormEps)
 		copy(next[lo*C:hi*C], mid[lo*C:hi*C])
 	})
 	m.linearForward(l, linGateUp, n, ln2, 0, gu)
+	if m.LoRA != nil {
+		m.loraForward(l, linGateUp, n, ln2, gu, 2*H)
+	}
 	m.par.rows(n, minRows, func(lo, hi int) {
 		addBias(gu, p.GateUpBias, lo, hi)
 		kernels.SwiGLUForward(sw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
 	})
 	m.linearForward(l, linDown, n, sw, 1, next)
+	if m.LoRA != nil {
+		m.loraForward(l, linDown, n, sw, next, C)
+	}
 	if p.DownBias != nil {
 		m.par.rows(n, minRows, func(lo, hi int) { addBias(next, p.DownBias, lo, hi) })
 	}

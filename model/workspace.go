@@ -61,6 +61,8 @@ type trainWorkspace struct {
 	packed [][numLinear]kernels.PackedWeights
 	head   kernels.PackedWeights // the LM head, packed by packThin in a thin model
 
+	lora loraWorkspace // the adapters' (AddLoRA)
+
 	fwd *Batch // the batch of the last Forward whose activations are intact, nil after Backward
 }
 

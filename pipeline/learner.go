@@ -44,6 +44,9 @@ func (r *Run) attachLearner(l *learn.Learner, p Phase, ref string) error {
 	if !c.External() {
 		return nil
 	}
+	if r.model.HasLoRA() {
+		return errors.New("learner: backend http and torch train full weights; LoRA adapters train on the builtin backend")
+	}
 	ctx := context.Background()
 	dir := filepath.Join(r.Dir, "learner")
 	start := filepath.Join(dir, "start-"+p.Name)

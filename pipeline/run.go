@@ -315,12 +315,22 @@ func (r *Run) initModel() error {
 		if err := r.buildTokenizer(); err != nil {
 			return err
 		}
-		m, err := model.New(r.Cfg.modelConfig(r.tok.VocabSize()), r.Cfg.Seed)
+		mc := r.Cfg.modelConfig(r.tok.VocabSize())
+		if err := mc.Validate(); err != nil {
+			return err
+		}
+		if err := r.checkMemory(mc); err != nil { // before the model is allocated
+			return err
+		}
+		m, err := model.New(mc, r.Cfg.Seed)
 		r.model = m
 		return err
 	}
 	ck, err := checkpoint.Load(r.Cfg.Init)
 	if err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	if err := r.checkMemory(ck.Model.Cfg); err != nil {
 		return fmt.Errorf("init: %w", err)
 	}
 	if want := r.Cfg.modelConfig(ck.Tokenizer.VocabSize()); ck.Model.Cfg != want {

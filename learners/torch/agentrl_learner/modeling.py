@@ -35,6 +35,7 @@ __all__ = [
     "read_safetensors",
     "write_safetensors",
     "state_dict_names",
+    "load_adapter",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -428,3 +429,37 @@ def save_model(model, path, dtype=torch.float32):
         json.dump(cfg, f, indent=2)
     write_safetensors(os.path.join(path, "model.safetensors"), model.state_dict(), dtype,
                       {"format": "pt"})
+
+
+# ---------------------------------------------------------------------------------------------
+# LoRA adapters in PEFT's format
+# ---------------------------------------------------------------------------------------------
+
+
+def load_adapter(model, path):
+    """Merges the PEFT LoRA adapter in folder path into model's weights: for each target module,
+    W += (lora_alpha / r) * lora_B @ lora_A, reading adapter_config.json and
+    adapter_model.safetensors (tensor names base_model.model.<module>.lora_A.weight)."""
+    with open(os.path.join(path, "adapter_config.json")) as f:
+        cfg = json.load(f)
+    if cfg.get("peft_type") != "LORA" or cfg.get("use_dora") or cfg.get("use_rslora"):
+        raise ValueError("only plain LoRA adapters are supported")
+    scale = float(cfg["lora_alpha"]) / int(cfg["r"])
+    targets = set(cfg["target_modules"])
+    tensors = read_safetensors(os.path.join(path, "adapter_model.safetensors"))
+    params = dict(model.named_parameters())
+    merged = 0
+    with torch.no_grad():
+        for name, a in tensors.items():
+            if not name.endswith(".lora_A.weight"):
+                continue
+            module = name[len("base_model.model."):-len(".lora_A.weight")]
+            if module.split(".")[-1] not in targets:
+                raise ValueError(f"adapter tensor {name} is not on a target module")
+            b = tensors[name.replace("lora_A", "lora_B")]
+            w = params[module + ".weight"]
+            w += scale * (b @ a)
+            merged += 1
+    if 2 * merged != len(tensors):
+        raise ValueError("adapter tensors do not pair up as lora_A and lora_B")
+    return model
