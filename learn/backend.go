@@ -118,7 +118,9 @@ type OptimStep struct {
 type Artifact struct {
 	Version int32
 	// Dir is a Hugging Face checkpoint folder (config.json, model.safetensors) holding the full
-	// weights; empty for the in-process backend, whose weights are the model itself.
+	// weights, or, for a learner training a LoRA adapter, the adapter in PEFT's format
+	// (adapter_config.json, adapter_model.safetensors); empty for the in-process backend, whose
+	// weights are the model itself.
 	Dir string
 }
 

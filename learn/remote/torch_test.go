@@ -331,3 +331,85 @@ func TestTorchLearnerFaults(t *testing.T) {
 		t.Fatalf("after recovery the learner is at %d updates, the client at %d; want 3", info.Steps, c.OptimizerSteps())
 	}
 }
+
+// A LoRA step: from one checkpoint with a PEFT adapter, the built-in learner and the PyTorch
+// learner train the adapter alone to the same adapter weights (the base frozen on both sides),
+// with the same logprobs and loss.
+func TestTorchLoRAParity(t *testing.T) {
+	skipWithoutTorch(t, nil)
+	m := tinyModel(t, 13)
+	base := filepath.Join(t.TempDir(), "base")
+	writeFolder(t, base, m)
+	if err := m.AddLoRA(model.LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"q_proj", "v_proj", "gate_proj", "down_proj"}}, 3); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(4, 4))
+	for i := range m.LoRA.Data { // B starts at zero; give it weight so that both factors train
+		m.LoRA.Data[i] += 0.02 * float32(rng.NormFloat64())
+	}
+	adapter := filepath.Join(t.TempDir(), "adapter")
+	if err := checkpoint.SaveAdapter(adapter, m, base); err != nil {
+		t.Fatal(err)
+	}
+	_, c := startTorch(t, base, "", time.Minute, "--adapter", adapter)
+
+	b, err := algo.FromTrajectories(episodes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := b.NumTokens()
+	s := &learn.Seqs{Tokens: b.Tokens, Offsets: b.Offsets, Mask: b.Mask}
+	want := learn.Outputs{Logprobs: make([]float32, n)}
+	got := learn.Outputs{Logprobs: make([]float32, n)}
+	if err := (&learn.Builtin{Model: m, RowLen: 32}).Forward(context.Background(), s, learn.ForwardOptions{}, &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Forward(context.Background(), s, learn.ForwardOptions{}, &got); err != nil {
+		t.Fatal(err)
+	}
+	compare(t, "logprobs with the adapter", got.Logprobs, want.Logprobs, 1e-5, 1e-5)
+
+	ll := newLearner(t, m)
+	rl := newLearner(t, m.Clone())
+	rl.Backend = c
+	lu, ru := rlUpdate(t, ll, algo.DefaultLossConfig()), rlUpdate(t, rl, algo.DefaultLossConfig())
+	a, err := lu.Step(episodes(), 0, rand.New(rand.NewPCG(9, 9)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bb, err := ru.Step(episodes(), 0, rand.New(rand.NewPCG(9, 9)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Updates != 4 || bb.Updates != 4 || !near(bb.Loss, a.Loss, 1e-6, 1e-4) || !near(bb.GradNorm, a.GradNorm, 1e-6, 1e-4) {
+		t.Fatalf("built-in %d updates, loss %v, grad norm %v; torch %d, %v, %v", a.Updates, a.Loss, a.GradNorm, bb.Updates, bb.Loss, bb.GradNorm)
+	}
+	art, err := c.SaveForSampler(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trained, err := checkpoint.LoadModel(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoint.LoadAdapter(art.Dir, trained); err != nil {
+		t.Fatal(err)
+	}
+	compare(t, "adapter after the step", trained.LoRA.Data, m.LoRA.Data, optimConfig.LR*1e-3, 1e-5)
+	frozen, _ := checkpoint.LoadModel(base)
+	if !slices.Equal(frozen.Params.Data, m.Params.Data) {
+		t.Fatal("the built-in learner moved the frozen base")
+	}
+	if _, err := checkpoint.LoadAdapter(adapter, frozen); err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for i, v := range trained.LoRA.Data {
+		if v != frozen.LoRA.Data[i] {
+			moved++
+		}
+	}
+	if moved < len(trained.LoRA.Data)/2 {
+		t.Fatalf("only %d of %d adapter weights moved", moved, len(trained.LoRA.Data))
+	}
+}

@@ -82,9 +82,74 @@ class HFModel(torch.nn.Module):
         return {k[len("hf."):]: v for k, v in self.state_dict().items()}
 
 
+class LoRALinear(torch.nn.Module):
+    """A frozen nn.Linear plus PEFT's LoRA: y = base(x) + (alpha/r)·(x·Aᵀ)·Bᵀ."""
+
+    def __init__(self, base, a, b, scale):
+        super().__init__()
+        self.base = base
+        for p in self.base.parameters():
+            p.requires_grad_(False)
+        self.lora_A = torch.nn.Parameter(a)
+        self.lora_B = torch.nn.Parameter(b)
+        self.scale = scale
+
+    def forward(self, x):
+        return self.base(x) + self.scale * ((x @ self.lora_A.t().to(x.dtype)) @ self.lora_B.t().to(x.dtype))
+
+
+PEFT_PREFIX = "base_model.model."
+
+
+def attach_adapter(model, adapter_dir):
+    """Wraps the target projections of model with the PEFT LoRA adapter in adapter_dir; returns
+    (adapter_config dict, {PEFT tensor name: parameter})."""
+    with open(os.path.join(adapter_dir, "adapter_config.json")) as f:
+        cfg = json.load(f)
+    if cfg.get("peft_type") != "LORA":
+        raise ValueError(f"adapter peft_type {cfg.get('peft_type')!r} is not LORA")
+    for key, ok in (("use_dora", False), ("use_rslora", False), ("fan_in_fan_out", False)):
+        if bool(cfg.get(key, False)) != ok:
+            raise ValueError(f"adapter {key} is not supported")
+    if cfg.get("bias", "none") != "none" or cfg.get("modules_to_save") or cfg.get("layers_to_transform") \
+            or cfg.get("rank_pattern") or cfg.get("alpha_pattern"):
+        raise ValueError("adapter bias, modules_to_save, layers_to_transform and rank/alpha patterns are not supported")
+    if float(cfg.get("lora_dropout", 0) or 0) != 0:
+        raise ValueError("adapter lora_dropout must be 0 for training here")
+    r, alpha = int(cfg["r"]), float(cfg["lora_alpha"])
+    scale = f32(alpha / r)
+    sd = modeling.read_safetensors(os.path.join(adapter_dir, "adapter_model.safetensors"))
+    for p in model.parameters():
+        p.requires_grad_(False)
+    pairs = {}
+    for name, t in sd.items():
+        if not name.startswith(PEFT_PREFIX) or not (name.endswith(".lora_A.weight") or name.endswith(".lora_B.weight")):
+            raise ValueError(f"adapter tensor {name!r} is not a PEFT LoRA weight")
+        path, ab = name[len(PEFT_PREFIX):].rsplit(".lora_", 1)
+        pairs.setdefault(path, {})[ab[0]] = (name, t)
+    named = {}
+    for path, ab in sorted(pairs.items()):
+        if set(ab) != {"A", "B"}:
+            raise ValueError(f"adapter of {path} lacks lora_A or lora_B")
+        parent_path, leaf = path.rsplit(".", 1)
+        parent = model.get_submodule(parent_path)
+        base = getattr(parent, leaf)
+        if not isinstance(base, torch.nn.Linear):
+            raise ValueError(f"adapter target {path} is not a linear layer")
+        (na, a), (nb, b) = ab["A"], ab["B"]
+        if tuple(a.shape) != (r, base.in_features) or tuple(b.shape) != (base.out_features, r):
+            raise ValueError(f"adapter of {path}: shapes {list(a.shape)}, {list(b.shape)} do not fit rank {r}")
+        wrapped = LoRALinear(base, a.clone(), b.clone(), scale)
+        setattr(parent, leaf, wrapped)
+        named[na], named[nb] = wrapped.lora_A, wrapped.lora_B
+    if not named:
+        raise ValueError("the adapter has no tensors")
+    return cfg, named
+
+
 class Learner:
     def __init__(self, model_dir, device="cpu", bf16=False, max_tokens=16384, reference_dir=None,
-                 beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.0, value_head=False):
+                 beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.0, value_head=False, adapter_dir=None):
         self.device = torch.device(device)
         self.bf16 = bool(bf16)
         if self.bf16 and self.device.type != "cuda":
@@ -98,14 +163,22 @@ class Learner:
                 raise ValueError(f"{name} must be in [0, 1), got {v}")
         if not self.eps > 0 or not self.wd >= 0 or math.isinf(self.wd):
             raise ValueError("eps must be positive and weight_decay finite and non-negative")
-        self.model = load_causal_lm(model_dir).to(self.device)
+        self.model = load_causal_lm(model_dir)
+        self.adapter_cfg, self.adapter = None, None
+        if adapter_dir:
+            if value_head:
+                raise ValueError("a value head beside LoRA adapters is not supported")
+            self.adapter_cfg, self.adapter = attach_adapter(self.model, adapter_dir)
+        self.model = self.model.to(self.device)
+        if self.adapter is not None:  # the parameters moved with the model
+            self.adapter = {n: p for n, p in self._adapter_params()}
         with open(os.path.join(model_dir, "config.json")) as f:
             self.config = json.load(f)
         self.vocab = int(self.config["vocab_size"])
         self.dim = int(self.config["hidden_size"])
         self.value = None
         vh = os.path.join(model_dir, "value_head.safetensors")
-        if os.path.exists(vh):
+        if os.path.exists(vh) and self.adapter is None:
             self._load_value_head(modeling.read_safetensors(vh))
         elif value_head:
             self.value = {VALUE_WEIGHT: torch.zeros(1, self.dim, device=self.device, requires_grad=True),
@@ -121,8 +194,17 @@ class Learner:
 
     # ----- parameters --------------------------------------------------------------------
 
+    def _adapter_params(self):
+        for path, mod in self.model.named_modules():
+            if isinstance(mod, LoRALinear):
+                yield PEFT_PREFIX + path + ".lora_A.weight", mod.lora_A
+                yield PEFT_PREFIX + path + ".lora_B.weight", mod.lora_B
+
     def named_tensors(self):
-        """name -> parameter, the checkpoint's names (value head last)."""
+        """name -> trained parameter, the checkpoint's names (value head last); with a LoRA
+        adapter, its tensors alone under PEFT's names (the base is frozen)."""
+        if self.adapter is not None:
+            return dict(self.adapter)
         if isinstance(self.model, HFModel):
             named = dict(self.model.hf.named_parameters())
         else:
@@ -328,10 +410,15 @@ class Learner:
         os.makedirs(parent, exist_ok=True)
         tmp = tempfile.mkdtemp(prefix="." + os.path.basename(dir) + ".tmp-", dir=parent)
         try:
-            sd, head = self._weights()
-            with open(os.path.join(tmp, "config.json"), "w") as f:
-                json.dump(self.config, f, indent=2)
-            modeling.write_safetensors(os.path.join(tmp, "model.safetensors"), sd, torch.float32, {"format": "pt"})
+            if self.adapter is not None:
+                # The adapter, in PEFT's format; a state folder also holds the adapter's moments.
+                self._write_adapter(tmp)
+                sd, head = {}, {}
+            else:
+                sd, head = self._weights()
+                with open(os.path.join(tmp, "config.json"), "w") as f:
+                    json.dump(self.config, f, indent=2)
+                modeling.write_safetensors(os.path.join(tmp, "model.safetensors"), sd, torch.float32, {"format": "pt"})
             if head and state:
                 modeling.write_safetensors(os.path.join(tmp, "value_head.safetensors"), head, torch.float32, {"format": "pt"})
             if state:
@@ -356,6 +443,12 @@ class Learner:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
 
+    def _write_adapter(self, tmp):
+        with open(os.path.join(tmp, "adapter_config.json"), "w") as f:
+            json.dump(self.adapter_cfg, f, indent=2)
+        modeling.write_safetensors(os.path.join(tmp, "adapter_model.safetensors"),
+                                   {n: p.detach().float().cpu() for n, p in self.adapter.items()}, torch.float32, {"format": "pt"})
+
     def save_for_sampler(self, dir):
         return self._write_folder(dir, state=False)
 
@@ -363,10 +456,13 @@ class Learner:
         return self._write_folder(dir, state=True)
 
     def load_state(self, dir):
-        sd = modeling.read_safetensors(os.path.join(dir, "model.safetensors"))
         named = self.named_tensors()
+        if self.adapter is not None:
+            sd = modeling.read_safetensors(os.path.join(dir, "adapter_model.safetensors"))
+        else:
+            sd = modeling.read_safetensors(os.path.join(dir, "model.safetensors"))
         vh = os.path.join(dir, "value_head.safetensors")
-        if os.path.exists(vh):
+        if os.path.exists(vh) and self.adapter is None:
             if self.value is None:
                 raise BadRequest(f"{dir} has a value head, this learner has none")
             sd.update(modeling.read_safetensors(vh))

@@ -187,5 +187,5 @@ class Server(http.server.ThreadingHTTPServer):
             "epoch": self.epoch, "steps": L.steps, "pending_tokens": L.pending, "params": L.num_params(),
             "value_head": L.value is not None, "reference": L.reference is not None,
             "max_tokens": L.max_tokens, "device": str(L.device), "dtype": "bfloat16" if L.bf16 else "float32",
-            "model": L.config,
+            "model": L.config, "adapter": L.adapter_cfg,
         }
