@@ -2,6 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"math"
+	"os"
+	"os/exec"
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
@@ -178,4 +181,68 @@ func TestSyncProbeCatchesOtherWeights(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	t.Log(err)
+}
+
+// A short RL run on calc through the reference PyTorch learner (learner.backend torch, started
+// and stopped by the run) trains like the built-in learner: the first update, from the same
+// weights on the same episodes, gives the same loss and gradient norm to float32 tolerance, every
+// step trains, every sync's probe agrees, and the learner's log is in the run directory. Long
+// (Debian's torch computes with a generic BLAS): not in -short.
+func TestRunThroughTorchLearner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a run through the PyTorch learner takes minutes on CPU")
+	}
+	const python = "/usr/bin/python3"
+	if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
+		t.Skipf("needs %s with torch (Debian's python3-torch): %v", python, err)
+	}
+	root, err := filepath.Abs("../learners/torch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := []string{"phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.loss.entropy_coef=0.05"}
+	run, err := NewRun(tinyConfig(t, t.TempDir(), sets...), Options{Envs: all.Builtins()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := tinyConfig(t, t.TempDir(), sets...)
+	cfg.Learner = learn.BackendConfig{Backend: learn.BackendTorch, Python: python, Path: root, Device: "cpu"}
+	run2, err := NewRun(cfg, Options{Envs: all.Builtins()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run2.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	steps := func(dir string) []map[string]any {
+		var out []map[string]any
+		for _, m := range metricLines(t, dir) {
+			if m["phase"] == "rl" && m["optim/lr"] != nil {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	want, got := steps(run.Dir), steps(run2.Dir)
+	if len(got) != 4 || len(want) != 4 {
+		t.Fatalf("%d RL steps through torch, %d in-process; want 4", len(got), len(want))
+	}
+	for _, k := range []string{"loss/total", "signal/grad_norm", "explore/entropy"} {
+		a, b := want[0][k].(float64), got[0][k].(float64)
+		if math.Abs(a-b) > 1e-6+1e-4*math.Abs(a) {
+			t.Errorf("first update's %s: torch %v, built-in %v", k, b, a)
+		}
+	}
+	for i, m := range got {
+		if d, ok := m["sync/probe_max_abs_diff"].(float64); !ok || d > 1e-3 {
+			t.Errorf("step %d: probe difference %v", i+1, m["sync/probe_max_abs_diff"])
+		}
+		t.Logf("step %d: loss torch %v built-in %v", i+1, m["loss/total"], want[i]["loss/total"])
+	}
+	if b, err := os.ReadFile(filepath.Join(run2.Dir, "learner", "learner.log")); err != nil || !strings.Contains(string(b), "agentrl_learner: listening") {
+		t.Fatalf("learner log: %v %q", err, b)
+	}
 }
