@@ -3,9 +3,9 @@ package pipeline
 import (
 	"context"
 	"math"
+	"net/http/httptest"
 	"os"
 	"os/exec"
-	"net/http/httptest"
 	"path/filepath"
 	"reflect"
 	"strings"
