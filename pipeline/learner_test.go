@@ -2,7 +2,10 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"math"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -10,6 +13,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/env/all"
@@ -244,5 +248,94 @@ func TestRunThroughTorchLearner(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(run2.Dir, "learner", "learner.log")); err != nil || !strings.Contains(string(b), "agentrl_learner: listening") {
 		t.Fatalf("learner log: %v %q", err, b)
+	}
+}
+
+// A learner killed in the middle of an RL step fails the run with an error naming the learner;
+// the run resumes from its last checkpoint on a restarted learner (a new epoch, loaded from the
+// checkpoint's state) and ends with the uninterrupted run's metrics: nothing trained twice,
+// nothing lost.
+func TestResumeAfterLearnerDies(t *testing.T) {
+	sets := []string{"phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.loss.entropy_coef=0.05"}
+	whole, err := NewRun(tinyConfig(t, t.TempDir(), sets...), Options{Envs: all.Builtins()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := whole.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := metricLines(t, whole.Dir)
+
+	cfg := tinyConfig(t, t.TempDir(), sets...)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	serve := func(ln net.Listener, dieAt int) (*goLearner, *httptest.Server) {
+		g := &goLearner{cfg: cfg.Phases[1].Optim}
+		srv, err := remote.NewServer(g, "", 0, 0, remote.Info{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.SaveWeights = func(dir string, _ int32) (int64, error) { return g.save(dir, false) }
+		steps := 0
+		hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v1/optim_step" {
+				if steps++; steps == dieAt {
+					if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+						conn.Close() // the learner died mid-step
+					}
+					return
+				}
+			}
+			srv.ServeHTTP(w, r)
+		}))
+		hs.Listener.Close()
+		hs.Listener = ln
+		hs.Start()
+		return g, hs
+	}
+	// 4 updates a step, a checkpoint every 2 steps: the learner dies in step 3's second update.
+	g1, hs1 := serve(ln, 10)
+	cfg.Learner = learn.BackendConfig{Backend: learn.BackendHTTP, URL: "http://" + addr, Timeout: 10 * time.Second}
+	run, err := NewRun(cfg, Options{Envs: all.Builtins()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1.run = run.Dir
+	_, err = run.Train(context.Background())
+	if !errors.Is(err, learn.ErrLearner) || !strings.Contains(err.Error(), addr) {
+		t.Fatalf("run with a learner that died: err = %v", err)
+	}
+	t.Log(err)
+	hs1.Close()
+
+	ln2, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, hs2 := serve(ln2, -1)
+	defer hs2.Close()
+	g2.run = run.Dir
+	resumed, err := Resume(run.Dir, Options{Envs: all.Builtins()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resumed.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := metricLines(t, run.Dir)
+	if len(got) != len(want) {
+		t.Fatalf("%d metric lines after the resume, %d uninterrupted", len(got), len(want))
+	}
+	for i := range want {
+		delete(got[i], "sync/probe_max_abs_diff")
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("metrics line %d differs:\nresumed       %v\nuninterrupted %v", i+1, got[i], want[i])
+		}
+	}
+	if n := g2.b.Opt.Steps(); n != 16 {
+		t.Fatalf("the restarted learner ends at %d updates, want 16 (4 steps × 4 minibatches)", n)
 	}
 }
