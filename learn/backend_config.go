@@ -38,6 +38,9 @@ type BackendConfig struct {
 	BF16 bool `yaml:"bf16,omitempty"`
 	// MaxTokens is the padded positions of one micro-batch (default 16384) (torch).
 	MaxTokens int `yaml:"max_tokens,omitempty"`
+	// ActivationCheckpointing recomputes each block's activations in the backward pass instead
+	// of keeping them (torch).
+	ActivationCheckpointing bool `yaml:"activation_checkpointing,omitempty"`
 }
 
 // External reports whether RL steps train outside this process.
@@ -54,18 +57,18 @@ func (c BackendConfig) Validate() error {
 	if c.Key != "" && !envref.IsRef(c.Key) {
 		return errors.New(`learner.key must name an environment variable as "${NAME}", not hold the key`)
 	}
-	torchOnly := c.Python != "" || c.Path != "" || c.Device != "" || c.BF16 || c.MaxTokens != 0
+	torchOnly := c.Python != "" || c.Path != "" || c.Device != "" || c.BF16 || c.MaxTokens != 0 || c.ActivationCheckpointing
 	switch c.Backend {
 	case "", BackendBuiltin:
 		if c.URL != "" || c.Key != "" || c.Timeout != 0 || torchOnly {
-			return errors.New("learner: url, key, timeout, python, path, device, bf16 and max_tokens do nothing with the builtin backend")
+			return errors.New("learner: url, key, timeout, python, path, device, bf16, max_tokens and activation_checkpointing do nothing with the builtin backend")
 		}
 	case BackendHTTP:
 		if c.URL == "" {
 			return errors.New("learner.url is required with backend http")
 		}
 		if torchOnly {
-			return errors.New("learner: python, path, device, bf16 and max_tokens are settings of the torch backend (the http learner is configured where it runs)")
+			return errors.New("learner: python, path, device, bf16, max_tokens and activation_checkpointing are settings of the torch backend (the http learner is configured where it runs)")
 		}
 	case BackendTorch:
 		if c.Python == "" {

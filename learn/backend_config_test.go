@@ -12,7 +12,7 @@ func TestBackendConfigValidate(t *testing.T) {
 		{Backend: "builtin"},
 		{Backend: "http", URL: "http://127.0.0.1:9000", Timeout: time.Minute},
 		{Backend: "http", URL: "http://10.0.0.2:9000", Key: "${LEARNER_KEY}"},
-		{Backend: "torch", Python: "/usr/bin/python3", Path: "learners/torch", Device: "cuda", BF16: true, MaxTokens: 8192},
+		{Backend: "torch", Python: "/usr/bin/python3", Path: "learners/torch", Device: "cuda", BF16: true, MaxTokens: 8192, ActivationCheckpointing: true},
 	}
 	for _, c := range ok {
 		if err := c.Validate(); err != nil {
@@ -30,6 +30,7 @@ func TestBackendConfigValidate(t *testing.T) {
 		{BackendConfig{Backend: "http", URL: "http://x:1", Python: "python3"}, "settings of the torch backend"},
 		{BackendConfig{Backend: "http", URL: "http://x:1", Key: "s3cret"}, "${NAME}"},
 		{BackendConfig{Backend: "torch"}, "python"},
+		{BackendConfig{Backend: "http", URL: "http://x:1", ActivationCheckpointing: true}, "settings of the torch backend"},
 		{BackendConfig{Backend: "torch", Python: "p", URL: "http://x:1"}, "url does nothing"},
 		{BackendConfig{Backend: "torch", Python: "p", Device: "cpu", BF16: true}, "bf16"},
 		{BackendConfig{Backend: "torch", Python: "p", MaxTokens: 1}, "max_tokens"},

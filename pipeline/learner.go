@@ -78,6 +78,9 @@ func (r *Run) attachLearner(l *learn.Learner, p Phase, ref string) error {
 		if c.BF16 {
 			args = append(args, "--bf16")
 		}
+		if c.ActivationCheckpointing {
+			args = append(args, "--activation-checkpointing")
+		}
 		if c.MaxTokens > 0 {
 			args = append(args, "--max-tokens", strconv.Itoa(c.MaxTokens))
 		}

@@ -24,6 +24,7 @@ def main(argv=None):
     ap.add_argument("--state", help="a saved state folder to start from (weights and optimizer)")
     ap.add_argument("--reference", help="checkpoint folder of the frozen reference policy")
     ap.add_argument("--adapter", help="a PEFT LoRA adapter folder: the adapter alone trains, the model is frozen")
+    ap.add_argument("--activation-checkpointing", action="store_true", help="recompute each block's activations in the backward pass")
     ap.add_argument("--value-head", action="store_true", help="add a zero value head when the checkpoint has none")
     ap.add_argument("--key-env", default="", help="environment variable holding the key clients must send")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -48,7 +49,7 @@ def main(argv=None):
     try:
         learner = Learner(a.model, device=a.device, bf16=a.bf16, max_tokens=a.max_tokens, reference_dir=a.reference,
                           beta1=a.beta1, beta2=a.beta2, eps=a.eps, weight_decay=a.weight_decay, value_head=a.value_head,
-                          adapter_dir=a.adapter)
+                          adapter_dir=a.adapter, activation_checkpointing=a.activation_checkpointing)
         if a.state:
             learner.load_state(a.state)
         srv = Server(a.listen, learner, key=key, verbose=a.verbose)

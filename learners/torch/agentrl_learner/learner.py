@@ -149,8 +149,10 @@ def attach_adapter(model, adapter_dir):
 
 class Learner:
     def __init__(self, model_dir, device="cpu", bf16=False, max_tokens=16384, reference_dir=None,
-                 beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.0, value_head=False, adapter_dir=None):
+                 beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.0, value_head=False, adapter_dir=None,
+                 activation_checkpointing=False):
         self.device = torch.device(device)
+        self.activation_checkpointing = bool(activation_checkpointing)
         self.bf16 = bool(bf16)
         if self.bf16 and self.device.type != "cuda":
             raise ValueError("bf16 autocast is for CUDA devices")
@@ -273,7 +275,7 @@ class Learner:
         inp, tgt, want = inp.to(self.device), tgt.to(self.device), want.to(self.device)
         ctx = torch.autocast(device_type="cuda", dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
         with ctx:
-            h = model.hidden_states(inp)
+            h = self._hidden(model, inp)
             logits = self._logits(model, h)
         logits = logits.float()
         logp_all = torch.log_softmax(logits, dim=-1)
@@ -286,6 +288,22 @@ class Learner:
             hf = h.float()
             val = hf @ self.value[VALUE_WEIGHT].t().squeeze(-1) + self.value[VALUE_BIAS]
         return lp, ent, val, want
+
+    def _hidden(self, model, inp):
+        """The final-norm hidden states; with activation checkpointing (and a gradient to take),
+        each block's activations are recomputed in the backward pass instead of kept."""
+        if not (self.activation_checkpointing and torch.is_grad_enabled()):
+            return model.hidden_states(inp)
+        if isinstance(model, HFModel):
+            model.hf.gradient_checkpointing_enable()
+            return model.hidden_states(inp)
+        from torch.utils.checkpoint import checkpoint
+
+        x = model.model.embed_tokens(inp)
+        cos, sin = model.rope(inp.shape[1])
+        for block in model.model.layers:
+            x = checkpoint(block, x, cos, sin, use_reentrant=False)
+        return model.model.norm(x)
 
     @staticmethod
     def _logits(model, h):
