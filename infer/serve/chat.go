@@ -181,6 +181,10 @@ func (s *Server) parseChat(data []byte) (*chatPlan, error) {
 	if err := s.checkRequest(r, "messages"); err != nil {
 		return nil, err
 	}
+	grammar, err := s.grammarOf(ts, req.ResponseFormat, "response_format", ids)
+	if err != nil {
+		return nil, err
+	}
 	var hold []string
 	if p.tools != nil {
 		hold = []string{tool.OpenTag}
@@ -188,9 +192,33 @@ func (s *Server) parseChat(data []byte) (*chatPlan, error) {
 	seed := req.seed()
 	for c := range n {
 		r.Seed = seed + uint64(c)
-		p.specs = append(p.specs, genSpec{req: r, stopStrs: strs, hold: hold, top: top})
+		p.specs = append(p.specs, genSpec{req: r, stopStrs: strs, hold: hold, top: top, grammar: grammar})
 	}
 	return &p, nil
+}
+
+// grammarOf is the grammar a request's tools and response format hold its completion to: a
+// forced tool call, JSON of a schema, or none (nil).
+func (s *Server) grammarOf(ts *toolSet, format json.RawMessage, formatParam string, stops []int32) (*frame, error) {
+	rf, err := responseFormat(format, formatParam)
+	if err != nil {
+		return nil, err
+	}
+	var g *frame
+	if ts.force != "" {
+		if rf != nil {
+			return nil, unsupported(formatParam, "a forced tool call and a JSON %s cannot be asked for together", formatParam)
+		}
+		if g, err = s.toolCallGrammar(ts); err != nil {
+			return nil, err
+		}
+	} else {
+		g = rf
+	}
+	if g != nil && len(stops) == 0 {
+		return nil, badRequest("ignore_eos", "constrained decoding (a forced tool call or a JSON format) ends with the end-of-turn token: ignore_eos cannot be used with it")
+	}
+	return g, nil
 }
 
 // functionTool is an OpenAI function as a tool.Tool, so that env.DescribeTools writes it into the

@@ -101,6 +101,12 @@ func (s *Server) parseCompletion(data []byte) (*completionPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if g, err := responseFormat(req.ResponseFormat, "response_format"); err != nil || g != nil {
+		if err == nil {
+			err = unsupported("response_format", "response_format is for chat completions and responses; completions take text only")
+		}
+		return nil, err
+	}
 	strs, ids, err := req.stops(s.stopIDs, s.mcfg.Vocab)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ type genSpec struct {
 	stopStrs []string // text that ends the completion (not included in its text)
 	hold     []string // text from which streaming holds back the rest (the tool-call tag)
 	top      int      // how many top logprobs per token (0: none)
+	grammar  *frame   // nil, or the grammar the completion is held to (constrained decoding)
 }
 
 // tokStep is one sampled token.
@@ -118,7 +119,11 @@ func (s *Server) run(ctx context.Context, spec genSpec, onDelta func(delta) erro
 	eng := s.acquire()
 	go func() {
 		defer eng.leave()
-		c, err := eng.GenerateStream(jctx, spec.req, func(st local.Step) {
+		var con local.Constraint
+		if spec.grammar != nil {
+			con = newConstraint(s.vocab(), spec.grammar, spec.req.Stop)
+		}
+		c, err := eng.GenerateConstrained(jctx, spec.req, con, func(st local.Step) {
 			ts := tokStep{tok: st.Token, lp: st.Logprob, version: st.Version}
 			if top > 0 {
 				ts.top = local.TopLogprobs(st.Logits, sampling, top)

@@ -81,14 +81,6 @@ func (p *sampleParams) sampling() (infer.Sampling, error) {
 	if len(p.LogitBias) > 0 {
 		return s, unsupported("logit_bias", "logit_bias is not supported")
 	}
-	if len(p.ResponseFormat) > 0 && !isNull(p.ResponseFormat) {
-		var rf struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(p.ResponseFormat, &rf) != nil || rf.Type != "text" {
-			return s, unsupported("response_format", "response_format other than {\"type\": \"text\"} is not supported")
-		}
-	}
 	return s, nil
 }
 

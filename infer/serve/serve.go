@@ -148,6 +148,8 @@ type Server struct {
 	added       []addedToken   // the tokenizer's added tokens, longest first (encodeChat)
 	addedFirst  [256]bool      // their first bytes
 	responses   *responseStore // the Responses API's stored responses
+	vocabOnce   sync.Once
+	vocabIdx    *vocabIndex // the token mask's view of the vocabulary (vocab)
 
 	wmu     sync.Mutex // serializes weight updates and Close
 	latest  int32      // the version last accepted (loaded or being loaded); under wmu

@@ -1,0 +1,219 @@
+package serve
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/agentrl/agentrl/infer/local"
+	"github.com/agentrl/agentrl/tokenizer"
+)
+
+// vocabIndex is the tokenizer's vocabulary as the token mask reads it: every token that is not
+// an added token, by the bytes it decodes to, sorted, so that tokens sharing a prefix are walked
+// once for it (a trie walked in order, without building the trie).
+type vocabIndex struct {
+	pieces []string  // distinct pieces, sorted
+	ids    [][]int32 // the tokens of each piece
+	lcp    []int     // bytes each piece shares with the one before
+	byID   []string  // each token's piece ("" for added tokens)
+	maxLen int
+}
+
+func newVocabIndex(tok *tokenizer.Tokenizer) *vocabIndex {
+	v := &vocabIndex{byID: make([]string, tok.VocabSize())}
+	special := map[int32]bool{}
+	for _, a := range tok.AddedTokens() {
+		if id, ok := tok.SpecialID(a); ok {
+			special[id] = true
+		}
+	}
+	byPiece := map[string][]int32{}
+	for id := range int32(tok.VocabSize()) {
+		if special[id] {
+			continue
+		}
+		p := tok.Decode([]int32{id})
+		if _, ok := tok.TokenString(id); !ok || p == "" {
+			continue
+		}
+		v.byID[id] = p
+		byPiece[p] = append(byPiece[p], id)
+	}
+	for p := range byPiece {
+		v.pieces = append(v.pieces, p)
+	}
+	sort.Strings(v.pieces)
+	v.ids = make([][]int32, len(v.pieces))
+	v.lcp = make([]int, len(v.pieces))
+	for i, p := range v.pieces {
+		v.ids[i] = byPiece[p]
+		v.maxLen = max(v.maxLen, len(p))
+		if i > 0 {
+			q := v.pieces[i-1]
+			n := 0
+			for n < len(p) && n < len(q) && p[n] == q[n] {
+				n++
+			}
+			v.lcp[i] = n
+		}
+	}
+	return v
+}
+
+// vocab returns the server's vocabulary index, built on first use.
+func (s *Server) vocab() *vocabIndex {
+	s.vocabOnce.Do(func() { s.vocabIdx = newVocabIndex(s.tok) })
+	return s.vocabIdx
+}
+
+// grammarConstraint holds one generation to a grammar (local.Constraint).
+type grammarConstraint struct {
+	v      *vocabIndex
+	state  *frame
+	stops  []int32
+	states []*frame // scratch: the state after each byte of the piece being walked
+}
+
+func newConstraint(v *vocabIndex, start *frame, stops []int32) *grammarConstraint {
+	return &grammarConstraint{v: v, state: start, stops: stops, states: make([]*frame, v.maxLen+1)}
+}
+
+// Allow marks the tokens whose bytes the grammar can read from the current state, the added
+// token it expects (a tool-call tag), and the stop tokens once the text may end.
+func (g *grammarConstraint) Allow(allowed []bool) error {
+	if _, ok := step(g.state, end); ok {
+		for _, id := range g.stops {
+			allowed[id] = true
+		}
+	}
+	if g.state == nil {
+		return nil
+	}
+	if g.state.kind == fSpecial {
+		allowed[g.state.id] = true
+		return nil
+	}
+	states := g.states
+	states[0] = g.state
+	depth, dead := 0, -1 // states[0..depth] hold the previous piece's prefix; it died reading byte dead
+	for i, p := range g.v.pieces {
+		l := g.v.lcp[i]
+		if dead >= 0 && l > dead {
+			continue // shares the prefix that was refused
+		}
+		dead = -1
+		k := min(depth, l)
+		for ; k < len(p); k++ {
+			st, ok := step(states[k], int(p[k]))
+			if !ok {
+				dead = k
+				break
+			}
+			states[k+1] = st
+		}
+		depth = k
+		if dead < 0 {
+			for _, id := range g.v.ids[i] {
+				allowed[id] = true
+			}
+		}
+	}
+	return nil
+}
+
+// Advance reads the token drawn.
+func (g *grammarConstraint) Advance(tok int32) error {
+	if slices.Contains(g.stops, tok) {
+		g.state = nil
+		return nil
+	}
+	if g.state != nil && g.state.kind == fSpecial {
+		if tok != g.state.id {
+			return fmt.Errorf("token %d where the grammar expects token %d", tok, g.state.id)
+		}
+		g.state = resume(g.state.parent, -1)
+		return nil
+	}
+	if int(tok) >= len(g.v.byID) || g.v.byID[tok] == "" {
+		return fmt.Errorf("token %d is not text the grammar can read", tok)
+	}
+	st, ok := feedText(g.state, g.v.byID[tok])
+	if !ok {
+		return fmt.Errorf("token %d (%q) does not follow the grammar", tok, g.v.byID[tok])
+	}
+	g.state = st
+	return nil
+}
+
+var _ local.Constraint = (*grammarConstraint)(nil)
+
+// toolCallGrammar is the grammar of one call of one of tools (or of the one named force): the
+// Hermes form the model writes, <tool_call>{"name":NAME,"arguments":ARGS}</tool_call>.
+func (s *Server) toolCallGrammar(ts *toolSet) (*frame, error) {
+	tg := &toolGrammar{}
+	for i, t := range ts.tools {
+		if ts.force != "required" && t.name != ts.force {
+			continue
+		}
+		n, err := compileSchema(t.schema, fmt.Sprintf("tools[%d].function.parameters", i))
+		if err != nil {
+			return nil, err
+		}
+		if n.types&tObject == 0 || n.enum != nil {
+			return nil, unsupported(fmt.Sprintf("tools[%d].function.parameters", i), "a tool's parameters must be an object schema")
+		}
+		n.types = tObject
+		name, _ := compactJSON(mustMarshal(t.name))
+		tg.names = append(tg.names, name)
+		tg.schemas = append(tg.schemas, n)
+	}
+	tg.open, tg.close = s.tagFrame(tokenizer.ToolCallOpen), s.tagFrame(tokenizer.ToolCallClose)
+	return toolCallStart(tg), nil
+}
+
+// tagFrame reads tag as the added token it is in this tokenizer, or as text.
+func (s *Server) tagFrame(tag string) *frame {
+	if id, ok := s.tok.SpecialID(tag); ok {
+		return &frame{kind: fSpecial, id: id}
+	}
+	return &frame{kind: fLit, text: tag}
+}
+
+// responseFormat reads response_format: nil for text, else the grammar of the JSON asked for.
+func responseFormat(raw []byte, param string) (*frame, error) {
+	if len(raw) == 0 || isNull(raw) {
+		return nil, nil
+	}
+	var rf struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Raw json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+		Schema json.RawMessage `json:"schema"` // the Responses API's text.format
+	}
+	if err := json.Unmarshal(raw, &rf); err != nil {
+		return nil, badRequest(param, "%s must be an object with a type", param)
+	}
+	switch rf.Type {
+	case "text":
+		return nil, nil
+	case "json_object":
+		return valueFrame(&schemaNode{types: tObject}, nil), nil
+	case "json_schema":
+		schema := rf.Schema
+		if rf.JSONSchema != nil {
+			schema = rf.JSONSchema.Raw
+		}
+		if len(schema) == 0 || isNull(schema) {
+			return nil, badRequest(param, "a json_schema format needs its schema")
+		}
+		n, err := compileSchema(schema, param)
+		if err != nil {
+			return nil, err
+		}
+		return valueFrame(n, nil), nil
+	}
+	return nil, unsupported(param, "%s type must be text, json_object or json_schema, got %q", param, rf.Type)
+}
