@@ -32,10 +32,10 @@ func TestSchemaGrammar(t *testing.T) {
 		{`{"city":"Pa\"ris \u00e9 é","days":-30,"unit":"f","tags":["a","b"],"ok":null,"x":1.5e-3}`, true},
 		{`{"city":"Paris","days":3,"tags":[],"x":0}`, true},
 		{`{"city":"Paris","days":3,"ok":true}`, true},
-		{`{"days":3,"city":"Paris"}`, false},       // the schema's order
-		{`{"city":"Paris"}`, false},                // days is required
-		{`{"city":"Paris","days":3.5}`, false},     // an integer
-		{`{"city":"Paris","days":03}`, false},      // no leading zero
+		{`{"days":3,"city":"Paris"}`, false},   // the schema's order
+		{`{"city":"Paris"}`, false},            // days is required
+		{`{"city":"Paris","days":3.5}`, false}, // an integer
+		{`{"city":"Paris","days":03}`, false},  // no leading zero
 		{`{"city":"Paris","days":3,"unit":"k"}`, false},
 		{`{"city":"Paris","days":3,"zip":1}`, false}, // no other property
 		{`{"city":"Paris","days":3,}`, false},
