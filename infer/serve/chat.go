@@ -126,10 +126,17 @@ const (
 
 // parseChat validates a chat body and renders its prompt; the fuzz test drives it directly.
 func (s *Server) parseChat(data []byte) (*chatPlan, error) {
-	var p chatPlan
-	if err := decodeBody(data, &p.req, false); err != nil {
+	var req chatRequest
+	if err := decodeBody(data, &req, false); err != nil {
 		return nil, err
 	}
+	return s.planChatFormat(req, "messages", "response_format")
+}
+
+// planChatFormat validates a chat request and renders its prompt; msgParam and formatParam name
+// its messages and response format in errors (the Responses API's input and text.format).
+func (s *Server) planChatFormat(creq chatRequest, msgParam, formatParam string) (*chatPlan, error) {
+	p := chatPlan{req: creq}
 	req := &p.req
 	if err := s.checkModel(req.Model); err != nil {
 		return nil, err
@@ -140,11 +147,11 @@ func (s *Server) parseChat(data []byte) (*chatPlan, error) {
 	}
 	p.tools = ts.declared
 	text, lits := renderPrompt(msgs)
-	if err := s.checkText(len(text), "messages"); err != nil {
+	if err := s.checkText(len(text), msgParam); err != nil {
 		return nil, err
 	}
 	p.prompt = s.encodeChat(text, lits)
-	if err := s.checkPrompt(p.prompt, "messages"); err != nil {
+	if err := s.checkPrompt(p.prompt, msgParam); err != nil {
 		return nil, err
 	}
 	n, err := req.n()
@@ -178,10 +185,10 @@ func (s *Server) parseChat(data []byte) (*chatPlan, error) {
 		return nil, err
 	}
 	r := infer.Request{Prompt: p.prompt, MaxTokens: maxTok, Sampling: sampling, Stop: ids}
-	if err := s.checkRequest(r, "messages"); err != nil {
+	if err := s.checkRequest(r, msgParam); err != nil {
 		return nil, err
 	}
-	grammar, err := s.grammarOf(ts, req.ResponseFormat, "response_format", ids)
+	grammar, err := s.grammarOf(ts, req.ResponseFormat, formatParam, ids)
 	if err != nil {
 		return nil, err
 	}

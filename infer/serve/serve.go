@@ -238,6 +238,7 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, configJSON []byte, opts Optio
 		"/v1/models":             {http.MethodGet, authKey, s.handleModels},
 		"/v1/completions":        {http.MethodPost, authKey, s.handleCompletions},
 		"/v1/chat/completions":   {http.MethodPost, authKey, s.handleChat},
+		"/v1/responses":          {http.MethodPost, authKey, s.handleResponses},
 		"/agentrl/v1/generate":   {http.MethodPost, authKey, s.handleGenerate},
 		"/agentrl/v1/weights":    {http.MethodPost, authAlways, s.handleWeights},
 		"/agentrl/v1/version":    {http.MethodGet, authKey, s.handleVersion},
