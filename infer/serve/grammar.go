@@ -18,6 +18,7 @@ const (
 	fLitSet                    // one of several texts (enum values, property keys, tool names)
 	fSpecial                   // one added token, matched by id (the tool-call tags)
 	fToolCall                  // <tool_call>{"name":NAME,"arguments":ARGS}</tool_call>
+	fReject                    // reads nothing: what follows a string whose inside alone is asked about
 )
 
 // Phases of the frames that have them.

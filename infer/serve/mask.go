@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
+	"sync"
 
 	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/tokenizer"
@@ -19,27 +21,61 @@ type vocabIndex struct {
 	lcp    []int     // bytes each piece shares with the one before
 	byID   []string  // each token's piece ("" for added tokens)
 	maxLen int
+
+	// Inside a JSON string nearly every token fits, and walking them all through the automaton
+	// costs a frame per byte. What a token does inside a string depends only on the string's
+	// own state (after an escape, in a UTF-8 sequence, …), so the tokens that stay inside it
+	// are computed once per such state; only the tokens holding a quote, which may close the
+	// string, are walked through the whole automaton.
+	quoted *vocabIndex // the pieces that hold a '"'
+	mu     sync.Mutex
+	inside map[stringState][]int32
+}
+
+// stringState is the state of a string frame apart from what follows the string.
+type stringState struct {
+	phase, pos int
+	cont       int8
 }
 
 func newVocabIndex(tok *tokenizer.Tokenizer) *vocabIndex {
-	v := &vocabIndex{byID: make([]string, tok.VocabSize())}
+	byID := make([]string, tok.VocabSize())
 	special := map[int32]bool{}
 	for _, a := range tok.AddedTokens() {
 		if id, ok := tok.SpecialID(a); ok {
 			special[id] = true
 		}
 	}
-	byPiece := map[string][]int32{}
 	for id := range int32(tok.VocabSize()) {
-		if special[id] {
-			continue
+		if _, ok := tok.TokenString(id); ok && !special[id] {
+			byID[id] = tok.Decode([]int32{id})
 		}
-		p := tok.Decode([]int32{id})
-		if _, ok := tok.TokenString(id); !ok || p == "" {
-			continue
+	}
+	return indexPieces(byID)
+}
+
+// indexPieces indexes the pieces of a vocabulary, by id ("" for a token the mask never allows
+// by its text: added tokens, unused ids).
+func indexPieces(byID []string) *vocabIndex {
+	v := sortPieces(byID)
+	quoted := make([]string, len(byID))
+	for id, p := range byID {
+		if strings.IndexByte(p, '"') >= 0 {
+			quoted[id] = p
 		}
-		v.byID[id] = p
-		byPiece[p] = append(byPiece[p], id)
+	}
+	v.quoted = sortPieces(quoted)
+	v.inside = map[stringState][]int32{}
+	return v
+}
+
+func sortPieces(byID []string) *vocabIndex {
+	v := &vocabIndex{byID: byID}
+	byPiece := map[string][]int32{}
+	for id, p := range byID {
+		if p != "" {
+			byPiece[p] = append(byPiece[p], int32(id))
+		}
 	}
 	for p := range byPiece {
 		v.pieces = append(v.pieces, p)
@@ -95,11 +131,34 @@ func (g *grammarConstraint) Allow(allowed []bool) error {
 		allowed[g.state.id] = true
 		return nil
 	}
-	states := g.states
-	states[0] = g.state
+	if f := g.state; f.kind == fString {
+		for _, id := range g.v.insideString(stringState{f.phase, f.pos, f.cont}, g.states) {
+			allowed[id] = true
+		}
+		g.walk(g.v.quoted, allowed)
+		return nil
+	}
+	g.walk(g.v, allowed)
+	return nil
+}
+
+// walk marks the pieces of v the grammar can read from the current state.
+func (g *grammarConstraint) walk(v *vocabIndex, allowed []bool) {
+	walkPieces(v, g.state, g.states, func(i int) {
+		for _, id := range v.ids[i] {
+			allowed[id] = true
+		}
+	})
+}
+
+// walkPieces calls take(i) for every piece of v that can be read from start, walking the sorted
+// pieces so that a shared prefix is read once and a refused prefix skips every piece under it.
+// A nil state read from a frame of kind fReject counts as refused.
+func walkPieces(v *vocabIndex, start *frame, states []*frame, take func(int)) {
+	states[0] = start
 	depth, dead := 0, -1 // states[0..depth] hold the previous piece's prefix; it died reading byte dead
-	for i, p := range g.v.pieces {
-		l := g.v.lcp[i]
+	for i, p := range v.pieces {
+		l := v.lcp[i]
 		if dead >= 0 && l > dead {
 			continue // shares the prefix that was refused
 		}
@@ -107,7 +166,7 @@ func (g *grammarConstraint) Allow(allowed []bool) error {
 		k := min(depth, l)
 		for ; k < len(p); k++ {
 			st, ok := step(states[k], int(p[k]))
-			if !ok {
+			if !ok || (st != nil && st.kind == fReject) {
 				dead = k
 				break
 			}
@@ -115,12 +174,23 @@ func (g *grammarConstraint) Allow(allowed []bool) error {
 		}
 		depth = k
 		if dead < 0 {
-			for _, id := range g.v.ids[i] {
-				allowed[id] = true
-			}
+			take(i)
 		}
 	}
-	return nil
+}
+
+// insideString is the tokens whose text a string in state st reads without closing.
+func (v *vocabIndex) insideString(st stringState, scratch []*frame) []int32 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if ids, ok := v.inside[st]; ok {
+		return ids
+	}
+	start := &frame{kind: fString, phase: st.phase, pos: st.pos, cont: st.cont, parent: &frame{kind: fReject}}
+	var ids []int32
+	walkPieces(v, start, scratch, func(i int) { ids = append(ids, v.ids[i]...) })
+	v.inside[st] = ids
+	return ids
 }
 
 // Advance reads the token drawn.
