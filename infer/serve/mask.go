@@ -100,7 +100,13 @@ func sortPieces(byID []string) *vocabIndex {
 
 // vocab returns the server's vocabulary index, built on first use.
 func (s *Server) vocab() *vocabIndex {
-	s.vocabOnce.Do(func() { s.vocabIdx = newVocabIndex(s.tok) })
+	s.vocabOnce.Do(func() {
+		v := newVocabIndex(s.tok)
+		// The plain inside of a string, computed here on the request's goroutine rather than
+		// on the engine's decode path (the rarer string states are computed when first met).
+		v.insideString(stringState{}, make([]*frame, v.maxLen+1))
+		s.vocabIdx = v
+	})
 	return s.vocabIdx
 }
 

@@ -85,11 +85,4 @@ func (st *responseStore) history(id string) ([]chatMessage, error) {
 	return out, nil
 }
 
-// len is the number of responses kept.
-func (st *responseStore) len() int {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.order.Len()
-}
-
 func quote(s string) string { return strconv.Quote(s) }
