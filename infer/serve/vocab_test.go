@@ -140,7 +140,7 @@ func TestMaskOnRealVocabulary(t *testing.T) {
 }
 
 // The cost of one token mask over GPT-2's vocabulary: at the start of an object (few tokens
-// fit) and inside a string (nearly all do).
+// fit) and inside a string (nearly all do), and inside a string without the string cache.
 func BenchmarkMask(b *testing.B) {
 	v := indexPieces(gpt2Pieces(b))
 	n, _ := compileSchema(json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`), "p")
@@ -159,4 +159,13 @@ func BenchmarkMask(b *testing.B) {
 			}
 		})
 	}
+	// What the cache saves: the same mask inside a string, every piece walked through the
+	// automaton.
+	b.Run("in-string-walked", func(b *testing.B) {
+		g := newConstraint(v, inString, nil)
+		for b.Loop() {
+			clear(allowed)
+			g.walk(v, allowed)
+		}
+	})
 }
