@@ -130,12 +130,16 @@ func (s *Server) parseChat(data []byte) (*chatPlan, error) {
 	if err := decodeBody(data, &req, false); err != nil {
 		return nil, err
 	}
-	return s.planChatFormat(req, "messages", "response_format")
+	return s.planChatFormat(req, chatParams{"messages", "response_format", "max_completion_tokens"})
 }
 
-// planChatFormat validates a chat request and renders its prompt; msgParam and formatParam name
-// its messages and response format in errors (the Responses API's input and text.format).
-func (s *Server) planChatFormat(creq chatRequest, msgParam, formatParam string) (*chatPlan, error) {
+// chatParams name a request's messages, response format and completion bound in errors: the
+// chat route's, or the Responses API's input, text.format and max_output_tokens.
+type chatParams struct{ messages, format, maxTokens string }
+
+// planChatFormat validates a chat request and renders its prompt.
+func (s *Server) planChatFormat(creq chatRequest, names chatParams) (*chatPlan, error) {
+	msgParam, formatParam := names.messages, names.format
 	p := chatPlan{req: creq}
 	req := &p.req
 	if err := s.checkModel(req.Model); err != nil {
@@ -176,7 +180,7 @@ func (s *Server) planChatFormat(creq chatRequest, msgParam, formatParam string) 
 	if err != nil {
 		return nil, err
 	}
-	limit, param := req.MaxCompletionTokens, "max_completion_tokens"
+	limit, param := req.MaxCompletionTokens, names.maxTokens
 	if limit == nil {
 		limit, param = req.MaxTokens, "max_tokens"
 	}

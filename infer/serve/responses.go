@@ -147,8 +147,16 @@ func (s *Server) parseResponses(data []byte) (*responsePlan, error) {
 	if req.Background {
 		return nil, unsupported("background", "background responses are not supported")
 	}
-	if len(req.Reasoning) > 0 && !isNull(req.Reasoning) && string(req.Reasoning) != "{}" {
-		return nil, unsupported("reasoning", "reasoning settings are not supported: the model does not reason in a separate channel")
+	if len(req.Reasoning) > 0 && !isNull(req.Reasoning) {
+		var settings map[string]json.RawMessage
+		if json.Unmarshal(req.Reasoning, &settings) != nil {
+			return nil, badRequest("reasoning", "reasoning must be an object")
+		}
+		for k, v := range settings {
+			if !isNull(v) {
+				return nil, unsupported("reasoning."+k, "reasoning settings are not supported: the model does not reason in a separate channel")
+			}
+		}
 	}
 	if req.Truncation != "" && req.Truncation != "disabled" && req.Truncation != "auto" {
 		return nil, badRequest("truncation", `truncation must be "auto" or "disabled", got %q`, req.Truncation)
@@ -186,7 +194,7 @@ func (s *Server) parseResponses(data []byte) (*responsePlan, error) {
 		ct.Function.Name, ct.Function.Description, ct.Function.Parameters, ct.Function.Strict = t.Name, t.Description, t.Parameters, t.Strict
 		creq.Tools = append(creq.Tools, ct)
 	}
-	if p.chat, err = s.planChatFormat(creq, "input", "text.format"); err != nil {
+	if p.chat, err = s.planChatFormat(creq, chatParams{"input", "text.format", "max_output_tokens"}); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -28,7 +28,7 @@ func respond(t *testing.T, url string, body map[string]any) (int, responseObject
 func TestResponsesToolChain(t *testing.T) {
 	srv, hs := testServer(t, Options{})
 	code, first, body := respond(t, hs.URL, map[string]any{"model": "agentrl", "instructions": "You are a careful calculator.",
-		"input": testQuestion, "tools": responseTools, "temperature": 0})
+		"input": testQuestion, "tools": responseTools, "temperature": 0, "reasoning": map[string]any{"effort": nil}, "include": []string{}})
 	if code != 200 || first.Status != "completed" || len(first.Output) != 1 || first.Output[0].Type != "function_call" ||
 		first.Output[0].Name != "calculator" || *first.Output[0].Arguments != `{"expression":"12 + 30"}` || !strings.HasPrefix(first.ID, "resp_") {
 		t.Fatalf("first: %d %s", code, body)
@@ -199,7 +199,8 @@ func TestResponsesConstrainedAndErrors(t *testing.T) {
 		{map[string]any{"input": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_image", "image_url": "x"}}}}}, 400, "input_image"},
 		{map[string]any{"input": "a", "tools": []any{map[string]any{"type": "web_search"}}}, 400, "web_search"},
 		{map[string]any{"input": "a", "background": true}, 400, "background"},
-		{map[string]any{"input": "a", "max_output_tokens": 100000}, 400, "max_completion_tokens"},
+		{map[string]any{"input": "a", "max_output_tokens": 100000}, 400, `"param":"max_output_tokens"`},
+		{map[string]any{"input": "a", "reasoning": map[string]any{"effort": "high"}}, 400, "reasoning.effort"},
 		{map[string]any{"input": "a", "temperature": 1e30}, 400, "temperature"},
 		{map[string]any{"input": "a", "model": "gpt-4o"}, 404, "model_not_found"},
 		{map[string]any{"input": "a", "text": map[string]any{"format": map[string]any{"type": "json_schema", "schema": map[string]any{"oneOf": []any{}}}}}, 400, "oneOf"},
