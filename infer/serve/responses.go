@@ -287,7 +287,7 @@ func inputText(raw json.RawMessage, param string) (string, error) {
 	return b.String(), nil
 }
 
-// respond builds the response object for a finished generation: the message (text before and
+// responseOutput is the output of a finished generation: the message (the text before and
 // after any calls) and the function calls parsed from the completion.
 func (s *Server) responseOutput(p *responsePlan, res genResult) ([]outputItem, []chatToolCall, string) {
 	var items []outputItem
@@ -308,7 +308,7 @@ func (s *Server) responseOutput(p *responsePlan, res genResult) ([]outputItem, [
 	return items, calls, content
 }
 
-// object is the response object of p (status in_progress until finish is called).
+// responseObject is the response object of p, in progress until finishResponse completes it.
 func (s *Server) responseObject(p *responsePlan, id string, created int64) *responseObject {
 	req := &p.req
 	o := &responseObject{ID: id, Object: "response", CreatedAt: created, Status: "in_progress", Instructions: req.Instructions,

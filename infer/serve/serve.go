@@ -1,6 +1,8 @@
 // Package serve is a trained policy as an HTTP server (agentrl serve): OpenAI-compatible
-// completions and chat completions (with tools, streaming, logprobs and vLLM's token-id
-// extensions), the agentrl token route that gives training exactly what the in-process
+// completions, chat completions (with tools, streaming, logprobs and vLLM's token-id
+// extensions) and the Responses API (with previous_response_id over a bounded in-memory store),
+// forced tool calls and JSON-schema output by constrained decoding (a schema automaton masking
+// the vocabulary before sampling), the agentrl token route that gives training exactly what the in-process
 // Generator gives (tokens, logprobs under the distribution actually sampled from, the policy
 // version of every token), weight updates while requests are in flight, /health, /v1/models and
 // Prometheus /metrics. Every client shares one local.Engine, so requests from all of them are
@@ -10,7 +12,10 @@
 // Security: Listen refuses a non-loopback address unless the server has an API key or insecure
 // is asked for explicitly; with a key, every /v1 and /agentrl route needs it as a bearer token;
 // the weight routes always need it (without a key they are disabled). Bodies are bounded and
-// read under a deadline; malformed requests get OpenAI-style JSON errors with a 4xx status.
+// read under a deadline (a request refused before its body is read closes its connection); text
+// is bounded before it is tokenized, and so is the tokenizing done at once; user and tool
+// content is plain text, never control tokens (unless Options.ChatSpecialTokens); malformed
+// requests get OpenAI-style JSON errors with a 4xx status.
 //
 // It does not tokenize with anything but the checkpoint's tokenizer and ChatML template, run
 // tools (the client runs them: tool calls come back as tool_calls), compute prompt logprobs
