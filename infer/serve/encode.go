@@ -41,15 +41,12 @@ func longestPiece(tok *tokenizer.Tokenizer) int {
 // tokenizeSlots is how many texts are tokenized at once, server-wide.
 func tokenizeSlots() int { return max(2, runtime.GOMAXPROCS(0)) }
 
-// encodeHook, when not nil, runs while a text is being tokenized (tests count them).
-var encodeHook func()
-
 // tokenizing runs f holding one of the server's tokenizing slots.
 func (s *Server) tokenizing(f func()) {
 	s.tokenizeSem <- struct{}{}
 	defer func() { <-s.tokenizeSem }()
-	if encodeHook != nil {
-		encodeHook()
+	if s.encodeHook != nil {
+		s.encodeHook()
 	}
 	f()
 }

@@ -188,8 +188,7 @@ func TestJSONWeightsWithoutContentType(t *testing.T) {
 func TestLongPromptRefusedBeforeTokenizing(t *testing.T) {
 	srv, hs := testServer(t, Options{})
 	var encoded atomic.Int64
-	encodeHook = func() { encoded.Add(1) }
-	t.Cleanup(func() { encodeHook = nil })
+	srv.encodeHook = func() { encoded.Add(1) }
 	huge := strings.Repeat("a", srv.textBound()+1)
 	for _, c := range []struct {
 		path string
@@ -217,10 +216,10 @@ func TestLongPromptRefusedBeforeTokenizing(t *testing.T) {
 
 // However many clients send text at once, at most tokenizeSlots texts are tokenized together.
 func TestTokenizingBounded(t *testing.T) {
-	_, hs := testServer(t, Options{})
+	srv, hs := testServer(t, Options{})
 	var inside, peak atomic.Int64
 	release := make(chan struct{})
-	encodeHook = func() {
+	srv.encodeHook = func() {
 		n := inside.Add(1)
 		for {
 			p := peak.Load()
@@ -231,7 +230,6 @@ func TestTokenizingBounded(t *testing.T) {
 		<-release
 		inside.Add(-1)
 	}
-	t.Cleanup(func() { encodeHook = nil })
 	slots := tokenizeSlots()
 	var wg sync.WaitGroup
 	for range 3 * slots {

@@ -158,8 +158,12 @@ func (s *Server) parseResponses(data []byte) (*responsePlan, error) {
 			}
 		}
 	}
-	if req.Truncation != "" && req.Truncation != "disabled" && req.Truncation != "auto" {
-		return nil, badRequest("truncation", `truncation must be "auto" or "disabled", got %q`, req.Truncation)
+	switch req.Truncation {
+	case "", "disabled":
+	case "auto":
+		return nil, unsupported("truncation", `truncation "auto" is not supported: a conversation longer than the context is refused, never cut`)
+	default:
+		return nil, badRequest("truncation", `truncation must be "disabled" (or "auto", which is not supported), got %q`, req.Truncation)
 	}
 	input, err := parseInput(req.Input)
 	if err != nil {
@@ -334,9 +338,6 @@ func (s *Server) responseObject(p *responsePlan, id string, created int64) *resp
 	}
 	if req.Text != nil && len(req.Text.Format) > 0 && !isNull(req.Text.Format) {
 		o.Text, _ = json.Marshal(map[string]json.RawMessage{"format": req.Text.Format})
-	}
-	if req.Truncation != "" {
-		o.Truncation = req.Truncation
 	}
 	if o.Metadata == nil {
 		o.Metadata = map[string]string{}

@@ -199,6 +199,7 @@ func TestResponsesConstrainedAndErrors(t *testing.T) {
 		{map[string]any{"input": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_image", "image_url": "x"}}}}}, 400, "input_image"},
 		{map[string]any{"input": "a", "tools": []any{map[string]any{"type": "web_search"}}}, 400, "web_search"},
 		{map[string]any{"input": "a", "background": true}, 400, "background"},
+		{map[string]any{"input": "a", "truncation": "auto"}, 400, "truncation"},
 		{map[string]any{"input": "a", "max_output_tokens": 100000}, 400, `"param":"max_output_tokens"`},
 		{map[string]any{"input": "a", "reasoning": map[string]any{"effort": "high"}}, 400, "reasoning.effort"},
 		{map[string]any{"input": "a", "temperature": 1e30}, 400, "temperature"},

@@ -150,6 +150,7 @@ type Server struct {
 
 	maxPiece    int            // the most bytes one token decodes to (textBound)
 	tokenizeSem chan struct{}  // bounds the texts tokenized at once
+	encodeHook  func()         // nil, or run while a text is tokenized (tests count them)
 	added       []addedToken   // the tokenizer's added tokens, longest first (encodeChat)
 	addedFirst  [256]bool      // their first bytes
 	responses   *responseStore // the Responses API's stored responses
