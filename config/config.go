@@ -13,6 +13,7 @@ import (
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/mcp"
 	"github.com/agentrl/agentrl/eval"
+	"github.com/agentrl/agentrl/hub"
 	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/infer/remote"
 	"github.com/agentrl/agentrl/learn"
@@ -30,7 +31,8 @@ type Config struct {
 	RunsDir string `yaml:"runs_dir"`
 	// Init starts the run from a checkpoint's weights and tokenizer instead of a fresh model
 	// (e.g. RL from an earlier run's supervised checkpoint); model must describe the same
-	// architecture.
+	// architecture. hf:ORG/NAME[@REVISION] names a model on the Hugging Face Hub, downloaded
+	// into the huggingface_hub cache when the run starts (package hub, docs/hub.md).
 	Init       string           `yaml:"init,omitempty"`
 	Model      model.Config     `yaml:"model"` // the vocabulary comes from the tokenizer
 	Tokenizer  TokenizerConfig  `yaml:"tokenizer"`
@@ -283,7 +285,11 @@ func (c *Config) Validate(envs *env.Registry) error {
 		bad("eval: tasks %d × (1 + samples %d) episodes × rollout.max_context %d = %d tokens exceed the limit of %d (eval.MaxEpisodeTokens)",
 			c.Eval.Tasks, c.Eval.Samples, r.MaxContext, toks, eval.MaxEpisodeTokens)
 	}
-	if c.Init != "" {
+	if hub.IsRef(c.Init) {
+		if _, err := hub.ParseRef(c.Init); err != nil {
+			bad("init: %v", err)
+		}
+	} else if c.Init != "" {
 		if _, err := os.Stat(c.Init); err != nil {
 			bad("init: %v", err)
 		}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/agentrl/agentrl/hub/hubtest"
 )
 
 const testRepo = "org/tiny-model"
@@ -46,9 +48,9 @@ func modelFiles() map[string][]byte {
 
 var lfsFiles = []string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "consolidated.safetensors", "pytorch_model.bin", "model.gguf", "onnx/model.onnx"}
 
-func testClient(t *testing.T, h *fakeHub, cache string) *Client {
+func testClient(t *testing.T, h *hubtest.Hub, cache string) *Client {
 	t.Helper()
-	c, err := NewClient(Settings{Endpoint: h.api.URL, Cache: cache, Token: h.token})
+	c, err := NewClient(Settings{Endpoint: h.API.URL, Cache: cache, Token: h.Token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +67,8 @@ func mustRef(t *testing.T, s string) Ref {
 }
 
 func TestDownloadLaysOutTheCacheAsHuggingFaceHub(t *testing.T) {
-	h := newFakeHub(t, testRepo, modelFiles(), lfsFiles...)
-	h.token = "hf_testtoken"
+	h := hubtest.New(t, testRepo, modelFiles(), lfsFiles...)
+	h.Token = "hf_testtoken"
 	cache := t.TempDir()
 	c := testClient(t, h, cache)
 	var out bytes.Buffer
@@ -76,11 +78,11 @@ func TestDownloadLaysOutTheCacheAsHuggingFaceHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	repoDir := filepath.Join(cache, "models--org--tiny-model")
-	if want := filepath.Join(repoDir, "snapshots", h.commit); dir != want {
+	if want := filepath.Join(repoDir, "snapshots", h.Commit); dir != want {
 		t.Fatalf("snapshot %s, want %s", dir, want)
 	}
-	if b, err := os.ReadFile(filepath.Join(repoDir, "refs", "main")); err != nil || string(b) != h.commit {
-		t.Fatalf("refs/main = %q, %v; want %s", b, err, h.commit)
+	if b, err := os.ReadFile(filepath.Join(repoDir, "refs", "main")); err != nil || string(b) != h.Commit {
+		t.Fatalf("refs/main = %q, %v; want %s", b, err, h.Commit)
 	}
 	want := []string{"chat_template.jinja", "config.json", "generation_config.json", "model-00001-of-00002.safetensors",
 		"model-00002-of-00002.safetensors", "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json"}
@@ -102,11 +104,11 @@ func TestDownloadLaysOutTheCacheAsHuggingFaceHub(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s is not a symlink: %v", n, err)
 		}
-		if wantT := filepath.Join("..", "..", "blobs", h.etag(n)); target != wantT {
+		if wantT := filepath.Join("..", "..", "blobs", h.ETag(n)); target != wantT {
 			t.Errorf("%s -> %s, want %s", n, target, wantT)
 		}
 		b, err := os.ReadFile(link)
-		if err != nil || !bytes.Equal(b, h.files[n]) {
+		if err != nil || !bytes.Equal(b, h.Files[n]) {
 			t.Errorf("%s content differs (%v)", n, err)
 		}
 	}
@@ -115,15 +117,16 @@ func TestDownloadLaysOutTheCacheAsHuggingFaceHub(t *testing.T) {
 		t.Errorf("%d blobs, want %d (no .incomplete left)", len(blobs), len(want))
 	}
 	// The token went to the endpoint, never to the CDN on another host.
-	for _, a := range h.apiAuth {
+	apiAuth, cdnAuth := h.Auth()
+	for _, a := range apiAuth {
 		if a != "Bearer hf_testtoken" {
 			t.Errorf("endpoint saw Authorization %q", a)
 		}
 	}
-	if len(h.cdnAuth) == 0 {
+	if len(cdnAuth) == 0 {
 		t.Fatal("no LFS file came through the CDN")
 	}
-	for _, a := range h.cdnAuth {
+	for _, a := range cdnAuth {
 		if a != "" {
 			t.Errorf("CDN saw Authorization %q", a)
 		}
@@ -134,7 +137,7 @@ func TestDownloadLaysOutTheCacheAsHuggingFaceHub(t *testing.T) {
 	// Nothing in the cache holds the token.
 	filepath.WalkDir(cache, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
-			if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(h.token)) {
+			if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(h.Token)) {
 				t.Errorf("%s holds the token", p)
 			}
 		}
@@ -142,13 +145,13 @@ func TestDownloadLaysOutTheCacheAsHuggingFaceHub(t *testing.T) {
 	})
 
 	// Again: the cache answers, only the revision is asked.
-	before := len(h.ranges)
-	dir2, err := c.Download(context.Background(), mustRef(t, "hf:"+testRepo+"@"+h.commit), Checkpoint)
+	before := len(h.Ranges())
+	dir2, err := c.Download(context.Background(), mustRef(t, "hf:"+testRepo+"@"+h.Commit), Checkpoint)
 	if err != nil || dir2 != dir {
 		t.Fatalf("second download: %s, %v", dir2, err)
 	}
-	if len(h.ranges) != before {
-		t.Errorf("second download fetched %d files again", len(h.ranges)-before)
+	if len(h.Ranges()) != before {
+		t.Errorf("second download fetched %d files again", len(h.Ranges())-before)
 	}
 }
 
@@ -165,7 +168,7 @@ func TestSmallFileChecksumIsGitBlobSHA1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHash(gitBlobSHA1(content), int64(len(content)))
+	h := newHash(hubtest.GitBlobSHA1(content), int64(len(content)))
 	h.Write(content)
 	if got := fmt.Sprintf("%x", h.Sum(nil)); got != strings.TrimSpace(string(out)) {
 		t.Fatalf("blob sha1 %s, git says %s", got, out)
@@ -173,7 +176,7 @@ func TestSmallFileChecksumIsGitBlobSHA1(t *testing.T) {
 }
 
 func TestTokenizerOnlyDownloadsNoWeights(t *testing.T) {
-	h := newFakeHub(t, testRepo, modelFiles(), lfsFiles...)
+	h := hubtest.New(t, testRepo, modelFiles(), lfsFiles...)
 	dir, err := testClient(t, h, t.TempDir()).Download(context.Background(), mustRef(t, "hf:"+testRepo), Tokenizer)
 	if err != nil {
 		t.Fatal(err)
@@ -181,13 +184,13 @@ func TestTokenizerOnlyDownloadsNoWeights(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
 		t.Fatal(err)
 	}
-	if len(h.cdnAuth) != 0 {
-		t.Errorf("a tokenizer download fetched %d LFS files", len(h.cdnAuth))
+	if _, cdnAuth := h.Auth(); len(cdnAuth) != 0 {
+		t.Errorf("a tokenizer download fetched %d LFS files", len(cdnAuth))
 	}
 }
 
 func TestExtraPatternsFetchWhatIsAskedFor(t *testing.T) {
-	h := newFakeHub(t, testRepo, modelFiles(), lfsFiles...)
+	h := hubtest.New(t, testRepo, modelFiles(), lfsFiles...)
 	c := testClient(t, h, t.TempDir())
 	c.Extra = []string{"*.gguf"}
 	dir, err := c.Download(context.Background(), mustRef(t, "hf:"+testRepo), Checkpoint)
@@ -207,34 +210,34 @@ func TestExtraPatternsFetchWhatIsAskedFor(t *testing.T) {
 }
 
 func TestGatedModelSaysWhatToDo(t *testing.T) {
-	h := newFakeHub(t, testRepo, modelFiles(), lfsFiles...)
-	h.gated, h.token = true, "hf_granted"
+	h := hubtest.New(t, testRepo, modelFiles(), lfsFiles...)
+	h.Gated, h.Token = true, "hf_granted"
 	ref := mustRef(t, "hf:"+testRepo)
 	for _, tc := range []struct {
 		token  string
 		status int
 	}{{"", 401}, {"hf_secret_wrong", 403}} {
-		c, _ := NewClient(Settings{Endpoint: h.api.URL, Cache: t.TempDir(), Token: tc.token})
+		c, _ := NewClient(Settings{Endpoint: h.API.URL, Cache: t.TempDir(), Token: tc.token})
 		_, err := c.Download(context.Background(), ref, Checkpoint)
 		var he *Error
 		if !errors.As(err, &he) || he.Status != tc.status {
 			t.Fatalf("token %q: %v, want a %d", tc.token, err, tc.status)
 		}
-		if want := "accept the licence at " + h.api.URL + "/" + testRepo; !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "HF_TOKEN") {
+		if want := "accept the licence at " + h.API.URL + "/" + testRepo; !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "HF_TOKEN") {
 			t.Errorf("error %q does not say %q and HF_TOKEN", err, want)
 		}
 		if tc.token != "" && strings.Contains(err.Error(), tc.token) {
 			t.Errorf("error shows the token: %v", err)
 		}
 	}
-	c, _ := NewClient(Settings{Endpoint: h.api.URL, Cache: t.TempDir(), Token: "hf_granted"})
+	c, _ := NewClient(Settings{Endpoint: h.API.URL, Cache: t.TempDir(), Token: "hf_granted"})
 	if _, err := c.Download(context.Background(), ref, Checkpoint); err != nil {
 		t.Fatalf("with access: %v", err)
 	}
 }
 
 func TestMissingRepoAndRevision(t *testing.T) {
-	h := newFakeHub(t, testRepo, modelFiles(), lfsFiles...)
+	h := hubtest.New(t, testRepo, modelFiles(), lfsFiles...)
 	c := testClient(t, h, t.TempDir())
 	_, err := c.Download(context.Background(), mustRef(t, "hf:org/other"), Checkpoint)
 	if err == nil || !strings.Contains(err.Error(), "not found (404)") {
@@ -245,20 +248,20 @@ func TestMissingRepoAndRevision(t *testing.T) {
 		t.Fatalf("missing revision: %v", err)
 	}
 	// A branch with '/' is asked for escaped, and its ref is kept under refs/ as huggingface_hub does.
-	h.refs["refs/pr/1"] = h.commit
+	h.Refs["refs/pr/1"] = h.Commit
 	cache := t.TempDir()
 	if _, err := testClient(t, h, cache).Download(context.Background(), mustRef(t, "hf:"+testRepo+"@refs/pr/1"), Checkpoint); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := os.ReadFile(filepath.Join(cache, "models--org--tiny-model", "refs", "refs", "pr", "1")); err != nil || string(b) != h.commit {
+	if b, err := os.ReadFile(filepath.Join(cache, "models--org--tiny-model", "refs", "refs", "pr", "1")); err != nil || string(b) != h.Commit {
 		t.Fatalf("refs/refs/pr/1: %q %v", b, err)
 	}
 }
 
 func TestInterruptedDownloadResumes(t *testing.T) {
-	h := newFakeHub(t, testRepo, modelFiles(), lfsFiles...)
+	h := hubtest.New(t, testRepo, modelFiles(), lfsFiles...)
 	const shard = "model-00001-of-00002.safetensors"
-	h.cut[shard] = 123456
+	h.Cut[shard] = 123456
 	cache := t.TempDir()
 	c := testClient(t, h, cache)
 	c.Attempts = 1
@@ -268,12 +271,12 @@ func TestInterruptedDownloadResumes(t *testing.T) {
 		t.Fatalf("cut transfer: %v", err)
 	}
 	repoDir := filepath.Join(cache, "models--org--tiny-model")
-	part := filepath.Join(repoDir, "blobs", h.etag(shard)+".incomplete")
+	part := filepath.Join(repoDir, "blobs", h.ETag(shard)+".incomplete")
 	if st, err := os.Stat(part); err != nil || st.Size() != 123456 {
 		t.Fatalf("partial file: %v %v", st, err)
 	}
 	// The cache stays consistent: no link to a partial blob, no ref to an incomplete snapshot.
-	if _, err := os.Lstat(filepath.Join(repoDir, "snapshots", h.commit, shard)); err == nil {
+	if _, err := os.Lstat(filepath.Join(repoDir, "snapshots", h.Commit, shard)); err == nil {
 		t.Fatal("a link points at an unfinished blob")
 	}
 	if _, err := os.Stat(filepath.Join(repoDir, "refs", "main")); err == nil {
@@ -288,21 +291,21 @@ func TestInterruptedDownloadResumes(t *testing.T) {
 	if _, err := c.Download(context.Background(), ref, Checkpoint); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
-	if !contains(h.ranges, "bytes=123456-") {
-		t.Errorf("no Range request resumed the transfer: %q", h.ranges)
+	if !contains(h.Ranges(), "bytes=123456-") {
+		t.Errorf("no Range request resumed the transfer: %q", h.Ranges())
 	}
 	if _, err := os.Stat(part); err == nil {
 		t.Error(".incomplete left behind")
 	}
 
 	// Within one call, a broken transfer is retried from where it stopped.
-	h2 := newFakeHub(t, testRepo, modelFiles(), lfsFiles...)
-	h2.cut[shard] = 1000
+	h2 := hubtest.New(t, testRepo, modelFiles(), lfsFiles...)
+	h2.Cut[shard] = 1000
 	if _, err := testClient(t, h2, t.TempDir()).Download(context.Background(), ref, Checkpoint); err != nil {
 		t.Fatal(err)
 	}
-	if !contains(h2.ranges, "bytes=1000-") {
-		t.Errorf("no Range retry: %q", h2.ranges)
+	if !contains(h2.Ranges(), "bytes=1000-") {
+		t.Errorf("no Range retry: %q", h2.Ranges())
 	}
 }
 
@@ -317,27 +320,27 @@ func contains(s []string, v string) bool {
 
 func TestChecksumMismatchIsRefused(t *testing.T) {
 	for _, name := range []string{"model-00002-of-00002.safetensors", "tokenizer.json"} { // sha256 and git sha1
-		h := newFakeHub(t, testRepo, modelFiles(), lfsFiles...)
-		h.corrupt[name] = true
+		h := hubtest.New(t, testRepo, modelFiles(), lfsFiles...)
+		h.Corrupt[name] = true
 		cache := t.TempDir()
 		_, err := testClient(t, h, cache).Download(context.Background(), mustRef(t, "hf:"+testRepo), Checkpoint)
 		if err == nil || !strings.Contains(err.Error(), "checksum mismatch") {
 			t.Fatalf("%s: %v", name, err)
 		}
 		blobs := filepath.Join(cache, "models--org--tiny-model", "blobs")
-		for _, p := range []string{h.etag(name), h.etag(name) + ".incomplete"} {
+		for _, p := range []string{h.ETag(name), h.ETag(name) + ".incomplete"} {
 			if _, err := os.Stat(filepath.Join(blobs, p)); err == nil {
 				t.Errorf("%s: %s kept", name, p)
 			}
 		}
-		if _, err := os.Lstat(filepath.Join(cache, "models--org--tiny-model", "snapshots", h.commit, name)); err == nil {
+		if _, err := os.Lstat(filepath.Join(cache, "models--org--tiny-model", "snapshots", h.Commit, name)); err == nil {
 			t.Errorf("%s: linked", name)
 		}
 	}
 }
 
 func TestConcurrentDownloadsFetchEachFileOnce(t *testing.T) {
-	h := newFakeHub(t, testRepo, modelFiles(), lfsFiles...)
+	h := hubtest.New(t, testRepo, modelFiles(), lfsFiles...)
 	cache := t.TempDir()
 	var wg sync.WaitGroup
 	dirs := make([]string, 6)
@@ -357,37 +360,37 @@ func TestConcurrentDownloadsFetchEachFileOnce(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "config.json"} {
-		if got := h.getCount(n); got != 1 {
+		if got := h.Gets(n); got != 1 {
 			t.Errorf("%s fetched %d times", n, got)
 		}
 		b, err := os.ReadFile(filepath.Join(dirs[0], n))
-		if err != nil || !bytes.Equal(b, h.files[n]) {
+		if err != nil || !bytes.Equal(b, h.Files[n]) {
 			t.Errorf("%s: %v", n, err)
 		}
 	}
 }
 
 func TestOfflineUsesTheCacheAndSaysWhatIsMissing(t *testing.T) {
-	h := newFakeHub(t, testRepo, modelFiles(), lfsFiles...)
+	h := hubtest.New(t, testRepo, modelFiles(), lfsFiles...)
 	cache := t.TempDir()
 	ref := mustRef(t, "hf:"+testRepo)
 	dir, err := testClient(t, h, cache).Download(context.Background(), ref, Checkpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := h.apiCalls
+	calls := h.APICalls()
 	t.Setenv("HF_HUB_OFFLINE", "1")
 	t.Setenv("HF_HUB_CACHE", cache)
-	t.Setenv("HF_ENDPOINT", h.api.URL)
+	t.Setenv("HF_ENDPOINT", h.API.URL)
 	t.Setenv("HF_TOKEN", "")
 	got, err := Resolve(context.Background(), "hf:"+testRepo, Checkpoint, nil)
 	if err != nil || got != dir {
 		t.Fatalf("offline: %s, %v", got, err)
 	}
-	if got, err := Resolve(context.Background(), "hf:"+testRepo+"@"+h.commit, Checkpoint, nil); err != nil || got != dir {
+	if got, err := Resolve(context.Background(), "hf:"+testRepo+"@"+h.Commit, Checkpoint, nil); err != nil || got != dir {
 		t.Fatalf("offline by commit: %s, %v", got, err)
 	}
-	if h.apiCalls != calls {
+	if h.APICalls() != calls {
 		t.Error("offline mode asked the Hub")
 	}
 	_, err = Resolve(context.Background(), "hf:org/absent", Checkpoint, nil)
@@ -406,7 +409,7 @@ func TestOfflineUsesTheCacheAndSaysWhatIsMissing(t *testing.T) {
 }
 
 func TestUnreachableHubFallsBackToTheCache(t *testing.T) {
-	h := newFakeHub(t, testRepo, modelFiles(), lfsFiles...)
+	h := hubtest.New(t, testRepo, modelFiles(), lfsFiles...)
 	cache := t.TempDir()
 	ref := mustRef(t, "hf:"+testRepo)
 	dir, err := testClient(t, h, cache).Download(context.Background(), ref, Checkpoint)
@@ -414,7 +417,7 @@ func TestUnreachableHubFallsBackToTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := testClient(t, h, cache)
-	h.api.Close()
+	h.API.Close()
 	var out bytes.Buffer
 	c.Out = &out
 	if got, err := c.Download(context.Background(), ref, Checkpoint); err != nil || got != dir {
@@ -459,21 +462,21 @@ func TestParseRef(t *testing.T) {
 func TestHostileNamesAreRefused(t *testing.T) {
 	files := modelFiles()
 	files["../../../escape"] = []byte("x")
-	h := newFakeHub(t, testRepo, files, lfsFiles...)
+	h := hubtest.New(t, testRepo, files, lfsFiles...)
 	_, err := testClient(t, h, t.TempDir()).Download(context.Background(), mustRef(t, "hf:"+testRepo), Checkpoint)
 	if err == nil || !strings.Contains(err.Error(), "would leave the snapshot folder") {
 		t.Fatalf("hostile sibling: %v", err)
 	}
 	files = modelFiles()
 	files["model.safetensors.index.json"] = []byte(`{"weight_map":{"a":"../../blobs/x.safetensors"}}`)
-	h = newFakeHub(t, testRepo, files, lfsFiles...)
+	h = hubtest.New(t, testRepo, files, lfsFiles...)
 	_, err = testClient(t, h, t.TempDir()).Download(context.Background(), mustRef(t, "hf:"+testRepo), Checkpoint)
 	if err == nil || !strings.Contains(err.Error(), "is not a file of the folder") {
 		t.Fatalf("hostile shard: %v", err)
 	}
 	files = modelFiles()
 	files["model.safetensors.index.json"] = []byte(`{"weight_map":{"a":"model-00003-of-00003.safetensors"}}`)
-	h = newFakeHub(t, testRepo, files, lfsFiles...)
+	h = hubtest.New(t, testRepo, files, lfsFiles...)
 	_, err = testClient(t, h, t.TempDir()).Download(context.Background(), mustRef(t, "hf:"+testRepo), Checkpoint)
 	if err == nil || !strings.Contains(err.Error(), "does not hold") {
 		t.Fatalf("index naming a missing shard: %v", err)
@@ -487,7 +490,7 @@ func TestNoSafetensorsSaysSo(t *testing.T) {
 			delete(files, n)
 		}
 	}
-	h := newFakeHub(t, testRepo, files, lfsFiles...)
+	h := hubtest.New(t, testRepo, files, lfsFiles...)
 	_, err := testClient(t, h, t.TempDir()).Download(context.Background(), mustRef(t, "hf:"+testRepo), Checkpoint)
 	if err == nil || !strings.Contains(err.Error(), "no safetensors weights") {
 		t.Fatal(err)
