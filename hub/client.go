@@ -164,8 +164,8 @@ func (c *Client) Download(ctx context.Context, ref Ref, want Want) (string, erro
 	}
 	info, err := c.revisionInfo(ctx, ref)
 	if err != nil {
-		var he *Error
-		if errors.As(err, &he) && he.Status != 0 || ctx.Err() != nil {
+		var un errUnreachable
+		if !errors.As(err, &un) || ctx.Err() != nil {
 			return "", err
 		}
 		// The Hub cannot be reached: what the cache holds may do.
@@ -210,7 +210,7 @@ func (c *Client) revisionInfo(ctx context.Context, ref Ref) (RevisionInfo, error
 	}
 	resp, err := c.httpc.Do(req)
 	if err != nil {
-		return RevisionInfo{}, fmt.Errorf("hub: cannot reach %s: %w", c.Endpoint, redact(err))
+		return RevisionInfo{}, errUnreachable{fmt.Errorf("hub: cannot reach %s: %w", c.Endpoint, redact(err))}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -233,6 +233,13 @@ func (c *Client) revisionInfo(ctx context.Context, ref Ref) (RevisionInfo, error
 	}
 	return info, nil
 }
+
+// errUnreachable is a failure to get any answer from the Hub (no network, DNS, refused, timed
+// out): what the cache holds may do instead.
+type errUnreachable struct{ err error }
+
+func (e errUnreachable) Error() string { return e.err.Error() }
+func (e errUnreachable) Unwrap() error { return e.err }
 
 // redact keeps a URL error's operation and cause (the URL has no secret, but its query might
 // one day).

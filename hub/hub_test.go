@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -518,5 +520,38 @@ func TestSettingsFromEnvironment(t *testing.T) {
 	}
 	if _, err := settingsFrom(env(map[string]string{"HF_HOME": home, "HF_ENDPOINT": "ftp://x"})); err == nil {
 		t.Fatal("an ftp endpoint was accepted")
+	}
+}
+
+func TestProgressBarOnATerminal(t *testing.T) {
+	var b bytes.Buffer
+	p := &progress{w: &b, name: "model.safetensors", size: 1 << 20}
+	p.draw(1 << 19)
+	p.done()
+	if s := b.String(); !strings.HasPrefix(s, "\rmodel.safetensors") || !strings.Contains(s, " 50.0% 512.0 KiB/1.0 MiB") || !strings.HasSuffix(s, "\n") {
+		t.Fatalf("bar %q", s)
+	}
+	// Off a terminal (a buffer, a file), one line and no bar.
+	b.Reset()
+	q := newProgress(&b, "x", 10, 20)
+	q.set(20)
+	q.done()
+	if b.String() != "hub: resuming at 10 B x (20 B)\n" {
+		t.Fatalf("%q", b.String())
+	}
+}
+
+// A malformed answer from a reachable Hub is an error, not a reason to use the cache.
+func TestMalformedRevisionInfoIsNotUnreachable(t *testing.T) {
+	h := hubtest.New(t, testRepo, modelFiles(), lfsFiles...)
+	cache := t.TempDir()
+	if _, err := testClient(t, h, cache).Download(context.Background(), mustRef(t, "hf:"+testRepo), Checkpoint); err != nil {
+		t.Fatal(err)
+	}
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"sha":"nope"}`)) }))
+	defer bad.Close()
+	c, _ := NewClient(Settings{Endpoint: bad.URL, Cache: cache})
+	if _, err := c.Download(context.Background(), mustRef(t, "hf:"+testRepo), Checkpoint); err == nil || !strings.Contains(err.Error(), "no commit") {
+		t.Fatalf("%v", err)
 	}
 }
