@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -102,8 +103,8 @@ func (c *Client) fetch(ctx context.Context, ref Ref, commit string, f FileInfo) 
 	case m.etag != "" && m.etag != etag:
 		return fmt.Errorf("hub: %s: %s: the file's ETag %s disagrees with the revision's listing %s", ref, f.Name, m.etag, etag)
 	}
-	if !sha1RE.MatchString(etag) && !sha256RE.MatchString(etag) {
-		return fmt.Errorf("hub: %s: %s: the Hub gave no checksum (ETag %q is not a sha1 or sha256)", ref, f.Name, etag)
+	if !opaqueRE.MatchString(etag) {
+		return fmt.Errorf("hub: %s: %s: the Hub gave no usable ETag (%q) to name the file in the cache", ref, f.Name, etag)
 	}
 	size := f.Size
 	switch {
@@ -157,6 +158,12 @@ func relink(link, blob string) error {
 	}
 	return nil
 }
+
+// opaqueRE is an ETag usable as a blob's file name; only a sha1 or sha256 one is a checksum
+// (verifiable). A mirror may give another kind, and then only the size is checked.
+var opaqueRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+func verifiable(etag string) bool { return sha1RE.MatchString(etag) || sha256RE.MatchString(etag) }
 
 // newHash is the checksum an ETag is: sha256 of the content for an LFS file, else the git blob
 // sha1 (of "blob <size>\0" and the content).
@@ -227,7 +234,9 @@ func (c *Client) transfer(ctx context.Context, ref Ref, commit, name, blob, etag
 	if err := f.Sync(); err != nil {
 		return fail("%w", err)
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != etag {
+	if !verifiable(etag) {
+		c.printf("hub: %s: %s: the endpoint's ETag %q is not a checksum; only the size (%d bytes) was checked\n", ref, name, etag, size)
+	} else if got := hex.EncodeToString(h.Sum(nil)); got != etag {
 		f.Close()
 		os.Remove(part)
 		return fail("checksum mismatch: got %s, the Hub says %s; the download was removed: run again (if it recurs, the endpoint %s serves a corrupt file)", got, etag, c.Endpoint)

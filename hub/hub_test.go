@@ -555,3 +555,24 @@ func TestMalformedRevisionInfoIsNotUnreachable(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// A mirror without checksums: the files are named by its ETags and checked by size only, and
+// the output says so.
+func TestUnverifiableETagsAreCheckedBySize(t *testing.T) {
+	h := hubtest.New(t, testRepo, modelFiles(), lfsFiles...)
+	h.Opaque = true
+	c := testClient(t, h, t.TempDir())
+	var out bytes.Buffer
+	c.Out = &out
+	dir, err := c.Download(context.Background(), mustRef(t, "hf:"+testRepo), Checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, _ := os.Readlink(filepath.Join(dir, "config.json"))
+	if want := filepath.Join("..", "..", "blobs", h.ETag("config.json")); target != want {
+		t.Fatalf("config.json -> %s, want %s", target, want)
+	}
+	if !strings.Contains(out.String(), "is not a checksum; only the size") {
+		t.Fatalf("no word that nothing was verified:\n%s", out.String())
+	}
+}

@@ -32,6 +32,9 @@ type Hub struct {
 	Token   string // the token that may read a gated repository
 	Corrupt map[string]bool
 	Cut     map[string]int // the next GET of a file stops after this many bytes (once)
+	// Opaque makes the Hub a mirror that lists no checksums and answers ETags that are not
+	// sha1 or sha256 ("opaque-" and 16 hex digits).
+	Opaque bool
 
 	API, CDN *httptest.Server
 
@@ -60,6 +63,9 @@ func SHA256Hex(b []byte) string {
 
 // ETag is the Hub's ETag of a file: its LFS sha256, else its git blob sha1.
 func (h *Hub) ETag(name string) string {
+	if h.Opaque {
+		return "opaque-" + SHA256Hex(h.Files[name])[:16]
+	}
 	if h.LFS[name] {
 		return SHA256Hex(h.Files[name])
 	}
@@ -141,7 +147,7 @@ func (h *Hub) serveAPI(w http.ResponseWriter, r *http.Request) {
 		type sib struct {
 			RFilename string   `json:"rfilename"`
 			Size      int      `json:"size"`
-			BlobID    string   `json:"blobId"`
+			BlobID    string   `json:"blobId,omitempty"`
 			LFS       *lfsJSON `json:"lfs,omitempty"`
 		}
 		var sibs []sib
@@ -150,6 +156,9 @@ func (h *Hub) serveAPI(w http.ResponseWriter, r *http.Request) {
 			if h.LFS[n] {
 				s.BlobID = GitBlobSHA1([]byte("version https://git-lfs.github.com/spec/v1\noid sha256:" + SHA256Hex(b)))
 				s.LFS = &lfsJSON{SHA256: SHA256Hex(b), Size: len(b), PointerSize: 134}
+			}
+			if h.Opaque {
+				s = sib{RFilename: n, Size: len(b)}
 			}
 			sibs = append(sibs, s)
 		}
