@@ -176,6 +176,11 @@ func (c *Client) Download(ctx context.Context, ref Ref, want Want) (string, erro
 		c.printf("hub: %v; using the cached snapshot %s\n", err, dir)
 		return dir, nil
 	}
+	// refs/ exists from the first file on, as huggingface_hub leaves it (readers of the cache
+	// such as @huggingface/hub's scanCacheDir require it); the ref itself is written last.
+	if err := os.MkdirAll(filepath.Join(c.repoDir(ref), "refs"), 0o755); err != nil {
+		return "", fmt.Errorf("hub: %w", err)
+	}
 	files, err := c.pick(ctx, ref, info, want)
 	if err != nil {
 		return "", err
