@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Hub speaks the Hugging Face Hub's file API the way huggingface.co does: revision info, resolve with a
@@ -35,6 +36,8 @@ type Hub struct {
 	// Opaque makes the Hub a mirror that lists no checksums and answers ETags that are not
 	// sha1 or sha256 ("opaque-" and 16 hex digits).
 	Opaque bool
+	// Slow delays each GET of a file's content, so that concurrent downloads overlap.
+	Slow time.Duration
 
 	API, CDN *httptest.Server
 
@@ -237,6 +240,7 @@ func (h *Hub) serveBytes(w http.ResponseWriter, r *http.Request, name string) {
 	cut, cutting := h.Cut[name]
 	delete(h.Cut, name)
 	h.mu.Unlock()
+	time.Sleep(h.Slow)
 	w.WriteHeader(status)
 	if cutting {
 		w.Write(body[start : start+cut])
