@@ -186,16 +186,7 @@ func (m *Model) HasLoRA() bool { return m.LoRA != nil }
 // computes up to rounding.
 func (m *Model) Merged() *Model {
 	c := m.Clone()
-	c.LoRA = nil
-	if m.LoRA == nil {
-		return c
-	}
-	for l := range m.Cfg.Layers {
-		for t := range numTargets {
-			w, ld := c.targetWeight(l, t)
-			m.LoRA.mergeInto(m.Cfg, l, t, w, ld)
-		}
-	}
+	c.MergeLoRA()
 	return c
 }
 
@@ -320,4 +311,20 @@ func (m *Model) Trainable() (data, grads []float32, tensors []NamedTensor) {
 
 func sameLoRA(a, b LoRAConfig) bool {
 	return a.Rank == b.Rank && a.Alpha == b.Alpha && a.Dropout == b.Dropout && slices.Equal(a.Targets, b.Targets)
+}
+
+// MergeLoRA adds each adapter's product into the base weights and drops the adapters (nothing
+// without them): m then computes what it computed, up to rounding, and trains its weights.
+func (m *Model) MergeLoRA() {
+	if m.LoRA == nil {
+		return
+	}
+	for l := range m.Cfg.Layers {
+		for t := range numTargets {
+			w, ld := m.targetWeight(l, t)
+			m.LoRA.mergeInto(m.Cfg, l, t, w, ld)
+		}
+	}
+	m.LoRA = nil
+	m.dec.packed = nil
 }

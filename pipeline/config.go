@@ -88,6 +88,9 @@ type Phase struct {
 	Optim learn.Config `yaml:"optim"`
 	SFT   *SFTConfig   `yaml:"sft,omitempty"`
 	RL    *RLConfig    `yaml:"rl,omitempty"`
+	// LoRA trains low-rank adapters beside the frozen weights instead of the weights
+	// (model.LoRAConfig); a phase without it trains the weights, with earlier adapters merged.
+	LoRA *model.LoRAConfig `yaml:"lora,omitempty"`
 }
 
 // SFTConfig is supervised training on demonstrations synthesized by each environment's noisy
@@ -345,6 +348,14 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 	}
 	if _, err := p.Optim.Schedule(p.Steps); err != nil {
 		return fmt.Errorf("optim.%w", err)
+	}
+	if p.LoRA != nil {
+		if err := p.LoRA.Validate(c.Model); err != nil {
+			return err
+		}
+		if p.RL != nil && p.RL.Loss.Critic.Coef > 0 {
+			return errors.New("lora with rl.loss.critic: the value head would stay frozen with the base (not implemented)")
+		}
 	}
 	switch p.Kind {
 	case "sft":
