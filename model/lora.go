@@ -223,19 +223,6 @@ type loraWorkspace struct {
 	du []float32
 }
 
-// loraInput is the input of target t's product in layer l among a block's activations.
-func loraIn(t int, ln1, atty, ln2, sw []float32) []float32 {
-	switch t {
-	case tQ, tK, tV:
-		return ln1
-	case tO:
-		return atty
-	case tGate, tUp:
-		return ln2
-	}
-	return sw
-}
-
 // loraForward adds the adapters of the targets of product lin in layer l to its output y (n
 // rows of ldy floats) from its input x: y[:, col:col+out] += scale·(x·Aᵀ)·Bᵀ, keeping x·Aᵀ.
 func (m *Model) loraForward(l, lin, n int, x, y []float32, ldy int) {
