@@ -315,3 +315,16 @@ func (m *Model) MergeLoRA() {
 	m.LoRA = nil
 	m.dec.packed = nil
 }
+
+// LoRAParams is the number of adapter weights l gives a model of c, computed without
+// allocating.
+func (c Config) LoRAParams(l LoRAConfig) int64 {
+	var n int64
+	for _, name := range l.Targets {
+		if t := slices.Index(loraTargets, name); t >= 0 {
+			out, in, _ := c.loraShape(t)
+			n += int64(l.Rank) * int64(out+in)
+		}
+	}
+	return n * int64(c.Layers)
+}
