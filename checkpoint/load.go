@@ -181,6 +181,9 @@ func loadWeights(shards []shard, cfg model.Config) (*model.Model, error) {
 		return nil, err
 	}
 	m.DType = weightsDType(h)
+	if src := shards[0].h.metadata[sourceDTypeKey]; dtypeSize[src] != 0 {
+		m.DType = src
+	}
 	for _, t := range m.Params.Tensors() {
 		i := h.byName[t.Name]
 		s := shards[owner[i]]

@@ -161,4 +161,18 @@ func TestCheckpointMerge(t *testing.T) {
 	if err := Main(context.Background(), []string{"checkpoint", "merge", "--checkpoint", dst, "--out", t.TempDir()}, &out, &out); err == nil || !strings.Contains(err.Error(), "no adapters") {
 		t.Fatalf("merging a checkpoint without adapters: %v", err)
 	}
+	// export keeps the adapters beside the weights, in the requested dtype.
+	exp := filepath.Join(t.TempDir(), "export")
+	out.Reset()
+	if err := Main(context.Background(), []string{"checkpoint", "export", "--checkpoint", src, "--out", exp, "--dtype", "f16"}, &out, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "f16 weights") {
+		t.Fatalf("output %q", out.String())
+	}
+	for _, f := range []string{"adapter_config.json", "adapter_model.safetensors", "model.safetensors"} {
+		if _, err := os.Stat(filepath.Join(exp, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
