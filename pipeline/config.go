@@ -190,12 +190,9 @@ func (c *Config) checkBatch(what string, n int) error {
 	if m.Heads < 1 || m.Dim > model.MaxDim || m.Layers > model.MaxLayers || m.Hidden > model.MaxHidden || m.KVHeads > m.Heads {
 		return nil // the model block's own error says why
 	}
-	hd := int64(m.Dim / m.Heads)
-	C, L, H := int64(m.Dim), int64(m.Layers), int64(m.Hidden)
-	qkv := int64(m.Heads+2*m.KVHeads) * hd
 	// What the model keeps per token for the backward pass (model's trainWorkspace) and its
 	// gradient scratch, and a row of logits.
-	perTok := 4 * (L*(5*C+qkv+int64(m.Heads)+3*H+2) + 5*C + qkv + 3*H + int64(c.Tokenizer.VocabSize))
+	perTok := c.modelConfig(c.Tokenizer.VocabSize).EstimateMemory(model.MemoryUse{Train: true, TrainTokens: 1}).Activations
 	if b := toks * perTok; b > MaxActivationBytes {
 		return fmt.Errorf("%s %d × rollout.max_context %d tokens take %.1f GiB of activations with this model, over the limit of %d GiB (pipeline.MaxActivationBytes)",
 			what, n, ctx, float64(b)/(1<<30), MaxActivationBytes>>30)
