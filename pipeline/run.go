@@ -16,18 +16,19 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/env/mcp"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/optim"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
-	"github.com/agentrl/agentrl/tool/mcp"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -41,11 +42,14 @@ type Options struct {
 	Now func() time.Time
 	// Envs holds the environments the config names (all.Builtins for the built-in ones).
 	Envs *env.Registry
+	// NewConversation renders the RL episodes' chat (rollout.Runner.NewConversation); nil means
+	// the tokenizer's ChatML, which never splits an episode into samples.
+	NewConversation func() rollout.Conversation
 }
 
 // Run is one training run and its directory.
 type Run struct {
-	Cfg  Config
+	Cfg  config.Config
 	Dir  string
 	opts Options
 
@@ -68,7 +72,7 @@ type Run struct {
 	rewards *rewardShapers
 	// act holds the monitor's actions in the RL phase in progress (monitor_actions.go; nil when
 	// none is on).
-	act *actions
+	act *monitor.Actions
 	// dist is the data plane of rl.async.workers, from the first phase that uses it to the end
 	// of Train.
 	dist        *distSession
@@ -76,6 +80,8 @@ type Run struct {
 	onDistStep  func(*distSession, int) // tests: called after each distributed step is logged
 
 	unlock func() // releases the run directory's lock (LockRun), taken by NewRun or Resume
+
+	learner *learnerSession // the external learner of the RL phase in progress (learner.go)
 }
 
 // Summary is what a finished run reports.
@@ -99,7 +105,7 @@ func (r *Run) printf(format string, a ...any) {
 
 // NewRun creates a fresh run directory under cfg.RunsDir named after cfg.Name (with a numeric
 // suffix when that name is taken) and writes the resolved config into it.
-func NewRun(cfg Config, opts Options) (*Run, error) {
+func NewRun(cfg config.Config, opts Options) (*Run, error) {
 	if cfg.Init != "" {
 		// Saved absolute, so that the run's config means the same from any directory.
 		abs, err := filepath.Abs(cfg.Init)
@@ -129,7 +135,7 @@ func NewRun(cfg Config, opts Options) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := Encode(cfg)
+	data, err := config.Encode(cfg)
 	if err != nil {
 		unlock()
 		return nil, err
@@ -163,26 +169,10 @@ func (r *Run) stepRNG(phase, step int, salt uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(r.Cfg.Seed^0x9E3779B97F4A7C15*uint64(phase+1), uint64(step+1)<<20^salt))
 }
 
-// envNames lists every environment the run's phases use, sorted.
-func (c *Config) envNames() []string {
-	set := map[string]bool{}
-	for _, p := range c.Phases {
-		for _, e := range p.Envs {
-			set[e.Name] = true
-		}
-	}
-	names := make([]string, 0, len(set))
-	for n := range set {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
 // buildTokenizer trains the run's tokenizer on text from every environment of the run.
 func (r *Run) buildTokenizer() error {
 	var corpus []string
-	for _, name := range r.Cfg.envNames() {
+	for _, name := range r.Cfg.EnvNames() {
 		spec, err := r.opts.Envs.Lookup(name)
 		if err != nil {
 			return err
@@ -212,7 +202,7 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 	r.start = r.now()
 	// MCP servers first: one that does not start fails the run before any work. They stay
 	// connected, shared by every episode, until Train returns however it returns.
-	tools, err := mcp.Connect(ctx, r.opts.Envs, r.Cfg.MCP, r.Cfg.envNames()...)
+	tools, err := mcp.Connect(ctx, r.opts.Envs, r.Cfg.MCP, r.Cfg.EnvNames()...)
 	if err != nil {
 		return nil, err
 	}
@@ -244,14 +234,14 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		}
 	}
 	r.printf("run %s: model %.2fM parameters, vocabulary %d\n", r.Dir, float64(r.model.NumParams())/1e6, r.tok.VocabSize())
-	if d := r.Cfg.describePrecision(); d != "" {
+	if d := r.Cfg.DescribePrecision(); d != "" {
 		r.printf("%s\n", d)
 	}
 	for _, p := range r.Cfg.Phases {
 		if d := simulatedLatency(p.Envs); d != "" {
 			r.printf("phase %s: environment steps wait a SIMULATED latency (a benchmark workload): %s\n", p.Name, d)
 		}
-		if d := describeDifficulty(p.Envs); d != "" {
+		if d := config.DescribeDifficulty(p.Envs); d != "" {
 			r.printf("phase %s: tasks drawn by difficulty: %s\n", p.Name, d)
 		}
 	}
@@ -313,7 +303,7 @@ func (r *Run) initModel() error {
 		if err := r.buildTokenizer(); err != nil {
 			return err
 		}
-		mc := r.Cfg.modelConfig(r.tok.VocabSize())
+		mc := r.Cfg.ModelConfig(r.tok.VocabSize())
 		if err := mc.Validate(); err != nil {
 			return err
 		}
@@ -331,7 +321,7 @@ func (r *Run) initModel() error {
 	if err := r.checkMemory(ck.Model.Cfg); err != nil {
 		return fmt.Errorf("init: %w", err)
 	}
-	if want := r.Cfg.modelConfig(ck.Tokenizer.VocabSize()); ck.Model.Cfg != want {
+	if want := r.Cfg.ModelConfig(ck.Tokenizer.VocabSize()); ck.Model.Cfg != want {
 		return fmt.Errorf("init: checkpoint %s has model %+v; the config describes %+v", r.Cfg.Init, ck.Model.Cfg, want)
 	}
 	r.model, r.tok = ck.Model, ck.Tokenizer
@@ -339,7 +329,7 @@ func (r *Run) initModel() error {
 }
 
 // newLearner makes the phase's learner, restoring the optimizer when resuming mid-phase.
-func (r *Run) newLearner(p Phase, start int) (*learn.Learner, error) {
+func (r *Run) newLearner(p config.Phase, start int) (*learn.Learner, error) {
 	if err := r.setAdapters(p, start); err != nil {
 		return nil, err
 	}
@@ -363,7 +353,7 @@ func (r *Run) newLearner(p Phase, start int) (*learn.Learner, error) {
 // configuration (fresh ones at the phase's start, earlier ones merged into the weights first;
 // the checkpoint's when resuming mid-phase), and without one, the weights themselves (earlier
 // adapters merged).
-func (r *Run) setAdapters(p Phase, start int) error {
+func (r *Run) setAdapters(p config.Phase, start int) error {
 	m := r.model
 	if p.LoRA == nil || start == 0 {
 		m.MergeLoRA()

@@ -216,8 +216,8 @@ class Attention(nn.Module):
         v = v.repeat_interleave(rep, dim=1)
 
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
-        i = torch.arange(T).view(T, 1)
-        j = torch.arange(T).view(1, T)
+        i = torch.arange(T, device=x.device).view(T, 1)
+        j = torch.arange(T, device=x.device).view(1, T)
         allowed = j <= i
         if self.window is not None:
             allowed = allowed & (i - j < self.window)
@@ -277,7 +277,7 @@ class Transformer(nn.Module):
         self.register_buffer("inv_freq", rope_inv_freq(args), persistent=False)
 
     def rope(self, T):
-        pos = torch.arange(T, dtype=torch.float32)
+        pos = torch.arange(T, dtype=torch.float32, device=self.inv_freq.device)
         freqs = torch.outer(pos, self.inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos(), emb.sin()
