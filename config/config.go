@@ -195,7 +195,7 @@ func (c *Config) checkBatch(what string, n int) error {
 	}
 	// What the model keeps per token for the backward pass (model's trainWorkspace) and its
 	// gradient scratch, and a row of logits.
-	perTok := c.modelConfig(c.Tokenizer.VocabSize).EstimateMemory(model.MemoryUse{Train: true, TrainTokens: 1}).Activations
+	perTok := c.ModelConfig(c.Tokenizer.VocabSize).EstimateMemory(model.MemoryUse{Train: true, TrainTokens: 1}).Activations
 	if b := toks * perTok; b > MaxActivationBytes {
 		return fmt.Errorf("%s %d × rollout.max_context %d tokens take %.1f GiB of activations with this model, over the limit of %d GiB (pipeline.MaxActivationBytes)",
 			what, n, ctx, float64(b)/(1<<30), MaxActivationBytes>>30)

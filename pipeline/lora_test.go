@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/config"
 )
 
 // onesSets trains the tiny run on test-ones, whose rewards differ within a group from the first
@@ -110,7 +111,7 @@ func TestLoRAConfigRefusals(t *testing.T) {
 		{"phases.rl.lora={rank: 4, alpha: 8, targets: [embed_tokens]}", "embed_tokens"},
 		{"phases.rl.lora={rank: 4, alpha: 8, targets: [q_proj], bias: all}", "bias"},
 	} {
-		_, err := Load(testEnvs(), "", "", []string{c.set})
+		_, err := config.Load(testEnvs(), "", "", []string{c.set})
 		if err == nil || !containsFold(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want one naming %q", c.set, err, c.want)
 		}
