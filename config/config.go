@@ -93,6 +93,9 @@ type Phase struct {
 	Optim learn.Config `yaml:"optim"`
 	SFT   *SFTConfig   `yaml:"sft,omitempty"`
 	RL    *RLConfig    `yaml:"rl,omitempty"`
+	// LoRA trains low-rank adapters beside the frozen weights instead of the weights
+	// (model.LoRAConfig); a phase without it trains the weights, with earlier adapters merged.
+	LoRA *model.LoRAConfig `yaml:"lora,omitempty"`
 }
 
 // SFTConfig is supervised training on demonstrations synthesized by each environment's noisy
@@ -192,12 +195,9 @@ func (c *Config) checkBatch(what string, n int) error {
 	if m.Heads < 1 || m.Dim > model.MaxDim || m.Layers > model.MaxLayers || m.Hidden > model.MaxHidden || m.KVHeads > m.Heads {
 		return nil // the model block's own error says why
 	}
-	hd := int64(m.Dim / m.Heads)
-	C, L, H := int64(m.Dim), int64(m.Layers), int64(m.Hidden)
-	qkv := int64(m.Heads+2*m.KVHeads) * hd
 	// What the model keeps per token for the backward pass (model's trainWorkspace) and its
 	// gradient scratch, and a row of logits.
-	perTok := 4 * (L*(5*C+qkv+int64(m.Heads)+3*H+2) + 5*C + qkv + 3*H + int64(c.Tokenizer.VocabSize))
+	perTok := c.ModelConfig(c.Tokenizer.VocabSize).EstimateMemory(model.MemoryUse{Train: true, TrainTokens: 1}).Activations
 	if b := toks * perTok; b > MaxActivationBytes {
 		return fmt.Errorf("%s %d × rollout.max_context %d tokens take %.1f GiB of activations with this model, over the limit of %d GiB (pipeline.MaxActivationBytes)",
 			what, n, ctx, float64(b)/(1<<30), MaxActivationBytes>>30)
@@ -362,6 +362,14 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 	}
 	if _, err := p.Optim.Schedule(p.Steps); err != nil {
 		return fmt.Errorf("optim.%w", err)
+	}
+	if p.LoRA != nil {
+		if err := p.LoRA.Validate(c.Model); err != nil {
+			return err
+		}
+		if p.RL != nil && p.RL.Loss.Critic.Coef > 0 {
+			return errors.New("lora with rl.loss.critic: the value head would stay frozen with the base (not implemented)")
+		}
 	}
 	switch p.Kind {
 	case "sft":

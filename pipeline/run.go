@@ -335,6 +335,9 @@ func (r *Run) initModel(ctx context.Context) error {
 
 // newLearner makes the phase's learner, restoring the optimizer when resuming mid-phase.
 func (r *Run) newLearner(p config.Phase, start int) (*learn.Learner, error) {
+	if err := r.setAdapters(p, start); err != nil {
+		return nil, err
+	}
 	l, err := learn.New(r.model, p.Optim, p.Steps, r.Cfg.Rollout.MaxContext)
 	if err != nil {
 		return nil, err
@@ -349,6 +352,27 @@ func (r *Run) newLearner(p config.Phase, start int) (*learn.Learner, error) {
 		l.Step = start
 	}
 	return l, nil
+}
+
+// setAdapters gives the model what phase p trains: with a lora block, adapters of that
+// configuration (fresh ones at the phase's start, earlier ones merged into the weights first;
+// the checkpoint's when resuming mid-phase), and without one, the weights themselves (earlier
+// adapters merged).
+func (r *Run) setAdapters(p config.Phase, start int) error {
+	m := r.model
+	if p.LoRA == nil || start == 0 {
+		m.MergeLoRA()
+	}
+	if p.LoRA == nil {
+		return nil
+	}
+	if start > 0 {
+		if !m.HasLoRA() {
+			return fmt.Errorf("resuming phase %s at step %d: the checkpoint has no adapters", p.Name, start)
+		}
+		return nil
+	}
+	return m.AddLoRA(*p.LoRA, r.Cfg.Seed^uint64(len(p.Name))<<32^uint64(p.Steps))
 }
 
 // afterStep checkpoints when one is due after step (0-based) of phase pi.
