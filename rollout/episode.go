@@ -41,6 +41,8 @@ type Config struct {
 	EpisodeTimeout time.Duration `yaml:"episode_timeout"`
 	// Sampling is passed to the generator on every turn.
 	Sampling infer.Sampling `yaml:",inline"`
+	// Context turns context folding on (nil: off); see ContextConfig.
+	Context *ContextConfig `yaml:"context,omitempty"`
 }
 
 // DefaultConfig suits the built-in environments and model.
@@ -68,6 +70,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Sampling.Validate(); err != nil {
 		return fmt.Errorf("rollout: sampling: %w", err)
+	}
+	if c.Context != nil {
+		return c.Context.Validate(c)
 	}
 	return nil
 }
@@ -193,6 +198,9 @@ func (ep *episode) begin(e env.Env, t Task) (done bool, err error) {
 	if err != nil {
 		return true, ep.fail("reset", err)
 	}
+	if r.Cfg.Context != nil {
+		ep.fold, obs.System = newFolder(r.Cfg.Context, obs.System, obs.Text)
+	}
 	prompt, sysLen, err := ep.conv.Start(obs.System, obs.Text)
 	ep.lap(&tr.Timings.Tokenize)
 	if err != nil {
@@ -268,12 +276,24 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 
 	action := r.Tok.Decode(actionToks)
 	ep.lap(&tr.Timings.Tokenize)
+	if ep.fold != nil {
+		if c, calls, ok := ep.fold.find(action); ok {
+			return ep.foldTurn(turn, tu, c, calls)
+		}
+	}
 	step, err := e.Step(ep.ectx, action)
 	ep.lap(&tr.Timings.Env)
 	if err != nil {
 		ep.addTurn(tu)
 		return true, ep.fail("step", err)
 	}
+	return ep.answer(turn, tu, step)
+}
+
+// answer records the environment's answer step to turn tu: its reward, the end of the episode,
+// or the observation the policy sees next. done and err are as for turn.
+func (ep *episode) answer(turn int, tu traj.Turn, step env.Transition) (done bool, err error) {
+	r, tr, cfg := ep.r, ep.t, &ep.r.Cfg
 	if math.IsNaN(step.Reward) || math.IsInf(step.Reward, 0) {
 		ep.addTurn(tu)
 		ep.end(traj.StatusEnvError, fmt.Sprintf("step: environment returned a non-finite reward %v", step.Reward))
@@ -288,6 +308,9 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 
 	var obsToks []int32
 	split := false
+	if ep.fold != nil && !step.Done {
+		step.Observation = ep.fold.request(step.Observation, ep.sampleLen(), r.Tok)
+	}
 	if step.Observation != "" || !step.Done {
 		obsToks, split, err = ep.conv.Next(ep.b.tokens[tu.Start:tu.End:tu.End], chatRole(step.Role), step.Observation, step.Done)
 		ep.lap(&tr.Timings.Tokenize)
@@ -328,6 +351,7 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 			return true, nil
 		}
 		ep.split(obsToks, obsRole(step.Role))
+		ep.keep(tu, step)
 		return false, nil
 	}
 	if ep.sampleLen()+len(obsToks) >= cfg.MaxContext {
@@ -338,7 +362,15 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 	ep.append(obsToks, obsRole(step.Role))
 	tu.ObsEnd = ep.len()
 	ep.addTurn(tu)
+	ep.keep(tu, step)
 	return false, nil
+}
+
+// keep remembers a turn that continued the episode, for the folded contexts to keep.
+func (ep *episode) keep(tu traj.Turn, step env.Transition) {
+	if ep.fold != nil {
+		ep.fold.hist = append(ep.fold.hist, histTurn{completion: ep.b.tokens[tu.Start:tu.End:tu.End], role: chatRole(step.Role), obs: step.Observation})
+	}
 }
 
 // obsRole is the trajectory role of an observation; anything that is not a tool response is

@@ -50,6 +50,7 @@ type episode struct {
 	t    *traj.Trajectory
 	b    *buffers
 	conv Conversation
+	fold *folder // context folding (Config.Context), nil when off
 	// sampleStart is the first token of the current training sample; samples lists the starts
 	// of the samples after the first (traj.Trajectory.Samples).
 	sampleStart int
@@ -182,6 +183,9 @@ func (ep *episode) finish() {
 		t.Turns = slices.Clone(b.turns)
 	}
 	t.Samples = ep.samples
+	if ep.fold != nil {
+		t.Meta = append(t.Meta, ep.fold.meta()...)
+	}
 	t.Timings.Total = ep.r.now().Sub(ep.start)
 	if !ep.lent {
 		b.reset()
