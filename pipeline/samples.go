@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/traj"
@@ -14,21 +15,32 @@ import (
 
 // sampleMetrics counts the training samples of a step's episodes: rollout/template_splits, the
 // splits where the chat template was not prefix-stable (an episode of k samples split k − 1
-// times), and rollout/samples_per_episode. They are logged when the run renders with a
-// Conversation of its own (Options.NewConversation) and whenever a step has an episode of several
-// samples, so that a replay of the recorded trajectories logs the same; the ChatML default never
-// splits, and its metrics lines are unchanged.
+// times, less its folds), and rollout/samples_per_episode. They are logged when the run renders
+// with a Conversation of its own (Options.NewConversation), when it folds contexts
+// (rollout.context, whose rollout/context_* figures come with them) and whenever a step has an
+// episode of several samples, so that a replay of the recorded trajectories logs the same; the
+// ChatML default never splits, and its metrics lines are unchanged.
 func (r *Run) sampleMetrics(ts []*traj.Trajectory) map[string]float64 {
-	splits := 0
+	samples := 0
 	for _, t := range ts {
-		splits += len(t.Samples)
+		samples += len(t.Samples)
 	}
-	if splits == 0 && r.opts.NewConversation == nil {
+	fold := r.Cfg.Rollout.Context != nil
+	if samples == 0 && r.opts.NewConversation == nil && !fold {
 		return nil
 	}
-	m := map[string]float64{"rollout/template_splits": float64(splits)}
+	m := map[string]float64{}
+	folds := 0
+	if fold {
+		fs := rollout.MeasureFolds(ts)
+		folds = fs.Folds
+		for k, v := range fs.Metrics("rollout/") {
+			m[k] = v
+		}
+	}
+	m["rollout/template_splits"] = float64(samples - folds)
 	if len(ts) > 0 {
-		m["rollout/samples_per_episode"] = float64(len(ts)+splits) / float64(len(ts))
+		m["rollout/samples_per_episode"] = float64(len(ts)+samples) / float64(len(ts))
 	}
 	return m
 }
@@ -41,7 +53,7 @@ const shapeTurns = 4
 // Conversation (rollout.CheckShapes) and says which turn shapes split an episode into samples. A
 // Conversation that cannot render an environment's turns is an error; an environment or expert
 // that fails here is reported and the phase goes on (its episodes will record the failure).
-func (r *Run) checkTurnShapes(ctx context.Context, p Phase) error {
+func (r *Run) checkTurnShapes(ctx context.Context, p config.Phase) error {
 	if r.opts.NewConversation == nil {
 		return nil
 	}

@@ -18,9 +18,11 @@ import (
 // synthesize runs each task with the environment's noisy expert playing through the tokenizer,
 // which yields demonstrations in the trajectory format (assistant tokens masked for the loss).
 func (r *Run) synthesize(ctx context.Context, envs []config.EnvWeight, tasks []rollout.Task, noise float64, salt uint64) ([]*traj.Trajectory, error) {
+	cfg := r.Cfg.Rollout.Config
+	cfg.Context = nil // the experts do not fold: their demonstrations are played without the fold tool
 	runner := &rollout.Runner{
 		Tok: r.tok,
-		Cfg: r.Cfg.Rollout.Config,
+		Cfg: cfg,
 		NewGen: func(t rollout.Task) infer.Generator {
 			spec, err := r.phaseSpec(envs, t.Env)
 			if err != nil {

@@ -123,8 +123,9 @@ const (
 // FoldStats summarizes the folding of a set of episodes. Means over no episodes are 0.
 type FoldStats struct {
 	Episodes int `json:"episodes"`
-	// Folded is the number of episodes that folded at least once.
+	// Folded is the number of episodes that folded at least once; Folds the folds in all.
 	Folded int `json:"folded"`
+	Folds  int `json:"folds"`
 	// FoldsPerEpisode is the mean number of folds over all episodes.
 	FoldsPerEpisode float64 `json:"folds_per_episode"`
 	// TokensBefore and TokensAfter are the mean context lengths at a fold and right after it.
@@ -186,6 +187,7 @@ func MeasureFolds(ts []*traj.Trajectory) FoldStats {
 			succU++
 		}
 	}
+	s.Folds = folds
 	if n := len(ts); n > 0 {
 		s.FoldsPerEpisode = float64(folds) / float64(n)
 		s.RequestsPerEpisode = float64(reqs) / float64(n)

@@ -293,7 +293,7 @@ func TestMeasureFolds(t *testing.T) {
 		{Status: traj.StatusTruncated},
 	}
 	s := MeasureFolds(ts)
-	want := FoldStats{Episodes: 4, Folded: 2, FoldsPerEpisode: 0.75, TokensBefore: 200, TokensAfter: 200.0 / 3, RequestsPerEpisode: 0.25, SuccessFolded: 0.5, SuccessUnfolded: 0.5}
+	want := FoldStats{Episodes: 4, Folded: 2, Folds: 3, FoldsPerEpisode: 0.75, TokensBefore: 200, TokensAfter: 200.0 / 3, RequestsPerEpisode: 0.25, SuccessFolded: 0.5, SuccessUnfolded: 0.5}
 	if s != want {
 		t.Fatalf("got %+v\nwant %+v", s, want)
 	}

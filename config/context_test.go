@@ -1,0 +1,38 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/agentrl/agentrl/env/all"
+	"github.com/agentrl/agentrl/rollout"
+)
+
+// The rollout block's context: turns folding on; its keys are strict and rollout validates them.
+func TestContextBlock(t *testing.T) {
+	c, err := Load(all.Builtins(), "calc", "", []string{"rollout.context={trigger: both, max_tokens: 300, keep_turns: 2, tool: summarize}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := rollout.ContextConfig{Trigger: "both", MaxTokens: 300, KeepTurns: 2, Tool: "summarize"}
+	if c.Rollout.Context == nil || *c.Rollout.Context != want {
+		t.Fatalf("context block %+v", c.Rollout.Context)
+	}
+	data, err := Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Decode(data)
+	if err != nil || back.Rollout.Context == nil || *back.Rollout.Context != want {
+		t.Fatalf("round trip: %v %+v", err, back.Rollout.Context)
+	}
+	if base, _ := Preset("calc"); base.Rollout.Context != nil {
+		t.Fatal("the calc preset folds")
+	}
+	checkLoadErrors(t, []loadCase{
+		{name: "unknown context key", sets: []string{"rollout.context={keep: 2}"}, want: "keep"},
+		{name: "bad trigger", sets: []string{"rollout.context={trigger: often}"}, want: "context.trigger"},
+		{name: "max_tokens with action", sets: []string{"rollout.context={max_tokens: 100}"}, want: "does nothing with trigger action"},
+		{name: "threshold without max_tokens", sets: []string{"rollout.context={trigger: threshold}"}, want: "context.max_tokens 0"},
+		{name: "keep_turns past max_turns", sets: []string{"rollout.context={keep_turns: 50}"}, want: "context.keep_turns"},
+	})
+}
