@@ -43,6 +43,8 @@ type Config struct {
 	Sampling infer.Sampling `yaml:",inline"`
 	// Context turns context folding on (nil: off); see ContextConfig.
 	Context *ContextConfig `yaml:"context,omitempty"`
+	// Delegate turns sub-agents on (nil: off); see DelegateConfig.
+	Delegate *DelegateConfig `yaml:"delegate,omitempty"`
 }
 
 // DefaultConfig suits the built-in environments and model.
@@ -72,7 +74,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("rollout: sampling: %w", err)
 	}
 	if c.Context != nil {
-		return c.Context.Validate(c)
+		if err := c.Context.Validate(c); err != nil {
+			return err
+		}
+	}
+	if c.Delegate != nil {
+		return c.Delegate.Validate(c)
 	}
 	return nil
 }
@@ -156,9 +163,25 @@ func requestSeed(base uint64, t Task, turn int) uint64 {
 // (infer.ErrNonFinite, which the error wraps), in which case the partial trajectory is returned
 // for inspection and must not be trained on.
 func (r *Runner) Episode(ctx context.Context, e env.Env, t Task) (*traj.Trajectory, error) {
+	return r.episode(ctx, e, t, nil)
+}
+
+// episode runs a root episode (sub nil) or a sub-episode of a delegating one.
+func (r *Runner) episode(ctx context.Context, e env.Env, t Task, sub *subRun) (*traj.Trajectory, error) {
 	ep := episode{r: r, ctx: ctx, ectx: ctx, start: r.now(), b: bufPool.Get().(*buffers)}
 	ep.mark = ep.start
 	ep.t = &traj.Trajectory{ID: t.id(), Env: t.Env, TaskSeed: t.Seed, GroupID: t.GroupID}
+	if sub != nil {
+		ep.t.ID = sub.id
+	}
+	if d := r.Cfg.Delegate; d != nil {
+		if sub != nil {
+			ep.deleg = newDelegator(d, e, t, sub.depth, sub.root, sub.grade)
+			sub.deleg = ep.deleg
+		} else {
+			ep.deleg = newDelegator(d, e, t, 0, nil, nil)
+		}
+	}
 	defer ep.finish()
 	if r.Cfg.EpisodeTimeout > 0 {
 		var cancel context.CancelFunc
@@ -173,6 +196,10 @@ func (r *Runner) Episode(ctx context.Context, e env.Env, t Task) (*traj.Trajecto
 	if r.NewGen != nil {
 		gen = r.NewGen(t)
 	}
+	if sub != nil {
+		gen = sub.gen
+	}
+	ep.gen = gen
 	if gen == nil {
 		ep.end(traj.StatusEnvError, "no generator configured")
 		return ep.t, nil
@@ -197,6 +224,9 @@ func (ep *episode) begin(e env.Env, t Task) (done bool, err error) {
 	ep.lap(&tr.Timings.Env)
 	if err != nil {
 		return true, ep.fail("reset", err)
+	}
+	if ep.deleg != nil {
+		obs.System = ep.deleg.prompt(obs.System)
 	}
 	if r.Cfg.Context != nil {
 		ep.fold, obs.System = newFolder(r.Cfg.Context, obs.System, obs.Text)
@@ -250,6 +280,10 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 		return true, ep.fail("generate", err)
 	}
 	ep.lent = false
+	if ep.deleg != nil {
+		ep.deleg.calls++
+		ep.deleg.critical++
+	}
 	if err := checkCompletion(comp, req.MaxTokens, r.Tok.VocabSize()); err != nil {
 		return true, ep.fail("generate", err)
 	}
@@ -279,6 +313,11 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 	if ep.fold != nil {
 		if c, calls, ok := ep.fold.find(action); ok {
 			return ep.foldTurn(turn, tu, c, calls)
+		}
+	}
+	if ep.deleg != nil {
+		if calls, ok := ep.deleg.find(action); ok {
+			return ep.delegateTurn(turn, tu, calls)
 		}
 	}
 	step, err := e.Step(ep.ectx, action)
