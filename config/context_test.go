@@ -28,7 +28,17 @@ func TestContextBlock(t *testing.T) {
 	if base, _ := Preset("calc"); base.Rollout.Context != nil {
 		t.Fatal("the calc preset folds")
 	}
+	c, err = Load(all.Builtins(), "calc", "", []string{"rollout.delegate={max_depth: 2, max_per_turn: 3, max_per_episode: 6, max_tokens: 256, reward: own, tools: [calculator]}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Rollout.Delegate; d == nil || d.MaxDepth != 2 || d.MaxPerTurn != 3 || d.MaxPerEpisode != 6 || d.MaxTokens != 256 || d.Reward != "own" || len(d.Tools) != 1 {
+		t.Fatalf("delegate block %+v", d)
+	}
 	checkLoadErrors(t, []loadCase{
+		{name: "unknown delegate key", sets: []string{"rollout.delegate={max_depth: 1, depth: 2}"}, want: "depth"},
+		{name: "delegate without depth", sets: []string{"rollout.delegate={reward: own}"}, want: "delegate.max_depth"},
+		{name: "delegate reward", sets: []string{"rollout.delegate={max_depth: 1, reward: theirs}"}, want: "delegate.reward"},
 		{name: "unknown context key", sets: []string{"rollout.context={keep: 2}"}, want: "keep"},
 		{name: "bad trigger", sets: []string{"rollout.context={trigger: often}"}, want: "context.trigger"},
 		{name: "max_tokens with action", sets: []string{"rollout.context={max_tokens: 100}"}, want: "does nothing with trigger action"},

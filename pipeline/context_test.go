@@ -10,12 +10,14 @@ import (
 	"github.com/agentrl/agentrl/env/all"
 )
 
-// TestRunLogsContextFolding: a run that folds contexts (here the scaffold asks for a summary
-// past 40 tokens, which every calc episode passes) logs the folding figures at every RL step and
-// every evaluation, and its replay reproduces them.
-func TestRunLogsContextFolding(t *testing.T) {
+// TestRunLogsContextFoldingAndDelegation: a run that folds contexts (here the scaffold asks for
+// a summary past 40 tokens, which every calc observation passes) and may delegate logs the
+// folding and delegation figures at every RL step and every evaluation, and its replay
+// reproduces them.
+func TestRunLogsContextFoldingAndDelegation(t *testing.T) {
 	var out bytes.Buffer
-	sets := append(slices.Clone(replaySets), "rollout.context={trigger: threshold, max_tokens: 40, keep_turns: 1}")
+	sets := append(slices.Clone(replaySets), "rollout.context={trigger: threshold, max_tokens: 40, keep_turns: 1}",
+		"rollout.delegate={max_depth: 1, max_tokens: 200, reward: own}")
 	run, err := NewRun(tinyConfig(t, t.TempDir(), sets...), Options{Envs: all.Builtins(), Out: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +29,8 @@ func TestRunLogsContextFolding(t *testing.T) {
 	for _, m := range metricLines(t, run.Dir) {
 		if m["eval"] != nil {
 			evals++
-			if _, ok := m["eval/context_folds_per_episode"].(float64); !ok {
+			_, ok := m["eval/delegate_critical_calls"].(float64)
+			if _, ok2 := m["eval/context_folds_per_episode"].(float64); !ok || !ok2 {
 				t.Fatalf("eval line without the folding figures: %v", m)
 			}
 			continue
@@ -36,17 +39,21 @@ func TestRunLogsContextFolding(t *testing.T) {
 			continue
 		}
 		steps++
-		for _, k := range []string{"folds_per_episode", "tokens_before_fold", "tokens_after_fold", "success_folded", "success_unfolded", "folded_episodes"} {
-			if _, ok := m["rollout/context_"+k].(float64); !ok {
-				t.Fatalf("step %v: no rollout/context_%s: %v", m["step"], k, m)
+		for _, k := range []string{"context_folds_per_episode", "context_tokens_before_fold", "context_tokens_after_fold", "context_success_folded", "context_success_unfolded", "context_folded_episodes",
+			"delegate_sub_episodes_per_episode", "delegate_model_calls", "delegate_critical_calls", "delegate_success_delegated", "delegate_success_alone", "delegate_max_depth", "template_splits"} {
+			if _, ok := m["rollout/"+k].(float64); !ok {
+				t.Fatalf("step %v: no rollout/%s: %v", m["step"], k, m)
 			}
+		}
+		if c := m["rollout/delegate_critical_calls"].(float64); c < 1 {
+			t.Fatalf("step %v: critical path of %v model calls", m["step"], c)
 		}
 		requests += m["rollout/context_fold_requests_per_episode"].(float64)
 	}
 	if steps != 4 || evals == 0 || requests == 0 {
 		t.Fatalf("%d rl steps, %d evaluations, %v requests for a summary (every calc observation passes 40 tokens)", steps, evals, requests)
 	}
-	if !strings.Contains(out.String(), "context: ") {
+	if !strings.Contains(out.String(), "context: ") || !strings.Contains(out.String(), "delegation: ") {
 		t.Fatalf("the evaluation does not report folding:\n%s", out.String())
 	}
 	sum, err := Replay(context.Background(), run.Dir, ReplayOptions{OutDir: t.TempDir(), Opts: Options{Envs: all.Builtins()}})

@@ -60,6 +60,13 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 				line[k] = v
 			}
 		}
+		if d := e.Delegation; d != nil {
+			r.printf("eval %-14s %-6s delegation: %.2f sub-episodes per episode (%d of %d delegated), model calls %.2f, critical path %.2f, success delegated %.1f%% alone %.1f%%\n",
+				when, name, d.SubEpisodesPerEpisode, d.Delegated, d.Episodes, d.ModelCalls, d.CriticalCalls, 100*d.SuccessDelegated, 100*d.SuccessAlone)
+			for k, v := range d.Metrics("eval/") {
+				line[k] = v
+			}
+		}
 		for _, l := range e.Levels {
 			r.printf("eval %-14s %-6s level %d: pass@1 %5.1f%% (greedy %5.1f%%)  (%d tasks)\n", when, name, l.Level, 100**l.Pass1, 100*l.Pass1Greedy, l.Tasks)
 			line[fmt.Sprintf("eval/level%d/pass1", l.Level)] = *l.Pass1

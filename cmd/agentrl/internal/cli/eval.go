@@ -123,6 +123,12 @@ func printEval(out io.Writer, res eval.Result) error {
 			return err
 		}
 	}
+	if d := res.Delegation; d != nil {
+		if _, err := fmt.Fprintf(out, "\ndelegation (greedy): %.2f sub-episodes per episode (%d failed), %d of %d episodes delegated, max depth %d; model calls %.2f, critical path %.2f, wall %.2fs per episode; success delegated %.1f%%, alone %.1f%%\n",
+			d.SubEpisodesPerEpisode, d.FailedSubEpisodes, d.Delegated, d.Episodes, d.MaxDepth, d.ModelCalls, d.CriticalCalls, d.WallSeconds, 100*d.SuccessDelegated, 100*d.SuccessAlone); err != nil {
+			return err
+		}
+	}
 	if n := res.Failed(); n > 0 {
 		total := res.Tasks * (1 + res.K)
 		_, err := fmt.Fprintf(out, "warning: %d of %d episodes failed (env_error or timeout) and count as unsolved; the first: %s\n",
