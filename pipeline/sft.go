@@ -19,7 +19,9 @@ import (
 // which yields demonstrations in the trajectory format (assistant tokens masked for the loss).
 func (r *Run) synthesize(ctx context.Context, envs []config.EnvWeight, tasks []rollout.Task, noise float64, salt uint64) ([]*traj.Trajectory, error) {
 	cfg := r.Cfg.Rollout.Config
-	cfg.Context = nil // the experts do not fold: their demonstrations are played without the fold tool
+	// The experts never delegate (an expert plays one episode, not its sub-episodes); they fold
+	// when an environment's expert answers the scaffold's request for a summary.
+	cfg.Delegate = nil
 	runner := &rollout.Runner{
 		Tok: r.tok,
 		Cfg: cfg,

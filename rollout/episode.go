@@ -347,6 +347,7 @@ func (ep *episode) answer(turn int, tu traj.Turn, step env.Transition) (done boo
 
 	var obsToks []int32
 	split := false
+	plain := step.Observation // what a folded context keeps of it: without the request
 	if ep.fold != nil && !step.Done {
 		step.Observation = ep.fold.request(step.Observation, ep.sampleLen(), r.Tok)
 	}
@@ -390,7 +391,7 @@ func (ep *episode) answer(turn int, tu traj.Turn, step env.Transition) (done boo
 			return true, nil
 		}
 		ep.split(obsToks, obsRole(step.Role))
-		ep.keep(tu, step)
+		ep.keep(tu, step.Role, plain)
 		return false, nil
 	}
 	if ep.sampleLen()+len(obsToks) >= cfg.MaxContext {
@@ -401,14 +402,14 @@ func (ep *episode) answer(turn int, tu traj.Turn, step env.Transition) (done boo
 	ep.append(obsToks, obsRole(step.Role))
 	tu.ObsEnd = ep.len()
 	ep.addTurn(tu)
-	ep.keep(tu, step)
+	ep.keep(tu, step.Role, plain)
 	return false, nil
 }
 
 // keep remembers a turn that continued the episode, for the folded contexts to keep.
-func (ep *episode) keep(tu traj.Turn, step env.Transition) {
+func (ep *episode) keep(tu traj.Turn, role traj.Role, obs string) {
 	if ep.fold != nil {
-		ep.fold.hist = append(ep.fold.hist, histTurn{completion: ep.b.tokens[tu.Start:tu.End:tu.End], role: chatRole(step.Role), obs: step.Observation})
+		ep.fold.hist = append(ep.fold.hist, histTurn{completion: ep.b.tokens[tu.Start:tu.End:tu.End], role: chatRole(role), obs: obs})
 	}
 }
 

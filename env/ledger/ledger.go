@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math/big"
 	"math/rand/v2"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -51,6 +52,7 @@ type task struct {
 	account string
 	opening int
 	pages   []string
+	after   []int // the balance after each page
 	balance int
 }
 
@@ -81,6 +83,7 @@ func newTask(seed int64, level int) task {
 			day += rng.IntN(3)
 		}
 		t.pages = append(t.pages, b.String())
+		t.after = append(t.after, t.balance)
 	}
 	return t
 }
@@ -93,7 +96,7 @@ func abs(x int) int {
 }
 
 func (t task) question() string {
-	return fmt.Sprintf("Account %s opens with %d. %d pages follow.\n%s", t.account, t.opening, len(t.pages), t.pages[0])
+	return fmt.Sprintf("Account %s opens with %d. The ledger has %d pages: reply next to read page 1.", t.account, t.opening, len(t.pages))
 }
 
 // Env is one ledger episode.
@@ -105,19 +108,19 @@ type Env struct {
 }
 
 // New returns the environment at level (0: the default mix), with a turn limit of one turn per
-// page and two more.
+// page and three more.
 func New(level int) env.Env {
 	maxPages := 6
 	if level > 0 {
 		maxPages = PagesAt(level)
 	}
-	return env.WithTurnLimit(&Env{level: level}, maxPages+2)
+	return env.WithTurnLimit(&Env{level: level}, maxPages+3)
 }
 
-// Reset poses the ledger of seed and shows its first page.
+// Reset poses the ledger of seed: the account, its opening balance and the number of pages.
 func (e *Env) Reset(_ context.Context, seed int64) (env.Observation, error) {
 	e.t = newTask(seed, e.level)
-	e.page, e.reset, e.done = 1, true, false
+	e.page, e.reset, e.done = 0, true, false
 	return env.Observation{System: System, Text: e.t.question()}, nil
 }
 
@@ -170,18 +173,29 @@ func specAt(level int) env.Spec {
 }
 
 // Expert reads every page and answers the balance it computed from the seed; with probability
-// noise it answers a page early or slips the number.
+// noise it answers a page early or slips the number. Asked by the rollout scaffold for a summary
+// (context folding's threshold trigger), it folds with the running balance.
 type Expert struct {
-	t     task
-	seen  int
-	noise float64
-	rng   *rand.Rand
+	t      task
+	seen   int
+	folded int // x.seen when it last folded
+	noise  float64
+	rng    *rand.Rand
 }
 
-// Act turns the page until the last one, then answers.
-func (x *Expert) Act(_ context.Context, _ string) (string, error) {
+var foldRequest = regexp.MustCompile(`call ([A-Za-z_][A-Za-z0-9_.-]*) with a summary`)
+
+// Act turns the page until the last one, then answers; asked for a summary, it folds.
+func (x *Expert) Act(_ context.Context, obs string) (string, error) {
+	// x.seen acts so far turned x.seen pages (the last ones may have found no page left).
+	if m := foldRequest.FindStringSubmatch(obs); m != nil && x.seen > 0 && x.folded < x.seen {
+		page := min(x.seen, len(x.t.pages))
+		x.folded = x.seen
+		return fmt.Sprintf(`<tool_call>{"name": "%s", "arguments": {"summary": "%s balance after page %d: %d"}}</tool_call>`,
+			m[1], x.t.account, page, x.t.after[page-1]), nil
+	}
 	x.seen++
-	if x.seen < len(x.t.pages) && !(x.noise > 0 && x.rng.Float64() < x.noise/4) {
+	if x.seen <= len(x.t.pages) && !(x.noise > 0 && x.rng.Float64() < x.noise/4) {
 		return "next", nil
 	}
 	b := x.t.balance

@@ -29,10 +29,10 @@ func TestLevelsGrowTheHistory(t *testing.T) {
 	}
 	e := New(2)
 	obs, err := e.Reset(context.Background(), 9)
-	if err != nil || !strings.Contains(obs.Text, "Page 1 of 4") {
+	if err != nil || !strings.Contains(obs.Text, "4 pages") {
 		t.Fatalf("reset: %v %q", err, obs.Text)
 	}
-	for range 3 {
+	for range 4 {
 		tr, err := e.Step(context.Background(), "next")
 		if err != nil || tr.Done {
 			t.Fatal(err, tr)
