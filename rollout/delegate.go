@@ -46,7 +46,10 @@ const (
 // message), and the sub-agent's answer — its first turn without a tool call — is the tool
 // response. The delegate calls of one turn run in parallel; the parent waits for all of them.
 // Tool calls of the sub-agents go through one lock per root episode (the environment's tools
-// need not be safe for concurrent use); their generation runs in parallel.
+// need not be safe for concurrent use); their generation runs in parallel, through the parent's
+// generator, which must then be safe for concurrent use (the engine and the remote generator
+// are; an AgentGenerator is not, and expert demonstrations are played without delegation).
+// Sub-agents do not fold.
 //
 // A sub-episode is recorded inside its parent's trajectory, as further training samples after
 // the parent's own (the mechanism of traj.Trajectory.Samples), with a "sub_episode" meta entry
