@@ -41,6 +41,8 @@ type Config struct {
 	Monitor    MonitorConfig    `yaml:"monitor"`
 	// MCP attaches the tools of MCP servers to environments (none when absent).
 	MCP *mcp.Config `yaml:"mcp,omitempty"`
+	// Learner is the learner RL phases train through (absent: the built-in model in-process).
+	Learner learn.BackendConfig `yaml:"learner,omitzero"`
 }
 
 // TokenizerConfig says how the run's tokenizer is trained from the environments' text.
@@ -234,6 +236,14 @@ func (c *Config) Validate(envs *env.Registry) error {
 	modelOK := mc.Validate() == nil
 	if err := mc.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if err := c.Learner.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, p := range c.Phases {
+		if c.Learner.External() && p.RL != nil && p.RL.Async != nil {
+			errs = append(errs, fmt.Errorf("phase %s: %w", p.Name, ErrLearnerLoop))
+		}
 	}
 	r := c.Rollout
 	if err := r.Config.Validate(); err != nil {
@@ -528,3 +538,6 @@ func (c *Config) EnvNames() []string {
 	sort.Strings(names)
 	return names
 }
+
+// ErrLearnerLoop refuses an external learner where only the synchronous loop attaches one.
+var ErrLearnerLoop = errors.New("learner: backend http and torch train the synchronous RL loop only (no rl.async)")

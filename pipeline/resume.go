@@ -58,6 +58,11 @@ func refName(phase string) string { return "ref-" + phase }
 // saveCheckpoint writes the model, tokenizer, optimizer state and progress as checkpoint
 // "<phase>-<step>" (or the given name), points LATEST at it and drops old ones beyond Keep.
 func (r *Run) saveCheckpoint(l *learn.Learner, name string) error {
+	if l != nil {
+		if err := r.fetchLearner(l.Opt); err != nil {
+			return fmt.Errorf("checkpoint %s: %w", name, err)
+		}
+	}
 	if err := r.trajs.Sync(); err != nil {
 		return err
 	}

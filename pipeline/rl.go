@@ -67,7 +67,7 @@ func (r *Run) runRL(ctx context.Context, pi int, p config.Phase, start int) erro
 			return err
 		}
 	}
-	return nil
+	return r.closeLearner(l.upd.Learner.Opt)
 }
 
 // rlLoop is what every in-process RL loop (synchronous, overlap, continuous) holds for a phase:
@@ -99,6 +99,10 @@ func (r *Run) openRL(ctx context.Context, pi int, p config.Phase, start int) (*r
 func (l *rlLoop) close() {
 	l.bar.finish()
 	l.smp.close()
+	if s := l.r.learner; s != nil { // the phase ended early: the learner process goes with it
+		s.stop()
+		l.r.learner = nil
+	}
 }
 
 // endStep logs a trained (or skipped) step, evaluates when one is due and checkpoints.
@@ -158,6 +162,13 @@ func (r *Run) newRLUpdate(p config.Phase, start int) (*learn.RL, error) {
 	if err != nil {
 		return nil, err
 	}
+	refDir := ""
+	if ref != nil {
+		refDir = r.checkpointDir(refName(p.Name))
+	}
+	if err := r.attachLearner(l, p, refDir); err != nil {
+		return nil, err
+	}
 	if r.act, err = r.newActions(p, start); err != nil {
 		return nil, err
 	}
@@ -200,6 +211,9 @@ func (r *Run) learnStep(upd *learn.RL, trajs []*traj.Trajectory, step int, rng *
 	}
 	rep, err := upd.Step(trajs, r.version, rng)
 	if err != nil {
+		return nil, err
+	}
+	if err := r.syncLearner(r.version+1, rep.Metrics); err != nil {
 		return nil, err
 	}
 	r.keepKLCoef(upd.KLPenalty)

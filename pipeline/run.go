@@ -80,6 +80,8 @@ type Run struct {
 	onDistStep  func(*distSession, int) // tests: called after each distributed step is logged
 
 	unlock func() // releases the run directory's lock (LockRun), taken by NewRun or Resume
+
+	learner *learnerSession // the external learner of the RL phase in progress (learner.go)
 }
 
 // Summary is what a finished run reports.
@@ -301,12 +303,22 @@ func (r *Run) initModel() error {
 		if err := r.buildTokenizer(); err != nil {
 			return err
 		}
-		m, err := model.New(r.Cfg.ModelConfig(r.tok.VocabSize()), r.Cfg.Seed)
+		mc := r.Cfg.ModelConfig(r.tok.VocabSize())
+		if err := mc.Validate(); err != nil {
+			return err
+		}
+		if err := r.checkMemory(mc); err != nil { // before the model is allocated
+			return err
+		}
+		m, err := model.New(mc, r.Cfg.Seed)
 		r.model = m
 		return err
 	}
 	ck, err := checkpoint.Load(r.Cfg.Init)
 	if err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	if err := r.checkMemory(ck.Model.Cfg); err != nil {
 		return fmt.Errorf("init: %w", err)
 	}
 	if want := r.Cfg.ModelConfig(ck.Tokenizer.VocabSize()); ck.Model.Cfg != want {
