@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -62,5 +63,19 @@ func TestRunLogsContextFoldingAndDelegation(t *testing.T) {
 	}
 	if sum.Steps != 4 || sum.Compared != 4 || sum.Mismatch != "" {
 		t.Fatalf("replayed %d steps, compared %d: %s", sum.Steps, sum.Compared, sum.Mismatch)
+	}
+}
+
+// rollout.delegate.tools naming a tool no environment of the phase has would do nothing: the RL
+// phase refuses to start, naming the tools there are.
+func TestDelegateToolsMustExist(t *testing.T) {
+	sets := append(slices.Clone(replaySets), "rollout.delegate={max_depth: 1, tools: [lookup]}")
+	run, err := NewRun(tinyConfig(t, t.TempDir(), sets...), Options{Envs: all.Builtins(), Out: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = run.Train(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `rollout.delegate.tools names "lookup", a tool of none of the phase's environments (their tools: calculator)`) {
+		t.Fatalf("err = %v", err)
 	}
 }
