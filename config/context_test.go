@@ -46,3 +46,13 @@ func TestContextBlock(t *testing.T) {
 		{name: "keep_turns past max_turns", sets: []string{"rollout.context={keep_turns: 50}"}, want: "context.keep_turns"},
 	})
 }
+
+// Folds and sub-episodes add samples to an episode: the memory check of an update counts them.
+func TestContextAndDelegateCountInTheBatchCheck(t *testing.T) {
+	checkLoadErrors(t, []loadCase{
+		{name: "delegation's samples", sets: []string{"rollout.delegate={max_depth: 1, max_per_episode: 256}", "phases.rl.rl.minibatches=1"}, want: "× 257 samples an episode can have"},
+	})
+	if _, err := Load(all.Builtins(), "calc", "", []string{"rollout.delegate={max_depth: 1}", "rollout.context={}"}); err != nil {
+		t.Fatalf("the defaults do not fit: %v", err)
+	}
+}

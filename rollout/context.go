@@ -55,6 +55,21 @@ type ContextConfig struct {
 	MaxSummaryTokens int `yaml:"max_summary_tokens,omitempty"`
 }
 
+// MaxSamplesPerEpisode bounds the training samples of one episode that folds and delegation
+// can make: 1, one more for each fold (at most one a turn after the first) and for each
+// sub-episode of the root (which do not fold, and nest within the same budget). Template splits
+// are not counted: a Conversation decides those.
+func (c Config) MaxSamplesPerEpisode() int {
+	n := 1
+	if c.Context != nil {
+		n += c.MaxTurns - 1
+	}
+	if c.Delegate != nil {
+		n += c.Delegate.perEpisode()
+	}
+	return n
+}
+
 var foldToolRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`)
 
 // Validate reports settings that cannot work with the episode bounds of c.
