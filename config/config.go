@@ -431,7 +431,12 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 			return fmt.Errorf("rl: groups_per_step %d × group_size %d × dynamic_sampling.max_rounds %d episodes × rollout.max_context %d = %d tokens exceed the limit of %d a step (pipeline.MaxStepTokens)",
 				r.GroupsPerStep, r.GroupSize, rounds, ctx, toks, MaxStepTokens)
 		}
-		if err := c.checkBatch("rl: groups_per_step × group_size / minibatches", (episodes+r.Minibatches-1)/r.Minibatches); err != nil {
+		what, perMB := "rl: groups_per_step × group_size / minibatches", (episodes+r.Minibatches-1)/r.Minibatches
+		if k := c.Rollout.MaxSamplesPerEpisode(); k > 1 {
+			// Folds and sub-episodes add samples: a minibatch holds up to k sequences an episode.
+			what, perMB = fmt.Sprintf("%s × %d samples an episode can have (rollout.context, rollout.delegate)", what, k), perMB*k
+		}
+		if err := c.checkBatch(what, perMB); err != nil {
 			return err
 		}
 		if err := r.Advantage.Validate(); err != nil {

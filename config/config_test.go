@@ -91,7 +91,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "rl block in sft", sets: []string{"phases.sft.rl.groups_per_step=2"}, want: "does nothing in an sft phase"},
 		{name: "sampling mismatch", sets: []string{"rollout.temperature=0.7"}, want: "allow_sampling_mismatch"},
 		{name: "mismatch flag without mismatch", sets: []string{"phases.rl.rl.allow_sampling_mismatch=true"}, want: "does nothing"},
-		{name: "unknown env", sets: []string{"phases.rl.envs.0.name=nope"}, want: `unknown environment "nope" (known: calc, calc-notool, code, maze, search)`},
+		{name: "unknown env", sets: []string{"phases.rl.envs.0.name=nope"}, want: `unknown environment "nope" (known: calc, calc-notool, code, ledger, maze, parts, search)`},
 		{name: "unknown loss", sets: []string{"phases.rl.rl.loss.policy=nope"}, want: "nope"},
 		{name: "context over max_seq", sets: []string{"rollout.max_context=100000"}, want: "max_seq"},
 		{name: "eval.every without rl", sets: []string{"eval.every=5", "phases.1.kind=sft"}, want: "rl"},

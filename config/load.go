@@ -19,7 +19,9 @@ import (
 )
 
 // Presets lists the built-in configurations, one per built-in environment.
-func Presets() []string { return []string{"calc", "calc-notool", "code", "maze", "search"} }
+func Presets() []string {
+	return []string{"calc", "calc-notool", "code", "ledger", "maze", "parts", "search"}
+}
 
 // Preset returns the built-in configuration for an environment. "calc" is the default of
 // `agentrl train`: a cold start on the noisy expert's demonstrations, then GRPO with groups of 8;
@@ -89,6 +91,22 @@ func Preset(name string) (Config, error) {
 		rl.RL.GroupsPerStep = 8
 		sft.Steps, sft.SFT.BatchSize, sft.SFT.Noise = 3000, 32, 0.2
 		rl.Steps = 120
+	case "ledger":
+		// A page a turn (2-6 pages, then the answer); the longer ledgers outgrow max_context,
+		// which is what context folding (rollout.context) is measured against.
+		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 9, 768, 768
+		c.Rollout.MaxTokensPerTurn = 96
+		sft.Steps, sft.SFT.BatchSize, sft.SFT.Noise = 1500, 16, 0.3
+		rl.Steps = 60
+		rl.RL.GroupsPerStep = 8
+	case "parts":
+		// 2-4 items looked up (up to four a turn), then the total; sub-agents (rollout.delegate)
+		// may take items apart.
+		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 6, 512, 512
+		c.Rollout.MaxTokensPerTurn = 96
+		sft.Steps, sft.SFT.BatchSize, sft.SFT.Noise = 1500, 16, 0.3
+		rl.Steps = 60
+		rl.RL.GroupsPerStep = 8
 	case "code":
 		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 4, 768, 768
 		c.Rollout.MaxTokensPerTurn = 160

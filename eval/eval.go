@@ -98,6 +98,12 @@ type Result struct {
 	// Levels holds the results per difficulty level, easiest first (absent without a
 	// Difficulty); a task's level is Difficulty.LevelOf its seed.
 	Levels []LevelResult `json:"levels,omitempty"`
+	// Context is the folding of the greedy episodes (rollout.MeasureFolds), present when the
+	// rollout folds (rollout.context).
+	Context *rollout.FoldStats `json:"context,omitempty"`
+	// Delegation is the delegation of the greedy episodes (rollout.MeasureDelegation), present
+	// when the rollout delegates (rollout.delegate).
+	Delegation *rollout.DelegateStats `json:"delegation,omitempty"`
 }
 
 // LevelResult is the result on the tasks of one difficulty level.
@@ -194,6 +200,20 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 	res.MeanTurns = float64(turns) / float64(n)
 	res.MeanTokens = float64(toks) / float64(n)
 	res.MeanResponseTokens = float64(resp) / float64(n)
+	if o.Rollout.Context != nil || o.Rollout.Delegate != nil {
+		greedy := make([]*traj.Trajectory, len(groups))
+		for i, g := range groups {
+			greedy[i] = g.Trajs[0]
+		}
+		if o.Rollout.Context != nil {
+			fs := rollout.MeasureFolds(greedy)
+			res.Context = &fs
+		}
+		if o.Rollout.Delegate != nil {
+			ds := rollout.MeasureDelegation(greedy)
+			res.Delegation = &ds
+		}
+	}
 	if o.K > 0 {
 		sampled := o.Rollout
 		sampled.Sampling = infer.Sampling{Temperature: 1}

@@ -52,6 +52,21 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 			"eval/tool_use_rate": e.ToolUseRate, "eval/mean_turns": e.MeanTurns,
 			"time/elapsed_s": r.now().Sub(r.start).Seconds(),
 		}
+		if e.Context != nil {
+			r.printf("eval %-14s %-6s context: %.2f folds per episode (%d of %d folded), %.0f → %.0f tokens, success folded %.1f%% unfolded %.1f%%\n",
+				when, name, e.Context.FoldsPerEpisode, e.Context.Folded, e.Context.Episodes, e.Context.TokensBefore, e.Context.TokensAfter,
+				100*e.Context.SuccessFolded, 100*e.Context.SuccessUnfolded)
+			for k, v := range e.Context.Metrics("eval/") {
+				line[k] = v
+			}
+		}
+		if d := e.Delegation; d != nil {
+			r.printf("eval %-14s %-6s delegation: %.2f sub-episodes per episode (%d of %d delegated), model calls %.2f, critical path %.2f, success delegated %.1f%% alone %.1f%%\n",
+				when, name, d.SubEpisodesPerEpisode, d.Delegated, d.Episodes, d.ModelCalls, d.CriticalCalls, 100*d.SuccessDelegated, 100*d.SuccessAlone)
+			for k, v := range d.Metrics("eval/") {
+				line[k] = v
+			}
+		}
 		for _, l := range e.Levels {
 			r.printf("eval %-14s %-6s level %d: pass@1 %5.1f%% (greedy %5.1f%%)  (%d tasks)\n", when, name, l.Level, 100**l.Pass1, 100*l.Pass1Greedy, l.Tasks)
 			line[fmt.Sprintf("eval/level%d/pass1", l.Level)] = *l.Pass1

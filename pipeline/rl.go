@@ -24,6 +24,9 @@ import (
 // current policy and filter them, let the learner train on what is kept, publish the new weights
 // to the engine (or the inference servers of rollout.generator), log the step.
 func (r *Run) runRL(ctx context.Context, pi int, p config.Phase, start int) error {
+	if err := r.checkDelegateTools(p); err != nil {
+		return err
+	}
 	if err := r.checkTurnShapes(ctx, p); err != nil {
 		return err
 	}

@@ -15,21 +15,41 @@ import (
 
 // sampleMetrics counts the training samples of a step's episodes: rollout/template_splits, the
 // splits where the chat template was not prefix-stable (an episode of k samples split k − 1
-// times), and rollout/samples_per_episode. They are logged when the run renders with a
-// Conversation of its own (Options.NewConversation) and whenever a step has an episode of several
-// samples, so that a replay of the recorded trajectories logs the same; the ChatML default never
-// splits, and its metrics lines are unchanged.
+// times, less its folds and its sub-episodes' samples), and rollout/samples_per_episode. They are
+// logged when the run renders with a Conversation of its own (Options.NewConversation), when it
+// folds contexts (rollout.context, whose rollout/context_* figures come with them), when it
+// delegates (rollout.delegate, with rollout/delegate_*) and whenever a step has an
+// episode of several samples, so that a replay of the recorded trajectories logs the same; the
+// ChatML default never splits, and its metrics lines are unchanged.
 func (r *Run) sampleMetrics(ts []*traj.Trajectory) map[string]float64 {
-	splits := 0
+	samples := 0
 	for _, t := range ts {
-		splits += len(t.Samples)
+		samples += len(t.Samples)
 	}
-	if splits == 0 && r.opts.NewConversation == nil {
+	fold, deleg := r.Cfg.Rollout.Context != nil, r.Cfg.Rollout.Delegate != nil
+	if samples == 0 && r.opts.NewConversation == nil && !fold && !deleg {
 		return nil
 	}
-	m := map[string]float64{"rollout/template_splits": float64(splits)}
+	m := map[string]float64{}
+	folds := 0
+	if deleg {
+		for _, t := range ts {
+			folds += rollout.SubEpisodeSamples(t)
+		}
+		for k, v := range rollout.MeasureDelegation(ts).Metrics("rollout/") {
+			m[k] = v
+		}
+	}
+	if fold {
+		fs := rollout.MeasureFolds(ts)
+		folds += fs.Folds
+		for k, v := range fs.Metrics("rollout/") {
+			m[k] = v
+		}
+	}
+	m["rollout/template_splits"] = float64(samples - folds)
 	if len(ts) > 0 {
-		m["rollout/samples_per_episode"] = float64(len(ts)+splits) / float64(len(ts))
+		m["rollout/samples_per_episode"] = float64(len(ts)+samples) / float64(len(ts))
 	}
 	return m
 }

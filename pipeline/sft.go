@@ -18,9 +18,13 @@ import (
 // synthesize runs each task with the environment's noisy expert playing through the tokenizer,
 // which yields demonstrations in the trajectory format (assistant tokens masked for the loss).
 func (r *Run) synthesize(ctx context.Context, envs []config.EnvWeight, tasks []rollout.Task, noise float64, salt uint64) ([]*traj.Trajectory, error) {
+	cfg := r.Cfg.Rollout.Config
+	// The experts never delegate (an expert plays one episode, not its sub-episodes); they fold
+	// when an environment's expert answers the scaffold's request for a summary.
+	cfg.Delegate = nil
 	runner := &rollout.Runner{
 		Tok: r.tok,
-		Cfg: r.Cfg.Rollout.Config,
+		Cfg: cfg,
 		NewGen: func(t rollout.Task) infer.Generator {
 			spec, err := r.phaseSpec(envs, t.Env)
 			if err != nil {

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/agentrl/agentrl/env"
@@ -17,12 +18,15 @@ import (
 // of the prompt it has read) and costs nothing beyond the tokenizer, which makes it the
 // zero-latency generator of the rollout benchmark and the source of demonstration trajectories.
 //
-// Its tokens are forced, not sampled: they carry logprob 0 (a point mass) and Version.
+// Its tokens are forced, not sampled: they carry logprob 0 (a point mass) and Version. When a
+// prompt does not continue the last one (the episode went on in a new sample: a folded context,
+// a template's re-render), it reads the new prompt's last message from the whole prompt.
 type AgentGenerator struct {
 	Agent   env.Agent
 	Tok     *tokenizer.Tokenizer
 	Version int32
 	seen    int
+	last    []int32 // the last prompt and completion, to tell a continuation from a new sample
 }
 
 // Generate implements infer.Generator.
@@ -30,8 +34,8 @@ func (g *AgentGenerator) Generate(ctx context.Context, req infer.Request) (infer
 	if err := ctx.Err(); err != nil {
 		return infer.Completion{}, err
 	}
-	if g.seen > len(req.Prompt) {
-		return infer.Completion{}, fmt.Errorf("agent generator: prompt shrank from %d to %d tokens (one generator serves one episode)", g.seen, len(req.Prompt))
+	if g.seen > len(req.Prompt) || !slices.Equal(req.Prompt[:g.seen], g.last) {
+		g.seen = 0
 	}
 	obs := lastMessage(g.Tok.Decode(req.Prompt[g.seen:]))
 	action, err := g.Agent.Act(ctx, obs)
@@ -45,6 +49,7 @@ func (g *AgentGenerator) Generate(ctx context.Context, req infer.Request) (infer
 		finish = infer.FinishLength
 	}
 	g.seen = len(req.Prompt) + len(toks)
+	g.last = append(append(g.last[:0], req.Prompt...), toks...)
 	c := infer.Completion{
 		Tokens:   toks,
 		Logprobs: make([]float32, len(toks)),

@@ -41,6 +41,10 @@ type Config struct {
 	EpisodeTimeout time.Duration `yaml:"episode_timeout"`
 	// Sampling is passed to the generator on every turn.
 	Sampling infer.Sampling `yaml:",inline"`
+	// Context turns context folding on (nil: off); see ContextConfig.
+	Context *ContextConfig `yaml:"context,omitempty"`
+	// Delegate turns sub-agents on (nil: off); see DelegateConfig.
+	Delegate *DelegateConfig `yaml:"delegate,omitempty"`
 }
 
 // DefaultConfig suits the built-in environments and model.
@@ -68,6 +72,14 @@ func (c Config) Validate() error {
 	}
 	if err := c.Sampling.Validate(); err != nil {
 		return fmt.Errorf("rollout: sampling: %w", err)
+	}
+	if c.Context != nil {
+		if err := c.Context.Validate(c); err != nil {
+			return err
+		}
+	}
+	if c.Delegate != nil {
+		return c.Delegate.Validate(c)
 	}
 	return nil
 }
@@ -151,9 +163,25 @@ func requestSeed(base uint64, t Task, turn int) uint64 {
 // (infer.ErrNonFinite, which the error wraps), in which case the partial trajectory is returned
 // for inspection and must not be trained on.
 func (r *Runner) Episode(ctx context.Context, e env.Env, t Task) (*traj.Trajectory, error) {
+	return r.episode(ctx, e, t, nil)
+}
+
+// episode runs a root episode (sub nil) or a sub-episode of a delegating one.
+func (r *Runner) episode(ctx context.Context, e env.Env, t Task, sub *subRun) (*traj.Trajectory, error) {
 	ep := episode{r: r, ctx: ctx, ectx: ctx, start: r.now(), b: bufPool.Get().(*buffers)}
 	ep.mark = ep.start
 	ep.t = &traj.Trajectory{ID: t.id(), Env: t.Env, TaskSeed: t.Seed, GroupID: t.GroupID}
+	if sub != nil {
+		ep.t.ID = sub.id
+	}
+	if d := r.Cfg.Delegate; d != nil {
+		if sub != nil {
+			ep.deleg = newDelegator(d, e, t, sub.depth, sub.root, sub.grade)
+			sub.deleg = ep.deleg
+		} else {
+			ep.deleg = newDelegator(d, e, t, 0, nil, nil)
+		}
+	}
 	defer ep.finish()
 	if r.Cfg.EpisodeTimeout > 0 {
 		var cancel context.CancelFunc
@@ -168,6 +196,10 @@ func (r *Runner) Episode(ctx context.Context, e env.Env, t Task) (*traj.Trajecto
 	if r.NewGen != nil {
 		gen = r.NewGen(t)
 	}
+	if sub != nil {
+		gen = sub.gen
+	}
+	ep.gen = gen
 	if gen == nil {
 		ep.end(traj.StatusEnvError, "no generator configured")
 		return ep.t, nil
@@ -192,6 +224,12 @@ func (ep *episode) begin(e env.Env, t Task) (done bool, err error) {
 	ep.lap(&tr.Timings.Env)
 	if err != nil {
 		return true, ep.fail("reset", err)
+	}
+	if ep.deleg != nil {
+		obs.System = ep.deleg.prompt(obs.System)
+	}
+	if r.Cfg.Context != nil {
+		ep.fold, obs.System = newFolder(r.Cfg.Context, obs.System, obs.Text)
 	}
 	prompt, sysLen, err := ep.conv.Start(obs.System, obs.Text)
 	ep.lap(&tr.Timings.Tokenize)
@@ -242,6 +280,10 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 		return true, ep.fail("generate", err)
 	}
 	ep.lent = false
+	if ep.deleg != nil {
+		ep.deleg.calls++
+		ep.deleg.critical++
+	}
 	if err := checkCompletion(comp, req.MaxTokens, r.Tok.VocabSize()); err != nil {
 		return true, ep.fail("generate", err)
 	}
@@ -268,12 +310,29 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 
 	action := r.Tok.Decode(actionToks)
 	ep.lap(&tr.Timings.Tokenize)
+	if ep.fold != nil {
+		if c, calls, ok := ep.fold.find(action); ok {
+			return ep.foldTurn(turn, tu, c, calls)
+		}
+	}
+	if ep.deleg != nil {
+		if calls, ok := ep.deleg.find(action); ok {
+			return ep.delegateTurn(turn, tu, calls)
+		}
+	}
 	step, err := e.Step(ep.ectx, action)
 	ep.lap(&tr.Timings.Env)
 	if err != nil {
 		ep.addTurn(tu)
 		return true, ep.fail("step", err)
 	}
+	return ep.answer(turn, tu, step)
+}
+
+// answer records the environment's answer step to turn tu: its reward, the end of the episode,
+// or the observation the policy sees next. done and err are as for turn.
+func (ep *episode) answer(turn int, tu traj.Turn, step env.Transition) (done bool, err error) {
+	r, tr, cfg := ep.r, ep.t, &ep.r.Cfg
 	if math.IsNaN(step.Reward) || math.IsInf(step.Reward, 0) {
 		ep.addTurn(tu)
 		ep.end(traj.StatusEnvError, fmt.Sprintf("step: environment returned a non-finite reward %v", step.Reward))
@@ -288,6 +347,10 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 
 	var obsToks []int32
 	split := false
+	plain := step.Observation // what a folded context keeps of it: without the request
+	if ep.fold != nil && !step.Done {
+		step.Observation = ep.fold.request(step.Observation, ep.sampleLen(), r.Tok)
+	}
 	if step.Observation != "" || !step.Done {
 		obsToks, split, err = ep.conv.Next(ep.b.tokens[tu.Start:tu.End:tu.End], chatRole(step.Role), step.Observation, step.Done)
 		ep.lap(&tr.Timings.Tokenize)
@@ -328,6 +391,7 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 			return true, nil
 		}
 		ep.split(obsToks, obsRole(step.Role))
+		ep.keep(tu, step.Role, plain)
 		return false, nil
 	}
 	if ep.sampleLen()+len(obsToks) >= cfg.MaxContext {
@@ -338,7 +402,15 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 	ep.append(obsToks, obsRole(step.Role))
 	tu.ObsEnd = ep.len()
 	ep.addTurn(tu)
+	ep.keep(tu, step.Role, plain)
 	return false, nil
+}
+
+// keep remembers a turn that continued the episode, for the folded contexts to keep.
+func (ep *episode) keep(tu traj.Turn, role traj.Role, obs string) {
+	if ep.fold != nil {
+		ep.fold.hist = append(ep.fold.hist, histTurn{completion: ep.b.tokens[tu.Start:tu.End:tu.End], role: chatRole(role), obs: obs})
+	}
 }
 
 // obsRole is the trajectory role of an observation; anything that is not a tool response is

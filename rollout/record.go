@@ -46,10 +46,13 @@ func (b *buffers) reset() {
 
 // episode accumulates one trajectory.
 type episode struct {
-	r    *Runner
-	t    *traj.Trajectory
-	b    *buffers
-	conv Conversation
+	r     *Runner
+	t     *traj.Trajectory
+	b     *buffers
+	conv  Conversation
+	fold  *folder    // context folding (Config.Context), nil when off
+	deleg *delegator // sub-agents (Config.Delegate), nil when off
+	gen   infer.Generator
 	// sampleStart is the first token of the current training sample; samples lists the starts
 	// of the samples after the first (traj.Trajectory.Samples).
 	sampleStart int
@@ -182,6 +185,12 @@ func (ep *episode) finish() {
 		t.Turns = slices.Clone(b.turns)
 	}
 	t.Samples = ep.samples
+	if ep.fold != nil {
+		t.Meta = append(t.Meta, ep.fold.meta()...)
+	}
+	if ep.deleg != nil {
+		ep.deleg.attach(t)
+	}
 	t.Timings.Total = ep.r.now().Sub(ep.start)
 	if !ep.lent {
 		b.reset()

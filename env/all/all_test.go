@@ -7,7 +7,7 @@ import (
 
 func TestBuiltins(t *testing.T) {
 	a, b := Builtins(), Builtins()
-	if got, want := a.Names(), []string{"calc", "calc-notool", "code", "maze", "search"}; !slices.Equal(got, want) {
+	if got, want := a.Names(), []string{"calc", "calc-notool", "code", "ledger", "maze", "parts", "search"}; !slices.Equal(got, want) {
 		t.Fatalf("built-in environments %v, want %v", got, want)
 	}
 	s, err := a.Lookup("calc")

@@ -75,7 +75,11 @@ func evalCheckpoint(ctx context.Context, dir string, seed uint64, a rlArm) (eval
 	if err != nil {
 		return evalPoint{}, err
 	}
-	return evalPoint{pass1: *r.Pass1Sampled, greedy: r.Pass1Greedy, tokens: r.MeanResponseTokens}, nil
+	p := evalPoint{pass1: *r.Pass1Sampled, greedy: r.Pass1Greedy, tokens: r.MeanResponseTokens, critical: r.MeanTurns}
+	if r.Delegation != nil {
+		p.critical = r.Delegation.CriticalCalls
+	}
+	return p, nil
 }
 
 // sftRun is a supervised checkpoint to train: the preset's supervised phase alone, as run name

@@ -109,6 +109,9 @@ type evalPoint struct {
 	pass1   float64 // sampled
 	greedy  float64
 	tokens  float64 // the policy's tokens per greedy episode
+	// critical is the model calls on a greedy episode's longest chain, sub-episodes included
+	// (its turns when it does not delegate).
+	critical float64
 }
 
 // stepPoint is what one RL step that trained measured of the policy and its update.

@@ -153,6 +153,35 @@ var paperBenches = map[string]paperBench{
 	},
 }
 
+// The arms of issue 27: context folding on ledger (whose long histories outgrow max_context) and
+// sub-agents on parts (whose items are independent parts).
+var (
+	foldArm     = "rollout.context={trigger: both, max_tokens: 400, keep_turns: 0, max_summary_tokens: 32}"
+	delegateArm = "rollout.delegate={max_depth: 1, max_per_turn: 4, max_tokens: 256, reward: own}"
+)
+
+func init() {
+	paperBenches["folding"] = paperBench{
+		what:    "context folding as an action (fold tool, and the scaffold's request past 400 tokens) vs truncation at max_context, on ledger",
+		presets: []string{"ledger"},
+		arms:    []paperArm{{name: "fold", sets: []string{foldArm}}, {name: "truncate"}},
+		claims: []paperClaim{
+			{"fold", "truncate", "end", "context management (MiniMax, Kimi K2.5; issue 27): folding beats truncation where the history outgrows the context"},
+		},
+		figures: []string{"greedy", "tokens", "wall"},
+	}
+	paperBenches["delegation"] = paperBench{
+		what:    "parallel sub-agents (delegate tool, sub-episodes trained with their graded answers) vs a single agent, on parts",
+		presets: []string{"parts"},
+		arms:    []paperArm{{name: "delegate", sets: []string{delegateArm}}, {name: "single"}},
+		claims: []paperClaim{
+			{"delegate", "single", "end", "PARL / Agent Swarm (Kimi K2.5): parallel sub-agents raise success"},
+			{"delegate", "single", "critical", "PARL: fewer sequential model calls on the critical path"},
+		},
+		figures: []string{"greedy", "critical", "wall"},
+	}
+}
+
 // paperAliases are other names of comparisons: ppo-gae, the estimators comparison's first name.
 var paperAliases = map[string]string{"ppo-gae": "estimators"}
 

@@ -157,7 +157,7 @@ func TestEnvServeRejects(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"env", "serve", "--env", "nope"}, `unknown environment "nope" (known: calc, calc-notool, clitest-echo, code, maze, search)`},
+		{[]string{"env", "serve", "--env", "nope"}, `unknown environment "nope" (known: calc, calc-notool, clitest-echo, code, ledger, maze, parts, search)`},
 		{[]string{"env", "serve", "--env", "clitest-echo", "--addr", "0.0.0.0:0"}, "refusing"},
 		{[]string{"env", "serve", "--env", "clitest-echo", "--addr", ":0"}, "refusing"},
 		{[]string{"env", "serve", "--env", "clitest-echo", "--max-sessions", "0"}, "must be positive"},

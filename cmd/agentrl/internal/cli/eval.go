@@ -122,6 +122,18 @@ func printEval(out io.Writer, res eval.Result) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
+	if c := res.Context; c != nil {
+		if _, err := fmt.Fprintf(out, "\ncontext folding (greedy): %.2f folds per episode, %d of %d episodes folded, %.0f → %.0f tokens per fold, %.2f requests per episode; success folded %.1f%%, unfolded %.1f%%\n",
+			c.FoldsPerEpisode, c.Folded, c.Episodes, c.TokensBefore, c.TokensAfter, c.RequestsPerEpisode, 100*c.SuccessFolded, 100*c.SuccessUnfolded); err != nil {
+			return err
+		}
+	}
+	if d := res.Delegation; d != nil {
+		if _, err := fmt.Fprintf(out, "\ndelegation (greedy): %.2f sub-episodes per episode (%d failed), %d of %d episodes delegated, max depth %d; model calls %.2f, critical path %.2f, wall %.2fs per episode; success delegated %.1f%%, alone %.1f%%\n",
+			d.SubEpisodesPerEpisode, d.FailedSubEpisodes, d.Delegated, d.Episodes, d.MaxDepth, d.ModelCalls, d.CriticalCalls, d.WallSeconds, 100*d.SuccessDelegated, 100*d.SuccessAlone); err != nil {
+			return err
+		}
+	}
 	if n := res.Failed(); n > 0 {
 		total := res.Tasks * (1 + res.K)
 		_, err := fmt.Fprintf(out, "warning: %d of %d episodes failed (env_error or timeout) and count as unsolved; the first: %s\n",

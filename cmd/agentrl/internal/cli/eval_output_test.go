@@ -10,6 +10,7 @@ import (
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
 )
 
@@ -31,6 +32,9 @@ func TestEvalTableShowsFailures(t *testing.T) {
 			FirstFailure: "timeout: step: deadline"},
 			[]string{"not ok greedy", "not ok sampled", "truncated 1", "timeout 3", "warning: 3 of 10 episodes failed"}, nil},
 		{"all ok", eval.Result{Env: "calc", Tasks: 2, Statuses: map[string]int{"ok": 2}}, []string{"not ok"}, []string{"warning"}},
+		{"folding", eval.Result{Env: "calc", Tasks: 2, Statuses: map[string]int{"ok": 2}, Context: &rollout.FoldStats{Episodes: 2, Folded: 1, Folds: 1, FoldsPerEpisode: 0.5, TokensBefore: 300, TokensAfter: 90, SuccessFolded: 1}},
+			[]string{"context folding (greedy): 0.50 folds per episode, 1 of 2 episodes folded, 300 → 90 tokens", "success folded 100.0%, unfolded 0.0%"}, nil},
+		{"no folding", eval.Result{Env: "calc", Tasks: 2, Statuses: map[string]int{"ok": 2}}, nil, []string{"context folding"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var b bytes.Buffer

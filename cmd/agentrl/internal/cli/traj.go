@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/agentrl/agentrl/pipeline"
+	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -288,15 +289,27 @@ func writeTrajectory(w io.Writer, e entry, tok *tokenizer.Tokenizer) {
 		fmt.Fprintf(w, "  error: %s", t.Error)
 	}
 	fmt.Fprintln(w)
+	why := writeSubEpisodeTree(w, t)
 	turnAt := make(map[int]int, len(t.Turns)) // first token of an assistant completion → turn
 	for i, tu := range t.Turns {
 		turnAt[tu.Start] = i
+		for _, c := range tu.ToolCalls {
+			if c.Error == "" && strings.HasPrefix(c.Result, "folded ") && tu.ObsEnd == tu.End {
+				if _, ok := why[tu.End]; !ok {
+					why[tu.End] = "the context folded to the policy's summary (" + c.Result + "), as the policy was given it"
+				}
+			}
+		}
 	}
 	for start := 0; start < len(t.Tokens); {
 		k := t.SampleOf(start)
 		_, sampleEnd := t.Sample(k)
 		if lo, _ := t.Sample(k); k > 0 && lo == start {
-			fmt.Fprintf(w, "=== sample %d of %d (tokens %d..%d): the context re-rendered by the chat template, as the policy was given it\n", k+1, t.NumSamples(), start, sampleEnd)
+			what, ok := why[start]
+			if !ok {
+				what = "the context re-rendered by the chat template, as the policy was given it"
+			}
+			fmt.Fprintf(w, "=== sample %d of %d (tokens %d..%d): %s\n", k+1, t.NumSamples(), start, sampleEnd, what)
 		}
 		end := start + 1
 		for end < sampleEnd && t.Roles[end] == t.Roles[start] {
@@ -410,4 +423,28 @@ func (c *TrajRepairCmd) Run(g *Globals) error {
 	}
 	fmt.Fprintf(g.Stdout, "%s: kept %d intact records, dropped %d bytes; the original is at %s\n", path, rep.Records, rep.Dropped(), rep.Backup)
 	return nil
+}
+
+// writeSubEpisodeTree prints the tree of t's sub-episodes (rollout.SubEpisodes), indented by
+// depth under the episode, and returns what each sub-episode's first sample is, by its first
+// token.
+func writeSubEpisodeTree(w io.Writer, t *traj.Trajectory) map[int]string {
+	why := map[int]string{}
+	subs := rollout.SubEpisodes(t)
+	if len(subs) == 0 {
+		return why
+	}
+	calls, critical := meta(t, rollout.MetaModelCalls), meta(t, rollout.MetaCriticalCalls)
+	fmt.Fprintf(w, "sub-episodes %d  model calls %s  critical path %s\n", len(subs), calls, critical)
+	fmt.Fprintf(w, "%s\n", t.ID)
+	for _, s := range subs {
+		fmt.Fprintf(w, "%s└ %s  depth %d  from turn %d of %s  %s  reward %g  calls %d  critical %d", strings.Repeat("  ", s.Depth), s.ID, s.Depth, s.Turn+1, s.Parent, s.Status, s.Reward, s.Calls, s.Critical)
+		if s.End > s.Start {
+			fmt.Fprintf(w, "  tokens %d..%d\n", s.Start, s.End)
+			why[s.Start] = fmt.Sprintf("sub-episode %s (depth %d, delegated by %s at its turn %d)", s.ID, s.Depth, s.Parent, s.Turn+1)
+		} else {
+			fmt.Fprintf(w, "  not trained\n")
+		}
+	}
+	return why
 }

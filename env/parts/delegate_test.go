@@ -1,0 +1,135 @@
+package parts
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/agentrl/agentrl/infer"
+	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/tokenizer"
+	"github.com/agentrl/agentrl/traj"
+)
+
+// scripted plays the policy of a delegating agent on parts: the root delegates each item's cost
+// in one turn and sums the answers; a sub-agent looks its item up and answers price × quantity.
+type scripted struct{ tok *tokenizer.Tokenizer }
+
+var (
+	costRE   = regexp.MustCompile(`cost of (\w+)`)
+	recordRE = regexp.MustCompile(`price (\d+), quantity (\d+)`)
+	answerRE = regexp.MustCompile(`<tool_response>(\d+)</tool_response>`)
+)
+
+func (s scripted) reply(p string) string {
+	if strings.Contains(p, "You are a sub-agent") {
+		if m := recordRE.FindStringSubmatch(p); m != nil {
+			var a, b int
+			fmt.Sscan(m[1], &a)
+			fmt.Sscan(m[2], &b)
+			return fmt.Sprint(a * b)
+		}
+		item := costRE.FindStringSubmatch(p)[1]
+		return fmt.Sprintf(`<tool_call>{"name": "lookup", "arguments": {"item": "%s"}}</tool_call>`, item)
+	}
+	if ms := answerRE.FindAllStringSubmatch(p, -1); ms != nil {
+		sum := 0
+		for _, m := range ms {
+			var v int
+			fmt.Sscan(m[1], &v)
+			sum += v
+		}
+		return fmt.Sprintf("Answer: %d", sum)
+	}
+	i := strings.LastIndex(p, "Items: ")
+	names := strings.Split(strings.SplitN(p[i+len("Items: "):], "<", 2)[0], ", ")
+	var b strings.Builder
+	for _, n := range names {
+		args, _ := json.Marshal(map[string]string{"task": "cost of " + strings.TrimSpace(n)})
+		fmt.Fprintf(&b, `<tool_call>{"name": "delegate", "arguments": %s}</tool_call>`, args)
+	}
+	return b.String()
+}
+
+func (s scripted) Generate(ctx context.Context, req infer.Request) (infer.Completion, error) {
+	toks := append(s.tok.Encode(s.reply(s.tok.Decode(req.Prompt))), req.Stop[0])
+	if len(toks) > req.MaxTokens {
+		toks = toks[:req.MaxTokens]
+	}
+	c := infer.Completion{Tokens: toks, Logprobs: make([]float32, len(toks)), Versions: make([]int32, len(toks))}
+	for i := range toks {
+		c.Logprobs[i] = -0.1
+	}
+	return c, nil
+}
+
+// Delegating each item to a sub-agent solves parts: the sub-agents call the environment's
+// lookup tool, their answers are graded as sub-tasks (reward own), and the root's critical path
+// is its two turns plus the longest sub-episode's two.
+func TestDelegatingSolvesParts(t *testing.T) {
+	tok, err := tokenizer.Train(Spec().Corpus(200), tokenizer.TrainOptions{VocabSize: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rollout.DefaultConfig()
+	cfg.MaxContext, cfg.MaxTokensPerTurn = 2048, 400
+	cfg.Delegate = &rollout.DelegateConfig{MaxDepth: 1, Reward: rollout.RewardOwn, Tools: []string{"lookup"}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := &rollout.Runner{Tok: tok, Cfg: cfg, Gen: scripted{tok}}
+	for seed := int64(0); seed < 3; seed++ {
+		e := New(2)
+		tr, err := r.Episode(context.Background(), e, rollout.Task{Env: Name, Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if !rollout.Succeeded(tr) {
+			t.Fatalf("seed %d: status %s (%q) reward %v", seed, tr.Status, tr.Error, tr.Reward)
+		}
+		subs := rollout.SubEpisodes(tr)
+		if len(subs) != ItemsAt(2) {
+			t.Fatalf("seed %d: %d sub-episodes for %d items", seed, len(subs), ItemsAt(2))
+		}
+		for _, s := range subs {
+			if s.Status != traj.StatusOK || s.Reward != 1 || s.Calls != 2 {
+				t.Fatalf("seed %d: sub-episode %+v", seed, s)
+			}
+		}
+		st := rollout.MeasureDelegation([]*traj.Trajectory{tr})
+		if st.CriticalCalls != 4 || st.ModelCalls != float64(2+2*ItemsAt(2)) {
+			t.Fatalf("seed %d: critical path %v of %v model calls", seed, st.CriticalCalls, st.ModelCalls)
+		}
+	}
+}
+
+// A sub-agent gets only the tools delegate.tools allows: without lookup its call is its answer,
+// graded wrong.
+func TestDelegateToolsAreFiltered(t *testing.T) {
+	tok, err := tokenizer.Train(Spec().Corpus(200), tokenizer.TrainOptions{VocabSize: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rollout.DefaultConfig()
+	cfg.MaxContext, cfg.MaxTokensPerTurn = 2048, 400
+	cfg.Delegate = &rollout.DelegateConfig{MaxDepth: 1, Reward: rollout.RewardOwn, Tools: []string{"calculator"}}
+	r := &rollout.Runner{Tok: tok, Cfg: cfg, Gen: scripted{tok}}
+	tr, err := r.Episode(context.Background(), New(1), rollout.Task{Env: Name, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rollout.SubEpisodes(tr) {
+		if s.Reward != 0 || s.Calls != 1 {
+			t.Fatalf("a sub-agent without lookup: %+v", s)
+		}
+	}
+	if strings.Contains(tok.Decode(tr.Tokens[tr.Samples[0]:]), "lookup(") {
+		t.Fatal("the sub-agent's prompt lists lookup")
+	}
+}

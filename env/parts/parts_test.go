@@ -1,0 +1,48 @@
+package parts
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/env/envtest"
+)
+
+func TestSuite(t *testing.T) { envtest.Run(t, Spec()) }
+
+// Sub-tasks that name items of the task are graded by their cost; others are not the
+// environment's; the grader is found through the wrappers.
+func TestGradeSubtask(t *testing.T) {
+	e := New(3)
+	g := env.SubtaskGraderOf(e)
+	if g == nil {
+		t.Fatal("no SubtaskGrader through the wrappers")
+	}
+	if _, ok := g.GradeSubtask("x", "1"); ok {
+		t.Fatal("graded before Reset")
+	}
+	if _, err := e.Reset(context.Background(), 4); err != nil {
+		t.Fatal(err)
+	}
+	tk := newTask(4, 3)
+	a, b := tk.items[0], tk.items[1]
+	for _, c := range []struct {
+		sub, ans string
+		want     float64
+		ok       bool
+	}{
+		{"cost of " + a.name, strconv.Itoa(a.price * a.quantity), 1, true},
+		{"cost of " + a.name, strconv.Itoa(a.price*a.quantity + 1), 0, true},
+		{"cost of " + a.name + " and " + b.name, "total " + strconv.Itoa(a.price*a.quantity+b.price*b.quantity), 1, true},
+		{"cost of nothing", "0", 0, false},
+	} {
+		r, ok := g.GradeSubtask(c.sub, c.ans)
+		if r != c.want || ok != c.ok {
+			t.Errorf("%q %q: %v %v, want %v %v", c.sub, c.ans, r, ok, c.want, c.ok)
+		}
+	}
+	if len(tk.items) != ItemsAt(3) {
+		t.Fatalf("%d items at level 3", len(tk.items))
+	}
+}
