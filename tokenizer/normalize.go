@@ -105,12 +105,13 @@ func (lowercaseNorm) normalize(s string) string {
 	return b.String()
 }
 
-// stripAccentsNorm is StripAccents: nonspacing marks removed (meant to follow NFD or NFKD).
+// stripAccentsNorm is StripAccents: combining marks (category M) removed (meant to follow NFD or
+// NFKD).
 type stripAccentsNorm struct{}
 
 func (stripAccentsNorm) normalize(s string) string {
 	return strings.Map(func(r rune) rune {
-		if unicode.Is(unicode.Mn, r) {
+		if unicode.Is(unicode.M, r) {
 			return -1
 		}
 		return r

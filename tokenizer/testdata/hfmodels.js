@@ -4,7 +4,7 @@
 //
 // usage: node hfmodels.js <node_modules dir> <job.json> <result.json>
 //
-// job (compare): {mode: "compare", families: [{name, dir}], texts: [...], special: [indices]}
+// job (compare): {mode: "compare", families: [{name, dir, rustOnly}], texts: [...], special: [indices]}
 // result: {name: {rust: {ids, decoded, skipped, special}, js: {...}}}
 //   ids[i]: encode(texts[i]) without special tokens; decoded[i]: decode(ids[i]);
 //   skipped[i]: decode(ids[i], skip_special_tokens); special[k]: encode(texts[special[k]]) with
@@ -83,7 +83,7 @@ async function bench(dir, texts, seconds) {
     } else {
       result[f.name] = {
         rust: await compareRust(f.dir, job.texts, job.special),
-        js: compareJS(f.dir, job.texts, job.special),
+        js: f.rustOnly ? null : compareJS(f.dir, job.texts, job.special),
       };
     }
   }
