@@ -223,7 +223,7 @@ type pipelineVariant struct {
 	// rustOnly: @huggingface/tokenizers does not implement the component, or encodes it
 	// differently from the Rust library (the reference); the comment says which.
 	rustOnly bool
-	patch      func(f jsonObj)
+	patch    func(f jsonObj)
 }
 
 func splitPre(pattern jsonObj, behavior string, invert bool) jsonObj {
