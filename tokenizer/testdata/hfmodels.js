@@ -11,8 +11,9 @@
 //   special tokens.
 //
 // job (bench): {mode: "bench", families: [{name, dir}], texts: [...], seconds: s}
-// result: {name: {bytes, tokens, seconds, reps}}: the Rust library encoding all texts, one call
-// per text, awaited one at a time, repeated for at least `seconds`.
+// result: {name: {bytes, tokens, seconds, cpuSeconds, reps}}: the Rust library encoding all texts,
+// one call per text, awaited one at a time, repeated for at least `seconds` of wall time;
+// cpuSeconds is the process's user and system CPU time over the same loop.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -65,6 +66,7 @@ async function bench(dir, texts, seconds) {
   let tokens = 0;
   for (const t of texts) tokens += (await tok.encode(t, null, { addSpecialTokens: false })).getIds().length; // warm-up
   let reps = 0;
+  const cpu0 = process.cpuUsage();
   const start = process.hrtime.bigint();
   let elapsed = 0;
   while (reps === 0 || elapsed < seconds) {
@@ -72,7 +74,8 @@ async function bench(dir, texts, seconds) {
     reps++;
     elapsed = Number(process.hrtime.bigint() - start) / 1e9;
   }
-  return { bytes, tokens, seconds: elapsed, reps };
+  const cpu = process.cpuUsage(cpu0);
+  return { bytes, tokens, seconds: elapsed, cpuSeconds: (cpu.user + cpu.system) / 1e6, reps };
 }
 
 (async () => {
