@@ -237,34 +237,16 @@ func Load(dir string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: load: %w", err)
 	}
-	spec, err := parseTokenizerJSON(data)
-	if err != nil {
-		return nil, fmt.Errorf("tokenizer: load %s: %w", path, err)
-	}
-	spec.config = defaultChatConfig()
-	if _, ok := spec.vocab[EndOfText]; !ok && !hasAdded(spec.added, EndOfText) {
-		spec.config.pad = ""
-	}
-	if !hasAdded(spec.added, ImEnd) {
-		spec.config.eos, spec.config.template = "", ""
-	}
 	cfgPath := filepath.Join(dir, ConfigFile)
-	switch cfgData, err := os.ReadFile(cfgPath); {
-	case err == nil:
-		if spec.config, err = parseConfig(cfgData); err != nil {
-			return nil, fmt.Errorf("tokenizer: load %s: %w", cfgPath, err)
-		}
-		if spec.config.template == "" && !spec.foreign {
-			spec.config.template = chatMLTemplate
-		}
-	case !errors.Is(err, os.ErrNotExist):
+	cfgData, err := os.ReadFile(cfgPath)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("tokenizer: load: %w", err)
 	}
-	t, err := build(spec)
+	t, err := fromBytes(data, cfgData, path, cfgPath)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
-	if spec.foreign {
+	if !t.native {
 		t.sources = map[string][]byte{}
 		for _, name := range sourceFiles {
 			b, err := os.ReadFile(filepath.Join(dir, name))
@@ -277,6 +259,31 @@ func Load(dir string) (*Tokenizer, error) {
 		}
 	}
 	return t, nil
+}
+
+// fromBytes builds a tokenizer from the contents of tokenizer.json and tokenizer_config.json (nil
+// when absent); the paths only name the files in errors.
+func fromBytes(data, cfgData []byte, path, cfgPath string) (*Tokenizer, error) {
+	spec, err := parseTokenizerJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: load %s: %w", path, err)
+	}
+	spec.config = defaultChatConfig()
+	if _, ok := spec.vocab[EndOfText]; !ok && !hasAdded(spec.added, EndOfText) {
+		spec.config.pad = ""
+	}
+	if !hasAdded(spec.added, ImEnd) {
+		spec.config.eos, spec.config.template = "", ""
+	}
+	if cfgData != nil {
+		if spec.config, err = parseConfig(cfgData); err != nil {
+			return nil, fmt.Errorf("tokenizer: load %s: %w", cfgPath, err)
+		}
+		if spec.config.template == "" && !spec.foreign {
+			spec.config.template = chatMLTemplate
+		}
+	}
+	return build(spec)
 }
 
 func hasAdded(added []addedToken, content string) bool {
