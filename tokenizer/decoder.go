@@ -164,7 +164,7 @@ func parseDecoderSteps(raw json.RawMessage, depth int) (d decoderStep, onlyByteL
 			return nil, false, err
 		}
 		if p.String == nil || *p.String == "" {
-			return nil, false, fmt.Errorf("Replace: only a non-empty String pattern is supported in a decoder")
+			return nil, false, fmt.Errorf("type Replace: only a non-empty String pattern is supported in a decoder")
 		}
 		return replaceDec{*p.String, r.Content}, false, nil
 	case "Strip":
@@ -180,7 +180,7 @@ func parseDecoderSteps(raw json.RawMessage, depth int) (d decoderStep, onlyByteL
 			return nil, false, err
 		}
 		if len([]rune(s.Content)) != 1 || s.Start < 0 || s.Stop < 0 {
-			return nil, false, fmt.Errorf("Strip: content must be one character and start, stop non-negative")
+			return nil, false, fmt.Errorf("type Strip: content must be one character and start, stop non-negative")
 		}
 		return stripDec{s.Content, s.Start, s.Stop}, false, nil
 	case "Metaspace":
@@ -206,7 +206,7 @@ func parseDecoderSteps(raw json.RawMessage, depth int) (d decoderStep, onlyByteL
 		for i, r := range s.List {
 			sub, _, err := parseDecoderSteps(r, depth+1)
 			if err != nil {
-				return nil, false, fmt.Errorf("Sequence[%d]: %w", i, err)
+				return nil, false, fmt.Errorf("type Sequence[%d]: %w", i, err)
 			}
 			if sub != nil {
 				out = append(out, sub)

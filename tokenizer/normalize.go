@@ -163,7 +163,7 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 			Right bool `json:"strip_right"`
 		}
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, fmt.Errorf("Strip: %w", err)
+			return nil, fmt.Errorf("type Strip: %w", err)
 		}
 		return stripNorm{s.Left, s.Right}, nil
 	case "Prepend":
@@ -174,7 +174,7 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 			Prepend string `json:"prepend"`
 		}
 		if err := json.Unmarshal(raw, &p); err != nil {
-			return nil, fmt.Errorf("Prepend: %w", err)
+			return nil, fmt.Errorf("type Prepend: %w", err)
 		}
 		return prependNorm(p.Prepend), nil
 	case "Replace":
@@ -186,21 +186,21 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 			Content string          `json:"content"`
 		}
 		if err := json.Unmarshal(raw, &r); err != nil {
-			return nil, fmt.Errorf("Replace: %w", err)
+			return nil, fmt.Errorf("type Replace: %w", err)
 		}
 		p, err := parsePattern(r.Pattern)
 		if err != nil {
-			return nil, fmt.Errorf("Replace: %w", err)
+			return nil, fmt.Errorf("type Replace: %w", err)
 		}
 		if p.String != nil {
 			if *p.String == "" {
-				return nil, fmt.Errorf("Replace: empty String pattern")
+				return nil, fmt.Errorf("type Replace: empty String pattern")
 			}
 			return replaceNorm{lit: *p.String, content: r.Content}, nil
 		}
 		re, err := compileSplitPattern(*p.Regex, false)
 		if err != nil {
-			return nil, fmt.Errorf("Replace: %w", err)
+			return nil, fmt.Errorf("type Replace: %w", err)
 		}
 		return replaceNorm{re: re, content: r.Content}, nil
 	case "Sequence":
@@ -211,13 +211,13 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 			List []json.RawMessage `json:"normalizers"`
 		}
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, fmt.Errorf("Sequence: %w", err)
+			return nil, fmt.Errorf("type Sequence: %w", err)
 		}
 		var out seqNorm
 		for i, n := range s.List {
 			sub, err := parseNormalizer(n)
 			if err != nil {
-				return nil, fmt.Errorf("Sequence[%d]: %w", i, err)
+				return nil, fmt.Errorf("type Sequence[%d]: %w", i, err)
 			}
 			out = append(out, sub)
 		}

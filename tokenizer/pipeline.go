@@ -176,7 +176,7 @@ func flattenSequence(raw json.RawMessage, out *[]json.RawMessage, depth int) err
 		Pre []json.RawMessage `json:"pretokenizers"`
 	}
 	if err := json.Unmarshal(raw, &seq); err != nil {
-		return fmt.Errorf("Sequence: %w", err)
+		return fmt.Errorf("type Sequence: %w", err)
 	}
 	for _, p := range seq.Pre {
 		if err := flattenSequence(p, out, depth+1); err != nil {

@@ -42,7 +42,7 @@ func parsePostProcessor(raw json.RawMessage, depth int) (specialsTemplate, error
 		for i, r := range s.List {
 			sub, err := parsePostProcessor(r, depth+1)
 			if err != nil {
-				return tpl, fmt.Errorf("Sequence[%d]: %w", i, err)
+				return tpl, fmt.Errorf("type Sequence[%d]: %w", i, err)
 			}
 			// Each processor wraps the output of the previous one.
 			tpl.prefix = append(append([]int32{}, sub.prefix...), tpl.prefix...)

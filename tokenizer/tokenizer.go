@@ -126,6 +126,10 @@ func build(s modelSpec) (*Tokenizer, error) {
 	if maxID >= 1<<28 {
 		return nil, fmt.Errorf("tokenizer: id %d is implausibly large", maxID)
 	}
+	// Tables are indexed by id: a file whose ids are mostly holes would cost memory for nothing.
+	if n := len(s.vocab) + len(s.added); int(maxID) >= 2*n+1024 {
+		return nil, fmt.Errorf("tokenizer: the largest id %d is far beyond the %d tokens; ids must be dense", maxID, n)
+	}
 	t.size = int(maxID) + 1
 	t.idToToken = make([]string, t.size)
 	t.decoded = make([]string, t.size)
