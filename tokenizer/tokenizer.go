@@ -26,6 +26,7 @@ type Tokenizer struct {
 	idToToken []string // spelling of each id as tokenizer.json writes it; "" for an unused id
 	decoded   []string // raw bytes each id decodes to
 	used      []bool   // whether an id is assigned
+	special   []bool   // whether an id is an added token marked special
 
 	// Added tokens.
 	added    []addedToken
@@ -134,16 +135,15 @@ func build(s modelSpec) (*Tokenizer, error) {
 	t.idToToken = make([]string, t.size)
 	t.decoded = make([]string, t.size)
 	t.used = make([]bool, t.size)
+	t.special = make([]bool, t.size)
 	for tok, id := range s.vocab {
 		if t.used[id] {
 			return nil, fmt.Errorf("tokenizer: id %d is used by both %q and %q", id, t.idToToken[id], tok)
 		}
 		t.used[id] = true
 		t.idToToken[id] = tok
-		if t.byteLevel {
+		if t.decodeTable { // the ByteLevel decoder maps each character back to its byte
 			t.decoded[id], _ = rawFromByteLevel(tok)
-		} else {
-			t.decoded[id] = tok
 		}
 	}
 	for _, a := range s.added {
@@ -158,6 +158,7 @@ func build(s modelSpec) (*Tokenizer, error) {
 				a.content, a.id, t.idToToken[a.id])
 		}
 		t.addedID[a.content] = a.id
+		t.special[a.id] = a.special
 		t.used[a.id] = true
 		t.idToToken[a.id] = a.content
 		// An added token decodes to its own text, so that Encode and Decode round-trip it.
@@ -308,15 +309,8 @@ func (t *Tokenizer) TokenString(id int32) (string, bool) {
 // NumMerges is the number of merge rules.
 func (t *Tokenizer) NumMerges() int { return len(t.mergeList) }
 
-// isSpecial reports whether id is an added token marked special.
-func (t *Tokenizer) isSpecial(id int32) bool {
-	for i := range t.added {
-		if t.added[i].id == id {
-			return t.added[i].special
-		}
-	}
-	return false
-}
+// isSpecial reports whether id, a valid id, is an added token marked special.
+func (t *Tokenizer) isSpecial(id int32) bool { return t.special[id] }
 
 // TokenID returns the id of a token by its spelling as tokenizer.json writes it: an added token
 // (such as "<|eot_id|>") or a model token (byte-level spelling, such as "Ġthe", for byte-level
