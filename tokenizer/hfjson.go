@@ -300,13 +300,24 @@ func hasAdded(added []addedToken, content string) bool {
 // general pipeline, and a component or option that pipeline lacks is refused by name.
 func parseTokenizerJSON(data []byte) (modelSpec, error) {
 	var spec modelSpec
-	if err := checkKeys(data, "top level", "version", "truncation", "padding", "added_tokens",
-		"normalizer", "pre_tokenizer", "post_processor", "decoder", "model"); err != nil {
+	// Each part of the file is scanned once: the top level into raw fields, the model likewise,
+	// then the vocabulary and the merges (a Llama 3 file is 9 MB).
+	top, err := objectOf(data, "top level", "version", "truncation", "padding", "added_tokens",
+		"normalizer", "pre_tokenizer", "post_processor", "decoder", "model")
+	if err != nil {
 		return spec, err
 	}
-	var f hfFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return spec, err
+	f := hfFile{Truncation: top["truncation"], Padding: top["padding"], Normalizer: top["normalizer"],
+		PreTokenizer: top["pre_tokenizer"], PostProcessor: top["post_processor"], Decoder: top["decoder"]}
+	if v, ok := top["added_tokens"]; ok && !isNull(v) {
+		if err := json.Unmarshal(v, &f.AddedTokens); err != nil {
+			return spec, fmt.Errorf("added_tokens: %w", err)
+		}
+	}
+	if v, ok := top["version"]; ok && !isNull(v) {
+		if err := json.Unmarshal(v, &f.Version); err != nil {
+			return spec, fmt.Errorf("version: %w", err)
+		}
 	}
 	for _, nullField := range []struct {
 		name string
@@ -316,7 +327,6 @@ func parseTokenizerJSON(data []byte) (modelSpec, error) {
 			return spec, fmt.Errorf("%s is set; only null is supported", nullField.name)
 		}
 	}
-	var err error
 	if !isNull(f.Normalizer) {
 		if spec.norm, err = parseNormalizer(f.Normalizer); err != nil {
 			return spec, fmt.Errorf("normalizer: %w", err)
@@ -331,7 +341,7 @@ func parseTokenizerJSON(data []byte) (modelSpec, error) {
 	if !isNull(f.PostProcessor) {
 		spec.postProcessor = f.PostProcessor
 	}
-	if err := parseModel(data, f.Model, &spec); err != nil {
+	if err := parseModel(top["model"], &spec); err != nil {
 		return spec, fmt.Errorf("model: %w", err)
 	}
 	if spec.byteFallback && spec.byteLevel {
@@ -388,12 +398,18 @@ func isNull(v json.RawMessage) bool { return len(v) == 0 || string(bytes.TrimSpa
 // checkKeys rejects keys of a JSON object outside allowed, so that a feature this package does
 // not implement is reported rather than silently ignored.
 func checkKeys(obj json.RawMessage, where string, allowed ...string) error {
+	_, err := objectOf(obj, where, allowed...)
+	return err
+}
+
+// objectOf returns the fields of a JSON object, rejecting keys outside allowed.
+func objectOf(obj json.RawMessage, where string, allowed ...string) (map[string]json.RawMessage, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(obj, &m); err != nil {
-		return fmt.Errorf("%s: %w", where, err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	if m == nil {
-		return fmt.Errorf("%s: not an object", where)
+		return nil, fmt.Errorf("%s: not an object", where)
 	}
 	for k := range m {
 		found := false
@@ -401,10 +417,10 @@ func checkKeys(obj json.RawMessage, where string, allowed ...string) error {
 			found = found || a == k
 		}
 		if !found {
-			return fmt.Errorf("%s: unsupported key %q", where, k)
+			return nil, fmt.Errorf("%s: unsupported key %q", where, k)
 		}
 	}
-	return nil
+	return m, nil
 }
 
 func typeOf(obj json.RawMessage) (string, error) {
@@ -489,17 +505,26 @@ func (p *preTokenizer) parseByteLevel(raw json.RawMessage) error {
 	return nil
 }
 
-func parseModel(file []byte, m hfModel, spec *modelSpec) error {
-	var outer struct {
-		Model json.RawMessage `json:"model"`
+func parseModel(raw json.RawMessage, spec *modelSpec) error {
+	if isNull(raw) {
+		return fmt.Errorf("missing")
 	}
-	if err := json.Unmarshal(file, &outer); err != nil {
+	mm, err := objectOf(raw, "model", "type", "dropout", "unk_token", "continuing_subword_prefix",
+		"end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges", "vocab", "merges")
+	if err != nil {
 		return err
 	}
-	if err := checkKeys(outer.Model, "model", "type", "dropout", "unk_token", "continuing_subword_prefix",
-		"end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges", "vocab", "merges"); err != nil {
-		return err
+	var m hfModel
+	for key, dst := range map[string]any{"type": &m.Type, "dropout": &m.Dropout, "unk_token": &m.UnkToken,
+		"continuing_subword_prefix": &m.ContinuingSubwordPrefix, "end_of_word_suffix": &m.EndOfWordSuffix,
+		"fuse_unk": &m.FuseUnk, "byte_fallback": &m.ByteFallback, "ignore_merges": &m.IgnoreMerges} {
+		if v, ok := mm[key]; ok {
+			if err := json.Unmarshal(v, dst); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+		}
 	}
+	m.Vocab, m.Merges = mm["vocab"], mm["merges"]
 	switch {
 	case m.Type != "BPE":
 		return fmt.Errorf("type %q is not supported (BPE)", m.Type)
