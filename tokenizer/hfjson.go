@@ -525,6 +525,9 @@ func parseModel(raw json.RawMessage, spec *modelSpec) error {
 		}
 	}
 	m.Vocab, m.Merges = mm["vocab"], mm["merges"]
+	if _, ok := mm["type"]; !ok && m.Merges != nil {
+		m.Type = "BPE" // older files leave the type out; Hugging Face recognises BPE by its merges
+	}
 	switch {
 	case m.Type != "BPE":
 		return fmt.Errorf("type %q is not supported (BPE)", m.Type)
