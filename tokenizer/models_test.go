@@ -185,10 +185,7 @@ func TestForeignConcurrentEncode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hand, err := Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hand, _ := loadFamily(t, "llama3")
 	texts := mixedCorpus(8, 40)
 	want := make([][]int32, len(texts))
 	for i, s := range texts {
