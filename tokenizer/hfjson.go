@@ -562,7 +562,15 @@ func parseMerges(raw json.RawMessage) ([][2]string, error) {
 		return nil, nil
 	}
 	var pairs [][2]string
-	if err := json.Unmarshal(raw, &pairs); err == nil {
+	// The first element says which form the list is in, so the list is decoded once.
+	body := bytes.TrimSpace(raw)
+	if len(body) > 0 && body[0] == '[' {
+		body = bytes.TrimSpace(body[1:])
+	}
+	if len(body) == 0 || body[0] != '"' {
+		if err := json.Unmarshal(raw, &pairs); err != nil {
+			return nil, fmt.Errorf("neither a list of pairs nor a list of strings: %w", err)
+		}
 		return pairs, nil
 	}
 	var lines []string
