@@ -1,6 +1,9 @@
 package tokenizer
 
-import "math"
+import (
+	"math"
+	"unicode/utf8"
+)
 
 // noMerge marks an adjacent pair that has no merge rule.
 const noMerge = math.MaxUint32
@@ -55,9 +58,73 @@ func (t *Tokenizer) initialSymbols(sym []int32, word string) []int32 {
 	return sym
 }
 
+// initialChars turns a word into one symbol per character, as Hugging Face's BPE does when no
+// ByteLevel pre-tokenizer maps it to bytes. A character missing from the vocabulary becomes its
+// <0xNN> byte tokens with byte_fallback (when all exist), or else the unknown token, fused with
+// the unknown characters around it when fuse_unk is set; without an unknown token it is dropped.
+// An invalid UTF-8 byte counts as one character.
+func (t *Tokenizer) initialChars(sym []int32, word string) []int32 {
+	pendingUnk := false
+	for i := 0; i < len(word); {
+		n := 1
+		if word[i] >= utf8.RuneSelf {
+			_, n = utf8.DecodeRuneInString(word[i:])
+		}
+		ch := word[i : i+n]
+		i += n
+		var id int32
+		var ok bool
+		if n == 1 && ch[0] < utf8.RuneSelf {
+			id = t.byteID[ch[0]] // in character mode, the id of each ASCII character
+			ok = id >= 0
+		} else {
+			id, ok = t.vocab[ch]
+		}
+		if ok {
+			if pendingUnk {
+				sym = append(sym, t.unkID)
+				pendingUnk = false
+			}
+			sym = append(sym, id)
+			continue
+		}
+		if t.byteFallback && t.allFallback(ch) {
+			for k := 0; k < len(ch); k++ {
+				sym = append(sym, t.fallbackID[ch[k]])
+			}
+			continue
+		}
+		if t.unkID < 0 {
+			continue
+		}
+		if pendingUnk && !t.fuseUnk {
+			sym = append(sym, t.unkID)
+		}
+		pendingUnk = true
+	}
+	if pendingUnk {
+		sym = append(sym, t.unkID)
+	}
+	return sym
+}
+
+func (t *Tokenizer) allFallback(ch string) bool {
+	for k := 0; k < len(ch); k++ {
+		if t.fallbackID[ch[k]] < 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // bpe appends the token ids of one pre-tokenized word (raw bytes) to dst.
 func (t *Tokenizer) bpe(dst []int32, word string, sc *scratch) []int32 {
-	if t.ignoreMerges {
+	if t.ignoreMerges && !t.byteLevel {
+		if id, ok := t.vocab[word]; ok {
+			return append(dst, id)
+		}
+	}
+	if t.ignoreMerges && t.byteLevel {
 		sc.buf = sc.buf[:0]
 		for i := 0; i < len(word); i++ {
 			sc.buf = appendByteLevel(sc.buf, word[i])
@@ -66,7 +133,14 @@ func (t *Tokenizer) bpe(dst []int32, word string, sc *scratch) []int32 {
 			return append(dst, id)
 		}
 	}
-	sc.sym = t.initialSymbols(sc.sym[:0], word)
+	if t.byteLevel {
+		sc.sym = t.initialSymbols(sc.sym[:0], word)
+	} else {
+		sc.sym = t.initialChars(sc.sym[:0], word)
+	}
+	if len(sc.sym) == 0 {
+		return dst
+	}
 	if len(sc.sym) <= smallWordSymbols {
 		return append(dst, t.mergeSmall(sc)...)
 	}
@@ -136,11 +210,13 @@ type heapSym struct {
 	dead       bool
 }
 
-// mergeItem is a candidate merge of the symbol at pos with its successor.
+// mergeItem is a candidate merge of the symbol at pos with its successor: the pair (left, right)
+// merges into id.
 type mergeItem struct {
-	rank uint32
-	pos  int32
-	id   int32
+	rank        uint32
+	pos         int32
+	id          int32
+	left, right int32
 }
 
 // mergeHeap is a binary min-heap on (rank, pos), written out to avoid container/heap's boxing.
@@ -208,7 +284,7 @@ func (t *Tokenizer) mergeHeap(sc *scratch) []int32 {
 			return
 		}
 		if r, id := t.lookupMerge(nodes[pos].id, nodes[nx].id); r != noMerge {
-			sc.heap.push(mergeItem{rank: r, pos: pos, id: id})
+			sc.heap.push(mergeItem{rank: r, pos: pos, id: id, left: nodes[pos].id, right: nodes[nx].id})
 		}
 	}
 	for i := 0; i < n-1; i++ {
@@ -221,8 +297,12 @@ func (t *Tokenizer) mergeHeap(sc *scratch) []int32 {
 			continue
 		}
 		right := &nodes[cur.next]
-		if _, id := t.lookupMerge(cur.id, right.id); id != top.id {
-			continue // stale: a neighbour changed since this entry was pushed
+		if cur.id != top.left || right.id != top.right {
+			// A neighbour changed since this entry was pushed. Like Hugging Face, the entry still
+			// applies if the new pair merges into the same token.
+			if _, id := t.lookupMerge(cur.id, right.id); id != top.id {
+				continue
+			}
 		}
 		cur.id = top.id
 		right.dead = true
