@@ -66,9 +66,11 @@ func Replay(ctx context.Context, runDir string, o ReplayOptions) (*ReplaySummary
 	if out == "" {
 		out = filepath.Join(runDir, "replay")
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	unlock, err := openReplayDir(runDir, out)
+	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
+	defer unlock()
 	mpath := filepath.Join(out, "metrics.jsonl")
 	if err := os.Remove(mpath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("replay: %w", err)

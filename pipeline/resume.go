@@ -40,6 +40,11 @@ type progressState struct {
 	// Dist is the data plane's consumer state at the checkpoint (rl.async.workers): the
 	// trajectories trained and dropped, so that a resumed learner takes none twice.
 	Dist *dist.ConsumerState `json:"dist,omitempty"`
+	// RunID is the run's id (run.id), Config the YAML of the configuration the run trained with
+	// and ConfigSHA256 its hash: resuming checks them against the run directory (resumecheck.go).
+	RunID        string `json:"run_id,omitempty"`
+	Config       string `json:"config,omitempty"`
+	ConfigSHA256 string `json:"config_sha256,omitempty"`
 }
 
 const (
@@ -83,6 +88,14 @@ func (r *Run) stateSnapshot(l *learn.Learner) (*checkpoint.State, error) {
 	r.state.MetricsOffset, r.state.TrajOffset = mo, r.trajs.Offset()
 	r.state.Version = r.version
 	r.state.Evals = r.evals
+	if r.state.Config == "" {
+		cfg, err := Encode(r.Cfg)
+		if err != nil {
+			return nil, err
+		}
+		r.state.Config, r.state.ConfigSHA256 = string(cfg), configSHA256(cfg)
+	}
+	r.state.RunID = r.runID
 	extra, err := json.Marshal(r.state)
 	if err != nil {
 		return nil, err
@@ -166,7 +179,7 @@ func Resume(dir string, opts Options) (*Run, error) {
 		return nil, fmt.Errorf("pipeline: resume %s: %w", dir, err)
 	}
 	r := &Run{Cfg: cfg, Dir: dir, opts: opts, resuming: true, unlock: unlock}
-	run, err := r.resume()
+	run, err := r.resumeChecked()
 	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("pipeline: resume %s: %w", dir, err)
@@ -279,6 +292,9 @@ func (r *Run) latestCheckpoint() (*resumable, string, error) {
 		if err == nil {
 			return rc, "", nil
 		}
+		if errors.Is(err, errConfigChanged) {
+			return nil, "", err
+		}
 		tried, why = name, fmt.Sprintf("checkpoint %s, which checkpoints/LATEST names, does not load (%v)", name, err)
 	}
 	names, err := stepCheckpoints(root)
@@ -290,6 +306,9 @@ func (r *Run) latestCheckpoint() (*resumable, string, error) {
 			continue
 		}
 		rc, err := r.loadResumable(n)
+		if errors.Is(err, errConfigChanged) {
+			return nil, "", err
+		}
 		if err != nil {
 			r.printf("warning: checkpoint %s does not load, skipped: %v\n", n, err)
 			continue
@@ -363,10 +382,8 @@ func (r *Run) loadResumable(name string) (*resumable, error) {
 	if err := json.Unmarshal(ck.State.Extra, &rc.state); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: trainer state: %w", name, err)
 	}
-	s := rc.state
-	if s.Phase < 0 || s.Phase > len(r.Cfg.Phases) || s.Step < 0 || s.MetricsOffset < 0 || s.TrajOffset < 0 ||
-		s.Phase < len(r.Cfg.Phases) && s.Step > r.Cfg.Phases[s.Phase].Steps {
-		return nil, fmt.Errorf("checkpoint %s is at phase %d step %d, which this run's %d phases do not have", name, s.Phase, s.Step, len(r.Cfg.Phases))
+	if err := r.checkBelongs(name, rc); err != nil {
+		return nil, err
 	}
 	return rc, nil
 }
@@ -404,6 +421,7 @@ func (r *Run) checkNothingRecorded() error {
 // nothing else (see cutMetrics). A trajectory stream longer than the offset is truncated there;
 // a shorter one (damaged, or repaired) is left to traj.OpenFile, which cuts a torn tail.
 func (r *Run) cutFiles() error {
+	r.noteMissingLogs()
 	if err := r.cutMetrics(filepath.Join(r.Dir, "metrics.jsonl"), r.state.MetricsOffset); err != nil {
 		return fmt.Errorf("pipeline: resume: %w", err)
 	}

@@ -75,6 +75,8 @@ type Run struct {
 	onDistClose func(*dist.Consumer)    // tests: sees the data plane's consumer before it closes
 	onDistStep  func(*distSession, int) // tests: called after each distributed step is logged
 
+	runID string // the run's id (run.id; "" for a run made before run ids)
+
 	unlock func() // releases the run directory's lock (LockRun), taken by NewRun or Resume
 }
 
@@ -138,7 +140,12 @@ func NewRun(cfg Config, opts Options) (*Run, error) {
 		unlock()
 		return nil, err
 	}
-	return &Run{Cfg: cfg, Dir: dir, opts: opts, unlock: unlock}, nil
+	id, err := writeRunID(dir)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	return &Run{Cfg: cfg, Dir: dir, opts: opts, unlock: unlock, runID: id}, nil
 }
 
 // Close releases the run directory's lock, which NewRun and Resume take and Train releases when
