@@ -151,6 +151,7 @@ func TestDistributedPhase(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkDistRun(t, run.Dir, decisions, drops)
+	checkDistReplay(t, run.Dir, 6)
 	if done[1] == 0 {
 		t.Fatalf("the worker signed in by NKey stored nothing (by worker: %v)", done)
 	}
