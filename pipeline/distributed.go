@@ -410,6 +410,7 @@ func (s *distSession) metrics() map[string]float64 {
 	}
 	s.mu.Unlock()
 	m["dist/redelivered"] = float64(s.cons.Redelivered())
+	m["dist/tasks_retried"] = float64(s.cons.TasksRetried())
 	m["dist/tasks_swept"] = float64(s.cons.TasksSwept())
 	m["dist/held"] = float64(s.cons.Held())
 	return m
@@ -588,23 +589,45 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
 		return true
 	}
 
+	trainable := func(step int) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i := range c.GroupsPerStep {
+			if g := s.live[distGroupID(pi, step, i)]; g != nil && len(g.members) >= minMembers {
+				return true
+			}
+		}
+		return false
+	}
+
 	for step := start; step < p.Steps; step++ {
 		w0 := r.now()
 		deadline := time.NewTimer(timeout)
 		timedOut := false
-		for !full(step) && !timedOut {
-			select {
-			case d := <-deliveries:
-				take(d)
-			case err := <-recvErr:
-				deadline.Stop()
-				return fmt.Errorf("step %d: %w", step, err)
-			case <-deadline.C:
-				timedOut = true
-			case <-ctx.Done():
-				deadline.Stop()
-				return ctx.Err()
+		for waits := 1; ; waits++ {
+			for !full(step) && !timedOut {
+				select {
+				case d := <-deliveries:
+					take(d)
+				case err := <-recvErr:
+					deadline.Stop()
+					return fmt.Errorf("step %d: %w", step, err)
+				case <-deadline.C:
+					timedOut = true
+				case <-ctx.Done():
+					deadline.Stop()
+					return ctx.Err()
+				}
 			}
+			if !timedOut || trainable(step) {
+				break
+			}
+			// A step with no group to train is not a step: wait again, a bounded number of times.
+			if err := r.noDistData(s, p, step, waits, timeout); err != nil {
+				return err
+			}
+			timedOut = false
+			deadline.Reset(timeout)
 		}
 		deadline.Stop()
 		st0 := r.now()
