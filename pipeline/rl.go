@@ -299,12 +299,12 @@ func (r *Run) logRL(st *rlStep, mon *monitor, bar *progress) error {
 	for _, a := range acted {
 		bar.acted(a)
 	}
-	var entropy float64
+	entropy := "-" // not measured: the step trained nothing
 	if st.learn != nil {
-		entropy = st.learn.Entropy
+		entropy = fmt.Sprintf("%.2f", st.learn.Entropy)
 	}
 	s := st.sample
-	line := fmt.Sprintf("reward %.2f success %.0f%% tools %.0f%% ent %.2f", s.meanReward, 100*s.success, 100*s.toolRate, entropy)
+	line := fmt.Sprintf("reward %.2f success %.0f%% tools %.0f%% ent %s", s.meanReward, 100*s.success, 100*s.toolRate, entropy)
 	if lv := describeLevels(s.levels); lv != "" {
 		line += " (" + lv + ")"
 	}

@@ -363,14 +363,15 @@ func (r *Run) afterStep(l *learn.Learner, pi, step int) error {
 	return r.saveCheckpoint(l, r.stepName(pi, done))
 }
 
-// noteEval keeps the best policy so far as checkpoints/best.
+// noteEval keeps the best policy so far as checkpoints/best. Among policies that all score 0 the
+// latest is kept: the untrained model is never "best" of a run that measured nothing better.
 func (r *Run) noteEval(rep EvalReport) error {
 	var sum float64
 	for _, e := range rep.Envs {
 		sum += *e.Pass1Sampled
 	}
 	score := sum / float64(max(len(rep.Envs), 1))
-	if score <= r.state.Best {
+	if score < r.state.Best || score == r.state.Best && score > 0 {
 		return nil
 	}
 	r.state.Best = score

@@ -68,7 +68,9 @@ func (s *rlStep) fields() map[string]any {
 	m["shift/is_ess"] = shift.ESS
 	m["shift/version_lag_mean"] = shift.LagMean
 	m["shift/version_lag_max"] = shift.LagMax
-	m["explore/entropy"] = rl.Entropy
+	if s.learn != nil { // measured on the trained tokens: a step that trained nothing has none
+		m["explore/entropy"] = rl.Entropy
+	}
 	m["signal/grad_norm"] = rl.GradNorm
 	m["signal/grad_norm_max"] = rl.MaxGrad
 	m["signal/updates_skipped"] = rl.Skipped
@@ -183,6 +185,9 @@ func (mo *monitor) check(s *rlStep) []string {
 	var w []string
 	// Entropy and shift are measured only on steps that trained (a step with no informative
 	// group has none).
+	if s.learn == nil {
+		w = append(w, "step trained nothing (no group carried a learning signal): entropy and shift not measured")
+	}
 	if l := s.learn; l != nil && l.Entropy < mo.cfg.MinEntropy {
 		w = append(w, fmt.Sprintf("exploration collapsing: mean token entropy %.4f below %.4f", l.Entropy, mo.cfg.MinEntropy))
 	}
