@@ -56,4 +56,3 @@ func (r *Run) checkExpertFits(ctx context.Context) error {
 	}
 	return nil
 }
-
