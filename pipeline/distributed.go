@@ -219,6 +219,9 @@ func (r *Run) startDist(ctx context.Context, p Phase) (*distSession, error) {
 	if err := s.conn.SetupRun(ctx, dist.RunConfig{Run: s.run, TaskAckWait: ackWait}); err != nil {
 		return nil, err
 	}
+	if err := s.conn.ClearFinished(ctx, s.run); err != nil {
+		return nil, err
+	}
 	inc, err := r.newDistEpoch(ctx, s.conn, s.run)
 	if err != nil {
 		return nil, err

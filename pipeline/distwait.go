@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -23,4 +24,14 @@ func (r *Run) noDistData(s *distSession, p Phase, step, waits int, timeout time.
 	r.printf("warning: phase %s step %d: no group could train after group_timeout %v (wait %d of %d): a step with no data is not trained; waiting again for workers of run %s (%s)\n",
 		p.Name, step+1, timeout, waits, maxEmptyWaits, s.run, counters)
 	return nil
+}
+
+// finish tells the run's workers that the learner finished the run: they say so and stop.
+func (s *distSession) finish(ctx context.Context) {
+	if s == nil {
+		return
+	}
+	if err := s.conn.MarkFinished(ctx, s.run); err != nil {
+		s.logf("warning: %v; the workers keep waiting for tasks until stopped\n", err)
+	}
 }

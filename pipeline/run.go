@@ -309,6 +309,7 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 			return nil, err
 		}
 	}
+	r.dist.finish(ctx)
 	r.printSummary()
 	return &Summary{Dir: r.Dir, Evals: r.evals}, nil
 }
