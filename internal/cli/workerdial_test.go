@@ -1,7 +1,7 @@
 package cli
 
 import (
-		"context"
+	"context"
 	"net"
 	"strconv"
 	"strings"
