@@ -105,4 +105,3 @@ func TestIntegerOutOfRange(t *testing.T) {
 		t.Errorf("--set seed=2^64: %v", err)
 	}
 }
-

@@ -1,8 +1,8 @@
 package pipeline
 
 import (
-	"fmt"
 	"errors"
+	"fmt"
 	"math/big"
 	"os"
 	"reflect"
