@@ -494,7 +494,7 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
 		return err
 	}
 	mon := newMonitor(r.Cfg.Monitor)
-	bar := r.newProgress(p.Name, p.Steps)
+	bar := r.newProgressFrom(p.Name, p.Steps, start)
 	defer bar.finish()
 	timeout := c.Async.Workers.GroupTimeout
 	if timeout == 0 {

@@ -87,7 +87,7 @@ func (r *Run) openRL(ctx context.Context, pi int, p Phase, start int) (*rlLoop, 
 	if err != nil {
 		return nil, err
 	}
-	return &rlLoop{r: r, pi: pi, p: p, upd: upd, smp: smp, mon: newMonitor(r.Cfg.Monitor), bar: r.newProgress(p.Name, p.Steps)}, nil
+	return &rlLoop{r: r, pi: pi, p: p, upd: upd, smp: smp, mon: newMonitor(r.Cfg.Monitor), bar: r.newProgressFrom(p.Name, p.Steps, start)}, nil
 }
 
 // close ends the progress bar, then stops the generator.

@@ -132,7 +132,7 @@ func (r *Run) runSFT(ctx context.Context, pi int, p Phase, start int) error {
 	if err != nil {
 		return err
 	}
-	bar := r.newProgress(p.Name, p.Steps)
+	bar := r.newProgressFrom(p.Name, p.Steps, start)
 	defer bar.finish()
 	batch := make([]*traj.Trajectory, s.BatchSize)
 	for step := start; step < p.Steps; step++ {
