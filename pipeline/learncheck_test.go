@@ -124,3 +124,30 @@ func fmtAny(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// Item 9 of issue 29: the trainer records in its checkpoints the system prompt each environment
+// was trained with, and PromptNote says when an evaluation's differs.
+func TestCheckpointsRecordTheTrainingPrompt(t *testing.T) {
+	dir := trainedRun(t)
+	envs := all.Builtins()
+	spec, err := envs.Lookup("calc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := SystemPrompt(context.Background(), envs.New, "calc", spec.Heldout.Lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ck := range []string{bestName, "rl-p1.s000002", "rl-p1.s000004"} {
+		p := filepath.Join(dir, checkpointsDir, ck)
+		if note := PromptNote(p, "calc", sys); note != "" {
+			t.Errorf("%s: the training prompt itself: %s", ck, note)
+		}
+		if note := PromptNote(p, "calc", sys+"\nTools: kv_lookup(key)"); !strings.Contains(note, "differs from the one the checkpoint was trained with") {
+			t.Errorf("%s: another prompt: %q", ck, note)
+		}
+		if _, err := os.Stat(filepath.Join(p, promptsFile)); err != nil {
+			t.Errorf("%s: %v", ck, err)
+		}
+	}
+}

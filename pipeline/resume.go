@@ -74,6 +74,9 @@ func (r *Run) saveCheckpoint(l *learn.Learner, name string) error {
 	if err := checkpoint.Save(r.checkpointDir(name), r.model, r.tok, st); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", name, err)
 	}
+	if err := r.recordPrompts(r.checkpointDir(name)); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", name, err)
+	}
 	if err := writeFileAtomic(filepath.Join(r.Dir, checkpointsDir, latestFile), []byte(name+"\n")); err != nil {
 		return err
 	}

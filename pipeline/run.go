@@ -76,6 +76,9 @@ type Run struct {
 	onDistStep  func(*distSession, int) // tests: called after each distributed step is logged
 
 	runID string // the run's id (run.id; "" for a run made before run ids)
+	// prompts are the environments' system prompts in training, recorded in checkpoints
+	// (promptrecord.go).
+	prompts map[string]string
 
 	unlock func() // releases the run directory's lock (LockRun), taken by NewRun or Resume
 }
@@ -265,6 +268,9 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 	if err := r.checkPrompts(ctx); err != nil {
 		return nil, err
 	}
+	if r.prompts, err = r.trainingPrompts(ctx); err != nil {
+		return nil, err
+	}
 	if err := r.openLogs(); err != nil {
 		return nil, err
 	}
@@ -376,7 +382,10 @@ func (r *Run) noteEval(rep EvalReport) error {
 		return nil
 	}
 	r.state.Best = score
-	return checkpoint.Save(r.checkpointDir(bestName), r.model, r.tok, nil)
+	if err := checkpoint.Save(r.checkpointDir(bestName), r.model, r.tok, nil); err != nil {
+		return err
+	}
+	return r.recordPrompts(r.checkpointDir(bestName))
 }
 
 func (r *Run) openLogs() error {

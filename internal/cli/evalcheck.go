@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/pipeline"
 	"github.com/agentrl/agentrl/tokenizer"
 )
 
@@ -45,6 +46,26 @@ func checkEvalContext(ctx context.Context, envs *env.Registry, newEnv func(strin
 	if longest >= limit {
 		return fmt.Errorf("eval: --max-context %d leaves no room for %s's prompt: the system prompt and first observation of task %d take %d tokens; give well above %d, or leave it out for the model's whole context",
 			limit, name, at, longest, longest)
+	}
+	return nil
+}
+
+// notePromptChange warns when the system prompt evaluation gives the policy (tools attached or
+// not) differs from the one the checkpoint was trained with, which the trainer records in it.
+func notePromptChange(g *Globals, newEnv func(string) (env.Env, error), ckDir, name string) error {
+	spec, err := g.Envs.Lookup(name)
+	if err != nil {
+		return err
+	}
+	if newEnv == nil {
+		newEnv = g.Envs.New
+	}
+	sys, err := pipeline.SystemPrompt(g.Ctx, newEnv, name, spec.Heldout.Lo)
+	if err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	if note := pipeline.PromptNote(ckDir, name, sys); note != "" {
+		fmt.Fprintln(g.Stderr, note)
 	}
 	return nil
 }
