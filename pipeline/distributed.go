@@ -668,6 +668,11 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
 		}
 		s.mu.Unlock()
 		as := &asyncStats{learnerWait: st0.Sub(w0).Seconds(), ahead: admitted - step - 1}
+		// The reward blocks rescore what the workers returned, as the in-process sampler's
+		// episodes are rescored, before they are recorded and trained.
+		if err := r.shapeRewards(ctx, nil, p, step, sampled); err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
 		if err := r.record(p.Name, step+1, sampled); err != nil {
 			return err
 		}
@@ -675,7 +680,7 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
 		as.droppedStale, as.partialStale = dropped, partialStale
 		s.stale += int64(dropped)
 		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups),
-			fill: reward.FillStats{Rounds: 1, Sampled: c.GroupsPerStep}, async: as, simLatency: simulatedLatency(p.Envs)}
+			fill: reward.FillStats{Rounds: 1, Sampled: c.GroupsPerStep}, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(sampled)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			rep, err := r.learnStep(upd, trajs, step, r.stepRNG(pi, step, 4))
 			if err != nil {

@@ -98,7 +98,9 @@ func TestDistributedPhase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := tinyConfig(t, t.TempDir(), append(slices.Clone(distSets), "phases.rl.rl.async.workers.worker_nkeys=["+pub+"]")...)
+	// A reward block rescores what the workers return (item 2 of issue 29).
+	c := tinyConfig(t, t.TempDir(), append(slices.Clone(distSets), "phases.rl.rl.async.workers.worker_nkeys=["+pub+"]",
+		"phases.rl.envs=[{name: calc, weight: 1, reward: {outcome: 2, format: {pattern: '<tool_call>', weight: 0.5}}}]")...)
 	run, err := NewRun(c, Options{Envs: all.Builtins()})
 	if err != nil {
 		t.Fatal(err)
@@ -152,6 +154,15 @@ func TestDistributedPhase(t *testing.T) {
 	}
 	checkDistRun(t, run.Dir, decisions, drops)
 	checkDistReplay(t, run.Dir, 6)
+	shaped := false
+	for _, m := range metricLines(t, run.Dir) {
+		for k := range m {
+			shaped = shaped || strings.HasPrefix(k, "reward/calc/")
+		}
+	}
+	if !shaped {
+		t.Fatal("no step logged the reward block's parts: the workers' episodes were not rescored")
+	}
 	if done[1] == 0 {
 		t.Fatalf("the worker signed in by NKey stored nothing (by worker: %v)", done)
 	}
