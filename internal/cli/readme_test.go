@@ -69,3 +69,43 @@ func TestReadmeWorkersExampleOnEveryPreset(t *testing.T) {
 		}
 	}
 }
+
+// The README's configuration examples load as written (item 5 of issue 29, for configurations):
+// the MCP block appended to the calc preset, and the replay example's override.
+func TestReadmeConfigExamplesLoad(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	const open = "cat >> run.yaml <<'EOF'\n"
+	i := strings.Index(text, open)
+	if i < 0 {
+		t.Fatal("README.md has no MCP example appended to run.yaml")
+	}
+	block := text[i+len(open):]
+	block = block[:strings.Index(block, "\nEOF\n")+1]
+	preset, err := pipeline.Preset("calc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := pipeline.Encode(preset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/run.yaml"
+	if err := os.WriteFile(path, append(base, block...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := pipeline.Load(testEnvs(), "", path, nil)
+	if err != nil {
+		t.Fatalf("the README's MCP example: %v", err)
+	}
+	if c.MCP == nil || len(c.MCP.Servers) != 1 {
+		t.Fatalf("the README's MCP example loaded without its server: %+v", c.MCP)
+	}
+	args := readmeCommand(t, "$ agentrl train --set")
+	if _, err := pipeline.Load(testEnvs(), "", "", args[len(args)-1:]); err != nil || !strings.HasPrefix(args[len(args)-1], "phases.") {
+		t.Fatalf("the README's replay example %q: %v", args, err)
+	}
+}
