@@ -87,6 +87,10 @@ type Task struct {
 	TaskID string `json:"task_id"`
 	Env    string `json:"env"`
 	Seed   int64  `json:"seed"`
+	// EnvConfig, when set, is how the worker makes the environment for this task, opaque to the
+	// data plane (agentrl's: {"difficulty": {"levels": [...], "weights": [...]}}, the levels the
+	// learner draws the phase's tasks at).
+	EnvConfig json.RawMessage `json:"env_config,omitempty"`
 	// GroupID and Sample identify the episode: the learner accepts one trajectory per pair.
 	GroupID uint64 `json:"group_id"`
 	Sample  int    `json:"sample_index"`

@@ -502,6 +502,10 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
 	}
 	minMembers := min(2, c.GroupSize)
 
+	envCfg, err := distEnvConfigs(p)
+	if err != nil {
+		return err
+	}
 	admitted := start // the next step to admit
 	admit := func(trained int) error {
 		for ; admitted < p.Steps && admitted-trained <= eta; admitted++ {
@@ -520,7 +524,7 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
 			for i, t := range tasks {
 				id := distGroupID(pi, admitted, i)
 				for k := range c.GroupSize {
-					task := dist.Task{Run: s.run, TaskID: fmt.Sprintf("%d-%d", id, k), Env: t.Env, Seed: t.Seed,
+					task := dist.Task{Run: s.run, TaskID: fmt.Sprintf("%d-%d", id, k), Env: t.Env, Seed: t.Seed, EnvConfig: envCfg[t.Env],
 						GroupID: id, Sample: k, Epoch: s.epoch, AdmitVersion: r.version}
 					if err := s.conn.PublishTask(ctx, task); err != nil {
 						return err
@@ -567,6 +571,13 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
 		g, ok := s.live[d.Traj.GroupID]
 		if !ok {
 			s.filtered["late"]++
+			unclaimed = append(unclaimed, d)
+			return
+		}
+		if envCfg[d.Traj.Env] != nil && d.Traj.Status == traj.StatusOK && !hasLevel(d.Traj) {
+			// An episode the environment ended without its level: a worker that ignored the task's
+			// difficulty (an older one) ran another task than the one drawn.
+			s.filtered["no_level"]++
 			unclaimed = append(unclaimed, d)
 			return
 		}

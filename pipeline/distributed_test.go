@@ -98,9 +98,10 @@ func TestDistributedPhase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A reward block rescores what the workers return (item 2 of issue 29).
+	// A reward block rescores what the workers return, and the workers draw the tasks' difficulty
+	// levels (item 2 of issue 29).
 	c := tinyConfig(t, t.TempDir(), append(slices.Clone(distSets), "phases.rl.rl.async.workers.worker_nkeys=["+pub+"]",
-		"phases.rl.envs=[{name: calc, weight: 1, reward: {outcome: 2, format: {pattern: '<tool_call>', weight: 0.5}}}]")...)
+		"phases.rl.envs=[{name: calc, weight: 1, difficulty: {levels: [1, 4], weights: [1, 3]}, reward: {outcome: 2, format: {pattern: '<tool_call>', weight: 0.5}}}]")...)
 	run, err := NewRun(c, Options{Envs: all.Builtins()})
 	if err != nil {
 		t.Fatal(err)
@@ -154,14 +155,23 @@ func TestDistributedPhase(t *testing.T) {
 	}
 	checkDistRun(t, run.Dir, decisions, drops)
 	checkDistReplay(t, run.Dir, 6)
-	shaped := false
+	shaped, levels := false, map[string]bool{}
 	for _, m := range metricLines(t, run.Dir) {
 		for k := range m {
 			shaped = shaped || strings.HasPrefix(k, "reward/calc/")
+			if strings.HasPrefix(k, "reward/success/calc/level") && m["eval"] == nil {
+				levels[k] = true
+			}
+		}
+		if n, _ := m["dist/filtered_no_level"].(float64); n > 0 {
+			t.Fatalf("step %v: %v trajectories without their level", m["step"], n)
 		}
 	}
 	if !shaped {
 		t.Fatal("no step logged the reward block's parts: the workers' episodes were not rescored")
+	}
+	if !levels["reward/success/calc/level1"] || !levels["reward/success/calc/level4"] {
+		t.Fatalf("the workers' episodes did not run at the phase's levels 1 and 4: %v", levels)
 	}
 	if done[1] == 0 {
 		t.Fatalf("the worker signed in by NKey stored nothing (by worker: %v)", done)

@@ -139,7 +139,7 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 			}
 		},
 		Episode: func(ctx context.Context, task dist.Task) (*traj.Trajectory, error) {
-			e, err := o.Envs.New(task.Env)
+			e, err := workerEnv(o.Envs, task)
 			if err != nil {
 				return nil, err
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl/dist"
+	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/all"
 )
 
@@ -56,5 +57,28 @@ func TestWorkerWaitsForItsRun(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "learner has finished it") {
 		t.Errorf("a worker of a finished run did not say so:\n%s", log.String())
+	}
+}
+
+// A task's env_config makes the worker's environment at the task's difficulty; an env_config it
+// does not understand is an error, not an environment at another difficulty.
+func TestWorkerEnvConfig(t *testing.T) {
+	envs := all.Builtins()
+	p := Phase{Envs: []EnvWeight{{Name: "calc", Difficulty: &env.Difficulty{Levels: []int{4}}}, {Name: "maze"}}}
+	cfgs, err := distEnvConfigs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfgs["maze"] != nil || cfgs["calc"] == nil {
+		t.Fatalf("env configs %v", cfgs)
+	}
+	if _, err := workerEnv(envs, dist.Task{TaskID: "a", Env: "calc", EnvConfig: cfgs["calc"]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workerEnv(envs, dist.Task{TaskID: "b", Env: "calc", EnvConfig: []byte(`{"difficulty": {"levels": [1]}, "extra": 1}`)}); err == nil || !strings.Contains(err.Error(), "extra") {
+		t.Fatalf("an unknown env_config key: %v", err)
+	}
+	if _, err := workerEnv(envs, dist.Task{TaskID: "c", Env: "calc", EnvConfig: []byte(`{"difficulty": {"levels": [99]}}`)}); err == nil {
+		t.Fatal("a level calc lacks was accepted")
 	}
 }
