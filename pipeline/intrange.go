@@ -1,13 +1,10 @@
 package pipeline
 
 import (
-	"errors"
 	"fmt"
 	"math/big"
-	"os"
 	"reflect"
 	"strings"
-	"time"
 
 	"github.com/goccy/go-yaml/ast"
 )
@@ -42,17 +39,3 @@ func checkIntRange(n ast.Node, t reflect.Type, path string) error {
 }
 
 func tokenText(n ast.Node) string { return n.GetToken().Value }
-
-// configPipeWait bounds how long a configuration given as a named pipe may take to arrive.
-var configPipeWait = 10 * time.Second
-
-// pipeReadError says why reading a configuration failed, naming a pipe whose writer was too slow.
-func pipeReadError(path string, pipe bool, read int, err error) error {
-	if pipe && read == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("%s is a named pipe with no writer within %v: write the configuration into it, or give a file", path, configPipeWait)
-	}
-	if pipe && errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("%s: the named pipe's writer did not finish the configuration within %v", path, configPipeWait)
-	}
-	return err
-}
