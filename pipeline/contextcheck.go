@@ -28,6 +28,9 @@ func (r *Run) checkExpertFits(ctx context.Context) error {
 			continue
 		}
 		n := int(min(spec.Train.Len(), expertSample))
+		if n < 1 {
+			continue
+		}
 		tasks := make([]rollout.Task, n)
 		for i := range n {
 			tasks[i] = rollout.Task{Env: name, Seed: spec.Train.Lo + int64(i)*(spec.Train.Len()/int64(n)), GroupID: uint64(i)}
