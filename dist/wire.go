@@ -15,7 +15,8 @@ const (
 	SubjectPrefix = "agentrl"
 	// PolicyBucket is the KV bucket of policy pointers: key <run>.latest holds a Pointer, key
 	// <run>.rollout the run's rollout settings (JSON, opaque to this package), key <run>.epoch
-	// the last learner epoch taken (NextEpoch).
+	// the last learner epoch taken (NextEpoch), key <run>.finished when the learner finished the
+	// run (MarkFinished).
 	PolicyBucket = "agentrl_policy"
 	// WorkersBucket is the KV bucket of worker heartbeats, key <run>.<worker id>, with a TTL.
 	WorkersBucket = "agentrl_workers"
