@@ -18,6 +18,11 @@ const (
 
 var aggModes = []string{AggTokenMean, AggTokenSum, AggSeqMeanTokenSum, AggSeqMeanTokenMean, AggSeqMeanTokenSumNm, AggDrGRPO}
 
+// aggPerSeq reports whether mode divides by N, the number of sequences (or episodes) that count.
+func aggPerSeq(mode string) bool {
+	return mode == AggSeqMeanTokenSum || mode == AggSeqMeanTokenMean || mode == AggDrGRPO
+}
+
 // aggNormed reports whether mode divides by the constant L (LossConfig.AggNorm).
 func aggNormed(mode string) bool { return mode == AggSeqMeanTokenSumNm || mode == AggDrGRPO }
 
@@ -26,7 +31,14 @@ func aggNormed(mode string) bool { return mode == AggSeqMeanTokenSumNm || mode =
 // for every term (policy gradient, KL, entropy, value) alike. Sequences not included (infra-failed,
 // rejected) get 0 and do not count in any denominator; N counts included sequences with at least
 // one masked token. It returns the number of masked tokens and of sequences that count.
-func aggregate(coef []float64, b *Batch, include []bool, mode string, norm float64) (tokens, seqs int) {
+//
+// When a sequence is one sample of an episode (b.Episodes) and samples is AggSamplesEpisode (or
+// ""), N counts episodes and seq-mean-token-mean's per-sequence token count is the episode's:
+// all the samples of an episode weigh together what one sequence weighs.
+func aggregate(coef []float64, b *Batch, include []bool, mode string, norm float64, samples string) (tokens, seqs int) {
+	if b.Episodes != nil && samples != AggSamplesSample {
+		return aggregateEpisodes(coef, b, include, mode, norm)
+	}
 	for i := range coef {
 		coef[i] = 0
 		if !include[i] {
@@ -62,6 +74,56 @@ func aggregate(coef []float64, b *Batch, include []bool, mode string, norm float
 			coef[i] = 1 / norm
 		case AggDrGRPO:
 			coef[i] = 1 / (float64(seqs) * norm)
+		}
+	}
+	return tokens, seqs
+}
+
+// aggregateEpisodes is aggregate with each episode of b (its samples, b.Episodes) in place of a
+// sequence; seqs is then the number of episodes that count.
+func aggregateEpisodes(coef []float64, b *Batch, include []bool, mode string, norm float64) (tokens, seqs int) {
+	first := b.episodeSeqs()
+	perEp := make([]int, len(first)-1)
+	for e := range perEp {
+		for i := first[e]; i < first[e+1]; i++ {
+			coef[i] = 0
+			if !include[i] {
+				continue
+			}
+			lo, hi := b.Seq(i)
+			n := 0
+			for t := lo; t < hi; t++ {
+				if b.Mask[t] {
+					n++
+				}
+			}
+			coef[i] = float64(n)
+			perEp[e] += n
+		}
+		if perEp[e] > 0 {
+			tokens += perEp[e]
+			seqs++
+		}
+	}
+	for e, ne := range perEp {
+		for i := first[e]; i < first[e+1]; i++ {
+			if coef[i] == 0 {
+				continue
+			}
+			switch mode {
+			case AggTokenMean:
+				coef[i] = 1 / float64(tokens)
+			case AggTokenSum:
+				coef[i] = 1
+			case AggSeqMeanTokenSum:
+				coef[i] = 1 / float64(seqs)
+			case AggSeqMeanTokenMean:
+				coef[i] = 1 / (float64(seqs) * float64(ne))
+			case AggSeqMeanTokenSumNm:
+				coef[i] = 1 / norm
+			case AggDrGRPO:
+				coef[i] = 1 / (float64(seqs) * norm)
+			}
 		}
 	}
 	return tokens, seqs

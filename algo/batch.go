@@ -44,6 +44,12 @@ type Batch struct {
 	TurnOffsets []int
 	Turns       []Turn
 
+	// Episodes[i] is the episode of sequence i when an episode is several training samples
+	// (traj.Trajectory.Samples): numbered from 0, an episode's samples contiguous and in order,
+	// sharing its group, status and reward. nil means each sequence is an episode of its own.
+	// See EstimateEpisodes.
+	Episodes []int
+
 	// ToolInLoss lets Mask cover tool-response tokens too (TrainOnToolTokens): the ablation of
 	// Search-R1's retrieved-token masking, never the default.
 	ToolInLoss bool
@@ -152,6 +158,9 @@ func (b *Batch) Validate() error {
 		}
 	}
 	if err := b.validateTurns(); err != nil {
+		return err
+	}
+	if err := b.validateEpisodes(); err != nil {
 		return err
 	}
 	for i := 0; i < s; i++ {

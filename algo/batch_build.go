@@ -10,7 +10,9 @@ import (
 
 // FromTrajectories lays trajectories out as a Batch. It copies token ids, roles, loss mask, behaviour
 // logprobs, versions, turns (with their per-turn rewards), outcome reward, group id and status,
-// and uses each trajectory's ID in error messages. Old, Ref, Values and TokenRewards stay nil: the
+// and uses each trajectory's ID in error messages. Each training sample of a trajectory
+// (traj.Trajectory.Samples) is a sequence of its own, with the turns that lie in it; when any
+// trajectory has several samples, Episodes maps the sequences back to their trajectories. Old, Ref, Values and TokenRewards stay nil: the
 // learner fills them, aligned with the batch tokens (Seq gives each sequence's range).
 //
 // Each turn's Anchor defaults to the observation the turn acted on: the tokens between the end of
@@ -18,7 +20,7 @@ import (
 // observations then form GiGPO step groups. Environments whose observations alias different
 // states should set Anchor to a real state key before estimating.
 func FromTrajectories(ts []*traj.Trajectory) (*Batch, error) {
-	n, nt := 0, 0
+	n, nt, ns := 0, 0, 0
 	for i, t := range ts {
 		if t == nil {
 			return nil, fmt.Errorf("algo: trajectory %d is nil", i)
@@ -28,6 +30,10 @@ func FromTrajectories(ts []*traj.Trajectory) (*Batch, error) {
 		}
 		n += t.Len()
 		nt += len(t.Turns)
+		ns += t.NumSamples()
+	}
+	if ns != len(ts) {
+		return fromSamples(ts, n, nt, ns)
 	}
 	b := &Batch{
 		Offsets:     make([]int, 1, len(ts)+1),
@@ -57,6 +63,57 @@ func FromTrajectories(ts []*traj.Trajectory) (*Batch, error) {
 			prevEnd = tu.End
 		}
 		b.TurnOffsets = append(b.TurnOffsets, len(b.Turns))
+	}
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// fromSamples is FromTrajectories for trajectories of which some have several samples: ns
+// sequences of n tokens and nt turns in all.
+func fromSamples(ts []*traj.Trajectory, n, nt, ns int) (*Batch, error) {
+	b := &Batch{
+		Offsets:     make([]int, 1, ns+1),
+		Tokens:      make([]int32, 0, n),
+		Mask:        make([]bool, 0, n),
+		Roles:       make([]traj.Role, 0, n),
+		Behaviour:   make([]float32, 0, n),
+		Versions:    make([]int32, 0, n),
+		IDs:         make([]string, 0, ns),
+		Groups:      make([]uint64, 0, ns),
+		Status:      make([]traj.Status, 0, ns),
+		Rewards:     make([]float64, 0, ns),
+		TurnOffsets: make([]int, 1, ns+1),
+		Turns:       make([]Turn, 0, nt),
+		Episodes:    make([]int, 0, ns),
+	}
+	for i, t := range ts {
+		b.Tokens = append(b.Tokens, t.Tokens...)
+		b.Mask = append(b.Mask, t.LossMask...)
+		b.Roles = append(b.Roles, t.Roles...)
+		b.Behaviour = append(b.Behaviour, t.Logprobs...)
+		b.Versions = append(b.Versions, t.Versions...)
+		turns := t.Turns
+		for k := range t.NumSamples() {
+			lo, hi := t.Sample(k)
+			b.Offsets = append(b.Offsets, b.Offsets[len(b.Offsets)-1]+hi-lo)
+			id := t.ID
+			if t.NumSamples() > 1 {
+				id = fmt.Sprintf("%s sample %d", t.ID, k)
+			}
+			b.IDs = append(b.IDs, id)
+			b.Groups, b.Status, b.Rewards = append(b.Groups, t.GroupID), append(b.Status, t.Status), append(b.Rewards, t.Reward)
+			b.Episodes = append(b.Episodes, i)
+			prevEnd := lo
+			for len(turns) > 0 && turns[0].Start < hi {
+				tu := turns[0]
+				turns = turns[1:]
+				b.Turns = append(b.Turns, Turn{Start: tu.Start - lo, End: tu.End - lo, Reward: tu.Reward, Anchor: tokenKey(t.Tokens[prevEnd:tu.Start])})
+				prevEnd = tu.End
+			}
+			b.TurnOffsets = append(b.TurnOffsets, len(b.Turns))
+		}
 	}
 	if err := b.Validate(); err != nil {
 		return nil, err
@@ -137,6 +194,19 @@ func (b *Batch) Select(idx []int) (*Batch, error) {
 		}
 	}
 	m.IDs, m.Groups = selSeq(b.IDs, idx), selSeq(b.Groups, idx)
+	if b.Episodes != nil {
+		// Renumber the episodes of the selection in its order.
+		m.Episodes = make([]int, len(idx))
+		for j, i := range idx {
+			switch {
+			case j == 0:
+			case b.Episodes[i] == b.Episodes[idx[j-1]]:
+				m.Episodes[j] = m.Episodes[j-1]
+			default:
+				m.Episodes[j] = m.Episodes[j-1] + 1
+			}
+		}
+	}
 	m.Status, m.Rewards = selSeq(b.Status, idx), selSeq(b.Rewards, idx)
 	return m, nil
 }
@@ -168,8 +238,13 @@ func selSeq[T any](src []T, idx []int) []T {
 
 // Minibatches shuffles the sequence indexes with rng and splits them into n minibatches whose
 // sizes differ by at most one. Advantages are computed once per batch; the loss is computed per
-// minibatch, so group structure does not need to survive the split.
+// minibatch, so group structure does not need to survive the split. When an episode is several
+// samples (Episodes), the episodes are shuffled and split instead, n at most their number, and
+// each minibatch holds all the samples of its episodes.
 func (b *Batch) Minibatches(n int, rng *rand.Rand) ([][]int, error) {
+	if b.Episodes != nil {
+		return b.minibatchesOfEpisodes(n, rng)
+	}
 	s := b.NumSeqs()
 	if n < 1 || n > s {
 		return nil, fmt.Errorf("algo: minibatches: want 1 ≤ n ≤ %d sequences, got n = %d", s, n)

@@ -93,7 +93,7 @@ func (l *Loss) Compute(out *Output, mb *Batch, cur Current) error {
 		}
 		out.raw = l.cfg.Correction.weights(out.w, out.raw[:0], mb, out.include, m)
 	}
-	tokens, seqs := aggregate(out.coef, mb, out.include, l.cfg.Agg, l.cfg.AggNorm)
+	tokens, seqs := aggregate(out.coef, mb, out.include, l.cfg.Agg, l.cfg.AggNorm, l.cfg.AggSamples)
 	m["loss/tokens"], m["loss/seqs"] = float64(tokens), float64(seqs)
 
 	var st PolicyStats

@@ -20,6 +20,14 @@ type LossConfig struct {
 
 	Agg     string  `yaml:"agg"`      // one of the Agg* modes
 	AggNorm float64 `yaml:"agg_norm"` // the constant divisor L of seq-mean-token-sum-norm and dr-grpo (e.g. the max response length)
+	// AggSamples is how the training samples of an episode (an episode split where the chat
+	// template was not prefix-stable) count in the modes that average over sequences
+	// (seq-mean-token-sum, seq-mean-token-mean, dr-grpo): AggSamplesEpisode ("episode", the
+	// default when empty) counts each episode once in N and, under seq-mean-token-mean, averages
+	// over all its samples' tokens; AggSamplesSample ("sample") counts each sample as a sequence.
+	// The token modes need no such choice: under token-mean every token counts once, whichever
+	// sample holds it. Setting it for another mode is an error (it would do nothing).
+	AggSamples string `yaml:"agg_samples,omitempty"`
 
 	KL          KLLossConfig     `yaml:"kl"`
 	EntropyCoef float64          `yaml:"entropy_coef"` // ≥ 0; the bonus needs Current.Entropies
@@ -103,6 +111,14 @@ func (c LossConfig) validateTerms() error {
 		}
 	} else if c.AggNorm != 0 {
 		return fmt.Errorf("algo: agg_norm does nothing with aggregation %q", c.Agg)
+	}
+	if c.AggSamples != "" {
+		if err := oneOf("agg_samples", c.AggSamples, []string{AggSamplesEpisode, AggSamplesSample}); err != nil {
+			return err
+		}
+		if !aggPerSeq(c.Agg) {
+			return fmt.Errorf("algo: agg_samples does nothing with aggregation %q (every token counts once whatever its sample)", c.Agg)
+		}
 	}
 	if c.KL != (KLLossConfig{}) {
 		if _, err := ParseKL(c.KL.Estimator); err != nil {

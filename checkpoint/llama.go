@@ -1,45 +1,39 @@
 package checkpoint
 
-import (
-	"fmt"
+import "github.com/agentrl/agentrl/model"
 
-	"github.com/agentrl/agentrl/model"
-)
-
-// llamaTensorCount is how many tensors a Llama checkpoint of cfg holds: nine per layer, the
-// embedding and final norm, and the LM head unless tied.
+// llamaTensorCount is how many tensors a checkpoint of cfg holds: nine per layer and those of
+// the family's options (biases, q/k norms), the embedding and final norm, and the LM head unless
+// tied. It is computed without listing them, before a config is trusted with an allocation.
 func llamaTensorCount(c model.Config) int {
-	n := 9*c.Layers + 2
+	per := 9
+	if c.QKVBias {
+		per += 3
+	}
+	if c.QKNorm {
+		per += 2
+	}
+	if c.OBias {
+		per++
+	}
+	if c.MLPBias {
+		per += 3
+	}
+	n := per*c.Layers + 2
 	if !c.TieEmbeddings {
 		n++
 	}
 	return n
 }
 
-// llamaTensors lists the names and shapes (no data) of a Hugging Face Llama checkpoint of cfg,
-// in model.Params' storage order. Loading checks a file against this list before allocating a
-// model, so the list is derived from the config alone; a test keeps it equal to
-// model.Params.Tensors.
+// llamaTensors lists the names and shapes (no data) of a Hugging Face checkpoint of cfg (Llama,
+// Mistral, Qwen2 or Qwen3 names), in model.Params' storage order. Loading checks a file against
+// this list before allocating a model, so the list is derived from the config alone.
 func llamaTensors(c model.Config) []Tensor {
-	hd := c.HeadDim()
-	out := make([]Tensor, 0, llamaTensorCount(c))
-	add := func(name string, shape ...int) { out = append(out, Tensor{Name: name, Shape: shape}) }
-	add("model.embed_tokens.weight", c.Vocab, c.Dim)
-	for l := range c.Layers {
-		pre := fmt.Sprintf("model.layers.%d.", l)
-		add(pre+"input_layernorm.weight", c.Dim)
-		add(pre+"self_attn.q_proj.weight", c.Heads*hd, c.Dim)
-		add(pre+"self_attn.k_proj.weight", c.KVHeads*hd, c.Dim)
-		add(pre+"self_attn.v_proj.weight", c.KVHeads*hd, c.Dim)
-		add(pre+"self_attn.o_proj.weight", c.Dim, c.Heads*hd)
-		add(pre+"post_attention_layernorm.weight", c.Dim)
-		add(pre+"mlp.gate_proj.weight", c.Hidden, c.Dim)
-		add(pre+"mlp.up_proj.weight", c.Hidden, c.Dim)
-		add(pre+"mlp.down_proj.weight", c.Dim, c.Hidden)
-	}
-	add("model.norm.weight", c.Dim)
-	if !c.TieEmbeddings {
-		add("lm_head.weight", c.Vocab, c.Dim)
+	shapes := c.TensorShapes()
+	out := make([]Tensor, len(shapes))
+	for i, t := range shapes {
+		out[i] = Tensor{Name: t.Name, Shape: t.Shape}
 	}
 	return out
 }

@@ -21,14 +21,21 @@ type Checkpoint struct {
 	State     *State // nil when none was saved
 }
 
-// Load reads a checkpoint folder: weights and config, the tokenizer, the value head when
-// value_head.safetensors is present, and the resume state when trainer_state.json is. The
+// Load reads a checkpoint folder: weights and config, the LoRA adapters when
+// adapter_config.json is present (LoadAdapter), the tokenizer, the value head when
+// value_head.safetensors is present, and the resume state when trainer_state.json is (the
+// optimizer's moments are then the adapters' for a model with adapters). The
 // tokenizer may not have more ids than config.json's vocab_size (a larger embedding table is
 // fine: models pad it).
 func Load(dir string) (*Checkpoint, error) {
 	m, err := LoadModel(dir)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, adapterConfigFile)); err == nil {
+		if _, err := LoadAdapter(dir, m); err != nil {
+			return nil, err
+		}
 	}
 	if err := loadValueHead(filepath.Join(dir, valueHeadFile), m); err != nil {
 		return nil, fmt.Errorf("checkpoint: load %s: %s: %w", dir, valueHeadFile, err)
@@ -87,10 +94,16 @@ func loadValueHead(path string, m *model.Model) error {
 	return nil
 }
 
-// LoadModel reads only config.json and model.safetensors (no value head). Every tensor the config implies must
-// be present with its shape (F32, or F16/BF16 converted to float32), and no other tensor may be:
-// an unknown tensor means the file describes a model this one is not. A NaN or infinite weight
-// is an error naming the tensor and its first bad index (Load checks optimizer moments too).
+// LoadModel reads only config.json and the weights (no value head): model.safetensors, or the
+// shards model.safetensors.index.json lists. Every tensor the config implies must be present
+// with its shape (F32, or F16/BF16 converted to float32), and no other tensor may be: an unknown
+// tensor means the files describe a model this one is not. A NaN or infinite weight is an error
+// naming the file, the tensor and its first bad index (Load checks optimizer moments too). The
+// model's DType is the dtype most of the weights were stored in.
+//
+// Each tensor is read straight into the model's float32 weights (F32 with one read, F16 and BF16
+// through a 256 KiB conversion buffer), so loading takes the memory of the model's weights and
+// nothing of the file's size besides.
 func LoadModel(dir string) (*model.Model, error) {
 	data, err := os.ReadFile(filepath.Join(dir, configFile))
 	if err != nil {
@@ -100,57 +113,85 @@ func LoadModel(dir string) (*model.Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: load %s: %w", dir, err)
 	}
-	m, err := loadWeights(filepath.Join(dir, weightsFile), cfg)
+	shards, err := weightFiles(dir)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: load %s: %s: %w", dir, weightsFile, err)
+		return nil, fmt.Errorf("checkpoint: load %s: %w", dir, err)
+	}
+	defer func() {
+		for _, s := range shards {
+			s.f.Close()
+		}
+	}()
+	m, err := loadWeights(shards, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: load %s: %w", dir, err)
 	}
 	return m, nil
 }
 
-// loadWeights validates the header against cfg before allocating the model, so a file that
-// does not match costs no more than its header, then reads each tensor into its view.
-func loadWeights(path string, cfg model.Config) (*model.Model, error) {
-	f, err := os.Open(path)
+// LoadWeights is LoadModel and, when the folder holds an adapter (adapter_config.json), its
+// LoRA adapters on the model (LoadAdapter): what a server serves from a folder of a base and an
+// adapter.
+func LoadWeights(dir string) (*model.Model, error) {
+	m, err := LoadModel(dir)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
+	if _, err := os.Stat(filepath.Join(dir, adapterConfigFile)); err == nil {
+		if _, err := LoadAdapter(dir, m); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// loadWeights validates the headers against cfg before allocating the model, so files that do
+// not match cost no more than their headers, then reads each tensor into its view.
+func loadWeights(shards []shard, cfg model.Config) (*model.Model, error) {
+	h, owner, err := mergedHeader(shards)
 	if err != nil {
 		return nil, err
 	}
-	h, err := parseHeader(f, fi.Size())
-	if err != nil {
-		return nil, err
+	where := func(name string) string { return shards[owner[h.byName[name]]].name }
+	one := len(shards) == 1
+	named := func(err error) error { // a single file is named by the error's prefix
+		if one {
+			return fmt.Errorf("%s: %w", shards[0].name, err)
+		}
+		return err
 	}
 	// The header is checked against names and shapes derived from cfg before the model is
-	// allocated: once they match, the model's size is bounded by the file's. The tensor count
+	// allocated: once they match, the model's size is bounded by the files'. The tensor count
 	// comes first so that a corrupt layer count cannot make the expected list itself huge.
 	if n := llamaTensorCount(cfg); n > 2*len(h.entries)+16 {
-		return nil, fmt.Errorf("has %d tensors, config.json implies %d", len(h.entries), n)
+		return nil, named(fmt.Errorf("has %d tensors, config.json implies %d", len(h.entries), n))
 	}
-	if err := checkTensorSet(h, llamaTensors(cfg), false); err != nil {
-		return nil, tiedHint(err, h, cfg)
+	want := llamaTensors(cfg)
+	for _, t := range want { // a shape that contradicts config.json, named with its file
+		if i, ok := h.byName[t.Name]; ok && !slices.Equal(h.entries[i].shape, t.Shape) {
+			return nil, fmt.Errorf("%s: tensor %q has shape %v, config.json implies %v", where(t.Name), t.Name, h.entries[i].shape, t.Shape)
+		}
 	}
-	// Every weight is read from the file below.
+	if err := checkTensorSet(h, want, false); err != nil {
+		return nil, named(tiedHint(err, h, cfg))
+	}
+	// Every weight is read from the files below.
 	m, err := model.NewZero(cfg)
 	if err != nil {
 		return nil, err
 	}
-	params := m.Params.Tensors()
-	expected := make([]Tensor, len(params))
-	for i, t := range params {
-		expected[i] = Tensor{Name: t.Name, Shape: t.Shape, Data: t.Data}
+	m.DType = weightsDType(h)
+	if src := shards[0].h.metadata[sourceDTypeKey]; dtypeSize[src] != 0 {
+		m.DType = src
 	}
-	if err := checkTensorSet(h, expected, false); err != nil {
-		return nil, fmt.Errorf("the model's own layout disagrees with the Llama layout: %w", err)
-	}
-	for _, t := range expected {
-		if err := h.readInto(f, h.entries[h.byName[t.Name]], t.Data); err != nil {
-			return nil, err
+	for _, t := range m.Params.Tensors() {
+		i := h.byName[t.Name]
+		s := shards[owner[i]]
+		if err := s.h.readInto(s.f, s.h.entries[s.h.byName[t.Name]], t.Data); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
 		}
-		if err := checkFinite(t); err != nil {
-			return nil, err
+		if err := checkFinite(Tensor{Name: t.Name, Shape: t.Shape, Data: t.Data}); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
 	return m, nil

@@ -132,7 +132,7 @@ func TestLoadRejectsBadCheckpoints(t *testing.T) {
 		}, []string{"num_hidden_layers"}},
 		{"config insane", func(t *testing.T) {
 			editConfig(t, dir, func(c map[string]any) { c["num_attention_heads"] = 3; c["head_dim"] = nil })
-		}, []string{"config.json", "not a multiple of heads"}},
+		}, []string{"config.json", "head dimension 5"}}, // transformers' hidden_size // heads
 		{"config negative", func(t *testing.T) {
 			editConfig(t, dir, func(c map[string]any) { c["vocab_size"] = -5 })
 		}, []string{"vocab_size must be a positive"}},

@@ -185,10 +185,26 @@ func TestForeignConfigRefusals(t *testing.T) {
 			c["rope_parameters"] = map[string]any{"rope_type": "llama3", "rope_theta": 5e5}
 		}, []string{"rope_type", "llama3"}},
 		{"quantized", func(c map[string]any) { c["quantization_config"] = map[string]any{"quant_method": "awq"} }, []string{"quantization_config"}},
-		{"attention bias", func(c map[string]any) { c["attention_bias"] = true }, []string{"attention_bias"}},
-		{"other model", func(c map[string]any) { c["model_type"] = "mistral" }, []string{"model_type", "mistral"}},
+		{"attention bias on mistral", func(c map[string]any) {
+			c["model_type"], c["architectures"], c["attention_bias"] = "mistral", []string{"MistralForCausalLM"}, true
+		}, []string{"attention_bias", "mistral"}},
+		{"mlp bias on qwen3", func(c map[string]any) {
+			c["model_type"], c["architectures"], c["mlp_bias"] = "qwen3", []string{"Qwen3ForCausalLM"}, true
+		}, []string{"mlp_bias", "qwen3"}},
+		{"architecture contradicts model_type", func(c map[string]any) { c["model_type"] = "mistral" }, []string{"architectures", "MistralForCausalLM"}},
+		{"other model", func(c map[string]any) { c["model_type"] = "gemma" }, []string{"model_type", "gemma"}},
+		{"mixture of experts", func(c map[string]any) { c["num_local_experts"] = 8 }, []string{"num_local_experts"}},
+		{"window on llama", func(c map[string]any) { c["sliding_window"] = 4 }, []string{"sliding_window", "llama"}},
+		{"qwen layer types", func(c map[string]any) {
+			c["model_type"], c["architectures"] = "qwen2", []string{"Qwen2ForCausalLM"}
+			c["use_sliding_window"], c["sliding_window"], c["max_window_layers"] = true, 4, 1
+			c["layer_types"] = []string{"sliding_attention", "full_attention"}
+		}, []string{"layer_types"}},
+		{"llama3 scaling incomplete", func(c map[string]any) {
+			c["rope_scaling"] = map[string]any{"rope_type": "llama3", "factor": 8.0}
+		}, []string{"rope_scaling", "low_freq_factor"}},
 		{"other architecture", func(c map[string]any) { c["architectures"] = []string{"LlamaForSequenceClassification"} }, []string{"architectures"}},
-		{"head_dim", func(c map[string]any) { c["head_dim"] = 8 }, []string{"head_dim 8"}},
+		{"head_dim", func(c map[string]any) { c["head_dim"] = 8 }, []string{"q_proj.weight", "has shape [16 16], config.json implies [32 16]"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -18,7 +18,8 @@ import (
 
 // Tensor is one named array of a safetensors file. Data is always float32: the reader converts
 // F16 and BF16 on the way in, and DType says what the file stored ("F32", "F16" or "BF16").
-// The writer only writes F32 (DType "" means F32).
+// The writer writes each tensor in its DType ("" means F32), rounding F16 and BF16 to nearest,
+// ties to even, as torch's conversions do.
 type Tensor struct {
 	Name  string
 	DType string
@@ -69,7 +70,7 @@ func WriteSafetensors(path string, tensors []Tensor, metadata map[string]string)
 	w.Write(n[:])
 	w.Write(header)
 	for _, t := range tensors {
-		if err = writeFloats(w, t.Data); err != nil {
+		if err = writeTensor(w, t); err != nil {
 			return err
 		}
 	}
@@ -117,8 +118,8 @@ func encodeHeader(tensors []Tensor, metadata map[string]string) ([]byte, error) 
 			return nil, fmt.Errorf("tensor %d has an invalid name %q", i, t.Name)
 		case seen[t.Name]:
 			return nil, fmt.Errorf("tensor %q is given twice", t.Name)
-		case t.DType != "" && t.DType != "F32":
-			return nil, fmt.Errorf("tensor %q: only F32 is written, got dtype %q", t.Name, t.DType)
+		case t.DType != "" && dtypeSize[t.DType] == 0:
+			return nil, fmt.Errorf("tensor %q: dtype %q is not written (F32, F16 or BF16)", t.Name, t.DType)
 		}
 		seen[t.Name] = true
 		n := 1
@@ -136,8 +137,12 @@ func encodeHeader(tensors []Tensor, metadata map[string]string) ([]byte, error) 
 		}
 		writeJSONString(&b, t.Name)
 		shape, _ := json.Marshal(append([]int{}, t.Shape...)) // [] rather than null for a scalar
-		end := off + 4*int64(n)
-		fmt.Fprintf(&b, `:{"dtype":"F32","shape":%s,"data_offsets":[%d,%d]}`, shape, off, end)
+		dt := t.DType
+		if dt == "" {
+			dt = "F32"
+		}
+		end := off + dtypeSize[dt]*int64(n)
+		fmt.Fprintf(&b, `:{"dtype":"%s","shape":%s,"data_offsets":[%d,%d]}`, dt, shape, off, end)
 		off = end
 	}
 	b.WriteByte('}')
@@ -150,6 +155,81 @@ func encodeHeader(tensors []Tensor, metadata map[string]string) ([]byte, error) 
 func writeJSONString(b *bytes.Buffer, s string) {
 	q, _ := json.Marshal(s) // a Go string always marshals
 	b.Write(q)
+}
+
+// writeTensor writes t's values in its dtype. A value F16 cannot hold (beyond ±65504) is an
+// error naming the tensor, not an infinity in the file.
+func writeTensor(w io.Writer, t Tensor) error {
+	if t.DType == "" || t.DType == "F32" {
+		return writeFloats(w, t.Data)
+	}
+	x := t.Data
+	buf := make([]byte, 2*min(len(x), 1<<15))
+	for done := 0; done < len(x); {
+		k := min(len(x)-done, len(buf)/2)
+		for i, v := range x[done : done+k] {
+			var h uint16
+			if t.DType == "BF16" {
+				h = floatToBF16(v)
+			} else {
+				h = floatToHalf(v)
+				if h&0x7c00 == 0x7c00 && math.Float32bits(v)&0x7f800000 != 0x7f800000 {
+					return fmt.Errorf("tensor %q: value %v at index %d is beyond F16's range", t.Name, v, done+i)
+				}
+			}
+			binary.LittleEndian.PutUint16(buf[2*i:], h)
+		}
+		if _, err := w.Write(buf[:2*k]); err != nil {
+			return err
+		}
+		done += k
+	}
+	return nil
+}
+
+// floatToBF16 rounds v to bfloat16, to nearest with ties to even; a NaN stays a (quiet) NaN.
+func floatToBF16(v float32) uint16 {
+	b := math.Float32bits(v)
+	if b&0x7fffffff > 0x7f800000 {
+		return uint16(b>>16) | 0x40
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
+
+// floatToHalf rounds v to IEEE binary16, to nearest with ties to even; values beyond the
+// largest half become infinities, NaNs stay NaNs.
+func floatToHalf(v float32) uint16 {
+	b := math.Float32bits(v)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23&0xff) - 127
+	frac := b & 0x7fffff
+	switch {
+	case b&0x7fffffff > 0x7f800000: // NaN
+		return sign | 0x7e00
+	case exp > 15: // too large, or infinite
+		return sign | 0x7c00
+	case exp >= -14: // normal half: 10 fraction bits, round the 13 dropped
+		h := uint32(exp+15)<<10 | frac>>13
+		rem := frac & 0x1fff
+		if rem > 0x1000 || rem == 0x1000 && h&1 == 1 {
+			h++ // a carry into the exponent is the right result, up to infinity
+		}
+		return sign | uint16(h)
+	case exp >= -25: // subnormal half: the value in units of 2^-24
+		// With the implicit bit m, the value is m·2^(exp-23): in units of 2^-24 (the half's
+		// subnormal step) m >> (-exp-1), the dropped bits rounded.
+		m := frac | 0x800000
+		shift := uint(-exp - 1)
+		h := m >> shift
+		rem := m & (1<<shift - 1)
+		half := uint32(1) << (shift - 1)
+		if rem > half || rem == half && h&1 == 1 {
+			h++
+		}
+		return sign | uint16(h)
+	}
+	return sign // underflows to zero
 }
 
 // writeFloats writes x as little-endian float32s.

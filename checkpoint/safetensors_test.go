@@ -164,7 +164,8 @@ func TestWriteSafetensorsRejectsBadTensors(t *testing.T) {
 		{"duplicate", []Tensor{{Name: "w", Shape: []int{1}, Data: []float32{1}}, {Name: "w", Shape: []int{1}, Data: []float32{1}}}, nil, "twice"},
 		{"reserved name", []Tensor{{Name: metadataKey, Shape: []int{1}, Data: []float32{1}}}, nil, "invalid name"},
 		{"empty name", []Tensor{{Shape: []int{1}, Data: []float32{1}}}, nil, "invalid name"},
-		{"half dtype", []Tensor{{Name: "w", DType: "F16", Shape: []int{1}, Data: []float32{1}}}, nil, "only F32"},
+		{"unknown dtype", []Tensor{{Name: "w", DType: "F64", Shape: []int{1}, Data: []float32{1}}}, nil, "not written"},
+		{"beyond f16", []Tensor{{Name: "w", DType: "F16", Shape: []int{2}, Data: []float32{1, 70000}}}, nil, "beyond F16"},
 		{"negative dimension", []Tensor{{Name: "w", Shape: []int{-1, -1}, Data: []float32{1}}}, nil, "negative"},
 	}
 	for _, c := range cases {

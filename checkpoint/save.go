@@ -44,7 +44,42 @@ func hook(step, path string) error {
 // removed last), so a crash never leaves a half-written checkpoint at dir. Leftovers of a crashed
 // Save of the same dir are cleaned first; if the crash came between the two renames, the old
 // checkpoint is put back at dir before anything else happens. st may be nil (weights only).
+//
+// The weights are written in float32, whatever the model's DType: a run's checkpoints, the
+// reference policies and the weights it publishes to samplers are exact, so a resumed run
+// continues exactly and samplers compute what the learner does; the model's DType is recorded
+// (LoadModel reads it back). They go in one model.safetensors or, above DefaultMaxShardBytes,
+// in shards with model.safetensors.index.json, under the family's architecture name: what
+// transformers and vLLM load. SaveWith writes other dtypes, the model's own by default (an
+// export in the dtype it was published in).
 func Save(dir string, m *model.Model, tok *tokenizer.Tokenizer, st *State) error {
+	return SaveWith(dir, m, tok, st, SaveOptions{DType: "F32"})
+}
+
+// SaveOptions are Save's choices.
+type SaveOptions struct {
+	// DType is the safetensors dtype of the weights: "F32", "BF16" or "F16"; "" is the model's
+	// DType, or F32 for a checkpoint with resume state. The value head and optimizer state stay
+	// F32.
+	DType string
+	// MaxShardBytes is the largest shard of weights; 0 is DefaultMaxShardBytes.
+	MaxShardBytes int64
+}
+
+// SaveWith is Save with the given options.
+func SaveWith(dir string, m *model.Model, tok *tokenizer.Tokenizer, st *State, opt SaveOptions) error {
+	if m != nil && opt.DType == "" && st == nil {
+		opt.DType = m.DType
+	}
+	if opt.DType == "" {
+		opt.DType = "F32"
+	}
+	if dtypeSize[opt.DType] == 0 {
+		return fmt.Errorf("checkpoint: save %s: dtype %q, want F32, BF16 or F16", dir, opt.DType)
+	}
+	if opt.MaxShardBytes <= 0 {
+		opt.MaxShardBytes = DefaultMaxShardBytes
+	}
 	if err := checkSave(m, tok, st); err != nil {
 		return fmt.Errorf("checkpoint: save %s: %w", dir, err)
 	}
@@ -65,7 +100,7 @@ func Save(dir string, m *model.Model, tok *tokenizer.Tokenizer, st *State) error
 		os.RemoveAll(tmp)
 		return fmt.Errorf("checkpoint: save %s: %w", dir, err)
 	}
-	if err := writeFolder(tmp, m, tok, st); err != nil {
+	if err := writeFolder(tmp, m, tok, st, opt); err != nil {
 		os.RemoveAll(tmp)
 		return fmt.Errorf("checkpoint: save %s: %w", dir, err)
 	}
@@ -96,7 +131,7 @@ func checkSave(m *model.Model, tok *tokenizer.Tokenizer, st *State) error {
 
 // writeFolder writes every file of the checkpoint into dir and fsyncs dir itself, so the
 // directory entries are durable before the folder is renamed into place.
-func writeFolder(dir string, m *model.Model, tok *tokenizer.Tokenizer, st *State) error {
+func writeFolder(dir string, m *model.Model, tok *tokenizer.Tokenizer, st *State, opt SaveOptions) error {
 	params := m.Params.Tensors()
 	var weights, head []Tensor
 	for _, t := range params {
@@ -106,7 +141,7 @@ func writeFolder(dir string, m *model.Model, tok *tokenizer.Tokenizer, st *State
 			weights = append(weights, Tensor{Name: t.Name, Shape: t.Shape, Data: t.Data})
 		}
 	}
-	if err := WriteSafetensors(filepath.Join(dir, weightsFile), weights, map[string]string{"format": "pt"}); err != nil {
+	if err := writeWeights(dir, weights, opt.DType, m.DType, opt.MaxShardBytes); err != nil {
 		return err
 	}
 	// The value head is training state, like the optimizer's moments: it goes with the resume
@@ -116,11 +151,18 @@ func writeFolder(dir string, m *model.Model, tok *tokenizer.Tokenizer, st *State
 			return err
 		}
 	}
+	// Adapters go beside the base weights in PEFT's format: the folder is then both the base
+	// model and, for PEFT or vLLM, the adapter on it.
+	if m.HasLoRA() {
+		if err := SaveAdapter(dir, m, ""); err != nil {
+			return err
+		}
+	}
 	if err := hook("weights", dir); err != nil {
 		return err
 	}
 	ids := tokenIDs(tok)
-	cfg, err := encodeConfig(m.Cfg, ids)
+	cfg, err := encodeConfig(m.Cfg, ids, opt.DType)
 	if err != nil {
 		return err
 	}
@@ -139,7 +181,8 @@ func writeFolder(dir string, m *model.Model, tok *tokenizer.Tokenizer, st *State
 	}
 	if st != nil {
 		if st.Optimizer != nil {
-			moments := optimizerTensors(params, st.Optimizer)
+			_, _, trainable := m.Trainable() // the adapters' when the model has them
+			moments := optimizerTensors(trainable, st.Optimizer)
 			if err := WriteSafetensors(filepath.Join(dir, optimizerFile), moments, optimizerMetadata(st.Optimizer)); err != nil {
 				return err
 			}

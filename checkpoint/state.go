@@ -42,7 +42,8 @@ func checkState(st *State, m *model.Model) error {
 		return errors.New("State.Extra is not valid JSON")
 	}
 	if o := st.Optimizer; o != nil {
-		n := m.NumParams()
+		params, _, _ := m.Trainable()
+		n := len(params)
 		if len(o.M) != n || len(o.V) != n {
 			return fmt.Errorf("optimizer state has %d/%d moments for a model of %d parameters", len(o.M), len(o.V), n)
 		}
@@ -125,9 +126,10 @@ func loadOptimizer(path string, m *model.Model) (*optim.State, error) {
 	if err != nil || step < 0 {
 		return nil, fmt.Errorf("__metadata__ step %q is not a non-negative integer", stepText)
 	}
-	n := m.NumParams()
+	params, _, tensors := m.Trainable() // the adapters' moments when the model has adapters
+	n := len(params)
 	o := &optim.State{Step: step, M: make([]float32, n), V: make([]float32, n)}
-	want := optimizerTensors(m.Params.Tensors(), o)
+	want := optimizerTensors(tensors, o)
 	if err := checkTensorSet(h, want, true); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@
 package learn
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -36,9 +37,16 @@ type Learner struct {
 	// minibatches). SFTStep and RLStep advance it by one; a caller that skips a step, or resumes a
 	// phase, sets it.
 	Step int
+	// Backend, when set, is the learner RL steps train through (the learner contract: an
+	// external learner process); nil means the built-in model in-process, Model and Opt above.
+	// Supervised steps always run in-process.
+	Backend Backend
+	// Context, when set, bounds the backend's calls (each call has its own deadline besides).
+	Context context.Context
 
+	own                *Builtin
 	lp, ent, dlp, dent []float32
-	val, dval          []float32 // per-position values and d(loss)/d(value), with a critic
+	val                []float32 // per-position values, with a critic
 	out                algo.Output
 }
 
@@ -93,7 +101,8 @@ func New(m *model.Model, c Config, steps, rowLen int) (*Learner, error) {
 	if rowLen < 2 || rowLen > m.Cfg.MaxSeq {
 		return nil, fmt.Errorf("learn: row length %d must be in [2, model max_seq %d]", rowLen, m.Cfg.MaxSeq)
 	}
-	opt, err := optim.NewAdamW(c.Config, m.NumParams(), DecaySegments(&m.Params))
+	params, _, tensors := m.Trainable() // the adapters alone when the model has them
+	opt, err := optim.NewAdamW(c.Config, len(params), decaySegments(tensors))
 	if err != nil {
 		return nil, err
 	}
@@ -118,37 +127,44 @@ var ErrBrokenWeights = errors.New("learn: the update made the weights non-finite
 // apply clips the accumulated gradient, steps AdamW at the current step's learning rate and
 // clears the gradient.
 func (l *Learner) apply() (Update, error) {
-	g := l.Model.Grads.Data
-	var norm float32
-	if l.GradClip > 0 {
-		norm = optim.ClipGradNorm(g, l.GradClip)
-	} else {
-		norm = optim.GradNorm(g)
+	return l.builtin().OptimStep(l.ctx(), OptimStep{LR: l.Sched.LR(l.Step), GradClip: l.GradClip, Step: l.Step})
+}
+
+// builtin is the in-process backend over l.Model and l.Opt, with l's row length.
+func (l *Learner) builtin() *Builtin {
+	if l.own == nil || l.own.Model != l.Model || l.own.Opt != l.Opt {
+		l.own = &Builtin{Model: l.Model, Opt: l.Opt}
 	}
-	if math.IsNaN(float64(norm)) || math.IsInf(float64(norm), 0) {
-		l.Model.ZeroGrad()
-		return Update{GradNorm: float64(norm)}, ErrNonFinite
+	l.own.RowLen = l.RowLen
+	return l.own
+}
+
+// backend is the learner RL steps go through: Backend, or the in-process one.
+func (l *Learner) backend() Backend {
+	if l.Backend != nil {
+		return l.Backend
 	}
-	lr := l.Sched.LR(l.Step)
-	if err := l.Opt.Step(l.Model.Params.Data, g, lr); err != nil {
-		return Update{}, err
+	return l.builtin()
+}
+
+// ctx is the context of the backend's calls.
+func (l *Learner) ctx() context.Context {
+	if l.Context != nil {
+		return l.Context
 	}
-	l.Model.ZeroGrad()
-	if err := checkWeights(l.Model); err != nil {
-		return Update{GradNorm: float64(norm), LR: float64(lr)}, fmt.Errorf("%w at learning rate %g (gradient norm %g): %v; lower the learning rate or resume from an earlier checkpoint", ErrBrokenWeights, lr, norm, err)
-	}
-	return Update{GradNorm: float64(norm), LR: float64(lr)}, nil
+	return context.Background()
 }
 
 // checkWeights names the first NaN or infinite weight of m: one read-only pass over the
 // parameters, cheap beside the AdamW step that precedes it.
 func checkWeights(m *model.Model) error {
 	const exp = 0x7f800000 // all exponent bits set: ±Inf or NaN
-	for i, v := range m.Params.Data {
+	params, _, tensors := m.Trainable()
+	for i, v := range params {
 		if math.Float32bits(v)&exp != exp {
 			continue
 		}
-		for _, t := range m.Params.Tensors() {
+		for _, t := range tensors {
 			if i >= t.Offset && i < t.Offset+len(t.Data) {
 				return fmt.Errorf("tensor %q index %d is %v", t.Name, i-t.Offset, v)
 			}
@@ -183,21 +199,6 @@ func (l *Learner) forward(m *model.Model, seqs [][]int32, want [][]bool, values 
 	return p, nil
 }
 
-// forwardSeqs runs m forward on sequences idx of b (all of them when idx is nil), wanting the
-// masked tokens, and their values when values is true.
-func (l *Learner) forwardSeqs(m *model.Model, b *algo.Batch, idx []int, values bool) (*Packed, error) {
-	if b.Tokens == nil {
-		return nil, errors.New("learn: batch carries no token ids")
-	}
-	seqs := make([][]int32, len(idx))
-	want := make([][]bool, len(idx))
-	for k, i := range idx {
-		lo, hi := b.Seq(i)
-		seqs[k], want[k] = b.Tokens[lo:hi], b.Mask[lo:hi]
-	}
-	return l.forward(m, seqs, want, values)
-}
-
 // gather copies sequence k's per-position values from vals into dst (its per-token range);
 // dst[0] is 0, since nothing predicts a sequence's first token.
 func gather(p *Packed, k int, dst, vals []float32) {
@@ -218,10 +219,13 @@ type SFTStats struct {
 // SFTStep takes one supervised step on the assistant tokens of trajs (cross entropy, mean over
 // tokens). Trajectories without assistant tokens are skipped.
 func (l *Learner) SFTStep(trajs []*traj.Trajectory) (SFTStats, error) {
-	seqs := make([][]int32, len(trajs))
-	want := make([][]bool, len(trajs))
-	for i, t := range trajs {
-		seqs[i], want[i] = t.Tokens, t.LossMask
+	seqs := make([][]int32, 0, len(trajs))
+	want := make([][]bool, 0, len(trajs))
+	for _, t := range trajs {
+		for k := range t.NumSamples() { // each training sample is a sequence of its own
+			lo, hi := t.Sample(k)
+			seqs, want = append(seqs, t.Tokens[lo:hi]), append(want, t.LossMask[lo:hi])
+		}
 	}
 	p, err := l.forward(l.Model, seqs, want, false)
 	if err != nil {
@@ -272,9 +276,26 @@ func (l *Learner) Logprobs(m *model.Model, b *algo.Batch, chunk int, dst, ent []
 
 // LogprobsValues is Logprobs that, with val non-nil, also fills the value head's estimate V(s_t)
 // of every masked token (the state the token was sampled in; 0 elsewhere), from the same forward
-// passes. m must then have a value head.
+// passes. m must then have a value head. m is the learner's model or another one (a reference
+// policy), always run in-process.
 func (l *Learner) LogprobsValues(m *model.Model, b *algo.Batch, chunk int, dst, ent, val []float32) error {
+	var bk Backend
+	if m == l.Model && l.Backend == nil {
+		bk = l.backend()
+	} else {
+		bk = &Builtin{Model: m, RowLen: l.RowLen}
+	}
+	return l.score(bk, b, chunk, ForwardOptions{}, dst, ent, val)
+}
+
+// score runs bk's Forward over b in chunks of chunk sequences, filling dst (logprobs) and, when
+// non-nil, ent and val.
+func (l *Learner) score(bk Backend, b *algo.Batch, chunk int, o ForwardOptions, dst, ent, val []float32) error {
+	if b.Tokens == nil {
+		return errors.New("learn: batch carries no token ids")
+	}
 	chunk = max(chunk, 1)
+	o.Entropies, o.Values = ent != nil, val != nil
 	s := b.NumSeqs()
 	idx := make([]int, 0, chunk)
 	for lo := 0; lo < s; lo += chunk {
@@ -283,19 +304,17 @@ func (l *Learner) LogprobsValues(m *model.Model, b *algo.Batch, chunk int, dst, 
 		for i := lo; i < hi; i++ {
 			idx = append(idx, i)
 		}
-		p, err := l.forwardSeqs(m, b, idx, val != nil)
-		if err != nil {
-			return err
+		seqs := seqsOf(b, b.Tokens, b.Mask, idx)
+		t0, t1 := b.Offsets[lo], b.Offsets[hi]
+		out := Outputs{Logprobs: dst[t0:t1]}
+		if ent != nil {
+			out.Entropies = ent[t0:t1]
 		}
-		for k, i := range idx {
-			s0, s1 := b.Seq(i)
-			gather(p, k, dst[s0:s1], l.lp)
-			if ent != nil {
-				gather(p, k, ent[s0:s1], l.ent)
-			}
-			if val != nil {
-				gather(p, k, val[s0:s1], l.val)
-			}
+		if val != nil {
+			out.Values = val[t0:t1]
+		}
+		if err := bk.Forward(l.ctx(), seqs, o, &out); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -318,12 +337,20 @@ type RLStats struct {
 // version is the policy version being trained, for the version-lag metrics. A loss with a critic
 // term (critic.coef > 0) reads the model's value head, which must exist, and trains it with the
 // policy: its gradient reaches the trunk the policy shares.
+//
+// Each minibatch goes through the learner contract: Forward (logprobs, entropies, values), the
+// loss and its per-token gradients here, ForwardBackward with those gradients, OptimStep.
 func (l *Learner) RLStep(b *algo.Batch, loss *algo.Loss, epochs, minibatches int, rng *rand.Rand, version int32) (RLStats, error) {
 	st := RLStats{Metrics: algo.Metrics{}}
 	critic := loss.Config().Critic.Coef > 0
-	if critic && !l.Model.HasValueHead() {
+	if critic && l.Backend == nil && !l.Model.HasValueHead() {
 		return st, errors.New("learn: the loss has a critic term (critic.coef > 0) but the model has no value head")
 	}
+	if b.Tokens == nil {
+		return st, errors.New("learn: batch carries no token ids")
+	}
+	bk := l.backend()
+	ctx := l.ctx()
 	var entSum float64
 	var entN int
 	for ep := 0; ep < epochs; ep++ {
@@ -336,10 +363,7 @@ func (l *Learner) RLStep(b *algo.Batch, loss *algo.Loss, epochs, minibatches int
 			if err != nil {
 				return st, err
 			}
-			p, err := l.forwardSeqs(l.Model, b, idx, critic)
-			if err != nil {
-				return st, err
-			}
+			seqs := seqsOf(b, b.Tokens, b.Mask, idx)
 			nt := mb.NumTokens()
 			cur := algo.Current{
 				Logprobs:      make([]float32, nt),
@@ -349,20 +373,16 @@ func (l *Learner) RLStep(b *algo.Batch, loss *algo.Loss, epochs, minibatches int
 			if critic {
 				cur.Values = make([]float32, nt)
 			}
-			for k := range idx {
-				s0, s1 := mb.Seq(k)
-				gather(p, k, cur.Logprobs[s0:s1], l.lp)
-				gather(p, k, cur.Entropies[s0:s1], l.ent)
-				if critic {
-					gather(p, k, cur.Values[s0:s1], l.val)
-				}
-				if ep == 0 {
-					for j := s0; j < s1; j++ {
-						// The policy's entropy: over its own tokens, also when tool tokens train.
-						if mb.Mask[j] && (mb.Roles == nil || mb.Roles[j] == traj.RoleAssistant) {
-							entSum += float64(cur.Entropies[j])
-							entN++
-						}
+			out := Outputs{Logprobs: cur.Logprobs, Entropies: cur.Entropies, Values: cur.Values}
+			if err := bk.Forward(ctx, seqs, ForwardOptions{Entropies: true, Values: critic}, &out); err != nil {
+				return st, err
+			}
+			if ep == 0 {
+				for j := range nt {
+					// The policy's entropy: over its own tokens, also when tool tokens train.
+					if mb.Mask[j] && (mb.Roles == nil || mb.Roles[j] == traj.RoleAssistant) {
+						entSum += float64(cur.Entropies[j])
+						entN++
 					}
 				}
 			}
@@ -373,33 +393,14 @@ func (l *Learner) RLStep(b *algo.Batch, loss *algo.Loss, epochs, minibatches int
 				st.Skipped++ // as for a non-finite gradient: nothing is learned from it
 				continue
 			}
-			n := p.Batch.Rows * p.Batch.T
-			l.dlp, l.dent = grow(l.dlp, n), grow(l.dent, n)
-			clear(l.dlp)
-			clear(l.dent)
+			c := Coefficients{DLogprobs: l.out.DLogprobs, DEntropies: l.out.DEntropies}
 			if critic {
-				l.dval = grow(l.dval, n)
-				clear(l.dval)
+				c.DValues = l.out.DValues
 			}
-			for k := range idx {
-				s0, s1 := mb.Seq(k)
-				p.Scatter(l.dlp, k, l.out.DLogprobs[s0:s1])
-				if l.out.DEntropies != nil {
-					p.Scatter(l.dent, k, l.out.DEntropies[s0:s1])
-				}
-				if critic {
-					p.Scatter(l.dval, k, l.out.DValues[s0:s1])
-				}
-			}
-			if critic {
-				err = l.Model.BackwardValues(&p.Batch, l.dlp, l.dent, l.dval)
-			} else {
-				err = l.Model.Backward(&p.Batch, l.dlp, l.dent)
-			}
-			if err != nil {
+			if err := bk.ForwardBackward(ctx, seqs, c); err != nil {
 				return st, err
 			}
-			up, err := l.apply()
+			up, err := bk.OptimStep(ctx, OptimStep{LR: l.Sched.LR(l.Step), GradClip: l.GradClip, Step: l.Step})
 			if errors.Is(err, ErrNonFinite) {
 				st.Skipped++
 				continue

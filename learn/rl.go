@@ -51,7 +51,7 @@ func (p *KLPenalty) apply(b *algo.Batch) (algo.Metrics, error) {
 	kl, ok := m["kl/reward_kl_mean"]
 	if p.Target > 0 && ok {
 		a := algo.AdaptiveKL{Coef: p.Coef, Target: p.Target, Horizon: p.Horizon}
-		if err := a.Update(kl, b.NumSeqs()); err != nil {
+		if err := a.Update(kl, b.NumEpisodes()); err != nil {
 			return nil, err
 		}
 		p.Coef = a.Coef
@@ -101,12 +101,12 @@ func (r *RL) Step(trajs []*traj.Trajectory, version int32, rng *rand.Rand) (RLRe
 	if algo.NeedsValues(r.Estimator) {
 		// The values the advantages bootstrap from, and value clipping's V_old, come from the same
 		// forward pass as the proximal logprobs: the critic as it stands before the update.
-		if !l.Model.HasValueHead() {
+		if l.Backend == nil && !l.Model.HasValueHead() {
 			return rep, errors.New("learn: the advantage estimator needs values but the model has no value head")
 		}
 		b.Values = make([]float32, b.NumTokens())
 	}
-	if err := l.LogprobsValues(l.Model, b, chunk, b.Old, nil, b.Values); err != nil {
+	if err := l.score(l.backend(), b, chunk, ForwardOptions{}, b.Old, nil, b.Values); err != nil {
 		return rep, fmt.Errorf("recompute logprobs: %w", err)
 	}
 	if b.ToolInLoss {
@@ -121,7 +121,14 @@ func (r *RL) Step(trajs []*traj.Trajectory, version int32, rng *rand.Rand) (RLRe
 	rep.Shift = algo.MeasureShift(b, version)
 	if r.Ref != nil {
 		b.Ref = make([]float32, b.NumTokens())
-		if err := l.Logprobs(r.Ref, b, chunk, b.Ref, nil); err != nil {
+		var err error
+		if l.Backend == nil {
+			err = l.Logprobs(r.Ref, b, chunk, b.Ref, nil)
+		} else {
+			// An external learner scores with the reference it froze when the phase started.
+			err = l.score(l.Backend, b, chunk, ForwardOptions{Reference: true}, b.Ref, nil, nil)
+		}
+		if err != nil {
 			return rep, fmt.Errorf("reference logprobs: %w", err)
 		}
 	}
@@ -130,7 +137,7 @@ func (r *RL) Step(trajs []*traj.Trajectory, version int32, rng *rand.Rand) (RLRe
 			return rep, fmt.Errorf("KL penalty: %w", err)
 		}
 	}
-	if rep.Estimator, err = r.Estimator.Estimate(b); err != nil {
+	if rep.Estimator, err = algo.EstimateEpisodes(r.Estimator, b); err != nil {
 		return rep, fmt.Errorf("advantages: %w", err)
 	}
 	rep.Advantages = algo.SummarizeAdvantages(b)

@@ -7,8 +7,10 @@ import (
 
 // DecaySegments tells AdamW which parts of p.Data get weight decay (model.NamedTensor.Decays),
 // in storage order, with neighbouring tensors of the same kind merged into one segment.
-func DecaySegments(p *model.Params) []optim.Segment {
-	tensors := p.Tensors()
+func DecaySegments(p *model.Params) []optim.Segment { return decaySegments(p.Tensors()) }
+
+// decaySegments is DecaySegments over tensors that tile one slice in order.
+func decaySegments(tensors []model.NamedTensor) []optim.Segment {
 	segs := make([]optim.Segment, 0, len(tensors))
 	for _, t := range tensors {
 		decay := t.Decays()

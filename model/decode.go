@@ -14,11 +14,12 @@ type decodeWorkspace struct {
 	x, ln   []float32 // (n, C)
 	rstd    []float32 // (n)
 	qkv     []float32 // (n, qkvDim)
-	atty    []float32 // (n, C)
+	atty    []float32 // (n, Heads·HeadDim)
 	gu      []float32 // (n, 2·Hidden)
 	sw      []float32 // (n, Hidden)
 	scratch [][]float32
 	own     []ownNorm      // per goroutine: its copy of a few rows' norm (decodeStep.normed)
+	prep    [][]float32    // per goroutine: the q/k norms' inputs and factors (prepHeads), when QKNorm
 	packed  *decodeWeights // nil until PackDecodeWeights
 	step    decodeStep
 }
@@ -59,11 +60,15 @@ func (m *Model) packDecodeWeights(prec Precision) {
 		w = &decodeWeights{layers: make([]packedLayer, cfg.Layers)}
 	}
 	grouped := make([]float32, len(m.Params.Layers[0].QKV))
+	src := m
+	if m.LoRA != nil {
+		src = m.Merged() // decoding reads the base weights with the adapters merged in
+	}
 	for l := range cfg.Layers {
-		p, pl := &m.Params.Layers[l], &w.layers[l]
+		p, pl := &src.Params.Layers[l], &w.layers[l]
 		cfg.groupQKV(grouped, p.QKV)
 		pl.qkv.pack(prec, grouped, cfg.qkvDim(), C)
-		pl.o.pack(prec, p.O, C, C)
+		pl.o.pack(prec, p.O, C, cfg.attnDim())
 		pl.gateUp.pack(prec, p.GateUp, 2*H, C)
 		pl.down.pack(prec, p.Down, C, H)
 	}
@@ -73,7 +78,7 @@ func (m *Model) packDecodeWeights(prec Precision) {
 	if !prec.Exact() {
 		size, w.tune = 2, &w.tunes[1]
 	}
-	w.bytes = size * (len(m.Params.LMHead) + cfg.Layers*(cfg.qkvDim()*C+C*C+2*H*C+C*H))
+	w.bytes = size * (len(m.Params.LMHead) + cfg.Layers*(cfg.qkvDim()*C+C*cfg.attnDim()+2*H*C+C*H))
 	m.dec.packed = w
 }
 
@@ -202,6 +207,9 @@ func (m *Model) extend(c *KVCache, runs []run, tokens []int32, logits []float32,
 		}
 	}
 	n, C := len(tokens), cfg.Dim
+	if m.LoRA != nil && m.dec.packed == nil {
+		m.PackDecodeWeights() // the adapters are merged into the packed weights
+	}
 	d := m.sizeDecode(n, c.maxLen)
 	for _, r := range runs {
 		for j := 0; j < r.L; j++ {
@@ -268,17 +276,20 @@ var stepTuneOn = true
 type phaseKind uint8
 
 const (
-	phAttnNorm phaseKind = iota // ln = RMSNorm(x)·AttnNorm, in chunks of rows
-	phQKV                       // qkv = ln·QKVᵀ
-	phAttn                      // RoPE, the cache and attention of one (run, key/value head) task a part
-	phQKVAttn                   // phQKV's columns of one key/value head, then its phAttn tasks of every run
-	phO                         // x += atty·Oᵀ
-	phMLPNorm                   // ln = RMSNorm(x)·MLPNorm
-	phGateUp                    // gu = ln·GateUpᵀ
-	phSwiGLU                    // sw = SwiGLU(gu), in chunks of rows or of columns
-	phDown                      // x += sw·Downᵀ
-	phNorm                      // the final norm of the rows whose logits are wanted
-	phHead                      // logits = ln·LMHeadᵀ
+	phAttnNorm   phaseKind = iota // ln = RMSNorm(x)·AttnNorm, in chunks of rows
+	phQKV                         // qkv = ln·QKVᵀ
+	phAttn                        // RoPE, the cache and attention of one (run, key/value head) task a part
+	phQKVAttn                     // phQKV's columns of one key/value head, then its phAttn tasks of every run
+	phO                           // x += atty·Oᵀ
+	phMLPNorm                     // ln = RMSNorm(x)·MLPNorm
+	phGateUp                      // gu = ln·GateUpᵀ
+	phSwiGLU                      // sw = SwiGLU(gu), in chunks of rows or of columns
+	phDown                        // x += sw·Downᵀ
+	phOBias                       // x += o_proj's bias
+	phGateUpBias                  // gu += gate_proj's and up_proj's biases
+	phDownBias                    // x += down_proj's bias
+	phNorm                        // the final norm of the rows whose logits are wanted
+	phHead                        // logits = ln·LMHeadᵀ
 )
 
 // decodeStep is one extend call as a chain of phases (kernels.Phases); it lives in the
@@ -337,10 +348,19 @@ func (s *decodeStep) plan() {
 			add(phAttn, l, len(s.runs)*cfg.KVHeads)
 		}
 		add(phO, l, s.productParts(n, l, phO))
+		bias := func(k phaseKind, b []float32) {
+			if b != nil {
+				add(k, l, min(n, s.elemParts(n*len(b), normPartFloats)))
+			}
+		}
+		p := &s.m.Params.Layers[l]
+		bias(phOBias, p.OBias)
 		norm(phMLPNorm, l, n)
 		add(phGateUp, l, s.productParts(n, l, phGateUp))
+		bias(phGateUpBias, p.GateUpBias)
 		add(phSwiGLU, l, s.elemParts(n*H, swigluPartFloats))
 		add(phDown, l, s.productParts(n, l, phDown))
+		bias(phDownBias, p.DownBias)
 	}
 	out := n - s.head
 	norm(phNorm, 0, out)
@@ -441,14 +461,23 @@ func (s *decodeStep) run(worker, i, part int) {
 	case phQKV:
 		s.project(part, parts, n, Q, C, s.normed(worker, i, p.AttnNorm, 0, n), p.QKV, ph, 0, d.qkv)
 	case phAttn:
-		m.attendTask(s.c, ph.layer, s.runs[part/cfg.KVHeads], part%cfg.KVHeads, d, d.scratch[worker])
+		m.attendTask(s.c, ph.layer, s.runs[part/cfg.KVHeads], part%cfg.KVHeads, d, worker)
 	case phQKVAttn:
 		s.project(part, parts, n, Q, C, s.normed(worker, i, p.AttnNorm, 0, n), p.QKV, ph, 0, d.qkv)
 		for _, r := range s.runs {
-			m.attendTask(s.c, ph.layer, r, part, d, d.scratch[worker])
+			m.attendTask(s.c, ph.layer, r, part, d, worker)
 		}
 	case phO:
-		s.project(part, parts, n, C, C, d.atty, p.O, ph, 1, d.x)
+		s.project(part, parts, n, C, cfg.attnDim(), d.atty, p.O, ph, 1, d.x)
+	case phOBias:
+		lo, hi := chunk(n, part, parts, 1)
+		addBias(d.x, p.OBias, lo, hi)
+	case phGateUpBias:
+		lo, hi := chunk(n, part, parts, 1)
+		addBias(d.gu, p.GateUpBias, lo, hi)
+	case phDownBias:
+		lo, hi := chunk(n, part, parts, 1)
+		addBias(d.x, p.DownBias, lo, hi)
 	case phMLPNorm:
 		m.normRows(d.ln, d.rstd, d.x, p.MLPNorm, 0, n, part, parts)
 	case phGateUp:
@@ -502,11 +531,20 @@ func (m *Model) normRows(out, rstd, x, weight []float32, r0, rows, part, parts i
 // cache, and attends every new token over its slot. Tasks write disjoint parts of qkv, the
 // cache and atty; kernels.AttentionCached gives a token the same result in a prefill as in a
 // decode step.
-func (m *Model) attendTask(c *KVCache, l int, r run, g int, d *decodeWorkspace, scratch []float32) {
+func (m *Model) attendTask(c *KVCache, l int, r run, g int, d *decodeWorkspace, worker int) {
 	cfg := m.Cfg
 	Q, hd, nRep := cfg.qkvDim(), cfg.HeadDim(), cfg.Heads/cfg.KVHeads
 	qOff, kOff, vOff := cfg.qkvAt(d.packed != nil, g)
 	qkv, pos := d.qkv[r.first*Q:], d.pos[r.first:r.first+r.L]
+	scratch := d.scratch[worker]
+	if !cfg.plainLlama() && (cfg.QKVBias || cfg.QKNorm) {
+		var raw, rstd []float32
+		if cfg.QKNorm {
+			QK := (cfg.Heads + cfg.KVHeads) * hd
+			raw, rstd = d.prep[worker][:QK], d.prep[worker][QK:]
+		}
+		m.prepHeads(l, g, r.L, qkv, Q, qOff, kOff, vOff, raw, 0, rstd, 0)
+	}
 	kernels.RopeForward(qkv[qOff:], Q, pos, m.ropeCos, m.ropeSin, r.L, nRep, hd)
 	kernels.RopeForward(qkv[kOff:], Q, pos, m.ropeCos, m.ropeSin, r.L, 1, hd)
 	if c.k16 != nil {
@@ -519,8 +557,8 @@ func (m *Model) attendTask(c *KVCache, l int, r run, g int, d *decodeWorkspace, 
 		kernels.StoreKey(ckb, r.past+j, row[kOff:kOff+hd])
 		copy(cv[(r.past+j)*hd:(r.past+j+1)*hd], row[vOff:vOff+hd])
 	}
-	kernels.AttentionCached(d.atty[r.first*cfg.Dim+g*nRep*hd:], cfg.Dim, scratch,
-		qkv[qOff:], Q, ckb, cv, hd, r.L, r.past, nRep, hd)
+	kernels.AttentionCachedWindow(d.atty[r.first*cfg.attnDim()+g*nRep*hd:], cfg.attnDim(), scratch,
+		qkv[qOff:], Q, ckb, cv, hd, r.L, r.past, nRep, hd, cfg.Window(l))
 }
 
 // sizeDecode grows the decode workspace to n tokens over slots of up to maxLen.
@@ -532,7 +570,15 @@ func (m *Model) sizeDecode(n, maxLen int) *decodeWorkspace {
 	d.ln = grow(d.ln, n*C)
 	d.rstd = grow(d.rstd, n)
 	d.qkv = grow(d.qkv, n*cfg.qkvDim())
-	d.atty = grow(d.atty, n*C)
+	d.atty = grow(d.atty, n*cfg.attnDim())
+	if cfg.QKNorm {
+		for len(d.prep) < m.par.n {
+			d.prep = append(d.prep, nil)
+		}
+		for i := range d.prep {
+			d.prep[i] = grow(d.prep[i], (cfg.Heads+cfg.KVHeads)*(cfg.HeadDim()+1))
+		}
+	}
 	d.gu = grow(d.gu, n*2*cfg.Hidden)
 	d.sw = grow(d.sw, n*cfg.Hidden)
 	for len(d.scratch) < m.par.n {

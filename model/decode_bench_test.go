@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -92,6 +93,85 @@ func BenchmarkDecodeRoofline(b *testing.B) {
 				b.ReportMetric(float64(bytes)/med/read, "of-read-med")
 				b.ReportMetric(float64(bytes)/med/1e9, "med-GB/s")
 				b.ReportMetric(read/1e9, "read-GB/s")
+			})
+		}
+	}
+}
+
+// BenchmarkDecodeFamilies decodes with the default model and with models of the families at its
+// width (dim 256, 4 layers, 2k vocabulary): Qwen3's shape (head_dim 64, twice dim/heads, q/k
+// norms, MLP 3×dim: 1.3 times the weights), Qwen2.5's q/k/v biases, and Mistral's sliding window
+// of 64 (shorter than the context, untied), at batch 1 and 32 in float32 and bfloat16 weights
+// and cache, with contexts of 128 to 228 tokens. The models take turns: each iteration is a
+// round in which every model decodes 100 steps, so that a machine shared with other processes
+// disturbs them alike, and each reports the tokens/s of its median step (`NAME-tok/s`) and the
+// weights it streams a second at that step (`NAME-GB/s`); the first round is not counted.
+func BenchmarkDecodeFamilies(b *testing.B) {
+	base := DefaultConfig(2048)
+	qwen3 := base
+	qwen3.Family, qwen3.HeadDimension, qwen3.QKNorm, qwen3.Hidden = FamilyQwen3, 64, true, 768
+	qwen25 := base
+	qwen25.Family, qwen25.QKVBias = FamilyQwen2, true
+	mistral := base
+	mistral.Family, mistral.SlidingWindow, mistral.TieEmbeddings = FamilyMistral, 64, false
+	names := []string{"builtin", "qwen3", "qwen2.5", "mistral"}
+	cfgs := []Config{base, qwen3, qwen25, mistral}
+	for _, prec := range []Precision{F32, BF16} {
+		for _, batch := range []int{1, 32} {
+			b.Run(fmt.Sprintf("%s/batch%d", prec, batch), func(b *testing.B) {
+				ms := make([]*Model, len(cfgs))
+				cs := make([]*KVCache, len(cfgs))
+				for i, c := range cfgs {
+					m, err := New(c, 1)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := m.PackDecodeWeightsAs(prec); err != nil {
+						b.Fatal(err)
+					}
+					ms[i] = m
+					cs[i], _ = m.NewKVCacheAs(batch, 256, prec)
+				}
+				rng := rand.New(rand.NewPCG(2, 2))
+				V := base.Vocab
+				logits := make([]float32, batch*V)
+				prompt := randTokens(rng, 128, V)
+				toks := randTokens(rng, batch, V)
+				slots := make([]int, batch)
+				for i := range slots {
+					slots[i] = i
+				}
+				steps := make([][]time.Duration, len(cfgs))
+				round := 0
+				for b.Loop() {
+					for i, m := range ms {
+						for s := range batch {
+							cs[i].Reset(s)
+							if err := m.Prefill(cs[i], s, prompt, logits[:V]); err != nil {
+								b.Fatal(err)
+							}
+						}
+						for range 100 {
+							t0 := time.Now()
+							if err := m.Step(cs[i], slots, toks, logits); err != nil {
+								b.Fatal(err)
+							}
+							if round > 0 {
+								steps[i] = append(steps[i], time.Since(t0))
+							}
+						}
+					}
+					round++
+				}
+				if round < 2 {
+					return
+				}
+				for i, m := range ms {
+					slices.Sort(steps[i])
+					med := steps[i][len(steps[i])/2].Seconds()
+					b.ReportMetric(float64(batch)/med, names[i]+"-tok/s")
+					b.ReportMetric(float64(m.dec.packed.bytes)/med/1e9, names[i]+"-GB/s")
+				}
 			})
 		}
 	}

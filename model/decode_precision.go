@@ -210,6 +210,6 @@ func (m *Model) attendTaskBF16(c *KVCache, l int, r run, g int, d *decodeWorkspa
 		kernels.StoreKeyBF16(ckb, r.past+j, row[kOff:kOff+hd])
 		kernels.ToBF16(cv[(r.past+j)*hd:(r.past+j+1)*hd], row[vOff:vOff+hd])
 	}
-	kernels.AttentionCachedBF16(d.atty[r.first*cfg.Dim+g*nRep*hd:], cfg.Dim, scratch,
-		qkv[qOff:], Q, ckb, cv, hd, r.L, r.past, nRep, hd)
+	kernels.AttentionCachedBF16Window(d.atty[r.first*cfg.attnDim()+g*nRep*hd:], cfg.attnDim(), scratch,
+		qkv[qOff:], Q, ckb, cv, hd, r.L, r.past, nRep, hd, cfg.Window(l))
 }

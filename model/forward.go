@@ -137,12 +137,12 @@ func (m *Model) valueOf(h []float32) float32 {
 // blockForward runs decoder block l on the workspace's residual stream.
 func (m *Model) blockForward(l int, b *Batch) {
 	c, w, p := m.Cfg, &m.train, &m.Params.Layers[l]
-	n, C, Q, H := b.Rows*b.T, m.Cfg.Dim, m.Cfg.qkvDim(), m.Cfg.Hidden
+	n, C, Q, H, A := b.Rows*b.T, m.Cfg.Dim, m.Cfg.qkvDim(), m.Cfg.Hidden, m.Cfg.attnDim()
 	x := w.res[l*n*C : (l+1)*n*C]
 	ln1 := w.ln1[l*n*C : (l+1)*n*C]
 	rstd1 := w.rstd1[l*n : (l+1)*n]
 	qkv := w.qkv[l*n*Q : (l+1)*n*Q]
-	atty := w.atty[l*n*C : (l+1)*n*C]
+	atty := w.atty[l*n*A : (l+1)*n*A]
 	mid := w.mid[l*n*C : (l+1)*n*C]
 	ln2 := w.ln2[l*n*C : (l+1)*n*C]
 	rstd2 := w.rstd2[l*n : (l+1)*n]
@@ -168,11 +168,14 @@ func (m *Model) blockForward(l int, b *Batch) {
 		m.attentionForward(l, b, qkv, atty)
 		m.par.rows(n, minRows, func(lo, hi int) {
 			m.linearRows(l, linO, lo, hi, atty, 1, mid)
+			addBias(mid, p.OBias, lo, hi)
 			kernels.RMSNormForward(ln2[lo*C:hi*C], rstd2[lo:hi], mid[lo*C:hi*C], p.MLPNorm, hi-lo, C, c.NormEps)
 			copy(next[lo*C:hi*C], mid[lo*C:hi*C])
 			m.linearRows(l, linGateUp, lo, hi, ln2, 0, gu)
+			addBias(gu, p.GateUpBias, lo, hi)
 			kernels.SwiGLUForward(sw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
 			m.linearRows(l, linDown, lo, hi, sw, 1, next)
+			addBias(next, p.DownBias, lo, hi)
 		})
 		return
 	}
@@ -181,17 +184,76 @@ func (m *Model) blockForward(l int, b *Batch) {
 		copy(mid[lo*C:hi*C], x[lo*C:hi*C])
 	})
 	m.linearForward(l, linQKV, n, ln1, 0, qkv)
+	if m.LoRA != nil {
+		m.loraForward(l, linQKV, n, ln1, qkv, Q)
+	}
 	m.attentionForward(l, b, qkv, atty) // rotates q and k by RoPE first
 	m.linearForward(l, linO, n, atty, 1, mid)
+	if m.LoRA != nil {
+		m.loraForward(l, linO, n, atty, mid, C)
+	}
 	m.par.rows(n, minRows, func(lo, hi int) {
+		addBias(mid, p.OBias, lo, hi)
 		kernels.RMSNormForward(ln2[lo*C:hi*C], rstd2[lo:hi], mid[lo*C:hi*C], p.MLPNorm, hi-lo, C, c.NormEps)
 		copy(next[lo*C:hi*C], mid[lo*C:hi*C])
 	})
 	m.linearForward(l, linGateUp, n, ln2, 0, gu)
+	if m.LoRA != nil {
+		m.loraForward(l, linGateUp, n, ln2, gu, 2*H)
+	}
 	m.par.rows(n, minRows, func(lo, hi int) {
+		addBias(gu, p.GateUpBias, lo, hi)
 		kernels.SwiGLUForward(sw[lo*H:hi*H], gu[lo*2*H:hi*2*H], hi-lo, H)
 	})
 	m.linearForward(l, linDown, n, sw, 1, next)
+	if m.LoRA != nil {
+		m.loraForward(l, linDown, n, sw, next, C)
+	}
+	if p.DownBias != nil {
+		m.par.rows(n, minRows, func(lo, hi int) { addBias(next, p.DownBias, lo, hi) })
+	}
+}
+
+// addBias adds bias to rows [lo, hi) of y (rows len(bias) wide); a nil bias adds nothing.
+func addBias(y, bias []float32, lo, hi int) {
+	if bias == nil {
+		return
+	}
+	w := len(bias)
+	for r := lo; r < hi; r++ {
+		row := y[r*w : (r+1)*w]
+		for j, b := range bias {
+			row[j] += b
+		}
+	}
+}
+
+// prepHeads does, for key/value head g of rows rows of a q/k/v product (rows ld floats apart,
+// the heads' columns at qOff, kOff and vOff), what comes between the product and RoPE: the
+// biases of q/k/v_proj, then the per-head RMSNorm of the queries and the key (Qwen3). raw keeps
+// each row's queries and keys before the norm, in the stored layout (all queries, then the keys)
+// ldRaw floats apart (0: every row in the same place), and rstd the norms' factors (one per head,
+// Heads+KVHeads a row, ldRstd apart).
+func (m *Model) prepHeads(l, g, rows int, qkv []float32, ld, qOff, kOff, vOff int, raw []float32, ldRaw int, rstd []float32, ldRstd int) {
+	c, p := m.Cfg, &m.Params.Layers[l]
+	hd, nRep := c.HeadDim(), c.Heads/c.KVHeads
+	qs, ks, vs := c.qkvAt(false, g) // the stored layout: the biases' and raw's
+	for r := 0; r < rows; r++ {
+		row := qkv[r*ld:]
+		if b := p.QKVBias; b != nil {
+			axpy(1, b[qs:qs+nRep*hd], row[qOff:qOff+nRep*hd])
+			axpy(1, b[ks:ks+hd], row[kOff:kOff+hd])
+			axpy(1, b[vs:vs+hd], row[vOff:vOff+hd])
+		}
+		if !c.QKNorm {
+			continue
+		}
+		rr, rs := raw[r*ldRaw:], rstd[r*ldRstd:]
+		copy(rr[qs:qs+nRep*hd], row[qOff:qOff+nRep*hd])
+		copy(rr[ks:ks+hd], row[kOff:kOff+hd])
+		kernels.RMSNormForward(row[qOff:qOff+nRep*hd], rs[g*nRep:g*nRep+nRep], rr[qs:qs+nRep*hd], p.QNorm, nRep, hd, c.NormEps)
+		kernels.RMSNormForward(row[kOff:kOff+hd], rs[c.Heads+g:c.Heads+g+1], rr[ks:ks+hd], p.KNorm, 1, hd, c.NormEps)
+	}
 }
 
 // attnTask locates one (sequence span, key/value head) unit of attention work in the fused
@@ -220,7 +282,7 @@ func (m *Model) attnTaskFor(s span, g, T int) attnTask {
 		q:   i0*Q + g*nRep*hd,
 		k:   i0*Q + c.Heads*hd + g*hd,
 		v:   i0*Q + (c.Heads+c.KVHeads)*hd + g*hd,
-		out: i0*c.Dim + g*nRep*hd,
+		out: i0*c.attnDim() + g*nRep*hd,
 		lse: i0*c.Heads + g*nRep,
 		i0:  i0,
 		L:   s.end - s.start,
@@ -235,12 +297,23 @@ func (m *Model) attentionForward(l int, b *Batch, qkv, atty []float32) {
 	n := b.Rows * b.T
 	lse := w.lse[l*n*c.Heads : (l+1)*n*c.Heads]
 	Q, hd, nRep := c.qkvDim(), c.HeadDim(), c.Heads/c.KVHeads
+	prep := !c.plainLlama() && (m.Params.Layers[l].QKVBias != nil || c.QKNorm)
+	QK := (c.Heads + c.KVHeads) * hd
 	m.par.run(len(w.spans)*c.KVHeads, func(worker, i int) {
 		t := m.attnTaskAt(i, b.T)
+		if prep {
+			g := i / len(w.spans)
+			raw, rstd := w.qkRaw, w.qkRstd
+			if raw != nil {
+				raw, rstd = raw[(l*n+t.i0)*QK:], rstd[(l*n+t.i0)*(c.Heads+c.KVHeads):]
+			}
+			qOff, kOff, vOff := c.qkvAt(false, g)
+			m.prepHeads(l, g, t.L, qkv[t.i0*Q:], Q, qOff, kOff, vOff, raw, QK, rstd, c.Heads+c.KVHeads)
+		}
 		pos := b.Pos[t.i0 : t.i0+t.L]
 		kernels.RopeForward(qkv[t.q:], Q, pos, m.ropeCos, m.ropeSin, t.L, nRep, hd)
 		kernels.RopeForward(qkv[t.k:], Q, pos, m.ropeCos, m.ropeSin, t.L, 1, hd)
-		kernels.AttentionForward(atty[t.out:], c.Dim, lse[t.lse:], c.Heads, w.scratch[worker],
-			qkv[t.q:], Q, qkv[t.k:], qkv[t.v:], Q, t.L, 0, nRep, hd)
+		kernels.AttentionForwardWindow(atty[t.out:], c.attnDim(), lse[t.lse:], c.Heads, w.scratch[worker],
+			qkv[t.q:], Q, qkv[t.k:], qkv[t.v:], Q, t.L, 0, nRep, hd, c.Window(l))
 	})
 }

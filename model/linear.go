@@ -18,7 +18,7 @@ func (m *Model) linearShape(l, i int) (w []float32, out, in int) {
 	case linQKV:
 		return p.QKV, c.qkvDim(), c.Dim
 	case linO:
-		return p.O, c.Dim, c.Dim
+		return p.O, c.Dim, c.attnDim()
 	case linGateUp:
 		return p.GateUp, 2 * c.Hidden, c.Dim
 	}
@@ -35,7 +35,7 @@ func thin(n int) bool { return !thinOff && kernels.Thin(n) }
 // thinModel reports whether the model's width is thin (kernels.Thin of Dim): its blocks then
 // run their row-wise work and products chunk by chunk (blockForward), on weights packed by
 // packThin.
-func (m *Model) thinModel() bool { return thin(m.Cfg.Dim) }
+func (m *Model) thinModel() bool { return m.LoRA == nil && thin(m.Cfg.Dim) }
 
 // packThin packs, for this Forward, the weights whose products run on SgemmPacked: those of at
 // most kernels.ThinPanels panels of output, and all of them in a thin model. A dimension-64

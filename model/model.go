@@ -15,6 +15,13 @@ type Model struct {
 	Cfg    Config
 	Params Params
 	Grads  Params // same layout as Params; Backward adds into it, ZeroGrad clears it
+	// DType is the safetensors dtype of the checkpoint the weights were loaded from ("F32",
+	// "BF16" or "F16"; "" is F32): the weights are float32 in memory whatever it is, and
+	// checkpoints of the model are saved in it unless told otherwise.
+	DType string
+	// LoRA holds the model's low-rank adapters (AddLoRA), nil without; with them the base
+	// weights are frozen.
+	LoRA *Adapters
 
 	ropeCos, ropeSin []float32 // (MaxSeq, HeadDim/2)
 	par              workers
@@ -30,7 +37,7 @@ const initStd = 0.02
 // New builds a model with weights drawn from a PCG generator seeded with seed; the same config
 // and seed give bit-identical weights.
 func New(cfg Config, seed uint64) (*Model, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := checkAlloc(cfg); err != nil {
 		return nil, err
 	}
 	m := newEmpty(cfg, false)
@@ -38,6 +45,7 @@ func New(cfg Config, seed uint64) (*Model, error) {
 	resid := initStd / math.Sqrt(2*float64(cfg.Layers))
 	for _, t := range m.Params.tensors {
 		switch {
+		case t.Bias(): // biases start at 0
 		case len(t.Shape) == 1: // norm gains start at 1: the identity scaling
 			for i := range t.Data {
 				t.Data[i] = 1
@@ -54,10 +62,19 @@ func New(cfg Config, seed uint64) (*Model, error) {
 // NewZero builds a model whose weights are all zero, for loaders that overwrite every weight
 // (a checkpoint): drawing New's random weights first costs ~90 ms at the default size.
 func NewZero(cfg Config) (*Model, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := checkAlloc(cfg); err != nil {
 		return nil, err
 	}
 	return newEmpty(cfg, false), nil
+}
+
+// checkAlloc validates cfg and refuses, before allocating, a model whose weights and gradients
+// alone exceed the machine's memory (MachineMemory).
+func checkAlloc(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	return cfg.EstimateMemory(MemoryUse{}).CheckMemory(0)
 }
 
 func fillNormal(rng *rand.Rand, x []float32, std float64) {
@@ -82,7 +99,11 @@ func newEmpty(cfg Config, value bool) *Model {
 	half := cfg.HeadDim() / 2
 	m.ropeCos = make([]float32, cfg.MaxSeq*half)
 	m.ropeSin = make([]float32, cfg.MaxSeq*half)
-	kernels.RopeTable(m.ropeCos, m.ropeSin, cfg.MaxSeq, cfg.HeadDim(), cfg.RopeTheta)
+	if cfg.RopeScaling.Type != "" {
+		kernels.RopeTableFreqs(m.ropeCos, m.ropeSin, cfg.MaxSeq, cfg.ropeInvFreq())
+	} else {
+		kernels.RopeTable(m.ropeCos, m.ropeSin, cfg.MaxSeq, cfg.HeadDim(), cfg.RopeTheta)
+	}
 	return m
 }
 
@@ -116,8 +137,13 @@ func (m *Model) AddValueHead() {
 // Results are bit-identical for every setting; kernels.Sgemm schedules its own goroutines.
 func (m *Model) SetWorkers(n int) { m.par.n = max(n, 1) }
 
-// ZeroGrad clears the gradients.
-func (m *Model) ZeroGrad() { clear(m.Grads.Data) }
+// ZeroGrad clears the gradients, the adapters' included.
+func (m *Model) ZeroGrad() {
+	clear(m.Grads.Data)
+	if m.LoRA != nil {
+		clear(m.LoRA.Grads)
+	}
+}
 
 // Clone returns an independent copy of the weights with zero gradients and fresh workspaces,
 // e.g. a frozen reference policy or an inference snapshot.
@@ -125,11 +151,18 @@ func (m *Model) Clone() *Model {
 	c := newEmpty(m.Cfg, m.HasValueHead())
 	copy(c.Params.Data, m.Params.Data)
 	c.par = m.par
+	c.DType = m.DType
+	if m.LoRA != nil {
+		c.AddLoRA(m.LoRA.Cfg, 0)
+		copy(c.LoRA.Data, m.LoRA.Data)
+	}
 	return c
 }
 
 // CopyWeightsFrom overwrites m's weights with src's; the configs must be equal. The value head
 // is copied when both have one; otherwise m keeps its own (or none): what decodes is the same.
+// Adapters are copied too: m gets src's (made when m has none or others), or loses its own when
+// src has none.
 func (m *Model) CopyWeightsFrom(src *Model) error {
 	if src == nil {
 		return fmt.Errorf("model: CopyWeightsFrom nil model")
@@ -142,5 +175,17 @@ func (m *Model) CopyWeightsFrom(src *Model) error {
 		n = len(m.Params.Data)
 	}
 	copy(m.Params.Data[:n], src.Params.Data[:n])
+	switch {
+	case src.LoRA == nil:
+		m.LoRA = nil
+	case m.LoRA == nil || !sameLoRA(m.LoRA.Cfg, src.LoRA.Cfg):
+		m.LoRA = nil
+		if err := m.AddLoRA(src.LoRA.Cfg, 0); err != nil {
+			return err
+		}
+		fallthrough
+	default:
+		copy(m.LoRA.Data, src.LoRA.Data)
+	}
 	return nil
 }

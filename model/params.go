@@ -1,6 +1,9 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Params holds every weight in one flat slice, Data, with named views into it; Model.Grads has
 // the same type and layout, so the optimizer is one loop over one slice. Views follow Hugging
@@ -44,6 +47,16 @@ type LayerParams struct {
 	Gate     []float32 // mlp.gate_proj (Hidden, Dim)
 	Up       []float32 // mlp.up_proj (Hidden, Dim)
 	Down     []float32 // mlp.down_proj (Dim, Hidden)
+
+	// The options of Config, nil where the config has none: biases (QKVBias stacks q_proj,
+	// k_proj and v_proj's biases as QKV stacks their weights; GateUpBias gate_proj's and
+	// up_proj's) and Qwen3's per-head norms of q and k.
+	QKVBias    []float32 // self_attn.{q,k,v}_proj.bias ((Heads+2·KVHeads)·HeadDim)
+	QNorm      []float32 // self_attn.q_norm (HeadDim)
+	KNorm      []float32 // self_attn.k_norm (HeadDim)
+	OBias      []float32 // self_attn.o_proj.bias (Dim)
+	GateUpBias []float32 // mlp.{gate,up}_proj.bias (2·Hidden)
+	DownBias   []float32 // mlp.down_proj.bias (Dim)
 }
 
 // NamedTensor is one weight under its Hugging Face Llama name. Data is a view into Params.Data
@@ -62,7 +75,7 @@ func valueHeadParams(c Config) int { return c.Dim + 1 }
 // excluded).
 func numParams(c Config) int {
 	hd := c.HeadDim()
-	layer := 2*c.Dim + c.qkvDim()*c.Dim + c.Dim*c.Heads*hd + 3*c.Hidden*c.Dim
+	layer := 2*c.Dim + c.qkvDim()*c.Dim + c.Dim*c.Heads*hd + 3*c.Hidden*c.Dim + int(c.layerExtras())
 	n := c.Vocab*c.Dim + c.Layers*layer + c.Dim
 	if !c.TieEmbeddings {
 		n += c.Vocab * c.Dim
@@ -72,13 +85,21 @@ func numParams(c Config) int {
 
 // newParams lays out views over data, which must hold numParams(c) floats, and
 // valueHeadParams(c) more when value is true.
-func newParams(c Config, data []float32, value bool) Params {
+func newParams(c Config, data []float32, value bool, shapeOnly ...bool) Params {
 	p := Params{Data: data, Layers: make([]LayerParams, c.Layers)}
 	off := 0
+	shapes := len(shapeOnly) > 0 && shapeOnly[0]
 	take := func(name string, shape ...int) []float32 {
 		n := 1
 		for _, s := range shape {
 			n *= s
+		}
+		if shapes {
+			if name != "" {
+				p.tensors = append(p.tensors, NamedTensor{Name: name, Shape: shape, Offset: off})
+			}
+			off += n
+			return nil
 		}
 		v := data[off : off+n : off+n]
 		if name != "" {
@@ -86,6 +107,12 @@ func newParams(c Config, data []float32, value bool) Params {
 		}
 		off += n
 		return v
+	}
+	view := func(start int) []float32 { // the tensors taken since start, as one slice
+		if shapes {
+			return nil
+		}
+		return data[start:off:off]
 	}
 	hd := c.HeadDim()
 	p.Embed = take("model.embed_tokens.weight", c.Vocab, c.Dim)
@@ -97,14 +124,37 @@ func newParams(c Config, data []float32, value bool) Params {
 		L.Q = take(pre+"self_attn.q_proj.weight", c.Heads*hd, c.Dim)
 		L.K = take(pre+"self_attn.k_proj.weight", c.KVHeads*hd, c.Dim)
 		L.V = take(pre+"self_attn.v_proj.weight", c.KVHeads*hd, c.Dim)
-		L.QKV = data[start:off:off]
+		L.QKV = view(start)
+		if c.QKVBias {
+			start = off
+			take(pre+"self_attn.q_proj.bias", c.Heads*hd)
+			take(pre+"self_attn.k_proj.bias", c.KVHeads*hd)
+			take(pre+"self_attn.v_proj.bias", c.KVHeads*hd)
+			L.QKVBias = view(start)
+		}
+		if c.QKNorm {
+			L.QNorm = take(pre+"self_attn.q_norm.weight", hd)
+			L.KNorm = take(pre+"self_attn.k_norm.weight", hd)
+		}
 		L.O = take(pre+"self_attn.o_proj.weight", c.Dim, c.Heads*hd)
+		if c.OBias {
+			L.OBias = take(pre+"self_attn.o_proj.bias", c.Dim)
+		}
 		L.MLPNorm = take(pre+"post_attention_layernorm.weight", c.Dim)
 		start = off
 		L.Gate = take(pre+"mlp.gate_proj.weight", c.Hidden, c.Dim)
 		L.Up = take(pre+"mlp.up_proj.weight", c.Hidden, c.Dim)
-		L.GateUp = data[start:off:off]
+		L.GateUp = view(start)
+		if c.MLPBias {
+			start = off
+			take(pre+"mlp.gate_proj.bias", c.Hidden)
+			take(pre+"mlp.up_proj.bias", c.Hidden)
+			L.GateUpBias = view(start)
+		}
 		L.Down = take(pre+"mlp.down_proj.weight", c.Dim, c.Hidden)
+		if c.MLPBias {
+			L.DownBias = take(pre+"mlp.down_proj.bias", c.Dim)
+		}
 	}
 	p.Norm = take("model.norm.weight", c.Dim)
 	if c.TieEmbeddings {
@@ -116,11 +166,25 @@ func newParams(c Config, data []float32, value bool) Params {
 		p.Value = take(ValueHeadWeight, 1, c.Dim)
 		p.ValueBias = take(ValueHeadBias, 1)
 	}
+	if shapes {
+		return p
+	}
 	if off != len(data) {
 		panic(fmt.Sprintf("model: layout covers %d of %d floats", off, len(data)))
 	}
 	return p
 }
+
+// TensorShapes lists the names and shapes of the weights of a model of c (the value head
+// excluded), in storage order, without allocating the weights: Params.Tensors without Data and
+// Offset. c must be valid.
+func (c Config) TensorShapes() []NamedTensor {
+	p := newParams(c, make([]float32, 0), false, true)
+	return p.tensors
+}
+
+// Bias reports whether t is a bias (biases take no weight decay, and start at zero).
+func (t NamedTensor) Bias() bool { return strings.HasSuffix(t.Name, ".bias") }
 
 // Tensors lists every weight under its Hugging Face Llama name, in storage order, then the value
 // head's two tensors when there is one. With tied embeddings there is no "lm_head.weight", as in

@@ -14,7 +14,7 @@ type trainWorkspace struct {
 	rstd1 []float32 // (Layers, n)
 	qkv   []float32 // (Layers, n, qkvDim) projections, q and k after RoPE
 	lse   []float32 // (Layers, n, Heads) log-sum-exp of each attention row; probabilities are recomputed in Backward
-	atty  []float32 // (Layers, n, C) attention output before o_proj
+	atty  []float32 // (Layers, n, Heads·HeadDim) attention output before o_proj
 	mid   []float32 // (Layers, n, C) residual stream after attention
 	ln2   []float32 // (Layers, n, C) post_attention_layernorm output
 	rstd2 []float32 // (Layers, n)
@@ -48,11 +48,20 @@ type trainWorkspace struct {
 	dsw   []float32 // (n, Hidden)
 	dnorm []float32 // (normChunks(n), C) the norm weight gradient of each chunk of rows
 
+	// The family options' (nil without them).
+	qkRaw   []float32   // (Layers, n, Heads+KVHeads, HeadDim) queries and keys before the q/k norms
+	qkRstd  []float32   // (Layers, n, Heads+KVHeads) the q/k norms' factors
+	dqkNorm []float32   // (tasks, 2·HeadDim) each attention task's q_norm and k_norm gradients
+	qkTmp   [][]float32 // per goroutine: Heads·HeadDim floats of the q/k norms' backward
+	dbias   []float32   // (normChunks(n), widest biased output) each chunk of rows' bias gradient
+
 	// packed holds, per layer, copies of the weights whose forward products are thin
 	// (kernels.Thin of their output width) packed for SgemmPacked, in the order of
 	// layerWeights; Forward packs them again every time, since the optimizer changes them.
 	packed [][numLinear]kernels.PackedWeights
 	head   kernels.PackedWeights // the LM head, packed by packThin in a thin model
+
+	lora loraWorkspace // the adapters' (AddLoRA)
 
 	fwd *Batch // the batch of the last Forward whose activations are intact, nil after Backward
 }
@@ -80,7 +89,8 @@ func (w *trainWorkspace) size(c Config, rows, t, workers int) {
 	w.rstd1 = grow(w.rstd1, L*n)
 	w.qkv = grow(w.qkv, L*n*c.qkvDim())
 	w.lse = grow(w.lse, L*n*c.Heads)
-	w.atty = grow(w.atty, L*n*C)
+	A := c.attnDim()
+	w.atty = grow(w.atty, L*n*A)
 	w.mid = grow(w.mid, L*n*C)
 	w.ln2 = grow(w.ln2, L*n*C)
 	w.rstd2 = grow(w.rstd2, L*n)
@@ -91,7 +101,22 @@ func (w *trainWorkspace) size(c Config, rows, t, workers int) {
 	w.dres = grow(w.dres, n*C)
 	w.dln = grow(w.dln, n*C)
 	w.dqkv = grow(w.dqkv, n*c.qkvDim())
-	w.datty = grow(w.datty, n*C)
+	w.datty = grow(w.datty, n*A)
+	if c.QKNorm {
+		hd := c.HeadDim()
+		w.qkRaw = grow(w.qkRaw, L*n*(c.Heads+c.KVHeads)*hd)
+		w.qkRstd = grow(w.qkRstd, L*n*(c.Heads+c.KVHeads))
+		w.dqkNorm = grow(w.dqkNorm, rows*t*c.KVHeads*2*hd) // at most one span a token
+		for len(w.qkTmp) < workers {
+			w.qkTmp = append(w.qkTmp, nil)
+		}
+		for i := range w.qkTmp {
+			w.qkTmp[i] = grow(w.qkTmp[i], c.Heads*hd)
+		}
+	}
+	if c.QKVBias || c.OBias || c.MLPBias {
+		w.dbias = grow(w.dbias, normChunks(n)*max(c.qkvDim(), 2*c.Hidden, C))
+	}
 	w.dgu = grow(w.dgu, n*2*c.Hidden)
 	w.dsw = grow(w.dsw, n*c.Hidden)
 	w.dnorm = grow(w.dnorm, normChunks(n)*C)

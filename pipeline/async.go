@@ -7,79 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentrl/agentrl/config"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/traj"
 )
-
-// AsyncConfig makes an RL phase asynchronous: generation of the next steps' episodes runs while
-// the learner trains, under whatever weights are current (partial rollouts: an episode in flight
-// continues under new weights, and every token records the version that sampled it).
-type AsyncConfig struct {
-	// MaxStaleness η bounds how many policy versions a trained token may lag the learner. It is
-	// enforced where episodes start (generation runs at most η steps ahead of the learner) and where
-	// the learner consumes them (an episode whose oldest policy token lags by more than η is
-	// dropped and counted). 1 is one-step overlap.
-	MaxStaleness int `yaml:"max_staleness"`
-	// Mode is how generation is admitted: "continuous" (the default) starts one group whenever
-	// the bound lets one start, so a slow episode holds back only its own group (continuous.go);
-	// "overlap" samples whole steps' batches ahead of the learner, each still waiting for its
-	// slowest episode (one-step overlap when η is 1).
-	Mode string `yaml:"mode"`
-	// PartialRollouts (the default, true) lets a completion in flight continue under new weights
-	// from the next decode step on, each token recording its version. false switches weights only
-	// between completions: the engine finishes the completions in flight, starting no new one,
-	// then switches, so every completion is sampled by one version (episodes still span versions
-	// at turn boundaries). In-process engine only.
-	PartialRollouts *bool `yaml:"partial_rollouts"`
-	// Workers, when set, runs the episodes on rollout workers through the NATS data plane
-	// (distributed.go) instead of the in-process engine.
-	Workers *WorkersConfig `yaml:"workers,omitempty"`
-}
-
-// maxStaleness is the largest accepted η; above warnStaleness the run says the bound is loose.
-const (
-	maxStaleness  = 16
-	warnStaleness = 8
-)
-
-// Async admission modes.
-const (
-	ModeContinuous = "continuous"
-	ModeOverlap    = "overlap"
-)
-
-// partial reports whether completions continue under new weights.
-func (a *AsyncConfig) partial() bool { return a.PartialRollouts == nil || *a.PartialRollouts }
-
-func (a *AsyncConfig) validate(r *RLConfig, remoteGen bool) error {
-	if a.MaxStaleness < 1 || a.MaxStaleness > maxStaleness {
-		return fmt.Errorf("rl.async.max_staleness must be in [1, %d], got %d", maxStaleness, a.MaxStaleness)
-	}
-	if a.Mode == "" {
-		a.Mode = ModeContinuous
-	}
-	if a.PartialRollouts == nil {
-		t := true
-		a.PartialRollouts = &t
-	}
-	switch {
-	case a.Mode != ModeContinuous && a.Mode != ModeOverlap:
-		return fmt.Errorf("rl.async.mode must be %q or %q, got %q", ModeContinuous, ModeOverlap, a.Mode)
-	case !a.partial() && remoteGen:
-		return fmt.Errorf("rl.async.partial_rollouts: false switches the in-process engine's weights between completions; with rollout.generator the inference servers decide when weights switch")
-	case !a.partial() && a.Workers != nil:
-		return fmt.Errorf("rl.async.partial_rollouts: false applies to the in-process engine, not to remote workers")
-	case a.Workers != nil && a.Mode != ModeContinuous:
-		return fmt.Errorf("rl.async.mode %q applies to in-process generation; remote workers are handed each step's tasks as the bound allows", a.Mode)
-	}
-	if r.Loss.Correction.Level == "" {
-		return fmt.Errorf("rl.async trains on tokens sampled by older policies: it needs an importance correction against the behaviour logprobs (rl.loss.correction.level: token or sequence, decoupled PPO), not plain on-policy PPO")
-	}
-	if a.Workers != nil {
-		return a.Workers.validate(r)
-	}
-	return nil
-}
 
 // asyncBatch is one step's sampling, made ahead of the learner.
 type asyncBatch struct {
@@ -121,16 +53,16 @@ type asyncStats struct {
 //
 // Sampling order depends on when weights change, so an asynchronous run is not reproducible to
 // the bit; the staleness bound and the accounting of every drop are what hold.
-func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error {
+func (r *Run) runRLAsync(ctx context.Context, pi int, p config.Phase, start int) error {
 	c := p.RL
 	eta := c.Async.MaxStaleness
-	if eta > warnStaleness {
+	if eta > config.WarnStaleness {
 		r.printf("warning: %s: rl.async.max_staleness %d trains on tokens up to %d versions old\n", p.Name, eta, eta)
 	}
 	if c.Async.Workers != nil {
 		return r.runRLDist(ctx, pi, p, start)
 	}
-	if c.Async.Mode != ModeOverlap {
+	if c.Async.Mode != config.ModeOverlap {
 		return r.runRLContinuous(ctx, pi, p, start)
 	}
 	l, err := r.openRL(ctx, pi, p, start)
@@ -200,7 +132,7 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p Phase, start int) error 
 		}
 		groups, dropped, partial := dropStale(b.groups, r.version, int32(eta))
 		as.droppedStale, as.partialStale = dropped, partial
-		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(b.sampled, groups), fill: b.fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(b.sampled)}
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: monitor.Measure(b.sampled, groups), fill: b.fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(b.sampled), samples: r.sampleMetrics(b.sampled)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			// The sampling RNG belongs to the producer; the learner shuffles with its own.
 			rep, err := r.learnStep(l.upd, trajs, step, r.stepRNG(pi, step, 4))
@@ -232,7 +164,7 @@ func dropStale(groups [][]*traj.Trajectory, version, eta int32) (kept [][]*traj.
 	for _, g := range groups {
 		var keep []*traj.Trajectory
 		for _, t := range g {
-			if oldest, ok := oldestVersion(t); ok && version-oldest > eta {
+			if oldest, ok := monitor.OldestVersion(t); ok && version-oldest > eta {
 				dropped++
 				continue
 			}
@@ -246,15 +178,4 @@ func dropStale(groups [][]*traj.Trajectory, version, eta int32) (kept [][]*traj.
 		}
 	}
 	return kept, dropped, partial
-}
-
-// oldestVersion is the smallest policy version among t's sampled tokens.
-func oldestVersion(t *traj.Trajectory) (int32, bool) {
-	oldest, ok := int32(0), false
-	for i, v := range t.Versions {
-		if t.LossMask[i] && v != traj.NoVersion && (!ok || v < oldest) {
-			oldest, ok = v, true
-		}
-	}
-	return oldest, ok
 }

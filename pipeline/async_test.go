@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -22,7 +23,7 @@ var asyncSets = []string{
 // An asynchronous phase trains every step, and no token it trains on lags the learner by more
 // than max_staleness versions, in both admission modes.
 func TestAsyncPhaseHoldsTheStalenessBound(t *testing.T) {
-	for _, mode := range []string{ModeContinuous, ModeOverlap} {
+	for _, mode := range []string{config.ModeContinuous, config.ModeOverlap} {
 		t.Run(mode, func(t *testing.T) {
 			c := tinyConfig(t, t.TempDir(), append(asyncSets, "phases.rl.rl.async.mode="+mode)...)
 			run, err := NewRun(c, Options{Envs: all.Builtins()})
@@ -52,7 +53,7 @@ func TestAsyncPhaseHoldsTheStalenessBound(t *testing.T) {
 					t.Fatalf("step %v lacks async/dropped_stale", m["step"])
 				}
 				_, cont := m["async/groups_in_flight"]
-				if cont != (mode == ModeContinuous) {
+				if cont != (mode == config.ModeContinuous) {
 					t.Fatalf("step %v in mode %s: async/groups_in_flight present %v", m["step"], mode, cont)
 				}
 			}
@@ -123,7 +124,7 @@ func TestAdmissionAndFill(t *testing.T) {
 		return &traj.Trajectory{Tokens: []int32{1, 2}, Versions: []int32{traj.NoVersion, v}, LossMask: []bool{false, true}, Status: traj.StatusOK,
 			Turns: []traj.Turn{{Start: 1, End: 2, ObsEnd: 2}}, Reward: r}
 	}
-	p := Phase{RL: &RLConfig{GroupsPerStep: 2, GroupSize: 2, DynamicSampling: &DynamicSamplingConfig{MaxRounds: 2}, Async: &AsyncConfig{MaxStaleness: 1}}}
+	p := config.Phase{RL: &config.RLConfig{GroupsPerStep: 2, GroupSize: 2, DynamicSampling: &config.DynamicSamplingConfig{MaxRounds: 2}, Async: &config.AsyncConfig{MaxStaleness: 1}}}
 	f := newStepFill(p, 5)
 	f.offer([]*traj.Trajectory{ep(3, 1), ep(3, 0)}) // 2 versions old: both dropped, group discarded
 	f.offer([]*traj.Trajectory{ep(5, 1), ep(5, 1)}) // no variance: filtered
@@ -153,7 +154,7 @@ func TestAsyncConfigErrors(t *testing.T) {
 		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.async.workers.url=nats://h:1", "phases.rl.rl.async.workers.listen=127.0.0.1:0"}, "exactly one of listen"},
 		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.async.workers.bogus=1"}, "bogus"},
 	} {
-		_, err := Load(all.Builtins(), "", "", tc.sets)
+		_, err := config.Load(all.Builtins(), "", "", tc.sets)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.sets, err, tc.want)
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/learn"
 )
@@ -14,7 +15,7 @@ import (
 // with every episode failing (env_error) and exiting as if it had trained.
 func TestRunStopsOnBrokenWeights(t *testing.T) {
 	envs := onesEnvs()
-	c, err := Load(envs, "", "", []string{
+	c, err := config.Load(envs, "", "", []string{
 		"runs_dir=" + t.TempDir(), "name=broken",
 		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=64",
 		"rollout.max_context=64", "rollout.max_tokens_per_turn=6", "rollout.max_turns=1", "rollout.engine_slots=8",

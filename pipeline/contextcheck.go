@@ -19,7 +19,7 @@ const expertSample = 4
 // SFT has no complete demonstration and RL no reward to learn from, however long the run. It runs
 // before any evaluation or training, with its own random stream (the run's are untouched).
 func (r *Run) checkExpertFits(ctx context.Context) error {
-	for _, name := range r.Cfg.envNames() {
+	for _, name := range r.Cfg.EnvNames() {
 		spec, err := r.opts.Envs.Lookup(name)
 		if err != nil {
 			return err

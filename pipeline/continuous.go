@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentrl/agentrl/config"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/traj"
@@ -109,7 +111,7 @@ type stepFill struct {
 	discards int // groups taken that will not train
 }
 
-func newStepFill(p Phase, version int32) *stepFill {
+func newStepFill(p config.Phase, version int32) *stepFill {
 	c := p.RL
 	f := &stepFill{want: c.GroupsPerStep, limit: c.GroupsPerStep, version: version, eta: int32(c.Async.MaxStaleness)}
 	if ds := c.DynamicSampling; ds != nil {
@@ -165,7 +167,7 @@ func (f *stepFill) asyncStats() *asyncStats {
 // asyncTask is the task of the k-th group admitted by the producer that began at step start: a
 // stream of its own, so that the tasks do not depend on when groups were admitted (unless the
 // monitor's task sampler chooses them from what it has observed so far).
-func (r *Run) asyncTask(pi int, p Phase, start, k int) (rollout.Task, error) {
+func (r *Run) asyncTask(pi int, p config.Phase, start, k int) (rollout.Task, error) {
 	base := r.stepRNG(pi, start, 5).Uint64()
 	rng := rand.New(rand.NewPCG(base, uint64(k)))
 	return r.drawTask(rng, p, uint64(start)<<32|uint64(k))
@@ -189,7 +191,7 @@ func parseAsyncGroup(t *traj.Trajectory) (start, k int, ok bool) {
 }
 
 // runRLContinuous is an asynchronous RL phase with continuous admission (see the top of the file).
-func (r *Run) runRLContinuous(ctx context.Context, pi int, p Phase, start int) error {
+func (r *Run) runRLContinuous(ctx context.Context, pi int, p config.Phase, start int) error {
 	c := p.RL
 	eta := c.Async.MaxStaleness
 	l, err := r.openRL(ctx, pi, p, start)
@@ -200,7 +202,7 @@ func (r *Run) runRLContinuous(ctx context.Context, pi int, p Phase, start int) e
 
 	a := &admission{eta: eta, B: c.GroupsPerStep, version: r.version, inflight: map[int]*admitted{},
 		toLearner: make(chan struct{}, 1), toProducer: make(chan struct{}, 1)}
-	runner := &rollout.Runner{Gen: l.smp.gen, Tok: r.tok, Cfg: r.Cfg.Rollout.Config, SampleSeed: r.stepRNG(pi, start, 3).Uint64()}
+	runner := &rollout.Runner{Gen: l.smp.gen, Tok: r.tok, Cfg: r.Cfg.Rollout.Config, SampleSeed: r.stepRNG(pi, start, 3).Uint64(), NewConversation: r.opts.NewConversation}
 	envs := withLatency(r.phaseEnvs(p.Envs), p.Envs)
 	pctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -320,7 +322,7 @@ func (r *Run) runRLContinuous(ctx context.Context, pi int, p Phase, start int) e
 		if err := r.record(p.Name, step+1, f.taken); err != nil {
 			return err
 		}
-		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(f.taken, f.groups), fill: f.fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(f.taken)}
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: monitor.Measure(f.taken, f.groups), fill: f.fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(f.taken), samples: r.sampleMetrics(f.taken)}
 		if trajs := slices.Concat(f.groups...); len(trajs) > 0 {
 			rep, err := r.learnStep(l.upd, trajs, step, r.stepRNG(pi, step, 4))
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/env/calc"
@@ -22,7 +23,7 @@ func TestDifficultyConfig(t *testing.T) {
 	if d == nil || fmt.Sprint(d.Levels, d.Weights) != "[1 4] [1 3]" {
 		t.Fatalf("difficulty read as %+v", d)
 	}
-	if data, err := Encode(c); err != nil || !strings.Contains(string(data), "difficulty:") {
+	if data, err := config.Encode(c); err != nil || !strings.Contains(string(data), "difficulty:") {
 		t.Fatalf("encoded config lacks the difficulty block (%v):\n%s", err, data)
 	}
 	for _, tc := range []struct{ set, want string }{
@@ -32,12 +33,12 @@ func TestDifficultyConfig(t *testing.T) {
 		{`phases.rl.envs=[{name: code, weight: 1, difficulty: {levels: [1]}}]`, "no difficulty levels"},
 		{`phases.sft.envs=[{name: calc, weight: 1, difficulty: {levels: []}}]`, "at least one level"},
 	} {
-		_, err := Load(all.Builtins(), "", "", []string{tc.set})
+		_, err := config.Load(all.Builtins(), "", "", []string{tc.set})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one naming %q", tc.set, err, tc.want)
 		}
 	}
-	if c := tinyConfig(t, t.TempDir()); c.evalDifficulty("calc") != nil {
+	if c := tinyConfig(t, t.TempDir()); c.EvalDifficulty("calc") != nil {
 		t.Error("a run without difficulty evaluates at one")
 	}
 }
@@ -50,7 +51,7 @@ func TestDifficultyRun(t *testing.T) {
 	c := tinyConfig(t, t.TempDir(), "phases.rl.steps=1",
 		`phases.sft.envs=[{name: calc, weight: 1, difficulty: {levels: [4]}}]`,
 		`phases.rl.envs=[{name: calc, weight: 1, difficulty: {levels: [1, 4], weights: [1, 3]}}]`)
-	if d := c.evalDifficulty("calc"); d == nil || fmt.Sprint(d.Levels) != "[1 4]" || d.Weights != nil {
+	if d := c.EvalDifficulty("calc"); d == nil || fmt.Sprint(d.Levels) != "[1 4]" || d.Weights != nil {
 		t.Fatalf("evaluated at %+v, want levels 1 and 4 in equal shares", d)
 	}
 	var out strings.Builder
@@ -139,15 +140,4 @@ func meta(t *traj.Trajectory, key string) string {
 		}
 	}
 	return ""
-}
-
-// The progress line's per-level success: environments, then levels, in order.
-func TestDescribeLevels(t *testing.T) {
-	got := describeLevels(map[envLevel]float64{{"maze", 2}: 0.25, {"calc", 10}: 1, {"calc", 2}: 0.5})
-	if want := "calc L2 50% L10 100%, maze L2 25%"; got != want {
-		t.Fatalf("%q, want %q", got, want)
-	}
-	if describeLevels(nil) != "" {
-		t.Fatal("no levels described as something")
-	}
 }

@@ -16,114 +16,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nkeys"
-
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/dist"
-	"github.com/agentrl/agentrl/internal/envref"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/traj"
 )
-
-// WorkersConfig makes an asynchronous RL phase's episodes run on rollout workers (`agentrl
-// worker`) through the NATS data plane (package dist, docs/wire.md) instead of the in-process
-// engine. Exactly one of Listen and URL is set.
-type WorkersConfig struct {
-	// Listen starts a NATS server inside the learner on host:port (port 0 picks one, kept for a
-	// resumed run), its store under the run directory (dist/). The workers' token and the URL
-	// are written to dist/ and printed.
-	Listen string `yaml:"listen,omitempty"`
-	// URL connects to a running NATS server with JetStream (nats://host:port).
-	URL string `yaml:"url,omitempty"`
-	// Token names an environment variable as ${NAME}; tokens are never written in a config.
-	// With URL it holds the learner's token (none: the server needs none, or it is in the URL);
-	// with Listen it holds the token workers must present (none: one is generated and kept in
-	// the run directory).
-	Token string `yaml:"token,omitempty"`
-	// NKey names, as ${NAME}, an environment variable holding the learner's NKey seed ("SU…"),
-	// for a server at URL whose learner user authenticates by NKey (instead of Token).
-	NKey string `yaml:"nkey,omitempty"`
-	// WorkerNKeys are the public NKeys ("U…", not secret) of workers that may join the server the
-	// learner embeds (Listen) by signing its nonce with their seed (`agentrl worker --nkey FILE`),
-	// besides those that present the workers' token. `agentrl nkey` makes a key pair.
-	WorkerNKeys []string `yaml:"worker_nkeys,omitempty"`
-	// Run names the run on the wire, what workers pass as --run (default: the run directory's
-	// name, its other characters replaced by '-').
-	Run string `yaml:"run,omitempty"`
-	// TaskAckWait is how long a killed worker's task waits before another worker gets it
-	// (default 30s).
-	TaskAckWait time.Duration `yaml:"task_ack_wait,omitempty"`
-	// GroupTimeout is how long the learner waits for a step's groups to fill once it needs them
-	// (default 10m). Then a group with at least two members (one when group_size is 1) is trained
-	// as it is and a smaller one is dropped (dist/dropped_group_timeout); its late members are
-	// dropped as they come (dist/filtered_late).
-	GroupTimeout time.Duration `yaml:"group_timeout,omitempty"`
-}
-
-func (w *WorkersConfig) validate(r *RLConfig) error {
-	switch {
-	case (w.Listen == "") == (w.URL == ""):
-		return errors.New("rl.async.workers: set exactly one of listen (host:port, a server in the learner) and url (nats://host:port, a running server)")
-	case w.Token != "" && !envref.IsRef(w.Token):
-		return errors.New("rl.async.workers.token must name an environment variable as ${NAME}: tokens are never written in a run's config")
-	case w.NKey != "" && !envref.IsRef(w.NKey):
-		return errors.New("rl.async.workers.nkey must name an environment variable as ${NAME} holding the seed: seeds are never written in a run's config")
-	case w.NKey != "" && (w.URL == "" || w.Token != ""):
-		return errors.New("rl.async.workers.nkey is the learner's credential for a server at url, instead of token")
-	case len(w.WorkerNKeys) > 0 && w.Listen == "":
-		return errors.New("rl.async.workers.worker_nkeys configures the server the learner embeds (listen); an external server lists its users itself (docs/wire.md)")
-	case w.TaskAckWait < 0 || w.GroupTimeout < 0:
-		return errors.New("rl.async.workers: task_ack_wait and group_timeout must not be negative")
-	case r.DynamicSampling != nil:
-		return errors.New("rl.async.workers: dynamic sampling with remote workers is not supported yet (it would publish more tasks when too few groups are informative); set rl.dynamic_sampling: null")
-	}
-	if w.Listen != "" {
-		host, port, err := net.SplitHostPort(w.Listen)
-		if err != nil {
-			return fmt.Errorf("rl.async.workers.listen: %w", err)
-		}
-		if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 || host == "" {
-			return fmt.Errorf("rl.async.workers.listen: want host:port, got %q", w.Listen)
-		}
-	} else if !strings.HasPrefix(w.URL, "nats://") && !strings.HasPrefix(w.URL, "tls://") {
-		return fmt.Errorf("rl.async.workers.url: want nats://host:port, got %q", w.URL)
-	}
-	for i, k := range w.WorkerNKeys {
-		if !nkeys.IsValidPublicUserKey(k) {
-			return fmt.Errorf("rl.async.workers.worker_nkeys[%d]: %q is not a public user NKey (U…, 56 characters); never put a seed (SU…) in a config", i, k)
-		}
-	}
-	if w.Run != "" {
-		if err := dist.CheckRun(w.Run); err != nil {
-			return fmt.Errorf("rl.async.workers.run: %w", err)
-		}
-	}
-	return nil
-}
-
-// token is the value of the environment variable Token names ("" without one).
-func (w *WorkersConfig) token() (string, error) {
-	if w.Token == "" {
-		return "", nil
-	}
-	v, err := envref.Resolve(w.Token)
-	if err != nil {
-		return "", fmt.Errorf("rl.async.workers.token: %w", err)
-	}
-	return v, nil
-}
-
-// nkeySeed is the value of the environment variable NKey names ("" without one).
-func (w *WorkersConfig) nkeySeed() (string, error) {
-	if w.NKey == "" {
-		return "", nil
-	}
-	v, err := envref.Resolve(w.NKey)
-	if err != nil {
-		return "", fmt.Errorf("rl.async.workers.nkey: %w", err)
-	}
-	return v, nil
-}
 
 // distDir holds, under the run directory, the embedded server's store, the workers' token and
 // the server's URL.
@@ -137,7 +36,7 @@ type distSession struct {
 	conn *dist.Conn
 	cons *dist.Consumer
 	run  string
-	cfg  WorkersConfig
+	cfg  config.WorkersConfig
 	// epoch is this learner's incarnation (dist.Pointer.Epoch): a new one at every start, so that
 	// workers take a resumed learner's weights and tasks over its crashed predecessor's.
 	epoch uint32
@@ -169,7 +68,7 @@ func distGroupID(pi, step, i int) uint64 { return uint64(pi)<<40 | uint64(step)<
 var wireRunRE = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
 // startDist starts (or returns) the run's data-plane session for phase p.
-func (r *Run) startDist(ctx context.Context, p Phase) (*distSession, error) {
+func (r *Run) startDist(ctx context.Context, p config.Phase) (*distSession, error) {
 	w := *p.RL.Async.Workers
 	if s := r.dist; s != nil {
 		if s.cfg.Listen != w.Listen || s.cfg.URL != w.URL || s.cfg.Run != w.Run {
@@ -188,11 +87,11 @@ func (r *Run) startDist(ctx context.Context, p Phase) (*distSession, error) {
 			s.run = "run"
 		}
 	}
-	tok, err := w.token()
+	tok, err := w.TokenValue()
 	if err != nil {
 		return nil, err
 	}
-	seed, err := w.nkeySeed()
+	seed, err := w.NKeySeed()
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +190,7 @@ func (r *Run) startDist(ctx context.Context, p Phase) (*distSession, error) {
 // startDistServer starts the embedded server: its store, the workers' token (unless the config
 // names one) and its URL kept under the run directory, so that a resumed run comes back on the
 // same port with the same queue and token.
-func (r *Run) startDistServer(w WorkersConfig, workerTok string) (*dist.Server, error) {
+func (r *Run) startDistServer(w config.WorkersConfig, workerTok string) (*dist.Server, error) {
 	dir := filepath.Join(r.Dir, distDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -479,7 +378,7 @@ func (r *Run) publishDistWeights(ctx context.Context, s *distSession, eta int) e
 // the new weights. Every trajectory is acknowledged at the first checkpoint after the step that
 // consumed it, so a killed learner gets back what its checkpoint did not cover, and a killed
 // worker's tasks go to another worker.
-func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
+func (r *Run) runRLDist(ctx context.Context, pi int, p config.Phase, start int) error {
 	c := p.RL
 	eta := c.Async.MaxStaleness
 	upd, err := r.newRLUpdate(p, start)
@@ -493,7 +392,7 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
 	if err := r.publishDistWeights(ctx, s, eta); err != nil {
 		return err
 	}
-	mon := newMonitor(r.Cfg.Monitor)
+	mon := monitor.New(r.Cfg.Monitor)
 	bar := r.newProgressFrom(p.Name, p.Steps, start)
 	defer bar.finish()
 	timeout := c.Async.Workers.GroupTimeout
@@ -690,8 +589,8 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p Phase, start int) error {
 		groups, dropped, partialStale := dropStale(groups, r.version, int32(eta))
 		as.droppedStale, as.partialStale = dropped, partialStale
 		s.stale += int64(dropped)
-		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups),
-			fill: reward.FillStats{Rounds: 1, Sampled: c.GroupsPerStep}, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(sampled)}
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: monitor.Measure(sampled, groups),
+			fill: reward.FillStats{Rounds: 1, Sampled: c.GroupsPerStep}, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(sampled), samples: r.sampleMetrics(sampled)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			rep, err := r.learnStep(upd, trajs, step, r.stepRNG(pi, step, 4))
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/env/all"
 )
@@ -328,7 +329,7 @@ func TestDistributedCredentialConfig(t *testing.T) {
 		{[]string{"phases.rl.rl.async.workers.listen=127.0.0.1:0", "phases.rl.rl.async.workers.nkey=${SEED}"}, "server at url"},
 		{[]string{"phases.rl.rl.async.workers.url=nats://h:1", "phases.rl.rl.async.workers.nkey=${SEED}", "phases.rl.rl.async.workers.token=${TOK}"}, "instead of token"},
 	} {
-		_, err := Load(all.Builtins(), "", "", append(slices.Clone(base), tc.sets...))
+		_, err := config.Load(all.Builtins(), "", "", append(slices.Clone(base), tc.sets...))
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%v: error %v, want %q", tc.sets, err, tc.want)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/agentrl/agentrl/config"
 )
 
 // maxEmptyWaits is how many group timeouts in a row a distributed step may wait with no group it
@@ -13,7 +15,7 @@ const maxEmptyWaits = 3
 // noDistData handles a distributed step whose group timeout passed (for the waits-th time) with
 // no group that could train: the step is not trained on nothing and logged as reward 0, it waits
 // again and says so; after maxEmptyWaits timeouts the run stops with the data plane's counters.
-func (r *Run) noDistData(s *distSession, p Phase, step, waits int, timeout time.Duration) error {
+func (r *Run) noDistData(s *distSession, p config.Phase, step, waits int, timeout time.Duration) error {
 	m := s.metrics()
 	counters := fmt.Sprintf("delivered late %v, dropped as duplicate %v, corrupt %v, failed %v, superseded %v",
 		m["dist/filtered_late"], m["dist/dropped_duplicate"], m["dist/dropped_corrupt"], m["dist/dropped_failed"], m["dist/dropped_superseded"])

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/eval"
 )
 
@@ -20,11 +21,11 @@ type EvalReport struct {
 func (r *Run) evaluate(ctx context.Context, when string) error {
 	t0 := r.now()
 	rep := EvalReport{When: when, Version: r.version}
-	for _, name := range r.Cfg.envNames() {
+	for _, name := range r.Cfg.EnvNames() {
 		var bar *progress
-		newEnv, d := r.mcp.Factory(), r.Cfg.evalDifficulty(name)
+		newEnv, d := r.mcp.Factory(), r.Cfg.EvalDifficulty(name)
 		if d != nil {
-			newEnv = r.phaseEnvs([]EnvWeight{{Name: name, Difficulty: d}})
+			newEnv = r.phaseEnvs([]config.EnvWeight{{Name: name, Difficulty: d}})
 		}
 		e, err := eval.Run(ctx, r.model, r.tok, r.version, eval.Options{
 			Env: name, Tasks: r.Cfg.Eval.Tasks, K: r.Cfg.Eval.Samples, Seed: r.Cfg.Seed, Rollout: r.Cfg.Rollout.Config, Slots: r.Cfg.Rollout.EngineSlots,
@@ -75,7 +76,7 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 // printSummary prints held-out pass@1 before training and after each phase.
 func (r *Run) printSummary() {
 	r.printf("\nheld-out pass@1, %d tasks per environment (sampled at temperature 1 with %d samples per task / greedy):\n", r.Cfg.Eval.Tasks, r.Cfg.Eval.Samples)
-	for _, name := range r.Cfg.envNames() {
+	for _, name := range r.Cfg.EnvNames() {
 		r.printf("  %-8s", name)
 		for _, rep := range r.evals {
 			for _, e := range rep.Envs {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/all"
 )
@@ -25,7 +26,7 @@ var gaeSets = []string{
 }
 
 // rlStepLines runs the config with the registry envs and returns the run and its RL step lines.
-func rlStepLines(t *testing.T, c Config, envs *env.Registry) (*Run, []map[string]any) {
+func rlStepLines(t *testing.T, c config.Config, envs *env.Registry) (*Run, []map[string]any) {
 	t.Helper()
 	run, err := NewRun(c, Options{Envs: envs})
 	if err != nil {
@@ -55,7 +56,7 @@ func TestPPOGAEFromConfig(t *testing.T) {
 	}
 	envs := onesEnvs()
 	optim := "optim: {lr: 0.003, min_lr_ratio: 1, warmup: 0, weight_decay: 0, grad_clip: 1, beta1: 0.9, beta2: 0.99}"
-	c, err := Load(envs, "", "", []string{
+	c, err := config.Load(envs, "", "", []string{
 		"runs_dir=" + t.TempDir(), "name=gae",
 		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=64",
 		"rollout.max_context=64", "rollout.max_tokens_per_turn=6", "rollout.max_turns=1", "rollout.engine_slots=32",

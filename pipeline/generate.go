@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/infer/remote"
@@ -37,12 +38,12 @@ type policySampler struct {
 // first, under a new epoch (publishEpoch): an agentrl server takes the run's version even when
 // it serves a higher one, which a killed process of this run published after its last
 // checkpoint.
-func (r *Run) newSampler(ctx context.Context, p Phase) (*policySampler, error) {
+func (r *Run) newSampler(ctx context.Context, p config.Phase) (*policySampler, error) {
 	g := r.Cfg.Rollout.Generator
 	if g == nil {
-		swap := p.RL != nil && p.RL.Async != nil && !p.RL.Async.partial()
+		swap := p.RL != nil && p.RL.Async != nil && !p.RL.Async.Partial()
 		eng, err := local.NewEngine(r.model, r.version, local.EngineConfig{Slots: r.Cfg.Rollout.EngineSlots, MaxLen: r.Cfg.Rollout.MaxContext,
-			SwapAtCompletion: swap, Precision: r.Cfg.samplingPrecision()})
+			SwapAtCompletion: swap, Precision: r.Cfg.SamplingPrecision()})
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env/all"
 )
 
@@ -18,7 +19,7 @@ func TestSimulatedLatencyConfig(t *testing.T) {
 	if lat == nil || lat.Median != time.Millisecond || lat.P99OverP50 != 20 || lat.Dist != "lognormal" {
 		t.Fatalf("latency read as %+v", lat)
 	}
-	data, err := Encode(c)
+	data, err := config.Encode(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func TestSimulatedLatencyConfig(t *testing.T) {
 		{`phases.rl.envs=[{name: calc, weight: 1, latency: {dist: pareto, median: 1ms, p99_over_p50: 50}}]`, "latency.max"},
 		{`phases.sft.envs=[{name: calc, weight: 1, latency: {dist: lognormal, median: 1ms, p99_over_p50: 2}}]`, "sft phase"},
 	} {
-		_, err := Load(all.Builtins(), "", "", []string{tc.set})
+		_, err := config.Load(all.Builtins(), "", "", []string{tc.set})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one naming %q", tc.set, err, tc.want)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/traj"
@@ -63,7 +64,7 @@ func onesEnvs() *env.Registry {
 // The assertion counts steps, never seconds; the seed makes the run the same every time.
 func TestRLRaisesRewardOnFixedTasks(t *testing.T) {
 	envs := onesEnvs()
-	c, err := Load(envs, "", "", []string{
+	c, err := config.Load(envs, "", "", []string{
 		"runs_dir=" + t.TempDir(), "name=learn",
 		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=64",
 		"rollout.max_context=64", "rollout.max_tokens_per_turn=6", "rollout.max_turns=1", "rollout.engine_slots=32",

@@ -9,9 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/all"
-	"github.com/agentrl/agentrl/tool/mcp/mcptest"
+	"github.com/agentrl/agentrl/env/mcp/mcptest"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -36,7 +37,7 @@ func mcpEnvs() *env.Registry {
 // whose expert calls the MCP tool) with mcpBlock appended, as a user would write it.
 func mcpRunYAML(t *testing.T, runs, mcpBlock string) string {
 	t.Helper()
-	c, err := Load(mcpEnvs(), "", "", []string{
+	c, err := config.Load(mcpEnvs(), "", "", []string{
 		"runs_dir=" + runs, "name=mcp",
 		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=256",
 		"rollout.max_context=256", "rollout.max_tokens_per_turn=48", "rollout.max_turns=3", "rollout.engine_slots=8",
@@ -49,7 +50,7 @@ func mcpRunYAML(t *testing.T, runs, mcpBlock string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := Encode(c)
+	data, err := config.Encode(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func mcpRunYAML(t *testing.T, runs, mcpBlock string) string {
 func TestMCPRunFromYAML(t *testing.T) {
 	serverDir := t.TempDir()
 	path := mcpRunYAML(t, t.TempDir(), mcptest.StdioBlock(t, serverDir))
-	cfg, err := Load(mcpEnvs(), "", path, nil)
+	cfg, err := config.Load(mcpEnvs(), "", path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestMCPRunFromYAML(t *testing.T) {
 // A run that is cancelled mid-phase returns and leaves no server running.
 func TestMCPRunCancelledClosesServers(t *testing.T) {
 	serverDir := t.TempDir()
-	cfg, err := Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), mcptest.StdioBlock(t, serverDir)), nil)
+	cfg, err := config.Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), mcptest.StdioBlock(t, serverDir)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestMCPRunCancelledClosesServers(t *testing.T) {
 // A server that does not start fails the run at start, naming the server.
 func TestMCPServerFailsToStart(t *testing.T) {
 	block := "mcp:\n  servers:\n  - name: broken\n    command: /nonexistent/mcp-server\n  envs:\n    test-mcp-echo:\n    - server: broken\n"
-	cfg, err := Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), block), nil)
+	cfg, err := config.Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), block), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestMCPConfigRoundTrip(t *testing.T) {
       prefix: ev_
     - server: web
 `
-	c, err := Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), block), nil)
+	c, err := config.Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), block), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestMCPConfigRoundTrip(t *testing.T) {
 		m.Servers[1].URL != "https://mcp.example.com/mcp" || len(m.Envs["test-mcp-echo"]) != 2 || m.Envs["test-mcp-echo"][0].Prefix != "ev_" {
 		t.Fatalf("decoded %+v", m)
 	}
-	data, err := Encode(c)
+	data, err := config.Encode(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,15 +206,15 @@ func TestMCPConfigRoundTrip(t *testing.T) {
 			t.Errorf("encoded config lacks %q:\n%s", want, data)
 		}
 	}
-	back, err := Decode(data)
+	back, err := config.Decode(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, _ := Encode(back)
+	again, _ := config.Encode(back)
 	if string(again) != string(data) {
 		t.Fatalf("config changed in a round trip:\n%s\n---\n%s", data, again)
 	}
-	set, err := Override(c, []string{"mcp.servers.web.url=http://127.0.0.1:9/mcp", "mcp.envs.test-mcp-echo.0.prefix=x_", "mcp.servers.web.headers.X-Team=rl"})
+	set, err := config.Override(c, []string{"mcp.servers.web.url=http://127.0.0.1:9/mcp", "mcp.envs.test-mcp-echo.0.prefix=x_", "mcp.servers.web.headers.X-Team=rl"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,9 +222,9 @@ func TestMCPConfigRoundTrip(t *testing.T) {
 		set.MCP.Servers[1].Headers["X-Team"] != "rl" || set.MCP.Servers[1].Headers["Authorization"] != "Bearer ${MCP_KEY}" {
 		t.Fatalf("--set on the mcp block: %+v", set.MCP)
 	}
-	for _, name := range Presets() {
-		p, _ := Preset(name)
-		data, _ := Encode(p)
+	for _, name := range config.Presets() {
+		p, _ := config.Preset(name)
+		data, _ := config.Encode(p)
 		if p.MCP != nil || strings.Contains(string(data), "mcp:") {
 			t.Errorf("preset %s has an mcp block", name)
 		}
@@ -231,7 +232,7 @@ func TestMCPConfigRoundTrip(t *testing.T) {
 }
 
 // Mistakes in the block are errors of Load that name the setting and what is wrong; so are
-// unknown keys (tool/mcp tests every check).
+// unknown keys (env/mcp tests every check).
 func TestMCPConfigErrors(t *testing.T) {
 	good := "  - name: s\n    command: node\n"
 	envs := "  envs:\n    test-mcp-echo:\n    - server: s\n"
@@ -245,7 +246,7 @@ func TestMCPConfigErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), tc.block), nil)
+			_, err := config.Load(mcpEnvs(), "", mcpRunYAML(t, t.TempDir(), tc.block), nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one containing %q", err, tc.want)
 			}

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -366,7 +368,7 @@ func TestStaleMembersOfAKeptGroupAreCounted(t *testing.T) {
 		}
 		return g
 	}
-	p := Phase{RL: &RLConfig{GroupsPerStep: 4, GroupSize: size, Async: &AsyncConfig{MaxStaleness: 1}}}
+	p := config.Phase{RL: &config.RLConfig{GroupsPerStep: 4, GroupSize: size, Async: &config.AsyncConfig{MaxStaleness: 1}}}
 	f := newStepFill(p, 10)
 	for _, g := range [][]*traj.Trajectory{group(13, 8, 8, 8, 9), group(14, 9, 9, 9, 9), group(16, 9, 9, 9, 9), group(19, 9, 9, 9, 9)} {
 		if !f.offer(g) {
@@ -374,7 +376,7 @@ func TestStaleMembersOfAKeptGroupAreCounted(t *testing.T) {
 		}
 	}
 	f.done()
-	st := &rlStep{phase: "rl", step: 5, version: 10, sample: batchStats(f.taken, f.groups), fill: f.fill, async: f.asyncStats()}
+	st := &rlStep{phase: "rl", step: 5, version: 10, sample: monitor.Measure(f.taken, f.groups), fill: f.fill, async: f.asyncStats()}
 	m := st.fields()
 	if err := stalenessAccounting(m, size); err != nil {
 		t.Fatal(err)

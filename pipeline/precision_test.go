@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/model"
 	"strings"
 	"testing"
@@ -27,7 +28,7 @@ func TestPrecisionConfigErrors(t *testing.T) {
 		{[]string{"rollout.precision.weights=bf16", corr, "phases.rl.rl.async.max_staleness=1", "phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.async.workers.listen=127.0.0.1:0"}, "samples on rollout workers (rl.async.workers), whose engines decode in f32"},
 		{[]string{"rollout.precision.bogus=bf16"}, "bogus"},
 	} {
-		_, err := Load(all.Builtins(), "", "", tc.sets)
+		_, err := config.Load(all.Builtins(), "", "", tc.sets)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.sets, err, tc.want)
 		}
@@ -40,31 +41,31 @@ func TestPrecisionConfigErrors(t *testing.T) {
 	// f32 is the default and may be written out; a bf16 run with its correction loads and keeps
 	// the block through a round trip.
 	for _, sets := range [][]string{{"rollout.precision.weights=f32"}, bf16Sets, append([]string{"rollout.precision.kv_cache=bf16"}, bf16Sets...)} {
-		c, err := Load(all.Builtins(), "", "", sets)
+		c, err := config.Load(all.Builtins(), "", "", sets)
 		if err != nil {
 			t.Fatalf("%v: %v", sets, err)
 		}
-		data, err := Encode(c)
+		data, err := config.Encode(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := Decode(data)
+		back, err := config.Decode(data)
 		if err != nil || back.Rollout.Precision == nil || *back.Rollout.Precision != *c.Rollout.Precision {
 			t.Fatalf("%v: round trip gives %+v, %v", sets, back.Rollout.Precision, err)
 		}
 	}
 	// One precision for both: rollout.precision: bf16.
-	c, err := Load(all.Builtins(), "", "", append([]string{"rollout.precision=bf16"}, bf16Sets[1:]...))
+	c, err := config.Load(all.Builtins(), "", "", append([]string{"rollout.precision=bf16"}, bf16Sets[1:]...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p := c.Rollout.Precision; p == nil || p.Weights != model.BF16 || p.KVCache != model.BF16 {
 		t.Fatalf("rollout.precision: bf16 reads as %+v, want bf16 weights and KV cache", p)
 	}
-	if _, err := Load(all.Builtins(), "", "", []string{"rollout.precision=fp8"}); err == nil || !strings.Contains(err.Error(), `precision "fp8"`) {
+	if _, err := config.Load(all.Builtins(), "", "", []string{"rollout.precision=fp8"}); err == nil || !strings.Contains(err.Error(), `precision "fp8"`) {
 		t.Fatalf("rollout.precision: fp8: error %v", err)
 	}
-	if data, _ := Encode(tinyConfig(t, t.TempDir())); strings.Contains(string(data), "precision") {
+	if data, _ := config.Encode(tinyConfig(t, t.TempDir())); strings.Contains(string(data), "precision") {
 		t.Fatalf("the default configuration writes a precision block:\n%s", data)
 	}
 }

@@ -19,7 +19,7 @@ const promptSample = 16
 func (r *Run) checkPrompts(ctx context.Context) error {
 	limit := r.Cfg.Rollout.MaxContext
 	newEnv := r.envFactory()
-	for _, name := range r.Cfg.envNames() {
+	for _, name := range r.Cfg.EnvNames() {
 		spec, err := r.opts.Envs.Lookup(name)
 		if err != nil {
 			return err

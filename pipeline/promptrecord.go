@@ -21,7 +21,7 @@ const promptsFile = "prompts.json"
 func (r *Run) trainingPrompts(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
 	newEnv := r.envFactory()
-	for _, name := range r.Cfg.envNames() {
+	for _, name := range r.Cfg.EnvNames() {
 		spec, err := r.opts.Envs.Lookup(name)
 		if err != nil {
 			return nil, err

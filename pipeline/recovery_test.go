@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -187,7 +188,7 @@ func TestResumeWithoutInit(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(work)
-	c, err := Load(all.Builtins(), "", "", []string{
+	c, err := config.Load(all.Builtins(), "", "", []string{
 		"runs_dir=runs", "name=fromsft", "init=init", "seed=3",
 		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=320",
 		"rollout.max_context=320", "rollout.engine_slots=16",

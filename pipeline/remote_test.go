@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/infer/remote"
 	"github.com/agentrl/agentrl/infer/serve"
@@ -49,14 +50,14 @@ func TestGeneratorConfig(t *testing.T) {
 	if err := c.Validate(all.Builtins()); err != nil {
 		t.Fatal(err)
 	}
-	data, err := Encode(c)
+	data, err := config.Encode(c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(data), "api_key: ${"+testKeyVar+"}") {
 		t.Fatalf("saved config lacks the key reference:\n%s", data)
 	}
-	back, err := Decode(data)
+	back, err := config.Decode(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,25 +65,25 @@ func TestGeneratorConfig(t *testing.T) {
 		t.Fatalf("round trip: %+v, want %+v", back.Rollout.Generator, c.Rollout.Generator)
 	}
 	// Unknown keys are errors.
-	if _, err := Decode([]byte(strings.Replace(string(data), "dialect: agentrl", "dialect: agentrl\n          colour: red", 1))); err == nil || !strings.Contains(err.Error(), "colour") {
+	if _, err := config.Decode([]byte(strings.Replace(string(data), "dialect: agentrl", "dialect: agentrl\n          colour: red", 1))); err == nil || !strings.Contains(err.Error(), "colour") {
 		t.Fatalf("unknown key: %v", err)
 	}
 	for _, tc := range []struct {
 		name string
-		edit func(c *Config)
+		edit func(c *config.Config)
 		want string
 	}{
-		{"literal key", func(c *Config) { c.Rollout.Generator.Servers[0].Key = "sk-123" }, "servers[0].api_key must name an environment variable"},
-		{"no key to publish", func(c *Config) { c.Rollout.Generator.Servers[1].Key = "" }, "servers[1].api_key: agentrl serve accepts weights only with its API key"},
-		{"vllm in RL", func(c *Config) {
+		{"literal key", func(c *config.Config) { c.Rollout.Generator.Servers[0].Key = "sk-123" }, "servers[0].api_key must name an environment variable"},
+		{"no key to publish", func(c *config.Config) { c.Rollout.Generator.Servers[1].Key = "" }, "servers[1].api_key: agentrl serve accepts weights only with its API key"},
+		{"vllm in RL", func(c *config.Config) {
 			c.Rollout.Generator.Servers[0].Dialect, c.Rollout.Generator.Servers[0].Model = remote.VLLM, "m"
 		}, "vLLM has no stock route"},
-		{"sglang without a shared disk", func(c *Config) { c.Rollout.Generator.Servers[0].Dialect = remote.SGLang }, "set shared_disk: true"},
-		{"no servers", func(c *Config) { c.Rollout.Generator.Servers = nil }, "rollout.generator.servers: at least one"},
-		{"same name", func(c *Config) { c.Rollout.Generator.Servers[1].Name = "s0" }, `servers[1].name "s0" is used twice`},
-		{"bad url", func(c *Config) { c.Rollout.Generator.Servers[0].URL = "127.0.0.1:1" }, "must start with http://"},
-		{"attempts", func(c *Config) { c.Rollout.Generator.Attempts = 3 }, "rollout.generator.attempts must be in [0, 2]"},
-		{"no RL phase", func(c *Config) { c.Phases = c.Phases[:1] }, "rollout.generator does nothing without an rl phase"},
+		{"sglang without a shared disk", func(c *config.Config) { c.Rollout.Generator.Servers[0].Dialect = remote.SGLang }, "set shared_disk: true"},
+		{"no servers", func(c *config.Config) { c.Rollout.Generator.Servers = nil }, "rollout.generator.servers: at least one"},
+		{"same name", func(c *config.Config) { c.Rollout.Generator.Servers[1].Name = "s0" }, `servers[1].name "s0" is used twice`},
+		{"bad url", func(c *config.Config) { c.Rollout.Generator.Servers[0].URL = "127.0.0.1:1" }, "must start with http://"},
+		{"attempts", func(c *config.Config) { c.Rollout.Generator.Attempts = 3 }, "rollout.generator.attempts must be in [0, 2]"},
+		{"no RL phase", func(c *config.Config) { c.Phases = c.Phases[:1] }, "rollout.generator does nothing without an rl phase"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tinyConfig(t, t.TempDir())

@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/config"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -54,7 +56,7 @@ func Replay(ctx context.Context, runDir string, o ReplayOptions) (*ReplaySummary
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
-	cfg, err := Decode(data)
+	cfg, err := config.Decode(data)
 	if err != nil {
 		return nil, fmt.Errorf("replay: %s config.yaml: %w", runDir, err)
 	}
@@ -121,7 +123,7 @@ func Replay(ctx context.Context, runDir string, o ReplayOptions) (*ReplaySummary
 // replayRL replays one RL phase from the trajectories recorded for its steps (keyed by the
 // step's 1-based number) and returns how many steps it trained. logged says whether the run's
 // metrics logged a step (by its 1-based number): one logged with nothing recorded trained nothing.
-func (r *Run) replayRL(ctx context.Context, pi int, p Phase, byStep map[int][]*traj.Trajectory, logged func(int) bool) (int, error) {
+func (r *Run) replayRL(ctx context.Context, pi int, p config.Phase, byStep map[int][]*traj.Trajectory, logged func(int) bool) (int, error) {
 	if p.RL.Async != nil && r.Cfg.Monitor.TaskSampling != nil {
 		return 0, errors.New("monitor.task_sampling drew the tasks of an asynchronous phase while its steps trained, in an order the recording does not keep: it cannot be replayed")
 	}
@@ -129,7 +131,7 @@ func (r *Run) replayRL(ctx context.Context, pi int, p Phase, byStep map[int][]*t
 	if err != nil {
 		return 0, err
 	}
-	mon := newMonitor(r.Cfg.Monitor)
+	mon := monitor.New(r.Cfg.Monitor)
 	bar := r.newProgress("replay "+p.Name, p.Steps)
 	defer bar.finish()
 	for step := range p.Steps {
@@ -152,7 +154,7 @@ func (r *Run) replayRL(ctx context.Context, pi int, p Phase, byStep map[int][]*t
 			}
 			fill = reward.FillStats{Rounds: 1, Sampled: p.RL.GroupsPerStep}
 			rng = r.stepRNG(pi, step, 4)
-		} else if a != nil && a.Mode == ModeContinuous {
+		} else if a != nil && a.Mode == config.ModeContinuous {
 			f, err := r.replayContinuous(pi, p, rec)
 			if err != nil {
 				return step, err
@@ -169,7 +171,7 @@ func (r *Run) replayRL(ctx context.Context, pi int, p Phase, byStep map[int][]*t
 			as = &asyncStats{droppedStale: dropped, partialStale: partial}
 			rng = r.stepRNG(pi, step, 4)
 		}
-		s := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(rec, groups), fill: fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(rec)}
+		s := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: monitor.Measure(rec, groups), fill: fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(rec), samples: r.sampleMetrics(rec)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			rep, err := r.learnStep(upd, trajs, step, rng)
 			if err != nil {
@@ -189,7 +191,7 @@ func (r *Run) replayRL(ctx context.Context, pi int, p Phase, byStep map[int][]*t
 // replayContinuous rebuilds a step of continuous admission from its recorded trajectories: the
 // groups the learner took, in the order it took them. Each group's task is redrawn from its place
 // in the admission stream and checked, and the groups go through the same fill as the live step.
-func (r *Run) replayContinuous(pi int, p Phase, rec []*traj.Trajectory) (*stepFill, error) {
+func (r *Run) replayContinuous(pi int, p config.Phase, rec []*traj.Trajectory) (*stepFill, error) {
 	f := newStepFill(p, r.version)
 	for _, g := range recordedGroups(rec) {
 		start, k, ok := parseAsyncGroup(g[0])
@@ -228,7 +230,7 @@ func recordedGroups(rec []*traj.Trajectory) [][]*traj.Trajectory {
 // replaySample rebuilds a step's groups from its recorded trajectories as sampleRL made them:
 // it draws the same tasks from rng (so rng ends where the run's did), checks that the recording
 // holds those tasks' groups, and filters them with the phase's dynamic sampling.
-func (r *Run) replaySample(p Phase, step int, rng *rand.Rand, rec []*traj.Trajectory) ([][]*traj.Trajectory, reward.FillStats, error) {
+func (r *Run) replaySample(p config.Phase, step int, rng *rand.Rand, rec []*traj.Trajectory) ([][]*traj.Trajectory, reward.FillStats, error) {
 	c := p.RL
 	_ = rng.Uint64() // the rollout runner's sample seed
 	recGroups := recordedGroups(rec)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -16,7 +17,7 @@ import (
 // member that arrived, group by group in task order; a group with fewer than two members (one
 // when group_size is 1) was given up at its timeout and does not train; the staleness bound then
 // drops what the run dropped.
-func (r *Run) replayDistStep(pi int, p Phase, step int, rec []*traj.Trajectory) ([][]*traj.Trajectory, *asyncStats, error) {
+func (r *Run) replayDistStep(pi int, p config.Phase, step int, rec []*traj.Trajectory) ([][]*traj.Trajectory, *asyncStats, error) {
 	c := p.RL
 	rng := r.stepRNG(pi, step, 3)
 	_ = rng.Uint64() // the in-process sampler's sampling seed, which the run drew too

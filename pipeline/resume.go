@@ -12,9 +12,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -36,7 +38,7 @@ type progressState struct {
 	KLCoef *float64 `json:"kl_coef,omitempty"`
 	// Monitor is the state of the monitor's actions in the RL phase in progress (absent when none
 	// is on): the controllers' knobs and the task sampler's estimates.
-	Monitor *monitorState `json:"monitor,omitempty"`
+	Monitor *monitor.State `json:"monitor,omitempty"`
 	// Dist is the data plane's consumer state at the checkpoint (rl.async.workers): the
 	// trajectories trained and dropped, so that a resumed learner takes none twice.
 	Dist *dist.ConsumerState `json:"dist,omitempty"`
@@ -61,6 +63,11 @@ func refName(phase string) string { return "ref-" + phase }
 // saveCheckpoint writes the model, tokenizer, optimizer state and progress as checkpoint
 // "<phase>-<step>" (or the given name), points LATEST at it and drops old ones beyond Keep.
 func (r *Run) saveCheckpoint(l *learn.Learner, name string) error {
+	if l != nil {
+		if err := r.fetchLearner(l.Opt); err != nil {
+			return fmt.Errorf("checkpoint %s: %w", name, err)
+		}
+	}
 	if err := r.trajs.Sync(); err != nil {
 		return err
 	}
@@ -92,7 +99,7 @@ func (r *Run) stateSnapshot(l *learn.Learner) (*checkpoint.State, error) {
 	r.state.Version = r.version
 	r.state.Evals = r.evals
 	if r.state.Config == "" {
-		cfg, err := Encode(r.Cfg)
+		cfg, err := config.Encode(r.Cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +180,7 @@ func Resume(dir string, opts Options) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: resume %s: %w", dir, err)
 	}
-	cfg, err := Decode(data)
+	cfg, err := config.Decode(data)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: resume %s: config.yaml: %w", dir, err)
 	}

@@ -14,15 +14,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env/all"
 )
 
 // tinyConfig is a complete run small enough for a unit test: a cold start and a few RL steps of
 // a 1-layer model on calc. test-ones (onesEnvs) may be named too, for a reward the tiny policy
 // earns from its first step.
-func tinyConfig(t testing.TB, runs string, extra ...string) Config {
+func tinyConfig(t testing.TB, runs string, extra ...string) config.Config {
 	t.Helper()
-	c, err := Load(testEnvs(), "", "", append([]string{
+	c, err := config.Load(testEnvs(), "", "", append([]string{
 		"runs_dir=" + runs, "name=tiny",
 		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=320",
 		"rollout.max_context=320", "rollout.engine_slots=16", "tokenizer.vocab_size=320", "tokenizer.corpus_samples=200",

@@ -16,6 +16,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -110,7 +111,7 @@ func (r *Run) checkConfig(name string, rc *resumable) error {
 	if s.Config == "" {
 		// A checkpoint written before checkpoints recorded their configuration: its model at least
 		// must be the one the config describes.
-		if want := r.Cfg.modelConfig(rc.ck.Tokenizer.VocabSize()); rc.ck.Model.Cfg != want {
+		if want := r.Cfg.ModelConfig(rc.ck.Tokenizer.VocabSize()); rc.ck.Model.Cfg != want {
 			return fmt.Errorf("checkpoint %s holds model %+v; config.yaml describes %+v", name, rc.ck.Model.Cfg, want)
 		}
 		return nil
@@ -118,12 +119,12 @@ func (r *Run) checkConfig(name string, rc *resumable) error {
 	if s.ConfigSHA256 != configSHA256([]byte(s.Config)) {
 		return fmt.Errorf("checkpoint %s: its recorded configuration does not match its hash", name)
 	}
-	cur, err := Encode(r.Cfg)
+	cur, err := config.Encode(r.Cfg)
 	if err != nil {
 		return err
 	}
 	if string(cur) == s.Config {
-		if want := r.Cfg.modelConfig(rc.ck.Tokenizer.VocabSize()); rc.ck.Model.Cfg != want {
+		if want := r.Cfg.ModelConfig(rc.ck.Tokenizer.VocabSize()); rc.ck.Model.Cfg != want {
 			return fmt.Errorf("checkpoint %s holds model %+v, not the %+v its configuration describes", name, rc.ck.Model.Cfg, want)
 		}
 		return nil

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/infer/remote"
@@ -19,126 +18,6 @@ import (
 	"github.com/agentrl/agentrl/tokenizer"
 	"github.com/agentrl/agentrl/traj"
 )
-
-// RewardConfig is an environment's reward: block in an rl phase (phases[].envs[].reward): the
-// reward package's composition of the environment's own grade with format, overlong, process
-// and progressive parts, and a judge, whose generator the run provides. Absent, episodes keep
-// the reward the environment gave them.
-type RewardConfig struct {
-	reward.Config `yaml:",inline"`
-	Judge         *JudgeConfig `yaml:"judge,omitempty"`
-}
-
-// Judge generators.
-const (
-	JudgePolicy     = "policy"     // the policy being trained, on the engine or servers that sample it
-	JudgeCheckpoint = "checkpoint" // another checkpoint, loaded into a local engine of its own
-	JudgeRemote     = "remote"     // inference servers (infer/remote)
-)
-
-// JudgeConfig is a judge part: a rubric answered by a generator, scored on [0, 1].
-type JudgeConfig struct {
-	Weight             float64 `yaml:"weight"`
-	reward.JudgeConfig `yaml:",inline"`
-	// MaxTokens bounds the judgement (greedy decoding, ended by the end-of-turn token).
-	MaxTokens int `yaml:"max_tokens"`
-	// Generator is policy, checkpoint or remote.
-	Generator string `yaml:"generator"`
-	// Checkpoint is the judge's checkpoint folder (generator checkpoint), or, for remote, the
-	// folder whose tokenizer the servers' model uses (default: the run's tokenizer).
-	Checkpoint string `yaml:"checkpoint,omitempty"`
-	// Remote names the judge's servers (generator remote).
-	Remote *remote.Config `yaml:"remote,omitempty"`
-}
-
-// MaxJudgeTokens bounds reward.judge.max_tokens.
-const MaxJudgeTokens = 4096
-
-// validate checks the block of environment name in phase p, with keys from "reward." down.
-func (rc *RewardConfig) validate(c *Config, p *Phase) error {
-	if p.Kind != "rl" {
-		return fmt.Errorf("reward does nothing in an %s phase (supervised phases train on demonstrations, not rewards)", p.Kind)
-	}
-	if p.RL != nil && p.RL.Async != nil && p.RL.Async.Workers != nil && rc.Judge != nil && rc.Judge.Generator == JudgePolicy {
-		return errors.New("reward.judge.generator: policy: with rollout workers (rl.async.workers) the learner holds no engine of the policy to judge with; use a checkpoint or remote judge")
-	}
-	var errs []error
-	if err := rc.Config.Validate(c.Rollout.MaxContext, rc.Judge != nil); err != nil {
-		errs = append(errs, prefixed("reward.", err)...)
-	}
-	if j := rc.Judge; j != nil {
-		bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("reward.judge."+format, a...)) }
-		if j.Weight == 0 || math.IsNaN(j.Weight) || math.IsInf(j.Weight, 0) {
-			bad("weight must be a finite non-zero weight, got %v (0 would make the judge count for nothing: remove the block)", j.Weight)
-		}
-		if err := j.JudgeConfig.Validate(); err != nil {
-			errs = append(errs, prefixed("reward.judge.", err)...)
-		}
-		if strings.Contains(j.Rubric, ".Answer") {
-			bad("rubric: {{.Answer}} is empty here: a trajectory carries no reference answer (use {{.Prompt}} and {{.Response}}; the environment's own grade is the outcome part)")
-		}
-		if j.MaxTokens < 1 || j.MaxTokens > MaxJudgeTokens {
-			bad("max_tokens must be in [1, %d], got %d", MaxJudgeTokens, j.MaxTokens)
-		}
-		switch j.Generator {
-		case JudgePolicy:
-			if j.Checkpoint != "" || j.Remote != nil {
-				bad("checkpoint and remote do nothing with generator: policy (the judge is the policy being trained)")
-			}
-		case JudgeCheckpoint:
-			if j.Checkpoint == "" {
-				bad("checkpoint must name the judge's checkpoint folder (generator: checkpoint)")
-			} else if _, err := os.Stat(j.Checkpoint); err != nil {
-				bad("checkpoint: %v", err)
-			}
-			if j.Remote != nil {
-				bad("remote does nothing with generator: checkpoint")
-			}
-		case JudgeRemote:
-			if j.Remote == nil {
-				bad("remote must name the judge's servers (generator: remote)")
-			} else if err := j.Remote.Validate("reward.judge.remote", false, true); err != nil {
-				errs = append(errs, err)
-			}
-			if j.Checkpoint != "" {
-				if _, err := os.Stat(j.Checkpoint); err != nil {
-					bad("checkpoint (the servers' tokenizer): %v", err)
-				}
-			}
-		default:
-			bad("generator must be %s, %s or %s, got %q", JudgePolicy, JudgeCheckpoint, JudgeRemote, j.Generator)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// prefixed splits a joined error and prefixes each part.
-func prefixed(prefix string, err error) []error {
-	var parts []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		parts = j.Unwrap()
-	} else {
-		parts = []error{err}
-	}
-	out := make([]error, len(parts))
-	for i, e := range parts {
-		out[i] = fmt.Errorf("%s%w", prefix, e)
-	}
-	return out
-}
-
-// fillRewardDefaults writes out the defaults of reward blocks (an absent outcome weight is 1),
-// so that a saved or shown config says what the run does.
-func fillRewardDefaults(c *Config) {
-	for i := range c.Phases {
-		for j := range c.Phases[i].Envs {
-			if rc := c.Phases[i].Envs[j].Reward; rc != nil && rc.Outcome == nil {
-				one := 1.0
-				rc.Outcome = &one
-			}
-		}
-	}
-}
 
 // rewardShapers holds the run's reward shapers, built at first use per phase and environment,
 // and the judges' own engines and routers.
@@ -167,8 +46,8 @@ func (s *rewardShapers) close() error {
 
 // shaperFor returns the shaper of env in phase p (nil when it has no reward block). policy is
 // the generator that samples the phase, the judge of generator: policy.
-func (r *Run) shaperFor(p Phase, env string, policy infer.Generator) (*envShaper, error) {
-	var rc *RewardConfig
+func (r *Run) shaperFor(p config.Phase, env string, policy infer.Generator) (*envShaper, error) {
+	var rc *config.RewardConfig
 	for _, e := range p.Envs {
 		if e.Name == env {
 			rc = e.Reward
@@ -213,12 +92,12 @@ func (r *Run) shaperFor(p Phase, env string, policy infer.Generator) (*envShaper
 }
 
 // judgeGenerator makes the text generator of a judge block.
-func (r *Run) judgeGenerator(j *JudgeConfig, policy infer.Generator) (*textGen, error) {
+func (r *Run) judgeGenerator(j *config.JudgeConfig, policy infer.Generator) (*textGen, error) {
 	tg := &textGen{tok: r.tok, maxTokens: j.MaxTokens, maxLen: r.Cfg.Rollout.MaxContext}
 	switch j.Generator {
-	case JudgePolicy:
+	case config.JudgePolicy:
 		tg.gen = policy
-	case JudgeCheckpoint:
+	case config.JudgeCheckpoint:
 		ck, err := checkpoint.Load(j.Checkpoint)
 		if err != nil {
 			return nil, err
@@ -229,7 +108,7 @@ func (r *Run) judgeGenerator(j *JudgeConfig, policy infer.Generator) (*textGen, 
 		}
 		r.rewards.closers = append(r.rewards.closers, eng.Close)
 		tg.gen, tg.tok, tg.maxLen = eng, ck.Tokenizer, ck.Model.Cfg.MaxSeq
-	case JudgeRemote:
+	case config.JudgeRemote:
 		opts, err := j.Remote.Options()
 		if err != nil {
 			return nil, err
@@ -297,7 +176,7 @@ func (g *textGen) Complete(ctx context.Context, prompt string) (string, error) {
 // shapeRewards rescores the trajectories of a step with their environments' reward blocks (those
 // without one are left as they are); step is the phase's 0-based step, gen the generator that
 // sampled it. Episodes are scored concurrently, up to the engine's slots at once.
-func (r *Run) shapeRewards(ctx context.Context, gen infer.Generator, p Phase, step int, trajs []*traj.Trajectory) error {
+func (r *Run) shapeRewards(ctx context.Context, gen infer.Generator, p config.Phase, step int, trajs []*traj.Trajectory) error {
 	type job struct {
 		t  *traj.Trajectory
 		sh *envShaper

@@ -9,10 +9,12 @@ import (
 
 	"github.com/agentrl/agentrl/algo"
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/reward"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/traj"
@@ -21,7 +23,10 @@ import (
 // runRL is an RL phase. Each step reads as the loop it is: sample groups of episodes with the
 // current policy and filter them, let the learner train on what is kept, publish the new weights
 // to the engine (or the inference servers of rollout.generator), log the step.
-func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
+func (r *Run) runRL(ctx context.Context, pi int, p config.Phase, start int) error {
+	if err := r.checkTurnShapes(ctx, p); err != nil {
+		return err
+	}
 	if p.RL.Async != nil {
 		return r.runRLAsync(ctx, pi, p, start)
 	}
@@ -45,7 +50,7 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 		if err := r.record(p.Name, step+1, sampled); err != nil {
 			return err
 		}
-		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: batchStats(sampled, groups), fill: fill, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(sampled)}
+		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: monitor.Measure(sampled, groups), fill: fill, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(sampled), samples: r.sampleMetrics(sampled)}
 		tt := r.now()
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			rep, err := r.learnStep(l.upd, trajs, step, rng)
@@ -62,7 +67,7 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 			return err
 		}
 	}
-	return nil
+	return r.closeLearner(l.upd.Learner.Opt)
 }
 
 // rlLoop is what every in-process RL loop (synchronous, overlap, continuous) holds for a phase:
@@ -70,15 +75,15 @@ func (r *Run) runRL(ctx context.Context, pi int, p Phase, start int) error {
 type rlLoop struct {
 	r   *Run
 	pi  int
-	p   Phase
+	p   config.Phase
 	upd *learn.RL
 	smp *policySampler
-	mon *monitor
+	mon *monitor.Monitor
 	bar *progress
 }
 
 // openRL makes phase pi's update (resuming at step start) and starts its generator.
-func (r *Run) openRL(ctx context.Context, pi int, p Phase, start int) (*rlLoop, error) {
+func (r *Run) openRL(ctx context.Context, pi int, p config.Phase, start int) (*rlLoop, error) {
 	upd, err := r.newRLUpdate(p, start)
 	if err != nil {
 		return nil, err
@@ -87,13 +92,17 @@ func (r *Run) openRL(ctx context.Context, pi int, p Phase, start int) (*rlLoop, 
 	if err != nil {
 		return nil, err
 	}
-	return &rlLoop{r: r, pi: pi, p: p, upd: upd, smp: smp, mon: newMonitor(r.Cfg.Monitor), bar: r.newProgressFrom(p.Name, p.Steps, start)}, nil
+	return &rlLoop{r: r, pi: pi, p: p, upd: upd, smp: smp, mon: monitor.New(r.Cfg.Monitor), bar: r.newProgressFrom(p.Name, p.Steps, start)}, nil
 }
 
 // close ends the progress bar, then stops the generator.
 func (l *rlLoop) close() {
 	l.bar.finish()
 	l.smp.close()
+	if s := l.r.learner; s != nil { // the phase ended early: the learner process goes with it
+		s.stop()
+		l.r.learner = nil
+	}
 }
 
 // endStep logs a trained (or skipped) step, evaluates when one is due and checkpoints.
@@ -116,7 +125,7 @@ func (l *rlLoop) endStep(ctx context.Context, st *rlStep, step int) error {
 // has one (from an earlier phase, or the checkpoint a resumed phase loaded): a fresh head starts
 // at zero (model.AddValueHead), so a phase resumed at its start gets the same head as one that
 // was never interrupted.
-func (r *Run) newRLUpdate(p Phase, start int) (*learn.RL, error) {
+func (r *Run) newRLUpdate(p config.Phase, start int) (*learn.RL, error) {
 	c := p.RL
 	est, err := algo.NewEstimator(c.Advantage)
 	if err != nil {
@@ -151,6 +160,13 @@ func (r *Run) newRLUpdate(p Phase, start int) (*learn.RL, error) {
 	}
 	l, err := r.newLearner(p, start)
 	if err != nil {
+		return nil, err
+	}
+	refDir := ""
+	if ref != nil {
+		refDir = r.checkpointDir(refName(p.Name))
+	}
+	if err := r.attachLearner(l, p, refDir); err != nil {
 		return nil, err
 	}
 	if r.act, err = r.newActions(p, start); err != nil {
@@ -190,11 +206,14 @@ func (r *Run) newKLPenalty(c *algo.KLPenaltyConfig, start int) (*learn.KLPenalty
 // steps, trained on or not, so the step is set here rather than counted by the learner.
 func (r *Run) learnStep(upd *learn.RL, trajs []*traj.Trajectory, step int, rng *rand.Rand) (*learn.RLReport, error) {
 	upd.Learner.Step = step
-	if err := r.act.configure(upd); err != nil {
+	if err := r.act.Configure(upd); err != nil {
 		return nil, err
 	}
 	rep, err := upd.Step(trajs, r.version, rng)
 	if err != nil {
+		return nil, err
+	}
+	if err := r.syncLearner(r.version+1, rep.Metrics); err != nil {
 		return nil, err
 	}
 	r.keepKLCoef(upd.KLPenalty)
@@ -214,9 +233,9 @@ func (r *Run) keepKLCoef(pen *learn.KLPenalty) {
 // sampleRL samples one step's groups with the engine's current weights and filters them (dynamic
 // sampling draws more rounds while too few groups are informative). It returns every sampled
 // trajectory, in order, and the groups kept for training.
-func (r *Run) sampleRL(ctx context.Context, gen infer.Generator, p Phase, step int, rng *rand.Rand) ([]*traj.Trajectory, [][]*traj.Trajectory, reward.FillStats, error) {
+func (r *Run) sampleRL(ctx context.Context, gen infer.Generator, p config.Phase, step int, rng *rand.Rand) ([]*traj.Trajectory, [][]*traj.Trajectory, reward.FillStats, error) {
 	c := p.RL
-	runner := &rollout.Runner{Gen: gen, Tok: r.tok, Cfg: r.Cfg.Rollout.Config, SampleSeed: rng.Uint64()}
+	runner := &rollout.Runner{Gen: gen, Tok: r.tok, Cfg: r.Cfg.Rollout.Config, SampleSeed: rng.Uint64(), NewConversation: r.opts.NewConversation}
 	round := 0
 	var sampled []*traj.Trajectory
 	sample := func(ctx context.Context, n int) ([][]*traj.Trajectory, error) {
@@ -249,7 +268,7 @@ func (r *Run) sampleRL(ctx context.Context, gen infer.Generator, p Phase, step i
 }
 
 // withLatency wraps the environments of envs that have a simulated latency in env.WithLatency.
-func withLatency(f rollout.EnvFactory, envs []EnvWeight) rollout.EnvFactory {
+func withLatency(f rollout.EnvFactory, envs []config.EnvWeight) rollout.EnvFactory {
 	lat := map[string]env.LatencyConfig{}
 	for _, e := range envs {
 		if e.Latency != nil {
@@ -272,7 +291,7 @@ func withLatency(f rollout.EnvFactory, envs []EnvWeight) rollout.EnvFactory {
 }
 
 // simulatedLatency describes the simulated latencies of a phase's environments ("" when none).
-func simulatedLatency(envs []EnvWeight) string {
+func simulatedLatency(envs []config.EnvWeight) string {
 	var parts []string
 	for _, e := range envs {
 		if e.Latency != nil {
@@ -283,9 +302,9 @@ func simulatedLatency(envs []EnvWeight) string {
 }
 
 // logRL writes the step's metrics line with the monitor's warnings, and shows its progress.
-func (r *Run) logRL(st *rlStep, mon *monitor, bar *progress) error {
+func (r *Run) logRL(st *rlStep, mon *monitor.Monitor, bar *progress) error {
 	m := st.fields()
-	warnings := mon.check(st)
+	warnings := mon.Check(st.learn, st.sample)
 	if len(warnings) > 0 {
 		m["warnings"] = warnings
 	}
@@ -304,8 +323,8 @@ func (r *Run) logRL(st *rlStep, mon *monitor, bar *progress) error {
 		entropy = fmt.Sprintf("%.2f", st.learn.Entropy)
 	}
 	s := st.sample
-	line := fmt.Sprintf("reward %.2f success %.0f%% tools %.0f%% ent %s", s.meanReward, 100*s.success, 100*s.toolRate, entropy)
-	if lv := describeLevels(s.levels); lv != "" {
+	line := fmt.Sprintf("reward %.2f success %.0f%% tools %.0f%% ent %s", s.MeanReward, 100*s.Success, 100*s.ToolRate, entropy)
+	if lv := monitor.DescribeLevels(s.Levels); lv != "" {
 		line += " (" + lv + ")"
 	}
 	bar.update(st.step, line)

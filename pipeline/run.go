@@ -16,18 +16,20 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/env/mcp"
+	"github.com/agentrl/agentrl/hub"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/optim"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
-	"github.com/agentrl/agentrl/tool/mcp"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -41,11 +43,14 @@ type Options struct {
 	Now func() time.Time
 	// Envs holds the environments the config names (all.Builtins for the built-in ones).
 	Envs *env.Registry
+	// NewConversation renders the RL episodes' chat (rollout.Runner.NewConversation); nil means
+	// the tokenizer's ChatML, which never splits an episode into samples.
+	NewConversation func() rollout.Conversation
 }
 
 // Run is one training run and its directory.
 type Run struct {
-	Cfg  Config
+	Cfg  config.Config
 	Dir  string
 	opts Options
 
@@ -68,7 +73,7 @@ type Run struct {
 	rewards *rewardShapers
 	// act holds the monitor's actions in the RL phase in progress (monitor_actions.go; nil when
 	// none is on).
-	act *actions
+	act *monitor.Actions
 	// dist is the data plane of rl.async.workers, from the first phase that uses it to the end
 	// of Train.
 	dist        *distSession
@@ -81,6 +86,8 @@ type Run struct {
 	prompts map[string]string
 
 	unlock func() // releases the run directory's lock (LockRun), taken by NewRun or Resume
+
+	learner *learnerSession // the external learner of the RL phase in progress (learner.go)
 }
 
 // Summary is what a finished run reports.
@@ -104,8 +111,8 @@ func (r *Run) printf(format string, a ...any) {
 
 // NewRun creates a fresh run directory under cfg.RunsDir named after cfg.Name (with a numeric
 // suffix when that name is taken) and writes the resolved config into it.
-func NewRun(cfg Config, opts Options) (*Run, error) {
-	if cfg.Init != "" {
+func NewRun(cfg config.Config, opts Options) (*Run, error) {
+	if cfg.Init != "" && !hub.IsRef(cfg.Init) {
 		// Saved absolute, so that the run's config means the same from any directory.
 		abs, err := filepath.Abs(cfg.Init)
 		if err != nil {
@@ -134,7 +141,7 @@ func NewRun(cfg Config, opts Options) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := Encode(cfg)
+	data, err := config.Encode(cfg)
 	if err != nil {
 		unlock()
 		return nil, err
@@ -173,26 +180,10 @@ func (r *Run) stepRNG(phase, step int, salt uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(r.Cfg.Seed^0x9E3779B97F4A7C15*uint64(phase+1), uint64(step+1)<<20^salt))
 }
 
-// envNames lists every environment the run's phases use, sorted.
-func (c *Config) envNames() []string {
-	set := map[string]bool{}
-	for _, p := range c.Phases {
-		for _, e := range p.Envs {
-			set[e.Name] = true
-		}
-	}
-	names := make([]string, 0, len(set))
-	for n := range set {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
 // buildTokenizer trains the run's tokenizer on text from every environment of the run.
 func (r *Run) buildTokenizer() error {
 	var corpus []string
-	for _, name := range r.Cfg.envNames() {
+	for _, name := range r.Cfg.EnvNames() {
 		spec, err := r.opts.Envs.Lookup(name)
 		if err != nil {
 			return err
@@ -222,7 +213,7 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 	r.start = r.now()
 	// MCP servers first: one that does not start fails the run before any work. They stay
 	// connected, shared by every episode, until Train returns however it returns.
-	tools, err := mcp.Connect(ctx, r.opts.Envs, r.Cfg.MCP, r.Cfg.envNames()...)
+	tools, err := mcp.Connect(ctx, r.opts.Envs, r.Cfg.MCP, r.Cfg.EnvNames()...)
 	if err != nil {
 		return nil, err
 	}
@@ -249,19 +240,19 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 	}
 	if !r.restored {
 		r.state = progressState{Best: -1}
-		if err := r.initModel(); err != nil {
+		if err := r.initModel(ctx); err != nil {
 			return nil, err
 		}
 	}
 	r.printf("run %s: model %.2fM parameters, vocabulary %d\n", r.Dir, float64(r.model.NumParams())/1e6, r.tok.VocabSize())
-	if d := r.Cfg.describePrecision(); d != "" {
+	if d := r.Cfg.DescribePrecision(); d != "" {
 		r.printf("%s\n", d)
 	}
 	for _, p := range r.Cfg.Phases {
 		if d := simulatedLatency(p.Envs); d != "" {
 			r.printf("phase %s: environment steps wait a SIMULATED latency (a benchmark workload): %s\n", p.Name, d)
 		}
-		if d := describeDifficulty(p.Envs); d != "" {
+		if d := config.DescribeDifficulty(p.Envs); d != "" {
 			r.printf("phase %s: tasks drawn by difficulty: %s\n", p.Name, d)
 		}
 	}
@@ -322,20 +313,34 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 
 // initModel makes the run's tokenizer and model: trained and initialized afresh, or loaded
 // from the checkpoint named by Init.
-func (r *Run) initModel() error {
+func (r *Run) initModel(ctx context.Context) error {
 	if r.Cfg.Init == "" {
 		if err := r.buildTokenizer(); err != nil {
 			return err
 		}
-		m, err := model.New(r.Cfg.modelConfig(r.tok.VocabSize()), r.Cfg.Seed)
+		mc := r.Cfg.ModelConfig(r.tok.VocabSize())
+		if err := mc.Validate(); err != nil {
+			return err
+		}
+		if err := r.checkMemory(mc); err != nil { // before the model is allocated
+			return err
+		}
+		m, err := model.New(mc, r.Cfg.Seed)
 		r.model = m
 		return err
 	}
-	ck, err := checkpoint.Load(r.Cfg.Init)
+	dir, err := hub.Resolve(ctx, r.Cfg.Init, hub.Checkpoint, r.opts.Out) // a folder as it is
 	if err != nil {
 		return fmt.Errorf("init: %w", err)
 	}
-	if want := r.Cfg.modelConfig(ck.Tokenizer.VocabSize()); ck.Model.Cfg != want {
+	ck, err := checkpoint.Load(dir)
+	if err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	if err := r.checkMemory(ck.Model.Cfg); err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	if want := r.Cfg.ModelConfig(ck.Tokenizer.VocabSize()); ck.Model.Cfg != want {
 		return fmt.Errorf("init: checkpoint %s has model %+v; the config describes %+v", r.Cfg.Init, ck.Model.Cfg, want)
 	}
 	r.model, r.tok = ck.Model, ck.Tokenizer
@@ -343,7 +348,10 @@ func (r *Run) initModel() error {
 }
 
 // newLearner makes the phase's learner, restoring the optimizer when resuming mid-phase.
-func (r *Run) newLearner(p Phase, start int) (*learn.Learner, error) {
+func (r *Run) newLearner(p config.Phase, start int) (*learn.Learner, error) {
+	if err := r.setAdapters(p, start); err != nil {
+		return nil, err
+	}
 	l, err := learn.New(r.model, p.Optim, p.Steps, r.Cfg.Rollout.MaxContext)
 	if err != nil {
 		return nil, err
@@ -358,6 +366,27 @@ func (r *Run) newLearner(p Phase, start int) (*learn.Learner, error) {
 		l.Step = start
 	}
 	return l, nil
+}
+
+// setAdapters gives the model what phase p trains: with a lora block, adapters of that
+// configuration (fresh ones at the phase's start, earlier ones merged into the weights first;
+// the checkpoint's when resuming mid-phase), and without one, the weights themselves (earlier
+// adapters merged).
+func (r *Run) setAdapters(p config.Phase, start int) error {
+	m := r.model
+	if p.LoRA == nil || start == 0 {
+		m.MergeLoRA()
+	}
+	if p.LoRA == nil {
+		return nil
+	}
+	if start > 0 {
+		if !m.HasLoRA() {
+			return fmt.Errorf("resuming phase %s at step %d: the checkpoint has no adapters", p.Name, start)
+		}
+		return nil
+	}
+	return m.AddLoRA(*p.LoRA, r.Cfg.Seed^uint64(len(p.Name))<<32^uint64(p.Steps))
 }
 
 // afterStep checkpoints when one is due after step (0-based) of phase pi.

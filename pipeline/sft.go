@@ -7,44 +7,17 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/infer"
+	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/traj"
 )
 
-// sampleTasks draws n task seeds from the phase's environment mix (by weight) over the training
-// seed ranges of the environments in reg.
-func sampleTasks(reg *env.Registry, rng *rand.Rand, envs []EnvWeight, n int, groupBase uint64) ([]rollout.Task, error) {
-	var total float64
-	for _, e := range envs {
-		total += e.Weight
-	}
-	tasks := make([]rollout.Task, n)
-	for i := range tasks {
-		u := rng.Float64() * total
-		pick := envs[len(envs)-1].Name
-		for _, e := range envs {
-			if u < e.Weight {
-				pick = e.Name
-				break
-			}
-			u -= e.Weight
-		}
-		spec, err := reg.Lookup(pick)
-		if err != nil {
-			return nil, err
-		}
-		seed := spec.Train.Lo + rng.Int64N(spec.Train.Len())
-		tasks[i] = rollout.Task{Env: pick, Seed: seed, GroupID: groupBase + uint64(i)}
-	}
-	return tasks, nil
-}
-
 // synthesize runs each task with the environment's noisy expert playing through the tokenizer,
 // which yields demonstrations in the trajectory format (assistant tokens masked for the loss).
-func (r *Run) synthesize(ctx context.Context, envs []EnvWeight, tasks []rollout.Task, noise float64, salt uint64) ([]*traj.Trajectory, error) {
+func (r *Run) synthesize(ctx context.Context, envs []config.EnvWeight, tasks []rollout.Task, noise float64, salt uint64) ([]*traj.Trajectory, error) {
 	runner := &rollout.Runner{
 		Tok: r.tok,
 		Cfg: r.Cfg.Rollout.Config,
@@ -79,10 +52,10 @@ func (r *Run) synthesize(ctx context.Context, envs []EnvWeight, tasks []rollout.
 }
 
 // runSFT is phase 1: supervised training on the noisy expert's demonstrations.
-func (r *Run) runSFT(ctx context.Context, pi int, p Phase, start int) error {
+func (r *Run) runSFT(ctx context.Context, pi int, p config.Phase, start int) error {
 	s := p.SFT
 	t0 := r.now()
-	tasks, err := sampleTasks(r.opts.Envs, r.stepRNG(pi, -1, 1), p.Envs, s.Demos, 0)
+	tasks, err := monitor.SampleTasks(r.opts.Envs, r.stepRNG(pi, -1, 1), p.Envs, s.Demos, 0)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/traj"
@@ -51,8 +52,8 @@ func lookupEnvs() *env.Registry {
 }
 
 // lookupConfig is a tiny RL-only run on test-lookup with the advantage block adv.
-func lookupConfig(t *testing.T, envs *env.Registry, adv string, sets ...string) (Config, error) {
-	return Load(envs, "", "", append([]string{
+func lookupConfig(t *testing.T, envs *env.Registry, adv string, sets ...string) (config.Config, error) {
+	return config.Load(envs, "", "", append([]string{
 		"runs_dir=" + t.TempDir(), "name=tooltokens",
 		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=96",
 		"rollout.max_context=96", "rollout.max_tokens_per_turn=6", "rollout.max_turns=2", "rollout.engine_slots=16",

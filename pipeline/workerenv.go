@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/traj"
@@ -18,7 +19,7 @@ type taskEnvConfig struct {
 
 // distEnvConfigs are the task environment settings of phase p's environments, by name (absent:
 // the environment as registered).
-func distEnvConfigs(p Phase) (map[string]json.RawMessage, error) {
+func distEnvConfigs(p config.Phase) (map[string]json.RawMessage, error) {
 	out := map[string]json.RawMessage{}
 	for _, e := range p.Envs {
 		if e.Difficulty == nil {

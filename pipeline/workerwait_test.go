@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/all"
@@ -64,7 +65,7 @@ func TestWorkerWaitsForItsRun(t *testing.T) {
 // does not understand is an error, not an environment at another difficulty.
 func TestWorkerEnvConfig(t *testing.T) {
 	envs := all.Builtins()
-	p := Phase{Envs: []EnvWeight{{Name: "calc", Difficulty: &env.Difficulty{Levels: []int{4}}}, {Name: "maze"}}}
+	p := config.Phase{Envs: []config.EnvWeight{{Name: "calc", Difficulty: &env.Difficulty{Levels: []int{4}}}, {Name: "maze"}}}
 	cfgs, err := distEnvConfigs(p)
 	if err != nil {
 		t.Fatal(err)

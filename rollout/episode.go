@@ -1,8 +1,11 @@
 // Package rollout is the multi-turn agent loop: it renders the conversation with the chat
-// template, generates with an infer.Generator, stops at the end-of-turn token, steps the
-// environment and appends each observation by encoding only the new message. History is never
-// re-tokenized: a trajectory's tokens are exactly the prompt, then each completion and each
-// encoded observation, in order.
+// template (a Conversation), generates with an infer.Generator, stops at the end-of-turn tokens,
+// steps the environment and appends each observation by rendering only the new message. History
+// is never re-tokenized: a trajectory's tokens are exactly the prompt, then each completion and
+// each rendered observation, in order. Where a template is not prefix-stable (its render of the
+// history changes what the policy was given), the episode continues in a new training sample
+// that starts with the template's full render (traj.Trajectory.Samples): each sample is exactly
+// what the policy saw when it sampled, and max_context bounds each sample.
 //
 // It records roles, the loss mask (sampled assistant tokens only), behaviour logprobs and the
 // per-token policy version reported by the generator; it caps context length (status truncated)
@@ -102,7 +105,11 @@ type Runner struct {
 	Gen    infer.Generator
 	NewGen func(t Task) infer.Generator
 	Tok    *tokenizer.Tokenizer
-	Cfg    Config
+	// NewConversation makes each episode's Conversation (the chat template's rendering); nil
+	// means agentrl's ChatML through Tok (EncodePrompt, EncodeObservation, EncodeFinal), which
+	// never splits an episode.
+	NewConversation func() Conversation
+	Cfg             Config
 	// SampleSeed mixes into every request's seed so that a run's seed reproduces its samples.
 	SampleSeed uint64
 	// Now is the clock for timings (time.Now when nil).
@@ -153,6 +160,7 @@ func (r *Runner) Episode(ctx context.Context, e env.Env, t Task) (*traj.Trajecto
 		ep.ectx, cancel = context.WithTimeout(ctx, r.Cfg.EpisodeTimeout)
 		defer cancel()
 	}
+	ep.conv = r.conversation()
 	if done, err := ep.begin(e, t); done {
 		return ep.t, err
 	}
@@ -164,7 +172,11 @@ func (r *Runner) Episode(ctx context.Context, e env.Env, t Task) (*traj.Trajecto
 		ep.end(traj.StatusEnvError, "no generator configured")
 		return ep.t, nil
 	}
-	ep.b.stop[0] = r.Tok.EndOfTurn()
+	ep.b.stop = append(ep.b.stop[:0], ep.conv.Stop()...)
+	if len(ep.b.stop) == 0 {
+		ep.end(traj.StatusEnvError, "the conversation has no stop tokens")
+		return ep.t, nil
+	}
 	for turn := 0; ; turn++ {
 		if done, err := ep.turn(e, gen, t, turn); done {
 			return ep.t, err
@@ -181,18 +193,12 @@ func (ep *episode) begin(e env.Env, t Task) (done bool, err error) {
 	if err != nil {
 		return true, ep.fail("reset", err)
 	}
-	prompt := r.Tok.EncodePrompt(obs.System, obs.Text)
-	// The user message starts at the second message-start token (special tokens bound
-	// pre-tokenization, so the system message encodes on its own).
-	sysLen := 0
-	if obs.System != "" {
-		if start, ok := r.Tok.SpecialID(tokenizer.ImStart); ok {
-			if i := slices.Index(prompt[1:], start); i >= 0 {
-				sysLen = i + 1
-			}
-		}
-	}
+	prompt, sysLen, err := ep.conv.Start(obs.System, obs.Text)
 	ep.lap(&tr.Timings.Tokenize)
+	if err != nil {
+		ep.end(traj.StatusEnvError, fmt.Sprintf("render prompt: %v", err))
+		return true, nil
+	}
 	if len(prompt) >= r.Cfg.MaxContext {
 		// Nothing can be generated; the trajectory keeps no tokens so it never exceeds the cap.
 		ep.end(traj.StatusTruncated, fmt.Sprintf("prompt of %d tokens leaves no room under max_context %d", len(prompt), r.Cfg.MaxContext))
@@ -215,14 +221,14 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 		ep.end(traj.StatusTruncated, fmt.Sprintf("turn limit %d reached", cfg.MaxTurns))
 		return true, nil
 	}
-	room := cfg.MaxContext - ep.len()
+	room := cfg.MaxContext - ep.sampleLen()
 	if room <= 0 {
 		ep.end(traj.StatusTruncated, fmt.Sprintf("context limit %d reached", cfg.MaxContext))
 		return true, nil
 	}
-	stop := ep.b.stop[:]
+	stop := ep.b.stop
 	req := infer.Request{
-		Prompt:    ep.b.tokens,
+		Prompt:    ep.b.tokens[ep.sampleStart:],
 		MaxTokens: min(cfg.MaxTokensPerTurn, room),
 		Sampling:  cfg.Sampling,
 		Stop:      stop,
@@ -244,19 +250,19 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 	tu := traj.Turn{Start: turnStart, End: ep.len(), ObsEnd: ep.len()}
 	n := len(comp.Tokens)
 	actionToks := comp.Tokens
-	if n > 0 && comp.Tokens[n-1] == stop[0] {
+	if n > 0 && slices.Contains(stop, comp.Tokens[n-1]) {
 		actionToks = comp.Tokens[:n-1]
 	} else {
 		// The completion hit a token limit without ending its turn. With room left in the
 		// context the turn is closed for it — an end-of-turn token that was not sampled, so it
 		// is not trained on — and the environment judges the cut action; otherwise the episode
 		// is truncated.
-		if ep.len()+1 > cfg.MaxContext || n < cfg.MaxTokensPerTurn {
+		if ep.sampleLen()+1 > cfg.MaxContext || n < cfg.MaxTokensPerTurn {
 			ep.addTurn(tu)
 			ep.end(traj.StatusTruncated, fmt.Sprintf("turn %d: context limit %d reached inside a completion", turn, cfg.MaxContext))
 			return true, nil
 		}
-		ep.append(stop, traj.RoleAssistant)
+		ep.append(stop[:1], traj.RoleAssistant)
 		tu.End, tu.ObsEnd = ep.len(), ep.len()
 	}
 
@@ -281,17 +287,20 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 	tu.ToolCalls = step.ToolCalls
 
 	var obsToks []int32
+	split := false
 	if step.Observation != "" || !step.Done {
-		if step.Done {
-			obsToks = r.Tok.EncodeFinal(chatRole(step.Role), step.Observation)
-		} else {
-			obsToks = r.Tok.EncodeObservation(chatRole(step.Role), step.Observation)
-		}
+		obsToks, split, err = ep.conv.Next(ep.b.tokens[tu.Start:tu.End:tu.End], chatRole(step.Role), step.Observation, step.Done)
 		ep.lap(&tr.Timings.Tokenize)
+		if err != nil {
+			ep.addTurn(tu)
+			ep.end(traj.StatusEnvError, fmt.Sprintf("turn %d: render observation: %v", turn, err))
+			return true, nil
+		}
 	}
 	if step.Done {
-		// The final observation is informative only; keep it when it fits.
-		if ep.len()+len(obsToks) <= cfg.MaxContext {
+		// The final observation is informative only; keep it when it fits, and when it is a
+		// continuation of this sample (a split render would open a sample with nothing to train).
+		if !split && ep.sampleLen()+len(obsToks) <= cfg.MaxContext {
 			ep.append(obsToks, obsRole(step.Role))
 		}
 		tu.ObsEnd = ep.len()
@@ -310,7 +319,18 @@ func (ep *episode) turn(e env.Env, gen infer.Generator, t Task, turn int) (done 
 		}
 		return true, nil
 	}
-	if ep.len()+len(obsToks) >= cfg.MaxContext {
+	if split {
+		// The template re-rendered the history: this sample ends with the completion, and the
+		// next starts with the full context the policy will be given.
+		ep.addTurn(tu)
+		if len(obsToks) >= cfg.MaxContext {
+			ep.end(traj.StatusTruncated, fmt.Sprintf("turn %d: re-rendered context of %d tokens does not fit in max_context %d", turn, len(obsToks), cfg.MaxContext))
+			return true, nil
+		}
+		ep.split(obsToks, obsRole(step.Role))
+		return false, nil
+	}
+	if ep.sampleLen()+len(obsToks) >= cfg.MaxContext {
 		ep.addTurn(tu)
 		ep.end(traj.StatusTruncated, fmt.Sprintf("turn %d: observation of %d tokens does not fit in max_context %d", turn, len(obsToks), cfg.MaxContext))
 		return true, nil

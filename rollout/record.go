@@ -30,7 +30,7 @@ type buffers struct {
 	logprobs []float32
 	versions []int32
 	turns    []traj.Turn
-	stop     [1]int32
+	stop     []int32
 }
 
 var bufPool = sync.Pool{New: func() any { return new(buffers) }}
@@ -41,6 +41,7 @@ func (b *buffers) reset() {
 	b.logprobs, b.versions = b.logprobs[:0], b.versions[:0]
 	clear(b.turns) // drop the previous episode's tool calls
 	b.turns = b.turns[:0]
+	b.stop = b.stop[:0]
 }
 
 // episode accumulates one trajectory.
@@ -48,8 +49,13 @@ type episode struct {
 	r    *Runner
 	t    *traj.Trajectory
 	b    *buffers
-	ctx  context.Context // the caller's
-	ectx context.Context // ctx bounded by the episode timeout
+	conv Conversation
+	// sampleStart is the first token of the current training sample; samples lists the starts
+	// of the samples after the first (traj.Trajectory.Samples).
+	sampleStart int
+	samples     []int
+	ctx         context.Context // the caller's
+	ectx        context.Context // ctx bounded by the episode timeout
 	// lent is set while the generator holds b's slices; after a failed call they are not
 	// recycled.
 	lent  bool
@@ -115,6 +121,27 @@ func (ep *episode) addTurn(tu traj.Turn) { ep.b.turns = append(ep.b.turns, tu) }
 // len is the number of tokens so far.
 func (ep *episode) len() int { return len(ep.b.tokens) }
 
+// sampleLen is the number of tokens of the current sample: the context the policy is given.
+func (ep *episode) sampleLen() int { return len(ep.b.tokens) - ep.sampleStart }
+
+// split closes the current sample and opens a new one with ctx, the complete context the
+// template rendered. Its tokens were not sampled in this context, so none is in the loss. Each
+// token takes the role it had at the same position of the previous sample as far as the two
+// agree; from where the render first differs, the tokens are context the policy did not write
+// in this form, attributed to the speaker of the observation that caused the render (role).
+func (ep *episode) split(ctx []int32, role traj.Role) {
+	prev := ep.sampleStart
+	common := 0
+	for common < len(ctx) && prev+common < ep.len() && ctx[common] == ep.b.tokens[prev+common] {
+		common++
+	}
+	ep.sampleStart = ep.len()
+	ep.samples = append(ep.samples, ep.sampleStart)
+	ep.append(ctx, role)
+	b := ep.b
+	copy(b.roles[ep.sampleStart:ep.sampleStart+common], b.roles[prev:prev+common])
+}
+
 func (ep *episode) end(status traj.Status, msg string) {
 	ep.t.Status = status
 	ep.t.Error = msg
@@ -154,6 +181,7 @@ func (ep *episode) finish() {
 	if len(b.turns) > 0 {
 		t.Turns = slices.Clone(b.turns)
 	}
+	t.Samples = ep.samples
 	t.Timings.Total = ep.r.now().Sub(ep.start)
 	if !ep.lent {
 		b.reset()

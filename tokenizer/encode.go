@@ -24,6 +24,18 @@ func (t *Tokenizer) AppendEncode(dst []int32, text string) []int32 {
 	return dst
 }
 
+// AppendEncodeLiteral appends the ids of text read as plain text: added-token strings in it are
+// byte-pair encoded like any other text instead of becoming their ids (Hugging Face's
+// split_special_tokens). For text without an added-token string it equals AppendEncode.
+func (t *Tokenizer) AppendEncodeLiteral(dst []int32, text string) []int32 {
+	var sc *scratch
+	dst = t.appendPlain(dst, text, &sc)
+	if sc != nil {
+		t.scratch.Put(sc)
+	}
+	return dst
+}
+
 // appendSplit cuts text at the added tokens of matchers[level] and encodes the pieces between them
 // with the next level. Hugging Face extracts non-normalized added tokens first and normalized ones
 // from what remains, each with leftmost-longest matching; the levels reproduce that order.

@@ -1,5 +1,5 @@
 // Package tool defines the Tool contract that environments hand to an agent, and the built-in
-// tools (calculator, BM25 search, sandboxed Python); the MCP adapter is tool/mcp.
+// tools (calculator, BM25 search, sandboxed Python); the MCP adapter is env/mcp.
 //
 // A tool call is untrusted model output: every Tool validates its arguments and returns an error
 // for bad input rather than panicking. The error text is shown to the model as an observation.

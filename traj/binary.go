@@ -22,6 +22,8 @@ import (
 //	versions: runs of (varint version, uvarint length ≥ 1) covering n tokens
 //	turns:    uvarint count, each: uvarint start-prevObsEnd, uvarint end-start, uvarint obsEnd-end,
 //	          8 bytes reward, uvarint tool-call count, each call 4 str (name, arguments, result, error)
+//	samples:  (version 2 only) uvarint count ≥ 1, each uvarint start-prevStart (prevStart 0 first):
+//	          where each training sample after the first begins
 //	8 bytes reward | status byte | str error | 4 varints timings (ns) | uvarint meta count, 2 str each
 //
 // Nothing may follow. A decoder bounds every count by the bytes left, so a corrupt length cannot
@@ -29,8 +31,11 @@ import (
 
 const (
 	binaryMagic = "ATRJ"
-	// BinaryVersion is the version of the binary form written by AppendBinary.
-	BinaryVersion = 1
+	// BinaryVersion is the newest version of the binary form, written by AppendBinary for an
+	// episode of several samples. An episode of one sample is written as version 1, which has no
+	// samples section, so that its bytes are those earlier builds wrote and read.
+	BinaryVersion  = 2
+	binaryVersion1 = 1
 )
 
 // AppendBinary appends the binary form of t to dst. It fails if t does not pass Validate.
@@ -40,7 +45,11 @@ func (t *Trajectory) AppendBinary(dst []byte) ([]byte, error) {
 	}
 	n := len(t.Tokens)
 	dst = append(dst, binaryMagic...)
-	dst = append(dst, BinaryVersion)
+	if len(t.Samples) > 0 {
+		dst = append(dst, BinaryVersion)
+	} else {
+		dst = append(dst, binaryVersion1)
+	}
 	dst = appendStr(dst, t.ID)
 	dst = appendStr(dst, t.Env)
 	dst = binary.AppendVarint(dst, t.TaskSeed)
@@ -114,6 +123,14 @@ func (t *Trajectory) AppendBinary(dst []byte) ([]byte, error) {
 			dst = appendStr(dst, c.Error)
 		}
 		prevEnd = tu.ObsEnd
+	}
+	if len(t.Samples) > 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(t.Samples)))
+		prev := 0
+		for _, s := range t.Samples {
+			dst = binary.AppendUvarint(dst, uint64(s-prev))
+			prev = s
+		}
 	}
 
 	dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(t.Reward))

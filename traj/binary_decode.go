@@ -111,8 +111,9 @@ func decodeBinary(data []byte) (Trajectory, error) {
 	if len(data) < len(binaryMagic)+1 || string(data[:len(binaryMagic)]) != binaryMagic {
 		return t, errors.New("not a binary trajectory (bad magic)")
 	}
-	if v := data[len(binaryMagic)]; v != BinaryVersion {
-		return t, fmt.Errorf("unknown format version %d (this build reads %d)", v, BinaryVersion)
+	v := data[len(binaryMagic)]
+	if v != binaryVersion1 && v != BinaryVersion {
+		return t, fmt.Errorf("unknown format version %d (this build reads %d and %d)", v, binaryVersion1, BinaryVersion)
 	}
 	r := &bin{b: data, off: len(binaryMagic) + 1}
 	var err error
@@ -137,6 +138,11 @@ func decodeBinary(data []byte) (Trajectory, error) {
 	}
 	if err := r.turns(&t); err != nil {
 		return t, err
+	}
+	if v == BinaryVersion {
+		if err := r.samples(&t); err != nil {
+			return t, err
+		}
 	}
 	rw, err := r.fixed64("reward")
 	if err != nil {
@@ -324,6 +330,32 @@ func (r *bin) turns(t *Trajectory) error {
 		}
 		t.Turns[i] = tu
 		prevEnd = obsEnd
+	}
+	return nil
+}
+
+// samples reads the sample starts of a version-2 record: at least one, each inside the tokens.
+func (r *bin) samples(t *Trajectory) error {
+	ns, err := r.count("sample count", 1)
+	if err != nil {
+		return err
+	}
+	if ns == 0 {
+		return errors.New("a version 2 record must have at least two samples (version 1 holds one)")
+	}
+	n := len(t.Tokens)
+	t.Samples = make([]int, ns)
+	prev := 0
+	for i := range t.Samples {
+		d, err := r.uvarint("sample start")
+		if err != nil {
+			return err
+		}
+		if d == 0 || d >= uint64(n-prev) {
+			return fmt.Errorf("sample %d: start %d tokens after the previous one is outside the %d tokens", i+1, d, n)
+		}
+		prev += int(d)
+		t.Samples[i] = prev
 	}
 	return nil
 }

@@ -124,7 +124,7 @@ func TestBinaryDecodeErrors(t *testing.T) {
 	}{
 		"nil":           {nil, "bad magic"},
 		"bad magic":     {with(good, 0, 'X'), "bad magic"},
-		"version 2":     {with(good, 4, 2), "unknown format version 2"},
+		"version 3":     {with(good, 4, 3), "unknown format version 3"},
 		"trailing byte": {append(bytes.Clone(good), 0), "trailing"},
 		"huge count":    {append([]byte("ATRJ\x01"), 0xff, 0xff, 0xff, 0xff, 0x0f), "exceeds"},
 		"varint overflow": {append([]byte("ATRJ\x01\x00\x00"), bytes.Repeat([]byte{0xff}, 11)...),

@@ -13,7 +13,7 @@ func Equal(a, b *Trajectory) bool {
 	}
 	if !equalSlices(a.Tokens, b.Tokens) || !equalSlices(a.Roles, b.Roles) ||
 		!equalSlices(a.LossMask, b.LossMask) || !equalSlices(a.Versions, b.Versions) ||
-		!equalSlices(a.Meta, b.Meta) {
+		!equalSlices(a.Meta, b.Meta) || !equalSlices(a.Samples, b.Samples) {
 		return false
 	}
 	if len(a.Logprobs) != len(b.Logprobs) {

@@ -14,7 +14,7 @@ import (
 
 func seedEncodings(f *testing.F, enc func(*Trajectory) ([]byte, error)) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	for _, tr := range []*Trajectory{{}, oddTrajectory(), genTrajectory(rng, 60, 500), genTrajectory(rng, 300, 100000)} {
+	for _, tr := range []*Trajectory{{}, oddTrajectory(), genTrajectory(rng, 60, 500), genTrajectory(rng, 300, 100000), multiSample(rng, 3, 40, 500)} {
 		b, err := enc(tr)
 		if err != nil {
 			f.Fatal(err)

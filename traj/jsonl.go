@@ -17,14 +17,16 @@ import (
 //	{"v":1,"id":…,"env":…,"task_seed":…,"group_id":…,
 //	 "tokens":[…],"roles":"suuaaat…","loss_mask":"0011…","logprobs":[…],"versions":[…],
 //	 "turns":[{"start":…,"end":…,"obs_end":…,"reward":…,"tool_calls":[{"name","arguments","result","error"}]}],
-//	 "reward":…,"status":"ok","error":…,"timings":{"generate_ns","env_ns","tokenize_ns","total_ns"},
+//	 "samples":[…],"reward":…,"status":"ok","error":…,"timings":{"generate_ns","env_ns","tokenize_ns","total_ns"},
 //	 "meta":[{"k":…,"v":…}]}
 //
 // Roles are one letter per token (s system, u user, a assistant, t tool, e env) and the loss mask
 // one digit per token, so a 4096-token line stays readable and small. Floats follow the rules in
 // floattext.go (non-finite values as strings, exact bits always); strings that are not UTF-8 are
 // written as {"b64":…}. Unknown fields, a missing or unknown "v", and any structural violation
-// (see Trajectory.Validate) are errors. Integers above 2^53 (seeds, group ids) are exact here but
+// (see Trajectory.Validate) are errors. "samples" (where each training sample after the first
+// begins) is written only for an episode of several samples: a one-sample episode's line is what
+// earlier builds wrote. Integers above 2^53 (seeds, group ids) are exact here but
 // lose precision in readers that parse every number as a double.
 const JSONVersion = 1
 
@@ -86,7 +88,18 @@ func (t *Trajectory) AppendJSON(dst []byte) ([]byte, error) {
 		}
 		dst = appendTurnJSON(dst, &t.Turns[i])
 	}
-	dst = append(dst, `],"reward":`...)
+	dst = append(dst, ']')
+	if len(t.Samples) > 0 {
+		dst = append(dst, `,"samples":[`...)
+		for i, s := range t.Samples {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendInt(dst, int64(s), 10)
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `,"reward":`...)
 	dst = appendFloat64JSON(dst, t.Reward)
 	dst = append(dst, `,"status":"`...)
 	dst = append(dst, t.Status.String()...)
@@ -169,6 +182,7 @@ type jsonTrajectory struct {
 	Logprobs float32sJSON `json:"logprobs"`
 	Versions int32sJSON   `json:"versions"`
 	Turns    []jsonTurn   `json:"turns"`
+	Samples  []int        `json:"samples"`
 	Reward   float64JSON  `json:"reward"`
 	Status   string       `json:"status"`
 	Error    stringJSON   `json:"error"`
@@ -276,6 +290,12 @@ func (w *jsonTrajectory) trajectory() (Trajectory, error) {
 			}
 			t.Turns[i] = tu
 		}
+	}
+	if w.Samples != nil {
+		if len(w.Samples) == 0 {
+			return t, errors.New(`"samples" is empty: an episode of one sample omits it`)
+		}
+		t.Samples = w.Samples
 	}
 	if len(w.Meta) > 0 {
 		t.Meta = make([]KV, len(w.Meta))

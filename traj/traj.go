@@ -112,6 +112,13 @@ type Timings struct {
 }
 
 // Trajectory is one episode. All per-token slices have len(Tokens).
+//
+// An episode is one or more training samples: token sequences, each exactly what the policy was
+// given and sampled in one context. Most episodes are one sample. An episode whose context was
+// rebuilt mid-way (a chat template that is not prefix-stable re-renders the history differently)
+// has several: the per-token columns hold the samples one after another, and Samples says where
+// each sample after the first begins. The samples share the episode's outcome (Reward, Status,
+// GroupID, TaskSeed); each turn lies inside one sample and carries its own turn reward.
 type Trajectory struct {
 	ID       string  `json:"id"`
 	Env      string  `json:"env"`
@@ -126,11 +133,14 @@ type Trajectory struct {
 	// Versions is the policy version that produced each token; NoVersion where not sampled.
 	Versions []int32 `json:"versions"`
 	Turns    []Turn  `json:"turns"`
-	Reward   float64 `json:"reward"` // outcome reward
-	Status   Status  `json:"status"`
-	Error    string  `json:"error,omitempty"` // what failed, for env_error / timeout / truncated
-	Timings  Timings `json:"timings"`
-	Meta     []KV    `json:"meta,omitempty"` // free-form annotations (e.g. task answer), ordered
+	// Samples holds the first token of each sample after the first, ascending, each in
+	// (0, len(Tokens)); nil when the episode is a single sample.
+	Samples []int   `json:"samples,omitempty"`
+	Reward  float64 `json:"reward"` // outcome reward
+	Status  Status  `json:"status"`
+	Error   string  `json:"error,omitempty"` // what failed, for env_error / timeout / truncated
+	Timings Timings `json:"timings"`
+	Meta    []KV    `json:"meta,omitempty"` // free-form annotations (e.g. task answer), ordered
 }
 
 // KV is one ordered metadata entry.
@@ -139,8 +149,32 @@ type KV struct {
 	Value string `json:"v"`
 }
 
-// Len is the number of tokens.
+// Len is the number of tokens, over all samples.
 func (t *Trajectory) Len() int { return len(t.Tokens) }
+
+// NumSamples is the number of training samples of the episode (at least 1).
+func (t *Trajectory) NumSamples() int { return len(t.Samples) + 1 }
+
+// Sample returns the half-open token range of sample k (0 ≤ k < NumSamples).
+func (t *Trajectory) Sample(k int) (lo, hi int) {
+	if k > 0 {
+		lo = t.Samples[k-1]
+	}
+	hi = len(t.Tokens)
+	if k < len(t.Samples) {
+		hi = t.Samples[k]
+	}
+	return lo, hi
+}
+
+// SampleOf returns the sample that holds token i (the last sample for i = len(Tokens)).
+func (t *Trajectory) SampleOf(i int) int {
+	k := 0
+	for k < len(t.Samples) && t.Samples[k] <= i {
+		k++
+	}
+	return k
+}
 
 // Validate checks the structural invariants: equal per-token lengths, known roles and status,
 // loss mask only on assistant tokens, turn ranges ordered and in bounds.
@@ -162,10 +196,23 @@ func (t *Trajectory) Validate() error {
 		}
 	}
 	prev := 0
+	for i, s := range t.Samples {
+		if s <= prev || s >= n {
+			return fmt.Errorf("traj %s: sample %d starts at token %d: want a start in (%d, %d)", t.ID, i+1, s, prev, n)
+		}
+		prev = s
+	}
+	prev = 0
 	for i, tu := range t.Turns {
 		if tu.Start < prev || tu.End < tu.Start || tu.ObsEnd < tu.End || tu.ObsEnd > n {
 			return fmt.Errorf("traj %s: turn %d: bad range start %d end %d obs_end %d (tokens %d)",
 				t.ID, i, tu.Start, tu.End, tu.ObsEnd, n)
+		}
+		if len(t.Samples) > 0 {
+			if _, hi := t.Sample(t.SampleOf(tu.Start)); tu.ObsEnd > hi {
+				return fmt.Errorf("traj %s: turn %d (tokens %d..%d) crosses the start of a sample at token %d",
+					t.ID, i, tu.Start, tu.ObsEnd, hi)
+			}
 		}
 		prev = tu.ObsEnd
 	}

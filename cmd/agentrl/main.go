@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/agentrl/agentrl/internal/cli"
+	"github.com/agentrl/agentrl/cmd/agentrl/internal/cli"
 )
 
 func main() {

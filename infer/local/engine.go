@@ -91,6 +91,10 @@ type job struct {
 	req    infer.Request
 	done   chan result
 	onStep func(Step) // nil, or called with every sampled token (GenerateStream)
+	con    Constraint // nil, or what the tokens must follow (GenerateConstrained)
+
+	allowed []bool    // the constraint's mask, reused (con only)
+	masked  []float32 // the logits under the mask, reused (con only)
 
 	rng    *rand.Rand
 	slot   int
@@ -222,10 +226,14 @@ func (e *Engine) Generate(ctx context.Context, req infer.Request) (infer.Complet
 }
 
 func (e *Engine) generate(ctx context.Context, req infer.Request, onStep func(Step)) (infer.Completion, error) {
+	return e.generateJob(ctx, req, onStep, nil)
+}
+
+func (e *Engine) generateJob(ctx context.Context, req infer.Request, onStep func(Step), con Constraint) (infer.Completion, error) {
 	if err := e.check(req); err != nil {
 		return infer.Completion{}, err
 	}
-	j := &job{ctx: ctx, req: req, done: make(chan result, 1), onStep: onStep}
+	j := &job{ctx: ctx, req: req, done: make(chan result, 1), onStep: onStep, con: con}
 	select {
 	case e.submit <- j:
 	case <-ctx.Done():
@@ -444,7 +452,19 @@ func (e *Engine) emit(j *job, row []float32, version int32, sp *sampler) (bool, 
 				infer.ErrNonFinite, version, i, l, len(j.req.Prompt), len(j.out.Tokens))
 		}
 	}
-	tok, lp := sp.sample(row, j.req.Sampling, j.rng)
+	sampling := j.req.Sampling
+	if j.con != nil {
+		var err error
+		if row, sampling, err = j.constrain(row); err != nil {
+			return true, err
+		}
+	}
+	tok, lp := sp.sample(row, sampling, j.rng)
+	if j.con != nil {
+		if err := j.con.Advance(tok); err != nil {
+			return true, fmt.Errorf("infer: constraint: %w", err)
+		}
+	}
 	j.out.Tokens = append(j.out.Tokens, tok)
 	j.out.Logprobs = append(j.out.Logprobs, lp)
 	j.out.Versions = append(j.out.Versions, version)

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -145,7 +146,7 @@ func parseWeightsQuery(raw string) (weightsUpdate, error) {
 	q, _ := url.ParseQuery(raw) // as Request.URL.Query: what parses is used
 	v, err := strconv.ParseInt(q.Get("version"), 10, 32)
 	if err != nil {
-		return weightsUpdate{}, badRequest("version", "a pushed model.safetensors needs ?version=N (a 32-bit integer)")
+		return weightsUpdate{}, badRequest("version", "a pushed model.safetensors needs ?version=N (a 32-bit integer); a JSON update is {\"path\", \"version\"}")
 	}
 	u := weightsUpdate{version: int32(v)}
 	if q.Has("epoch") {
@@ -191,17 +192,17 @@ func (s *Server) handleWeights(w http.ResponseWriter, r *http.Request) error {
 	var u weightsUpdate
 	var err error
 	var load func() (*model.Model, error)
-	if strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/json") {
+	if isJSONWeights(r) {
 		buf := getBuffer()
 		defer putBuffer(buf)
-		data, err := readBody(w, r, 1<<20, bodyReadTimeout, buf)
+		data, err := readBody(w, r, 1<<20, s.opts.ReadTimeout, buf)
 		if err != nil {
 			return err
 		}
 		if u, err = parseWeightsJSON(data); err != nil {
 			return err
 		}
-		load = func() (*model.Model, error) { return checkpoint.LoadModel(u.path) }
+		load = func() (*model.Model, error) { return checkpoint.LoadWeights(u.path) } // with its adapter, if any
 	} else {
 		if u, err = parseWeightsQuery(r.URL.RawQuery); err != nil {
 			return err
@@ -266,6 +267,35 @@ func (s *Server) handleWeights(w http.ResponseWriter, r *http.Request) error {
 	s.met.weightUpdates.WithLabelValues(result).Inc()
 	writeJSON(w, http.StatusOK, map[string]int64{"version": int64(version), "epoch": e, "previous": int64(previous), "previous_epoch": previousEpoch})
 	return nil
+}
+
+// isJSONWeights reports whether a weight update is the JSON form: its Content-Type says so, or it
+// names no ?version and its body starts with '{' (curl -d sends a form type; a safetensors file
+// starts with its header's length).
+func isJSONWeights(r *http.Request) bool {
+	if strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/json") {
+		return true
+	}
+	if r.URL.Query().Has("version") || r.Body == nil {
+		return false
+	}
+	br := bufio.NewReaderSize(r.Body, 512)
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{br, r.Body}
+	for {
+		c, err := br.ReadByte() // under the server's read deadline
+		if err != nil {
+			return false
+		}
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		_ = br.UnreadByte()
+		return c == '{'
+	}
 }
 
 // checkVersion refuses an update of an older epoch, or of the server's epoch at a version not
@@ -344,7 +374,10 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	toks := s.tok.Encode(text)
+	if len(text) > s.textBound() {
+		return badRequest("text", "the text has %d bytes; this server tokenizes at most %d (its context of %d tokens, %d bytes per token at most)", len(text), s.textBound(), s.maxLen, s.maxPiece)
+	}
+	toks := s.encode(text)
 	if toks == nil {
 		toks = []int32{}
 	}

@@ -126,20 +126,38 @@ const (
 
 // parseChat validates a chat body and renders its prompt; the fuzz test drives it directly.
 func (s *Server) parseChat(data []byte) (*chatPlan, error) {
-	var p chatPlan
-	if err := decodeBody(data, &p.req, false); err != nil {
+	var req chatRequest
+	if err := decodeBody(data, &req, false); err != nil {
 		return nil, err
 	}
+	return s.planChatFormat(req, chatParams{"messages", "response_format", "max_completion_tokens"})
+}
+
+// chatParams name a request's messages, response format and completion bound in errors: the
+// chat route's, or the Responses API's input, text.format and max_output_tokens.
+type chatParams struct{ messages, format, maxTokens string }
+
+// planChatFormat validates a chat request and renders its prompt.
+func (s *Server) planChatFormat(creq chatRequest, names chatParams) (*chatPlan, error) {
+	msgParam, formatParam := names.messages, names.format
+	p := chatPlan{req: creq}
 	req := &p.req
 	if err := s.checkModel(req.Model); err != nil {
 		return nil, err
 	}
-	msgs, tools, err := renderMessages(req)
+	msgs, ts, err := renderMessages(req)
 	if err != nil {
 		return nil, err
 	}
-	p.tools = tools
-	p.prompt = s.tok.EncodeChat(msgs, true)
+	p.tools = ts.declared
+	text, lits := renderPrompt(msgs)
+	if err := s.checkText(len(text), msgParam); err != nil {
+		return nil, err
+	}
+	p.prompt = s.encodeChat(text, lits)
+	if err := s.checkPrompt(p.prompt, msgParam); err != nil {
+		return nil, err
+	}
 	n, err := req.n()
 	if err != nil {
 		return nil, err
@@ -162,7 +180,7 @@ func (s *Server) parseChat(data []byte) (*chatPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	limit, param := req.MaxCompletionTokens, "max_completion_tokens"
+	limit, param := req.MaxCompletionTokens, names.maxTokens
 	if limit == nil {
 		limit, param = req.MaxTokens, "max_tokens"
 	}
@@ -171,19 +189,47 @@ func (s *Server) parseChat(data []byte) (*chatPlan, error) {
 		return nil, err
 	}
 	r := infer.Request{Prompt: p.prompt, MaxTokens: maxTok, Sampling: sampling, Stop: ids}
-	if err := s.checkRequest(r, "messages"); err != nil {
+	if err := s.checkRequest(r, msgParam); err != nil {
+		return nil, err
+	}
+	grammar, err := s.grammarOf(ts, req.ResponseFormat, formatParam, ids)
+	if err != nil {
 		return nil, err
 	}
 	var hold []string
-	if tools != nil {
+	if p.tools != nil {
 		hold = []string{tool.OpenTag}
 	}
 	seed := req.seed()
 	for c := range n {
 		r.Seed = seed + uint64(c)
-		p.specs = append(p.specs, genSpec{req: r, stopStrs: strs, hold: hold, top: top})
+		p.specs = append(p.specs, genSpec{req: r, stopStrs: strs, hold: hold, top: top, grammar: grammar})
 	}
 	return &p, nil
+}
+
+// grammarOf is the grammar a request's tools and response format hold its completion to: a
+// forced tool call, JSON of a schema, or none (nil).
+func (s *Server) grammarOf(ts *toolSet, format json.RawMessage, formatParam string, stops []int32) (*frame, error) {
+	rf, err := responseFormat(format, formatParam)
+	if err != nil {
+		return nil, err
+	}
+	var g *frame
+	if ts.force != "" {
+		if rf != nil {
+			return nil, unsupported(formatParam, "a forced tool call and a JSON %s cannot be asked for together", formatParam)
+		}
+		if g, err = s.toolCallGrammar(ts); err != nil {
+			return nil, err
+		}
+	} else {
+		g = rf
+	}
+	if g != nil && len(stops) == 0 {
+		return nil, badRequest("ignore_eos", "constrained decoding (a forced tool call or a JSON format) ends with the end-of-turn token: ignore_eos cannot be used with it")
+	}
+	return g, nil
 }
 
 // functionTool is an OpenAI function as a tool.Tool, so that env.DescribeTools writes it into the
@@ -200,61 +246,103 @@ func (f functionTool) Call(context.Context, json.RawMessage) (string, error) {
 	return "", errors.New("serve: tools run at the client")
 }
 
+// toolSet is what a chat request's tools and tool_choice ask for.
+type toolSet struct {
+	declared map[string]bool // the declared tools, when tool calls are parsed (nil: none)
+	tools    []functionTool  // the declared tools in order
+	force    string          // "": the model may call a tool or answer; "required": it must call one; else the tool it must call
+}
+
+// parseTools reads tools and tool_choice (the chat form: "auto", "none", "required" or
+// {"type": "function", "function": {"name"}}).
+func parseTools(tools []chatTool, choice json.RawMessage) (*toolSet, error) {
+	if len(tools) > maxTools {
+		return nil, badRequest("tools", "at most %d tools, got %d", maxTools, len(tools))
+	}
+	mode, named := "auto", ""
+	if len(choice) > 0 && !isNull(choice) {
+		if json.Unmarshal(choice, &mode) == nil {
+			if mode != "auto" && mode != "none" && mode != "required" {
+				return nil, badRequest("tool_choice", `tool_choice must be "auto", "none", "required" or a function, got %q`, mode)
+			}
+		} else {
+			var fn struct {
+				Type     string `json:"type"`
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+				Name string `json:"name"` // the Responses API's form
+			}
+			if json.Unmarshal(choice, &fn) != nil || fn.Type != "function" || (fn.Function.Name == "") == (fn.Name == "") {
+				return nil, badRequest("tool_choice", `tool_choice must be "auto", "none", "required" or {"type": "function", "function": {"name": NAME}}`)
+			}
+			mode, named = "named", fn.Function.Name+fn.Name
+		}
+	}
+	if mode == "none" || len(tools) == 0 {
+		if mode == "required" || mode == "named" {
+			return nil, badRequest("tool_choice", "tool_choice %s needs tools", string(choice))
+		}
+		return &toolSet{}, nil
+	}
+	ts := &toolSet{declared: map[string]bool{}}
+	for i, t := range tools {
+		if t.Type != "function" {
+			return nil, unsupported(fmt.Sprintf("tools[%d].type", i), "only function tools are supported, got %q", t.Type)
+		}
+		name := t.Function.Name
+		if name == "" || len(name) > 64 || strings.ContainsAny(name, " \n\t\"<>\\") {
+			return nil, badRequest(fmt.Sprintf("tools[%d].function.name", i), "a tool name must have 1 to 64 characters and no spaces, quotes, backslashes or angle brackets")
+		}
+		if ts.declared[name] {
+			return nil, badRequest(fmt.Sprintf("tools[%d].function.name", i), "tool %q is declared twice", name)
+		}
+		ts.declared[name] = true
+		schema := t.Function.Parameters
+		if len(schema) == 0 || isNull(schema) {
+			schema = json.RawMessage(`{"type":"object","properties":{}}`)
+		} else if !isObject(schema) {
+			return nil, badRequest(fmt.Sprintf("tools[%d].function.parameters", i), "parameters must be a JSON schema object")
+		}
+		ts.tools = append(ts.tools, functionTool{name: name, desc: t.Function.Description, schema: schema})
+	}
+	switch mode {
+	case "required":
+		ts.force = "required"
+	case "named":
+		if !ts.declared[named] {
+			return nil, badRequest("tool_choice", "tool_choice names %q, which is not among the tools", named)
+		}
+		ts.force = named
+	}
+	return ts, nil
+}
+
 // renderMessages turns OpenAI messages into the ChatML messages training renders: the tools'
 // description appended to the system prompt (env.DescribeTools), assistant tool calls written as
 // <tool_call>{"name":…,"arguments":…}</tool_call>, and each run of tool messages as one tool
-// message of <tool_response>…</tool_response> lines. It returns the declared tool names when
-// tool calls are to be parsed from the completion (nil when there are none or tool_choice is
-// "none").
-func renderMessages(req *chatRequest) ([]tokenizer.Message, map[string]bool, error) {
+// message of <tool_response>…</tool_response> lines. The user's and the tools' text is marked as
+// literal (see encodeChat). It returns the tools to parse calls of (declared nil when there are
+// none or tool_choice is "none").
+func renderMessages(req *chatRequest) ([]promptMessage, *toolSet, error) {
 	if len(req.Messages) == 0 {
 		return nil, nil, badRequest("messages", "messages must not be empty")
 	}
 	if len(req.Messages) > maxMessages {
 		return nil, nil, badRequest("messages", "at most %d messages, got %d", maxMessages, len(req.Messages))
 	}
-	useTools := len(req.Tools) > 0
-	if len(req.ToolChoice) > 0 && !isNull(req.ToolChoice) {
-		var choice string
-		if json.Unmarshal(req.ToolChoice, &choice) != nil || (choice != "auto" && choice != "none") {
-			return nil, nil, unsupported("tool_choice", `tool_choice must be "auto" or "none"; forcing a tool call is not supported`)
-		}
-		useTools = useTools && choice == "auto"
+	ts, err := parseTools(req.Tools, req.ToolChoice)
+	if err != nil {
+		return nil, nil, err
 	}
-	if len(req.Tools) > maxTools {
-		return nil, nil, badRequest("tools", "at most %d tools, got %d", maxTools, len(req.Tools))
-	}
-	var declared map[string]bool
-	var tools []tool.Tool
-	if useTools {
-		declared = map[string]bool{}
-		for i, t := range req.Tools {
-			if t.Type != "function" {
-				return nil, nil, unsupported(fmt.Sprintf("tools[%d].type", i), "only function tools are supported, got %q", t.Type)
-			}
-			name := t.Function.Name
-			if name == "" || len(name) > 64 || strings.ContainsAny(name, " \n\t\"<>") {
-				return nil, nil, badRequest(fmt.Sprintf("tools[%d].function.name", i), "a tool name must have 1 to 64 characters and no spaces, quotes or angle brackets")
-			}
-			if declared[name] {
-				return nil, nil, badRequest(fmt.Sprintf("tools[%d].function.name", i), "tool %q is declared twice", name)
-			}
-			declared[name] = true
-			schema := t.Function.Parameters
-			if len(schema) == 0 || isNull(schema) {
-				schema = json.RawMessage(`{"type":"object","properties":{}}`)
-			} else if !isObject(schema) {
-				return nil, nil, badRequest(fmt.Sprintf("tools[%d].function.parameters", i), "parameters must be a JSON schema object")
-			}
-			tools = append(tools, functionTool{name: name, desc: t.Function.Description, schema: schema})
-		}
-	}
-	var out []tokenizer.Message
-	var toolRun []string
+	var out []promptMessage
+	var toolRun strings.Builder
+	var toolLits [][2]int
 	flushTools := func() {
-		if len(toolRun) > 0 {
-			out = append(out, tokenizer.Message{Role: "tool", Content: strings.Join(toolRun, "\n")})
-			toolRun = nil
+		if toolRun.Len() > 0 {
+			out = append(out, promptMessage{Message: tokenizer.Message{Role: "tool", Content: toolRun.String()}, literal: toolLits})
+			toolRun.Reset()
+			toolLits = nil
 		}
 	}
 	for i, m := range req.Messages {
@@ -268,9 +356,9 @@ func renderMessages(req *chatRequest) ([]tokenizer.Message, map[string]bool, err
 		}
 		switch m.Role {
 		case "system", "developer":
-			out = append(out, tokenizer.Message{Role: "system", Content: text})
+			out = append(out, promptMessage{Message: tokenizer.Message{Role: "system", Content: text}})
 		case "user":
-			out = append(out, tokenizer.Message{Role: "user", Content: text})
+			out = append(out, promptMessage{Message: tokenizer.Message{Role: "user", Content: text}, literal: [][2]int{{0, len(text)}}})
 		case "assistant":
 			var b strings.Builder
 			b.WriteString(text)
@@ -281,14 +369,23 @@ func renderMessages(req *chatRequest) ([]tokenizer.Message, map[string]bool, err
 				}
 				b.WriteString(call)
 			}
-			out = append(out, tokenizer.Message{Role: "assistant", Content: b.String()})
+			out = append(out, promptMessage{Message: tokenizer.Message{Role: "assistant", Content: b.String()}})
 		case "tool":
-			toolRun = append(toolRun, tokenizer.ToolResponseOpen+text+tokenizer.ToolResponseClose)
+			if toolRun.Len() > 0 {
+				toolRun.WriteByte('\n')
+			}
+			toolRun.WriteString(tokenizer.ToolResponseOpen)
+			toolLits = append(toolLits, [2]int{toolRun.Len(), toolRun.Len() + len(text)})
+			toolRun.WriteString(text + tokenizer.ToolResponseClose)
 		default:
 			return nil, nil, badRequest(param+".role", "unknown role %q (system, developer, user, assistant, tool)", m.Role)
 		}
 	}
 	flushTools()
+	tools := make([]tool.Tool, len(ts.tools))
+	for i, t := range ts.tools {
+		tools[i] = t
+	}
 	if desc := env.DescribeTools(tools); desc != "" {
 		if out[0].Role == "system" {
 			if out[0].Content != "" {
@@ -296,10 +393,10 @@ func renderMessages(req *chatRequest) ([]tokenizer.Message, map[string]bool, err
 			}
 			out[0].Content += desc
 		} else {
-			out = append([]tokenizer.Message{{Role: "system", Content: desc}}, out...)
+			out = append([]promptMessage{{Message: tokenizer.Message{Role: "system", Content: desc}}}, out...)
 		}
 	}
-	return out, declared, nil
+	return out, ts, nil
 }
 
 func isObject(raw json.RawMessage) bool {

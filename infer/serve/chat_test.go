@@ -62,19 +62,19 @@ func TestChatRendering(t *testing.T) {
 		{Role: "assistant", Content: testCall},
 		{Role: "tool", Content: "<tool_response>42</tool_response>\n<tool_response>43</tool_response>"},
 	}
-	if len(msgs) != len(want) || !tools["calculator"] {
+	if len(msgs) != len(want) || !tools.declared["calculator"] {
 		t.Fatalf("got %+v", msgs)
 	}
 	for i := range want {
-		if msgs[i] != want[i] {
-			t.Fatalf("message %d:\n got %q\nwant %q", i, msgs[i], want[i])
+		if msgs[i].Message != want[i] {
+			t.Fatalf("message %d:\n got %q\nwant %q", i, msgs[i].Message, want[i])
 		}
 	}
 	// tool_choice none: no tools described, none parsed.
 	req = testConversation(1)
 	req.ToolChoice = json.RawMessage(`"none"`)
 	msgs, tools, err = renderMessages(&req)
-	if err != nil || tools != nil || strings.Contains(msgs[0].Content, "calculator(") {
+	if err != nil || tools.declared != nil || strings.Contains(msgs[0].Content, "calculator(") {
 		t.Fatalf("tool_choice none: %v %v %+v", err, tools, msgs)
 	}
 }

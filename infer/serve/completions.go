@@ -101,12 +101,21 @@ func (s *Server) parseCompletion(data []byte) (*completionPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if g, err := responseFormat(req.ResponseFormat, "response_format"); err != nil || g != nil {
+		if err == nil {
+			err = unsupported("response_format", "response_format is for chat completions and responses; completions take text only")
+		}
+		return nil, err
+	}
 	strs, ids, err := req.stops(s.stopIDs, s.mcfg.Vocab)
 	if err != nil {
 		return nil, err
 	}
 	seed := req.seed()
 	for i, prompt := range p.prompts {
+		if err := s.checkPrompt(prompt, "prompt"); err != nil {
+			return nil, err
+		}
 		maxTok, err := s.maxTokens(req.MaxTokens, "max_tokens", len(prompt), 16)
 		if err != nil {
 			return nil, err
@@ -142,7 +151,19 @@ func (s *Server) parsePrompts(raw json.RawMessage) ([][]int32, error) {
 	}
 	var one string
 	if json.Unmarshal(raw, &one) == nil {
-		return [][]int32{s.tok.Encode(one)}, nil
+		if err := s.checkText(len(one), "prompt"); err != nil {
+			return nil, err
+		}
+		return [][]int32{s.encode(one)}, nil
+	}
+	var strs []string
+	if json.Unmarshal(raw, &strs) == nil {
+		// Every text is bounded before any is tokenized.
+		for _, one := range strs {
+			if err := s.checkText(len(one), "prompt"); err != nil {
+				return nil, err
+			}
+		}
 	}
 	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil || len(items) == 0 {
@@ -162,7 +183,10 @@ func (s *Server) parsePrompts(raw json.RawMessage) ([][]int32, error) {
 	out := make([][]int32, 0, len(items))
 	for _, it := range items {
 		if json.Unmarshal(it, &one) == nil {
-			out = append(out, s.tok.Encode(one))
+			if err := s.checkText(len(one), "prompt"); err != nil {
+				return nil, err
+			}
+			out = append(out, s.encode(one))
 			continue
 		}
 		if json.Unmarshal(it, &ids) != nil {
@@ -351,7 +375,7 @@ func (s *Server) streamCompletions(ctx context.Context, w http.ResponseWriter, p
 func parseBody[T any](s *Server, w http.ResponseWriter, r *http.Request, parse func([]byte) (T, error)) (T, error) {
 	buf := getBuffer()
 	defer putBuffer(buf)
-	data, err := readBody(w, r, s.opts.MaxBodyBytes, bodyReadTimeout, buf)
+	data, err := readBody(w, r, s.opts.MaxBodyBytes, s.opts.ReadTimeout, buf)
 	if err != nil {
 		var zero T
 		return zero, err

@@ -123,16 +123,11 @@ func acceptsBinary(h http.Header) bool {
 	return false
 }
 
-// bodyReadTimeout bounds reading one request body, so a client that trickles its body does not
-// hold a handler; the weights route has its own.
-const bodyReadTimeout = 30 * time.Second
-
 // readBody reads r's body, at most limit bytes within timeout, into buf, which it grows. The
 // routes read the body whatever the Content-Type says (curl -d sends a form type).
 func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, buf *[]byte) ([]byte, error) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(timeout))
-	defer rc.SetReadDeadline(time.Time{})
 	b := (*buf)[:0]
 	if n := r.ContentLength; n > 0 && n <= limit {
 		b = slices.Grow(b, int(n)+1) // +1: the read that finds the end needs room
@@ -153,6 +148,9 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 		}
 	}
 	*buf = b
+	// Read to its end: lift the deadline, so that the connection's background read does not
+	// cancel a long generation. On an error it stays, bounding what the server reads after.
+	_ = rc.SetReadDeadline(time.Time{})
 	return b, nil
 }
 

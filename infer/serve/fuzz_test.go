@@ -184,3 +184,29 @@ func FuzzDetokenizeRequest(f *testing.F) {
 		checkRefusal(t, err)
 	})
 }
+
+func FuzzResponsesRequest(f *testing.F) {
+	srv := fuzzServer(f)
+	for _, s := range []string{
+		`{"input": "hi", "instructions": "be brief", "max_output_tokens": 4, "temperature": 0.5, "top_p": 0.9}`,
+		`{"input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}, {"type": "function_call", "call_id": "c", "name": "calc", "arguments": "{}"}, {"type": "function_call_output", "call_id": "c", "output": "2"}], "tools": [{"type": "function", "name": "calc", "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}}], "tool_choice": "required"}`,
+		`{"input": "x", "text": {"format": {"type": "json_schema", "name": "n", "schema": {"type": "object", "properties": {"a": {"enum": [1, "b", null]}}, "required": ["a"]}}}}`,
+		`{"input": "x", "previous_response_id": "resp_x", "stream": true}`,
+		`{"input": [{"type": "reasoning"}]}`, `{"input": []}`, `{}`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := srv.parseResponses(data)
+		checkRefusal(t, err)
+		if err != nil {
+			return
+		}
+		if len(p.chat.specs) != 1 {
+			t.Fatalf("%d generations", len(p.chat.specs))
+		}
+		if err := srv.checkRequest(p.chat.specs[0].req, "input"); err != nil {
+			t.Fatalf("accepted a request the engine refuses: %v", err)
+		}
+	})
+}

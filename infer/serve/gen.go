@@ -20,6 +20,7 @@ type genSpec struct {
 	stopStrs []string // text that ends the completion (not included in its text)
 	hold     []string // text from which streaming holds back the rest (the tool-call tag)
 	top      int      // how many top logprobs per token (0: none)
+	grammar  *frame   // nil, or the grammar the completion is held to (constrained decoding)
 }
 
 // tokStep is one sampled token.
@@ -56,13 +57,22 @@ func (s *Server) reserve(n int) (release func(), err error) {
 	return func() { s.pending.Add(-int64(n)) }, nil
 }
 
+// checkPrompt refuses an empty prompt or one that leaves no room for a completion: checked
+// before max_tokens, which is bounded by the room left.
+func (s *Server) checkPrompt(prompt []int32, param string) error {
+	if len(prompt) == 0 {
+		return badRequest(param, "the prompt is empty")
+	}
+	if len(prompt) >= s.maxLen {
+		return badRequest(param, "the prompt has %d tokens; this model's context is %d tokens, leaving no room for a completion", len(prompt), s.maxLen)
+	}
+	return nil
+}
+
 // checkRequest reports what the engine would refuse, as a 400 naming the parameter.
 func (s *Server) checkRequest(req infer.Request, promptParam string) error {
-	if len(req.Prompt) == 0 {
-		return badRequest(promptParam, "the prompt is empty")
-	}
-	if len(req.Prompt) >= s.maxLen {
-		return badRequest(promptParam, "the prompt has %d tokens; this model's context is %d tokens, leaving no room for a completion", len(req.Prompt), s.maxLen)
+	if err := s.checkPrompt(req.Prompt, promptParam); err != nil {
+		return err
 	}
 	for i, t := range req.Prompt {
 		if t < 0 || int(t) >= s.mcfg.Vocab {
@@ -77,8 +87,14 @@ func (s *Server) checkRequest(req infer.Request, promptParam string) error {
 	if req.MaxTokens < 1 {
 		return badRequest("max_tokens", "max_tokens must be at least 1, got %d", req.MaxTokens)
 	}
+	if room := s.maxLen - len(req.Prompt); req.MaxTokens > room {
+		return badRequest("max_tokens", "this model's context is %d tokens; the prompt has %d, so max_tokens may be at most %d, got %d", s.maxLen, len(req.Prompt), room, req.MaxTokens)
+	}
 	if err := req.Sampling.Validate(); err != nil {
 		return badRequest("", "%s", strings.TrimPrefix(err.Error(), "infer: "))
+	}
+	if t := req.Sampling.Temperature; t > maxTemperature {
+		return badRequest("temperature", "temperature must be a number in [0, %d], got %v", maxTemperature, t)
 	}
 	return nil
 }
@@ -103,7 +119,11 @@ func (s *Server) run(ctx context.Context, spec genSpec, onDelta func(delta) erro
 	eng := s.acquire()
 	go func() {
 		defer eng.leave()
-		c, err := eng.GenerateStream(jctx, spec.req, func(st local.Step) {
+		var con local.Constraint
+		if spec.grammar != nil {
+			con = newConstraint(s.vocab(), spec.grammar, spec.req.Stop)
+		}
+		c, err := eng.GenerateConstrained(jctx, spec.req, con, func(st local.Step) {
 			ts := tokStep{tok: st.Token, lp: st.Logprob, version: st.Version}
 			if top > 0 {
 				ts.top = local.TopLogprobs(st.Logits, sampling, top)

@@ -105,7 +105,8 @@ func buildCheckpoint() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		prompt := tok.EncodeChat(msgs, true)
+		text, _ := renderPrompt(msgs)
+		prompt := tok.Encode(text)
 		target := testCall
 		if turn == 2 {
 			target = testAnswer

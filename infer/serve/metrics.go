@@ -55,7 +55,9 @@ func newMetrics(s *Server) *metrics {
 		func() float64 { return float64(s.Epoch()) }))
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	// OpenMetrics when the scraper's Accept header asks for it (Prometheus does), the text
+	// format otherwise.
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true})
 	return m
 }
 

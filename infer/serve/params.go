@@ -17,6 +17,9 @@ const (
 	maxStopBytes  = 256
 	maxLogprobs   = 20 // top logprobs per token
 	maxStopTokens = 64
+	// maxTemperature bounds temperature on every route: above it sampling is uniform noise, and
+	// a huge value (1e30) only hides a client's mistake.
+	maxTemperature = 100
 )
 
 // sampleParams are the sampling fields the OpenAI routes share.
@@ -47,8 +50,8 @@ type sampleParams struct {
 func (p *sampleParams) sampling() (infer.Sampling, error) {
 	s := infer.Sampling{Temperature: 1}
 	if p.Temperature != nil {
-		if !finite(*p.Temperature) || *p.Temperature < 0 || *p.Temperature > 100 {
-			return s, badRequest("temperature", "temperature must be a number in [0, 100], got %v", *p.Temperature)
+		if !finite(*p.Temperature) || *p.Temperature < 0 || *p.Temperature > maxTemperature {
+			return s, badRequest("temperature", "temperature must be a number in [0, %d], got %v", maxTemperature, *p.Temperature)
 		}
 		s.Temperature = float32(*p.Temperature)
 	}
@@ -77,14 +80,6 @@ func (p *sampleParams) sampling() (infer.Sampling, error) {
 	}
 	if len(p.LogitBias) > 0 {
 		return s, unsupported("logit_bias", "logit_bias is not supported")
-	}
-	if len(p.ResponseFormat) > 0 && !isNull(p.ResponseFormat) {
-		var rf struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(p.ResponseFormat, &rf) != nil || rf.Type != "text" {
-			return s, unsupported("response_format", "response_format other than {\"type\": \"text\"} is not supported")
-		}
 	}
 	return s, nil
 }

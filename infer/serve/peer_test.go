@@ -13,6 +13,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 )
 
@@ -151,4 +152,54 @@ func TestOpenAINodeClient(t *testing.T) {
 		t.Fatalf("node client said:\n%s", out)
 	}
 	t.Logf("node client: %s", strings.TrimSpace(string(out)))
+}
+
+// The official Go client's Responses API: a tool call, its answer by previous_response_id, and a
+// stream whose completed response holds the call.
+func TestOpenAIGoClientResponses(t *testing.T) {
+	_, hs := testServer(t, Options{APIKey: "peer-key"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := openai.NewClient(option.WithBaseURL(hs.URL+"/v1/"), option.WithAPIKey("peer-key"), option.WithMaxRetries(0))
+	tools := []responses.ToolUnionParam{responses.ToolParamOfFunction("calculator",
+		map[string]any{"type": "object", "properties": map[string]any{"expression": map[string]any{"type": "string"}}, "required": []string{"expression"}}, false)}
+	tools[0].OfFunction.Description = openai.String("Evaluate an arithmetic expression.")
+	params := responses.ResponseNewParams{Model: "agentrl", Instructions: openai.String("You are a careful calculator."), Tools: tools,
+		Temperature: openai.Float(0), Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(testQuestion)}}
+	first, err := client.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var callID, args string
+	for _, it := range first.Output {
+		if it.Type == "function_call" && it.Name == "calculator" {
+			callID, args = it.CallID, it.Arguments.OfString
+		}
+	}
+	if callID == "" || args != `{"expression":"12 + 30"}` {
+		t.Fatalf("first response %s", first.RawJSON())
+	}
+	out := responses.ResponseInputItemParamOfFunctionCallOutput("42")
+	out.OfFunctionCallOutput.CallID = openai.String(callID)
+	next := params
+	next.PreviousResponseID = openai.String(first.ID)
+	next.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{out}}
+	second, err := client.Responses.New(ctx, next)
+	if err != nil || second.OutputText() != testAnswer {
+		t.Fatalf("second response %v: %v", second, err)
+	}
+	stream := client.Responses.NewStreaming(ctx, params)
+	var completed *responses.Response
+	for stream.Next() {
+		if e := stream.Current(); e.Type == "response.completed" {
+			r := e.AsResponseCompleted().Response
+			completed = &r
+		}
+	}
+	if err := stream.Err(); err != nil || completed == nil {
+		t.Fatalf("stream: %v, completed %v", err, completed)
+	}
+	if n := len(completed.Output); n != 1 || completed.Output[0].Arguments.OfString != args {
+		t.Fatalf("streamed response %s", completed.RawJSON())
+	}
 }

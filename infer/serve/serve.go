@@ -1,6 +1,8 @@
 // Package serve is a trained policy as an HTTP server (agentrl serve): OpenAI-compatible
-// completions and chat completions (with tools, streaming, logprobs and vLLM's token-id
-// extensions), the agentrl token route that gives training exactly what the in-process
+// completions, chat completions (with tools, streaming, logprobs and vLLM's token-id
+// extensions) and the Responses API (with previous_response_id over a bounded in-memory store),
+// forced tool calls and JSON-schema output by constrained decoding (a schema automaton masking
+// the vocabulary before sampling), the agentrl token route that gives training exactly what the in-process
 // Generator gives (tokens, logprobs under the distribution actually sampled from, the policy
 // version of every token), weight updates while requests are in flight, /health, /v1/models and
 // Prometheus /metrics. Every client shares one local.Engine, so requests from all of them are
@@ -10,7 +12,10 @@
 // Security: Listen refuses a non-loopback address unless the server has an API key or insecure
 // is asked for explicitly; with a key, every /v1 and /agentrl route needs it as a bearer token;
 // the weight routes always need it (without a key they are disabled). Bodies are bounded and
-// read under a deadline; malformed requests get OpenAI-style JSON errors with a 4xx status.
+// read under a deadline (a request refused before its body is read closes its connection); text
+// is bounded before it is tokenized, and so is the tokenizing done at once; user and tool
+// content is plain text, never control tokens (unless Options.ChatSpecialTokens); malformed
+// requests get OpenAI-style JSON errors with a 4xx status.
 //
 // It does not tokenize with anything but the checkpoint's tokenizer and ChatML template, run
 // tools (the client runs them: tool calls come back as tool_calls), compute prompt logprobs
@@ -22,7 +27,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"github.com/agentrl/agentrl/internal/httpserve"
 	"io"
 	"log"
 	"math/rand/v2"
@@ -37,6 +41,7 @@ import (
 
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/infer/local"
+	"github.com/agentrl/agentrl/internal/httpserve"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/tokenizer"
 )
@@ -63,6 +68,19 @@ type Options struct {
 	MaxPending int
 	// RequestTimeout bounds one request's generation. Default 10 minutes.
 	RequestTimeout time.Duration
+	// ReadTimeout bounds reading one request, headers and body (a pushed model.safetensors has
+	// its own, longer bound). Default 30 seconds.
+	ReadTimeout time.Duration
+	// ChatSpecialTokens reads added-token strings (<|im_end|>, <|im_start|>, <tool_call>, …) in
+	// user and tool content as those control tokens, as Encode does. By default (false) they are
+	// encoded as plain text, so that the text of a user or a tool cannot end its turn and forge
+	// a system or assistant message.
+	ChatSpecialTokens bool
+	// ResponseStore bounds the responses kept for previous_response_id (the Responses API), the
+	// oldest evicted first. Default 1024.
+	ResponseStore int
+	// ResponseStoreBytes bounds the text those responses hold. Default 64 MiB.
+	ResponseStoreBytes int64
 }
 
 func (o Options) withDefaults() Options {
@@ -84,6 +102,15 @@ func (o Options) withDefaults() Options {
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = 10 * time.Minute
 	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = 30 * time.Second
+	}
+	if o.ResponseStore == 0 {
+		o.ResponseStore = 1024
+	}
+	if o.ResponseStoreBytes == 0 {
+		o.ResponseStoreBytes = 64 << 20
+	}
 	return o
 }
 
@@ -93,10 +120,15 @@ func (o Options) validate() error {
 		return fmt.Errorf("serve: slots must be at least 1, got %d", o.Slots)
 	case o.MaxLen < 0:
 		return fmt.Errorf("serve: max length must not be negative, got %d", o.MaxLen)
-	case o.MaxBodyBytes < 1 || o.MaxWeightBytes < 1 || o.MaxPending < 1 || o.RequestTimeout < 0:
-		return errors.New("serve: body limits, max pending and the request timeout must be positive")
+	case o.MaxBodyBytes < 1 || o.MaxWeightBytes < 1 || o.MaxPending < 1 || o.RequestTimeout < 0 || o.ReadTimeout < 0:
+		return errors.New("serve: body limits, max pending and the request and read timeouts must be positive")
+	case o.ResponseStore < 1 || o.ResponseStoreBytes < 1:
+		return errors.New("serve: the response store's bounds must be positive")
 	case o.Version < 0:
 		return fmt.Errorf("serve: version must not be negative, got %d", o.Version)
+	}
+	if err := httpserve.CheckKey(o.APIKey); err != nil {
+		return fmt.Errorf("serve: API key: %w", err)
 	}
 	return nil
 }
@@ -115,6 +147,15 @@ type Server struct {
 	routes     map[string]route
 
 	stopIDs []int32 // the end of a chat turn and of text: default stop tokens
+
+	maxPiece    int            // the most bytes one token decodes to (textBound)
+	tokenizeSem chan struct{}  // bounds the texts tokenized at once
+	encodeHook  func()         // nil, or run while a text is tokenized (tests count them)
+	added       []addedToken   // the tokenizer's added tokens, longest first (encodeChat)
+	addedFirst  [256]bool      // their first bytes
+	responses   *responseStore // the Responses API's stored responses
+	vocabOnce   sync.Once
+	vocabIdx    *vocabIndex // the token mask's view of the vocabulary (vocab)
 
 	wmu     sync.Mutex // serializes weight updates and Close
 	latest  int32      // the version last accepted (loaded or being loaded); under wmu
@@ -189,6 +230,13 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, configJSON []byte, opts Optio
 	if id, ok := tok.SpecialID(tokenizer.EndOfText); ok && id != tok.EndOfTurn() {
 		s.stopIDs = append(s.stopIDs, id)
 	}
+	s.maxPiece = longestPiece(tok)
+	s.tokenizeSem = make(chan struct{}, tokenizeSlots())
+	s.added = addedTokens(tok)
+	for _, a := range s.added {
+		s.addedFirst[a.text[0]] = true
+	}
+	s.responses = newResponseStore(opts.ResponseStore, opts.ResponseStoreBytes)
 	s.met = newMetrics(s)
 	s.routes = map[string]route{
 		"/health":                {http.MethodGet, authNone, s.handleHealth},
@@ -196,6 +244,7 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, configJSON []byte, opts Optio
 		"/v1/models":             {http.MethodGet, authKey, s.handleModels},
 		"/v1/completions":        {http.MethodPost, authKey, s.handleCompletions},
 		"/v1/chat/completions":   {http.MethodPost, authKey, s.handleChat},
+		"/v1/responses":          {http.MethodPost, authKey, s.handleResponses},
 		"/agentrl/v1/generate":   {http.MethodPost, authKey, s.handleGenerate},
 		"/agentrl/v1/weights":    {http.MethodPost, authAlways, s.handleWeights},
 		"/agentrl/v1/version":    {http.MethodGet, authKey, s.handleVersion},
@@ -245,23 +294,46 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.met.observe(name, rec.status, time.Since(start))
 	}()
+	// A request refused before its body is read closes the connection: the server would
+	// otherwise read the unread body to reuse it, for as long as the client trickles it.
+	refuse := func(err error) {
+		if r.ContentLength != 0 {
+			rec.Header().Set("Connection", "close")
+			_ = http.NewResponseController(rec).SetReadDeadline(time.Now()) // read none of it
+		}
+		writeError(rec, err)
+	}
 	if !ok {
-		writeError(rec, &apiError{status: http.StatusNotFound, typ: typeNotFound, code: "unknown_url",
+		refuse(&apiError{status: http.StatusNotFound, typ: typeNotFound, code: "unknown_url",
 			message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
 		return
 	}
-	if r.Method != rt.method {
-		rec.Header().Set("Allow", rt.method)
-		writeError(rec, &apiError{status: http.StatusMethodNotAllowed, typ: typeInvalid, code: "method_not_allowed",
+	if r.Method != rt.method && (r.Method != http.MethodHead || rt.method != http.MethodGet) {
+		allow := rt.method
+		if allow == http.MethodGet {
+			allow = "GET, HEAD"
+		}
+		rec.Header().Set("Allow", allow)
+		refuse(&apiError{status: http.StatusMethodNotAllowed, typ: typeInvalid, code: "method_not_allowed",
 			message: fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, rt.method)})
 		return
 	}
 	if err := s.authorize(r, rt.auth); err != nil {
-		writeError(rec, err)
+		refuse(err)
 		return
+	}
+	body := &bodyTracker{ReadCloser: r.Body}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = body
 	}
 	if err := rt.handle(rec, r); err != nil {
 		if !rec.wrote {
+			if r.ContentLength != 0 && !body.eof {
+				// The body was not read to its end (too large, trickled past the read timeout,
+				// or refused first): close rather than read the rest to reuse the connection.
+				rec.Header().Set("Connection", "close")
+				_ = http.NewResponseController(rec).SetReadDeadline(time.Now())
+			}
 			writeError(rec, err)
 		}
 	}
@@ -281,6 +353,20 @@ func (s *Server) authorize(r *http.Request, lvl authLevel) error {
 			message: "missing or wrong API key: send Authorization: Bearer KEY"}
 	}
 	return nil
+}
+
+// bodyTracker notes whether a request body was read to its end.
+type bodyTracker struct {
+	io.ReadCloser
+	eof bool
+}
+
+func (b *bodyTracker) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
 }
 
 // statusRecorder remembers the status written, for metrics and the panic handler.
@@ -331,12 +417,16 @@ const ShutdownGrace = 10 * time.Second
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          log.New(io.Discard, "", 0), // client hang-ups are not the server's news
-		// No ReadTimeout or WriteTimeout: bodies are read under their own deadline, streams write
-		// under a deadline per chunk, and a generation is bounded by Options.RequestTimeout.
+		ReadHeaderTimeout: min(10*time.Second, s.opts.ReadTimeout),
+		// ReadTimeout bounds a request until its handler has read the body (readBody then lifts
+		// the deadline, so that the connection's background read does not cancel a long
+		// generation); a body nobody reads, of a refused request, is bounded by it too.
+		ReadTimeout:    s.opts.ReadTimeout,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       log.New(io.Discard, "", 0), // client hang-ups are not the server's news
+		// No WriteTimeout: streams write under a deadline per chunk, and a generation is bounded
+		// by Options.RequestTimeout.
 	}
 	if err := httpserve.Run(ctx, hs, ln, ShutdownGrace); err != nil {
 		s.Close()

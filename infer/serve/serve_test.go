@@ -193,7 +193,7 @@ func TestGenerateMatchesEngine(t *testing.T) {
 	reqs := []infer.Request{
 		{Prompt: prompt, MaxTokens: 20, Sampling: infer.Sampling{Temperature: 1}, Seed: 1},
 		{Prompt: prompt, MaxTokens: 20, Sampling: infer.Sampling{Temperature: 0.8, TopK: 10, TopP: 0.9}, Seed: 2, Stop: []int32{ck.Tokenizer.EndOfTurn()}},
-		{Prompt: prompt[:3], MaxTokens: 400, Sampling: infer.Sampling{Temperature: 1.2}, Seed: 3},
+		{Prompt: prompt[:3], MaxTokens: 189, Sampling: infer.Sampling{Temperature: 1.2}, Seed: 3}, // the whole context
 		{Prompt: prompt, MaxTokens: 8, Sampling: infer.Sampling{}, Seed: 4},
 	}
 	var wg sync.WaitGroup
@@ -337,7 +337,9 @@ func TestErrors(t *testing.T) {
 		{"/v1/chat/completions", map[string]any{"messages": []any{}}, 400, typeInvalid},
 		{"/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "robot", "content": "hi"}}}, 400, typeInvalid},
 		{"/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "image_url"}}}}}, 400, typeInvalid},
-		{"/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}, "tool_choice": "required", "tools": testTools}, 400, typeInvalid},
+		{"/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}, "tool_choice": "required"}, 400, typeInvalid},
+		{"/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}, "tool_choice": map[string]any{"type": "function", "function": map[string]any{"name": "nope"}}, "tools": testTools}, 400, typeInvalid},
+		{"/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}, "tool_choice": "always", "tools": testTools}, 400, typeInvalid},
 		{"/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}, "top_logprobs": 2}, 400, typeInvalid},
 		{"/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{"type": "function", "function": map[string]any{"name": "f", "arguments": "[1]"}}}}}}, 400, typeInvalid},
 		{"/agentrl/v1/generate", map[string]any{"prompt": []int{1, 2}, "max_tokens": 3, "temprature": 1}, 400, typeInvalid},

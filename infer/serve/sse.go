@@ -42,6 +42,19 @@ func (e *sse) send(v any) error {
 	return e.write(b.Bytes())
 }
 
+// event sends a named event ("event: NAME\ndata: JSON\n\n"), as the Responses API streams.
+func (e *sse) event(name string, v any) error {
+	var b bytes.Buffer
+	b.WriteString("event: " + name + "\ndata: ")
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	b.WriteByte('\n')
+	return e.write(b.Bytes())
+}
+
 func (e *sse) write(b []byte) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"os/exec"
 	"slices"
 	"strings"
@@ -78,9 +79,39 @@ var rules = []rule{
 		why:      "the dashboard reads run directories (metrics.jsonl, config.yaml, trajectories.atrs); it must run beside a training, or on a copied run, without linking the trainer or a model",
 	},
 	{
-		subjects: []string{"eval", "tool/mcp"},
+		subjects: []string{"eval", "env/mcp"},
 		forbid:   []string{"learn", "pipeline"},
 		why:      "agentrl eval and agentrl env serve must not link the trainer",
+	},
+	{
+		subjects: []string{"tool"},
+		forbid:   []string{"env"},
+		why:      "tools are a leaf that knows no environment; what attaches tools to environments (the MCP adapter) lives under env",
+	},
+	{
+		subjects: []string{"config"},
+		forbid:   []string{"pipeline", "monitor", "cmd", "dashboard"},
+		why:      "the run's configuration sits below the loops and the monitor that read it; it holds settings and runs nothing",
+	},
+	{
+		subjects: []string{"monitor"},
+		forbid:   []string{"pipeline", "cmd", "dashboard"},
+		why:      "the monitor reads a step's learner report and trajectories and returns actions; the loops call it, never the reverse",
+	},
+	{
+		subjects: []string{"internal"},
+		forbid:   []string{"pipeline", "cmd"},
+		why:      "internal/ holds leaves shared across the house (archtest, envref, httpserve, promtest); the top of the house (the CLI and the benchmarks) lives under cmd/agentrl/internal",
+	},
+	{
+		subjects: []string{"chat"},
+		forbid:   []string{"traj", "algo", "reward", "env", "model", "optim", "infer", "checkpoint", "rollout", "learn", "dist", "eval", "dashboard", "pipeline"},
+		why:      "chat templates are a leaf over tokenizer and tool: the rollout, agentrl serve and the CLI render with them, and the Conversation meets the rollout loop through rollout's own interface",
+	},
+	{
+		subjects: []string{"hub"},
+		forbid:   []string{""},
+		why:      "the Hub client is a leaf: config, the pipeline and the command line name checkpoints through it, and it must build (and be audited for where the token goes) alone",
 	},
 	{
 		subjects: []string{"dist"},
@@ -202,6 +233,41 @@ func TestImportRules(t *testing.T) {
 			}
 			if checked == 0 {
 				t.Skipf("no package %s yet; the rule applies once it exists", strings.Join(r.subjects, " or "))
+			}
+		})
+	}
+}
+
+// TestRulesCatchPlantedViolations plants, for every rule, an import from each of its subjects
+// to a package it forbids into the module's real graph, and checks that the rule's search finds
+// it: a rule that passes is not passing because its subjects or forbidden packages are misnamed.
+func TestRulesCatchPlantedViolations(t *testing.T) {
+	g := graph(t)
+	for _, r := range rules {
+		t.Run(strings.Join(r.subjects, "+"), func(t *testing.T) {
+			var target string
+			for p := range g {
+				if slices.ContainsFunc(r.forbid, func(f string) bool { return under(p, f) }) && (target == "" || p < target) {
+					target = p
+				}
+			}
+			if target == "" {
+				t.Skipf("no package under %v yet", r.forbid)
+			}
+			planted := 0
+			for p := range g {
+				if !slices.ContainsFunc(r.subjects, func(s string) bool { return p == s || !r.exact && under(p, s) }) || p == target {
+					continue
+				}
+				planted++
+				bad := maps.Clone(g)
+				bad[p] = append(slices.Clone(g[p]), target)
+				if c := chain(bad, p, r.forbid); c == nil {
+					t.Errorf("%s importing %s is not caught", p, target)
+				}
+			}
+			if planted == 0 {
+				t.Skipf("no package %s yet", strings.Join(r.subjects, " or "))
 			}
 		})
 	}

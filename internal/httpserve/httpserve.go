@@ -1,14 +1,44 @@
 // Package httpserve holds what the project's HTTP servers (agentrl serve, env serve, the
 // dashboard) share: which listen addresses are this machine's alone, and serving until a context
-// ends with a graceful shutdown. It holds no handlers and no policy on keys.
+// ends with a graceful shutdown, and what makes a usable access key. It holds no handlers.
 package httpserve
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"time"
+	"unicode"
 )
+
+// CheckKey refuses an access key that cannot protect anything: one that is empty or all spaces
+// (a header or query parameter of spaces reads as no key at all to most clients), or that holds
+// a space or control character anywhere (HTTP trims or mangles those). The empty string is "no
+// key" to callers and is not checked here.
+func CheckKey(key string) error {
+	if key == "" {
+		return nil
+	}
+	for _, r := range key {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			if len(key) == 1 || isBlank(key) {
+				return errors.New("the key is blank (only spaces): give a real secret, or no key")
+			}
+			return errors.New("the key holds a space or control character: HTTP headers and query strings do not carry it intact")
+		}
+	}
+	return nil
+}
+
+func isBlank(s string) bool {
+	for _, r := range s {
+		if !unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}
 
 // Loopback reports whether host reaches this machine only: "localhost" or a loopback IP.
 func Loopback(host string) bool {

@@ -63,3 +63,14 @@ func TestRunShutsDownGracefully(t *testing.T) {
 		t.Fatal("still accepting after Run returned")
 	}
 }
+
+func TestCheckKey(t *testing.T) {
+	for _, c := range []struct {
+		key string
+		ok  bool
+	}{{"", true}, {"sekrit", true}, {"a-b_c.d", true}, {" ", false}, {"   ", false}, {"\t", false}, {" sekrit", false}, {"sek rit", false}, {"sekrit\n", false}, {"\u00a0", false}} {
+		if err := CheckKey(c.key); (err == nil) != c.ok {
+			t.Errorf("CheckKey(%q) = %v", c.key, err)
+		}
+	}
+}

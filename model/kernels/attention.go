@@ -36,9 +36,30 @@ func AttentionScratch(L, past, headDim int) int {
 // (attention_fused.go); others multiply through Sgemm, a block of attnBlock rows at a time.
 func AttentionForward(out []float32, ldo int, lse []float32, ldlse int, scratch []float32,
 	q []float32, ldq int, k, v []float32, ldkv int, L, past, nRep, headDim int) {
+	attentionForward(out, ldo, lse, ldlse, scratch, q, ldq, k, v, ldkv, L, past, nRep, headDim, 0)
+}
+
+// AttentionForwardWindow is AttentionForward with sliding-window attention (Mistral's): query i
+// sees only the window most recent keys up to its own, keys past+i-window+1 … past+i. A window of
+// 0, or one at least past+L, is AttentionForward.
+func AttentionForwardWindow(out []float32, ldo int, lse []float32, ldlse int, scratch []float32,
+	q []float32, ldq int, k, v []float32, ldkv int, L, past, nRep, headDim, window int) {
+	attentionForward(out, ldo, lse, ldlse, scratch, q, ldq, k, v, ldkv, L, past, nRep, headDim, window)
+}
+
+// windowStart is the first key a row that sees visible keys attends to under window (0: all).
+func windowStart(visible, window int) int {
+	if window <= 0 {
+		return 0
+	}
+	return max(0, visible-window)
+}
+
+func attentionForward(out []float32, ldo int, lse []float32, ldlse int, scratch []float32,
+	q []float32, ldq int, k, v []float32, ldkv int, L, past, nRep, headDim, window int) {
 	scale := float32(1 / math.Sqrt(float64(headDim)))
 	if nn := fusedFamily(headDim); nn != nil {
-		attentionForwardFused(nn, out, ldo, lse, ldlse, scratch, q, ldq, k, v, ldkv, L, past, nRep, headDim, scale)
+		attentionForwardFused(nn, out, ldo, lse, ldlse, scratch, q, ldq, k, v, ldkv, L, past, nRep, headDim, scale, window)
 		return
 	}
 	for r := 0; r < nRep; r++ {
@@ -50,7 +71,9 @@ func AttentionForward(out []float32, ldo int, lse []float32, ldlse int, scratch 
 			for i := 0; i < rows; i++ {
 				row := s[i*nk : i*nk+nk]
 				visible := past + i0 + i + 1
-				l := softmaxInPlace(row[:visible])
+				lo := windowStart(visible, window)
+				l := softmaxInPlace(row[lo:visible])
+				clear(row[:lo])
 				clear(row[visible:])
 				if lse != nil {
 					lse[(i0+i)*ldlse+r] = l
@@ -85,9 +108,20 @@ func softmaxRow(x []float32) (m, sum float32) {
 // heads are visited in order, so their shared dk and dv sum deterministically.
 func AttentionBackward(dq, dk, dv, scratch, dout []float32, ldo int, out, lse []float32, ldlse int,
 	q []float32, ldq int, k, v []float32, ldkv int, L, past, nRep, headDim int) {
+	attentionBackward(dq, dk, dv, scratch, dout, ldo, out, lse, ldlse, q, ldq, k, v, ldkv, L, past, nRep, headDim, 0)
+}
+
+// AttentionBackwardWindow is AttentionBackward of AttentionForwardWindow with the same window.
+func AttentionBackwardWindow(dq, dk, dv, scratch, dout []float32, ldo int, out, lse []float32, ldlse int,
+	q []float32, ldq int, k, v []float32, ldkv int, L, past, nRep, headDim, window int) {
+	attentionBackward(dq, dk, dv, scratch, dout, ldo, out, lse, ldlse, q, ldq, k, v, ldkv, L, past, nRep, headDim, window)
+}
+
+func attentionBackward(dq, dk, dv, scratch, dout []float32, ldo int, out, lse []float32, ldlse int,
+	q []float32, ldq int, k, v []float32, ldkv int, L, past, nRep, headDim, window int) {
 	scale := float32(1 / math.Sqrt(float64(headDim)))
 	if nn := fusedFamily(headDim); nn != nil {
-		attentionBackwardFused(nn, dq, dk, dv, scratch, dout, ldo, out, lse, ldlse, q, ldq, k, v, ldkv, L, past, nRep, headDim, scale)
+		attentionBackwardFused(nn, dq, dk, dv, scratch, dout, ldo, out, lse, ldlse, q, ldq, k, v, ldkv, L, past, nRep, headDim, scale, window)
 		return
 	}
 	for r := 0; r < nRep; r++ {
@@ -103,9 +137,11 @@ func AttentionBackward(dq, dk, dv, scratch, dout []float32, ldo int, out, lse []
 			Sgemm(false, true, rows, nk, headDim, scale, qb, ldq, k, ldkv, 0, p, nk)
 			for i := 0; i < rows; i++ {
 				visible := past + i0 + i + 1
+				lo := windowStart(visible, window)
 				row := p[i*nk : i*nk+nk]
 				l := lse[(i0+i)*ldlse+r]
-				expSum(row[:visible], row[:visible], l)
+				expSum(row[lo:visible], row[lo:visible], l)
+				clear(row[:lo])
 				clear(row[visible:])
 			}
 			// dV += Pᵀ·dO
@@ -115,15 +151,17 @@ func AttentionBackward(dq, dk, dv, scratch, dout []float32, ldo int, out, lse []
 			Sgemm(false, true, rows, nk, headDim, 1, do, ldo, v, ldkv, 0, ds, nk)
 			for i := 0; i < rows; i++ {
 				visible := past + i0 + i + 1
+				lo := windowStart(visible, window)
 				var d float32
 				for x, ov := range ob[i*ldo : i*ldo+headDim] {
 					d += ov * do[i*ldo+x]
 				}
 				pr := p[i*nk : i*nk+visible]
 				dr := ds[i*nk : i*nk+nk]
-				for j, pv := range pr {
-					dr[j] = pv * (dr[j] - d) * scale
+				for j := lo; j < visible; j++ {
+					dr[j] = pr[j] * (dr[j] - d) * scale
 				}
+				clear(dr[:lo])
 				clear(dr[visible:])
 			}
 			// dQ += dS·K, dK += dSᵀ·Q

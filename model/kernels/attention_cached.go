@@ -61,13 +61,20 @@ func AttentionCachedScratch(L, past, nRep int) int {
 // decode step multiplies K and V by nRep rows at once; q and out then hold the heads
 // headDim floats apart.
 func AttentionCached(out []float32, ldo int, scratch []float32, q []float32, ldq int, kb, v []float32, ldv int, L, past, nRep, headDim int) {
-	attentionCached(out, ldo, scratch, q, ldq, kb, v, ldv, L, past, nRep, headDim)
+	attentionCached(out, ldo, scratch, q, ldq, kb, v, ldv, L, past, nRep, headDim, 0)
+}
+
+// AttentionCachedWindow is AttentionCached with sliding-window attention (AttentionForwardWindow):
+// each row attends to its window most recent keys, its own included; the keys before them get
+// probability zero. A window of 0 is AttentionCached. Its guarantees are AttentionCached's.
+func AttentionCachedWindow(out []float32, ldo int, scratch []float32, q []float32, ldq int, kb, v []float32, ldv int, L, past, nRep, headDim, window int) {
+	attentionCached(out, ldo, scratch, q, ldq, kb, v, ldv, L, past, nRep, headDim, window)
 }
 
 // attentionCached is AttentionCached over float32 keys and values and AttentionCachedBF16 over
 // bfloat16 ones: the same blocks of queries, softmax over each row's visible keys and zeros past
 // them, with the products of the cache's precision (cachedScores, cachedValues).
-func attentionCached[T float32 | uint16](out []float32, ldo int, scratch []float32, q []float32, ldq int, kb, v []T, ldv int, L, past, nRep, headDim int) {
+func attentionCached[T float32 | uint16](out []float32, ldo int, scratch []float32, q []float32, ldq int, kb, v []T, ldv int, L, past, nRep, headDim, window int) {
 	scale := float32(1 / math.Sqrt(float64(headDim)))
 	if L == 1 {
 		nk := past + 1
@@ -76,8 +83,10 @@ func attentionCached[T float32 | uint16](out []float32, ldo int, scratch []float
 		scratch[0] = float32(touchPages(kb[:lds*headDim]) ^ touchPages(v[:(nk-1)*ldv+headDim]))
 		s := scratch[:nRep*lds]
 		cachedScores(s, lds, q, headDim, kb, nRep, nk, headDim, scale)
+		lo := windowStart(nk, window)
 		for r := 0; r < nRep; r++ {
-			softmaxRow(s[r*lds : r*lds+nk])
+			softmaxRow(s[r*lds+lo : r*lds+nk])
+			clear(s[r*lds : r*lds+lo])
 		}
 		cachedValues(out, headDim, s, lds, v, ldv, nRep, nk, headDim)
 		return
@@ -92,7 +101,9 @@ func attentionCached[T float32 | uint16](out []float32, ldo int, scratch []float
 			for i := 0; i < rows; i++ {
 				row := s[i*lds : i*lds+nk]
 				visible := past + i0 + i + 1
-				softmaxRow(row[:visible])
+				lo := windowStart(visible, window)
+				softmaxRow(row[lo:visible])
+				clear(row[:lo])
 				clear(row[visible:])
 			}
 			cachedValues(out[i0*ldo+r*headDim:], ldo, s, lds, v, ldv, rows, nk, headDim)

@@ -30,7 +30,13 @@ func ToBF16(dst []uint16, src []float32) {
 // order, from key 0 (the probabilities of keys past a row's last visible one are exact zeros and
 // add nothing), whatever the number of rows in the call.
 func AttentionCachedBF16(out []float32, ldo int, scratch []float32, q []float32, ldq int, kb, v []uint16, ldv int, L, past, nRep, headDim int) {
-	attentionCached(out, ldo, scratch, q, ldq, kb, v, ldv, L, past, nRep, headDim)
+	attentionCached(out, ldo, scratch, q, ldq, kb, v, ldv, L, past, nRep, headDim, 0)
+}
+
+// AttentionCachedBF16Window is AttentionCachedBF16 with sliding-window attention
+// (AttentionCachedWindow).
+func AttentionCachedBF16Window(out []float32, ldo int, scratch []float32, q []float32, ldq int, kb, v []uint16, ldv int, L, past, nRep, headDim, window int) {
+	attentionCached(out, ldo, scratch, q, ldq, kb, v, ldv, L, past, nRep, headDim, window)
 }
 
 // keyBlockScoresBF16 writes s = scale·q·Kᵀ for rows query rows over the bfloat16 key blocks that

@@ -92,7 +92,7 @@ func nnProduct(nn *smallNNKernel, m, n, k int, alpha float32, a []float32, lda i
 
 // attentionForwardFused is AttentionForward on the small-m kernels (see the file comment).
 func attentionForwardFused(nn *smallNNKernel, out []float32, ldo int, lse []float32, ldlse int, scratch []float32,
-	q []float32, ldq int, k, v []float32, ldkv int, L, past, nRep, hd int, scale float32) {
+	q []float32, ldq int, k, v []float32, ldkv int, L, past, nRep, hd int, scale float32, window int) {
 	nk := past + L
 	nkp := roundUp(nk, keyPanel)
 	kT := scratch[:hd*nkp]
@@ -110,9 +110,11 @@ func attentionForwardFused(nn *smallNNKernel, out []float32, ldo int, lse []floa
 			for i := 0; i < rows; i++ {
 				row := s[i*nkp : i*nkp+kEnd]
 				visible := past + t0 + i + 1
-				m := ek.max(row[:visible])
-				sum := ek.expSum(row[:visible], row[:visible], m)
-				ek.scale(row[:visible], 1/sum)
+				lo := windowStart(visible, window)
+				m := ek.max(row[lo:visible])
+				sum := ek.expSum(row[lo:visible], row[lo:visible], m)
+				ek.scale(row[lo:visible], 1/sum)
+				clear(row[:lo])
 				clear(row[visible:])
 				maxes[i], sums[i] = m, sum
 			}
@@ -128,7 +130,7 @@ func attentionForwardFused(nn *smallNNKernel, out []float32, ldo int, lse []floa
 
 // attentionBackwardFused is AttentionBackward on the small-m kernels (see the file comment).
 func attentionBackwardFused(nn *smallNNKernel, dq, dk, dv, scratch, dout []float32, ldo int, out, lse []float32, ldlse int,
-	q []float32, ldq int, k, v []float32, ldkv int, L, past, nRep, hd int, scale float32) {
+	q []float32, ldq int, k, v []float32, ldkv int, L, past, nRep, hd int, scale float32, window int) {
 	nk := past + L
 	nkp := roundUp(nk, keyPanel)
 	take := func(n int) []float32 {
@@ -168,9 +170,12 @@ func attentionBackwardFused(nn *smallNNKernel, dq, dk, dv, scratch, dout []float
 				nnProduct(nn, rows, kw, hd, 1, dor[t0*ldo:], ldo, vT, nkp, 0, dst, nkp)
 				for i := 0; i < rows; i++ {
 					visible := past + t0 + i + 1
+					lo := windowStart(visible, window)
 					pr, dr := pt[i*nkp:i*nkp+end], dst[i*nkp:i*nkp+end]
 					l, d := lse[(t0+i)*ldlse+r], dd[t0+i]
-					ek.softmaxGrad(pr[:visible], dr[:visible], l, d, scale)
+					ek.softmaxGrad(pr[lo:visible], dr[lo:visible], l, d, scale)
+					clear(pr[:lo])
+					clear(dr[:lo])
 					clear(pr[visible:])
 					clear(dr[visible:])
 				}

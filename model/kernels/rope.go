@@ -58,3 +58,17 @@ func ropeGo(x []float32, ld int, pos []int32, cos, sin []float32, n, nHead, head
 		}
 	}
 }
+
+// RopeTableFreqs is RopeTable with the inverse frequencies given (headDim/2 of them, as scaled
+// RoPE variants such as Llama 3's compute them): cos and sin (maxSeq, len(invFreq)) get the
+// angles pos·invFreq[i], computed in float64.
+func RopeTableFreqs(cos, sin []float32, maxSeq int, invFreq []float64) {
+	half := len(invFreq)
+	for p := 0; p < maxSeq; p++ {
+		for i, f := range invFreq {
+			a := float64(p) * f
+			cos[p*half+i] = float32(math.Cos(a))
+			sin[p*half+i] = float32(math.Sin(a))
+		}
+	}
+}

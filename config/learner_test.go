@@ -1,0 +1,16 @@
+package config
+
+import "testing"
+
+// The learner block is checked with the rest of the run's configuration.
+func TestLearnerConfigErrors(t *testing.T) {
+	checkLoadErrors(t, []loadCase{
+		{name: "unknown backend", sets: []string{"learner.backend=tinker"}, want: "learner.backend must be builtin, http or torch"},
+		{name: "http without url", sets: []string{"learner.backend=http"}, want: "learner.url is required"},
+		{name: "key held in the config", sets: []string{"learner.backend=http", "learner.url=http://127.0.0.1:1", "learner.key=s3cret"}, want: "${NAME}"},
+		{name: "builtin with a setting", sets: []string{"learner.timeout=1m"}, want: "do nothing with the builtin backend"},
+		{name: "unknown key", sets: []string{"learner.backend=torch", "learner.pyton=/usr/bin/python3"}, want: "pyton"},
+		{name: "torch with async", sets: []string{"learner.backend=torch", "learner.python=/usr/bin/python3", "phases.rl.rl.async.max_staleness=1"},
+			want: "backend http and torch train the synchronous RL loop only"},
+	})
+}

@@ -1,0 +1,87 @@
+package learn
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentrl/agentrl/internal/envref"
+)
+
+// The learner backends a run's `learner:` block names.
+const (
+	BackendBuiltin = "builtin" // the built-in model, in-process (the default)
+	BackendHTTP    = "http"    // a learner process someone else runs, at url (docs/learner.md)
+	BackendTorch   = "torch"   // the reference PyTorch learner, started and stopped by the run
+)
+
+// BackendConfig is a run's `learner:` block: which learner its RL phases train through.
+// Supervised phases always run on the built-in model.
+type BackendConfig struct {
+	// Backend is builtin (default), http or torch.
+	Backend string `yaml:"backend"`
+	// URL is an http learner's address, http://host:port.
+	URL string `yaml:"url,omitempty"`
+	// Key is "${NAME}": the environment variable holding the learner's key (required off
+	// loopback; for torch, the started learner requires it too).
+	Key string `yaml:"key,omitempty"`
+	// Timeout bounds each call to the learner (default 5 minutes).
+	Timeout time.Duration `yaml:"timeout,omitempty"`
+	// Python is the interpreter that runs agentrl_learner (torch).
+	Python string `yaml:"python,omitempty"`
+	// Path is the folder holding the agentrl_learner package (the repository's learners/torch),
+	// put on PYTHONPATH; empty when the package is installed (torch).
+	Path string `yaml:"path,omitempty"`
+	// Device is torch's device (default: cuda when available, else cpu) (torch).
+	Device string `yaml:"device,omitempty"`
+	// BF16 runs the forward passes under bf16 autocast (CUDA) (torch).
+	BF16 bool `yaml:"bf16,omitempty"`
+	// MaxTokens is the padded positions of one micro-batch (default 16384) (torch).
+	MaxTokens int `yaml:"max_tokens,omitempty"`
+	// ActivationCheckpointing recomputes each block's activations in the backward pass instead
+	// of keeping them (torch).
+	ActivationCheckpointing bool `yaml:"activation_checkpointing,omitempty"`
+}
+
+// External reports whether RL steps train outside this process.
+func (c BackendConfig) External() bool { return c.Backend == BackendHTTP || c.Backend == BackendTorch }
+
+// Validate reports a setting that cannot work or does nothing, by its YAML name.
+func (c BackendConfig) Validate() error {
+	if c.Timeout < 0 {
+		return fmt.Errorf("learner.timeout must not be negative, got %v", c.Timeout)
+	}
+	if c.MaxTokens < 0 || (c.MaxTokens > 0 && c.MaxTokens < 2) {
+		return fmt.Errorf("learner.max_tokens must be at least 2, got %d", c.MaxTokens)
+	}
+	if c.Key != "" && !envref.IsRef(c.Key) {
+		return errors.New(`learner.key must name an environment variable as "${NAME}", not hold the key`)
+	}
+	torchOnly := c.Python != "" || c.Path != "" || c.Device != "" || c.BF16 || c.MaxTokens != 0 || c.ActivationCheckpointing
+	switch c.Backend {
+	case "", BackendBuiltin:
+		if c.URL != "" || c.Key != "" || c.Timeout != 0 || torchOnly {
+			return errors.New("learner: url, key, timeout, python, path, device, bf16, max_tokens and activation_checkpointing do nothing with the builtin backend")
+		}
+	case BackendHTTP:
+		if c.URL == "" {
+			return errors.New("learner.url is required with backend http")
+		}
+		if torchOnly {
+			return errors.New("learner: python, path, device, bf16, max_tokens and activation_checkpointing are settings of the torch backend (the http learner is configured where it runs)")
+		}
+	case BackendTorch:
+		if c.Python == "" {
+			return errors.New("learner.python (the interpreter with torch) is required with backend torch")
+		}
+		if c.URL != "" {
+			return errors.New("learner.url does nothing with backend torch: the run starts the learner on a loopback port")
+		}
+		if c.BF16 && c.Device == "cpu" {
+			return errors.New("learner.bf16 is autocast on CUDA; it does nothing on device cpu")
+		}
+	default:
+		return fmt.Errorf("learner.backend must be builtin, http or torch, got %q", c.Backend)
+	}
+	return nil
+}

@@ -1,0 +1,518 @@
+"""The learner: a causal LM (and optional value head), its gradient and AdamW state.
+
+The arithmetic follows agentrl's built-in learner (``learn.Builtin``, ``optim``,
+``model/kernels/adamw.go``) so that both train the same weights from the same batch:
+
+* logprob of token j of a sequence: ``log_softmax(logits at position j-1)[x_j]`` in float32,
+  entropy ``-sum p log p`` of that distribution, value ``value_head.weight . h + bias`` on the
+  final-norm hidden state at position j-1;
+* forward_backward accumulates the gradient of ``sum_j c_j logprob_j + e_j entropy_j +
+  v_j value_j`` over masked tokens;
+* optim_step: the global gradient norm (summed in float64), clipping by ``clip / (norm + 1e-6)``
+  when the norm exceeds the bound, then AdamW with decoupled decay on 2-D tensors only:
+  ``m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+  p = p (1 - lr wd) - (lr / bc1) m / (sqrt(v / bc2) + eps)``, with bc1, bc2 rounded to
+  float32 as the Go kernel rounds them.
+"""
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import struct
+import tempfile
+
+import torch
+
+from . import modeling
+from .wire import BadRequest
+
+VALUE_WEIGHT, VALUE_BIAS = "value_head.weight", "value_head.bias"
+
+
+def f32(x):
+    """x rounded to float32, as a Python float."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+class NonFinite(Exception):
+    def __init__(self, norm):
+        super().__init__(f"gradient norm {norm}; the gradient was cleared")
+        self.norm = norm
+
+
+class BrokenWeights(Exception):
+    pass
+
+
+def load_causal_lm(path):
+    """The model in folder path: this package's own implementation of the families, or
+    transformers' AutoModelForCausalLM for an architecture it does not implement."""
+    try:
+        return modeling.load_model(path)
+    except ValueError as own:
+        try:
+            import transformers  # noqa: F401  (optional, for breadth)
+        except ImportError:
+            raise own
+        return HFModel(path)
+
+
+class HFModel(torch.nn.Module):
+    """transformers' AutoModelForCausalLM behind this package's interface (hidden_states,
+    logits, state_dict with the checkpoint's names)."""
+
+    def __init__(self, path):
+        super().__init__()
+        import transformers
+
+        self.hf = transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
+        with open(os.path.join(path, "config.json")) as f:
+            self.config = json.load(f)
+
+    def hidden_states(self, input_ids):
+        out = self.hf.model(input_ids=input_ids)
+        return out.last_hidden_state
+
+    def logits(self, h):
+        return self.hf.lm_head(h)
+
+    def tensors(self):
+        return {k[len("hf."):]: v for k, v in self.state_dict().items()}
+
+
+class LoRALinear(torch.nn.Module):
+    """A frozen nn.Linear plus PEFT's LoRA: y = base(x) + (alpha/r)·(x·Aᵀ)·Bᵀ."""
+
+    def __init__(self, base, a, b, scale):
+        super().__init__()
+        self.base = base
+        for p in self.base.parameters():
+            p.requires_grad_(False)
+        self.lora_A = torch.nn.Parameter(a)
+        self.lora_B = torch.nn.Parameter(b)
+        self.scale = scale
+
+    def forward(self, x):
+        return self.base(x) + self.scale * ((x @ self.lora_A.t().to(x.dtype)) @ self.lora_B.t().to(x.dtype))
+
+
+PEFT_PREFIX = "base_model.model."
+
+
+def attach_adapter(model, adapter_dir):
+    """Wraps the target projections of model with the PEFT LoRA adapter in adapter_dir; returns
+    (adapter_config dict, {PEFT tensor name: parameter})."""
+    with open(os.path.join(adapter_dir, "adapter_config.json")) as f:
+        cfg = json.load(f)
+    if cfg.get("peft_type") != "LORA":
+        raise ValueError(f"adapter peft_type {cfg.get('peft_type')!r} is not LORA")
+    for key, ok in (("use_dora", False), ("use_rslora", False), ("fan_in_fan_out", False)):
+        if bool(cfg.get(key, False)) != ok:
+            raise ValueError(f"adapter {key} is not supported")
+    if cfg.get("bias", "none") != "none" or cfg.get("modules_to_save") or cfg.get("layers_to_transform") \
+            or cfg.get("rank_pattern") or cfg.get("alpha_pattern"):
+        raise ValueError("adapter bias, modules_to_save, layers_to_transform and rank/alpha patterns are not supported")
+    if float(cfg.get("lora_dropout", 0) or 0) != 0:
+        raise ValueError("adapter lora_dropout must be 0 for training here")
+    r, alpha = int(cfg["r"]), float(cfg["lora_alpha"])
+    scale = f32(alpha / r)
+    sd = modeling.read_safetensors(os.path.join(adapter_dir, "adapter_model.safetensors"))
+    for p in model.parameters():
+        p.requires_grad_(False)
+    pairs = {}
+    for name, t in sd.items():
+        if not name.startswith(PEFT_PREFIX) or not (name.endswith(".lora_A.weight") or name.endswith(".lora_B.weight")):
+            raise ValueError(f"adapter tensor {name!r} is not a PEFT LoRA weight")
+        path, ab = name[len(PEFT_PREFIX):].rsplit(".lora_", 1)
+        pairs.setdefault(path, {})[ab[0]] = (name, t)
+    named = {}
+    for path, ab in sorted(pairs.items()):
+        if set(ab) != {"A", "B"}:
+            raise ValueError(f"adapter of {path} lacks lora_A or lora_B")
+        parent_path, leaf = path.rsplit(".", 1)
+        parent = model.get_submodule(parent_path)
+        base = getattr(parent, leaf)
+        if not isinstance(base, torch.nn.Linear):
+            raise ValueError(f"adapter target {path} is not a linear layer")
+        (na, a), (nb, b) = ab["A"], ab["B"]
+        if tuple(a.shape) != (r, base.in_features) or tuple(b.shape) != (base.out_features, r):
+            raise ValueError(f"adapter of {path}: shapes {list(a.shape)}, {list(b.shape)} do not fit rank {r}")
+        wrapped = LoRALinear(base, a.clone(), b.clone(), scale)
+        setattr(parent, leaf, wrapped)
+        named[na], named[nb] = wrapped.lora_A, wrapped.lora_B
+    if not named:
+        raise ValueError("the adapter has no tensors")
+    return cfg, named
+
+
+class Learner:
+    def __init__(self, model_dir, device="cpu", bf16=False, max_tokens=16384, reference_dir=None,
+                 beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.0, value_head=False, adapter_dir=None,
+                 activation_checkpointing=False):
+        self.device = torch.device(device)
+        self.activation_checkpointing = bool(activation_checkpointing)
+        self.bf16 = bool(bf16)
+        if self.bf16 and self.device.type != "cuda":
+            raise ValueError("bf16 autocast is for CUDA devices")
+        self.max_tokens = int(max_tokens)
+        if self.max_tokens < 2:
+            raise ValueError("max_tokens must be at least 2")
+        self.beta1, self.beta2, self.eps, self.wd = f32(beta1), f32(beta2), f32(eps), f32(weight_decay)
+        for name, v, lo, hi in (("beta1", self.beta1, 0, 1), ("beta2", self.beta2, 0, 1)):
+            if not lo <= v < hi:
+                raise ValueError(f"{name} must be in [0, 1), got {v}")
+        if not self.eps > 0 or not self.wd >= 0 or math.isinf(self.wd):
+            raise ValueError("eps must be positive and weight_decay finite and non-negative")
+        self.model = load_causal_lm(model_dir)
+        self.adapter_cfg, self.adapter = None, None
+        if adapter_dir:
+            if value_head:
+                raise ValueError("a value head beside LoRA adapters is not supported")
+            self.adapter_cfg, self.adapter = attach_adapter(self.model, adapter_dir)
+        self.model = self.model.to(self.device)
+        if self.adapter is not None:  # the parameters moved with the model
+            self.adapter = {n: p for n, p in self._adapter_params()}
+        with open(os.path.join(model_dir, "config.json")) as f:
+            self.config = json.load(f)
+        self.vocab = int(self.config["vocab_size"])
+        self.dim = int(self.config["hidden_size"])
+        self.value = None
+        vh = os.path.join(model_dir, "value_head.safetensors")
+        if os.path.exists(vh) and self.adapter is None:
+            self._load_value_head(modeling.read_safetensors(vh))
+        elif value_head:
+            self.value = {VALUE_WEIGHT: torch.zeros(1, self.dim, device=self.device, requires_grad=True),
+                          VALUE_BIAS: torch.zeros(1, device=self.device, requires_grad=True)}
+        self.reference = None
+        if reference_dir:
+            self.reference = load_causal_lm(reference_dir).to(self.device)
+            for p in self.reference.parameters():
+                p.requires_grad_(False)
+        self.steps = 0
+        self.pending = 0
+        self._init_optimizer()
+
+    # ----- parameters --------------------------------------------------------------------
+
+    def _adapter_params(self):
+        for path, mod in self.model.named_modules():
+            if isinstance(mod, LoRALinear):
+                yield PEFT_PREFIX + path + ".lora_A.weight", mod.lora_A
+                yield PEFT_PREFIX + path + ".lora_B.weight", mod.lora_B
+
+    def named_tensors(self):
+        """name -> trained parameter, the checkpoint's names (value head last); with a LoRA
+        adapter, its tensors alone under PEFT's names (the base is frozen)."""
+        if self.adapter is not None:
+            return dict(self.adapter)
+        if isinstance(self.model, HFModel):
+            named = dict(self.model.hf.named_parameters())
+        else:
+            named = dict(self.model.named_parameters())
+        if self.value is not None:
+            named.update(self.value)
+        return named
+
+    def _load_value_head(self, sd):
+        w, b = sd.get(VALUE_WEIGHT), sd.get(VALUE_BIAS)
+        if w is None or b is None or tuple(w.shape) != (1, self.dim) or tuple(b.shape) != (1,) or len(sd) != 2:
+            raise ValueError(f"value_head.safetensors must hold {VALUE_WEIGHT} [1, {self.dim}] and {VALUE_BIAS} [1]")
+        self.value = {VALUE_WEIGHT: w.to(self.device).requires_grad_(True),
+                      VALUE_BIAS: b.to(self.device).requires_grad_(True)}
+
+    def _init_optimizer(self):
+        self.m = {n: torch.zeros_like(p, dtype=torch.float32) for n, p in self.named_tensors().items()}
+        self.v = {n: torch.zeros_like(p, dtype=torch.float32) for n, p in self.named_tensors().items()}
+
+    def num_params(self):
+        return sum(p.numel() for p in self.named_tensors().values())
+
+    def zero_grad(self):
+        for p in self.named_tensors().values():
+            p.grad = None
+        self.pending = 0
+
+    # ----- forward -----------------------------------------------------------------------
+
+    def _microbatches(self, req):
+        """Sequences grouped, longest first, into micro-batches of at most max_tokens padded
+        positions; a sequence is never split."""
+        lens = [req.offsets[i + 1] - req.offsets[i] for i in range(req.seqs())]
+        order = sorted(range(len(lens)), key=lambda i: (-lens[i], i))
+        for i in order:
+            if lens[i] - 1 > self.max_tokens:
+                raise BadRequest(f"sequence {i} has {lens[i]} tokens, more than the learner's max_tokens {self.max_tokens} holds")
+        groups, cur, width = [], [], 0
+        for i in order:
+            w = max(width, lens[i] - 1, 1)
+            if cur and w * (len(cur) + 1) > self.max_tokens:
+                groups.append(cur)
+                cur, w = [], max(lens[i] - 1, 1)
+            cur.append(i)
+            width = w
+        if cur:
+            groups.append(cur)
+        return groups
+
+    def _run(self, model, req, idx, values, entropies=True):
+        """Logprobs, entropies (and values) [B, L] of sequences idx, positions predicting
+        tokens 1..n-1, with a mask of the positions asked."""
+        lens = [req.offsets[i + 1] - req.offsets[i] for i in idx]
+        L = max(max(lens) - 1, 1)
+        B = len(idx)
+        inp = torch.zeros(B, L, dtype=torch.int64)
+        tgt = torch.zeros(B, L, dtype=torch.int64)
+        want = torch.zeros(B, L, dtype=torch.bool)
+        for r, i in enumerate(idx):
+            lo, hi = req.offsets[i], req.offsets[i + 1]
+            n = hi - lo
+            if n >= 2:
+                inp[r, : n - 1] = req.tokens[lo : hi - 1]
+                tgt[r, : n - 1] = req.tokens[lo + 1 : hi]
+                want[r, : n - 1] = req.mask[lo + 1 : hi]
+        inp, tgt, want = inp.to(self.device), tgt.to(self.device), want.to(self.device)
+        ctx = torch.autocast(device_type="cuda", dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
+        with ctx:
+            h = self._hidden(model, inp)
+            logits = self._logits(model, h)
+        logits = logits.float()
+        logp_all = torch.log_softmax(logits, dim=-1)
+        lp = logp_all.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
+        ent = -(logp_all.exp() * logp_all).sum(-1) if entropies else None
+        val = None
+        if values:
+            if self.value is None:
+                raise BadRequest("values asked of a learner without a value head")
+            hf = h.float()
+            val = hf @ self.value[VALUE_WEIGHT].t().squeeze(-1) + self.value[VALUE_BIAS]
+        return lp, ent, val, want
+
+    def _hidden(self, model, inp):
+        """The final-norm hidden states; with activation checkpointing (and a gradient to take),
+        each block's activations are recomputed in the backward pass instead of kept."""
+        if not (self.activation_checkpointing and torch.is_grad_enabled()):
+            return model.hidden_states(inp)
+        if isinstance(model, HFModel):
+            model.hf.gradient_checkpointing_enable()
+            return model.hidden_states(inp)
+        from torch.utils.checkpoint import checkpoint
+
+        x = model.model.embed_tokens(inp)
+        cos, sin = model.rope(inp.shape[1])
+        for block in model.model.layers:
+            x = checkpoint(block, x, cos, sin, use_reentrant=False)
+        return model.model.norm(x)
+
+    @staticmethod
+    def _logits(model, h):
+        if isinstance(model, HFModel):
+            return model.logits(h)
+        if model.lm_head is None:
+            return h @ model.model.embed_tokens.weight.t()
+        return model.lm_head(h)
+
+    def _scatter(self, req, idx, x, want, dst):
+        """Per-position x [B, L] back to per-token dst [N] (0 where not wanted)."""
+        x = torch.where(want, x, torch.zeros((), dtype=x.dtype, device=x.device)).detach().cpu()
+        for r, i in enumerate(idx):
+            lo, hi = req.offsets[i], req.offsets[i + 1]
+            if hi - lo >= 2:
+                dst[lo + 1 : hi] = x[r, : hi - lo - 1]
+
+    def forward(self, req, entropies, values, reference):
+        model = self.model
+        if reference:
+            if self.reference is None:
+                raise BadRequest("reference logprobs asked of a learner started without --reference")
+            model = self.reference
+            if values:
+                raise BadRequest("the reference policy has no value head")
+        n = len(req.tokens)
+        lp_out = torch.zeros(n)
+        ent_out = torch.zeros(n) if entropies else None
+        val_out = torch.zeros(n) if values else None
+        with torch.no_grad():
+            for idx in self._microbatches(req):
+                lp, ent, val, want = self._run(model, req, idx, values, entropies)
+                self._scatter(req, idx, lp, want, lp_out)
+                if entropies:
+                    self._scatter(req, idx, ent, want, ent_out)
+                if values:
+                    self._scatter(req, idx, val, want, val_out)
+        return lp_out, ent_out, val_out
+
+    def _gather(self, req, idx, src, L):
+        """Per-token src [N] to per-position [B, L]."""
+        out = torch.zeros(len(idx), L)
+        for r, i in enumerate(idx):
+            lo, hi = req.offsets[i], req.offsets[i + 1]
+            if hi - lo >= 2:
+                out[r, : hi - lo - 1] = src[lo + 1 : hi]
+        return out.to(self.device)
+
+    def forward_backward(self, req):
+        if "values" in req.coef and self.value is None:
+            raise BadRequest("value coefficients for a learner without a value head")
+        tokens = 0
+        for idx in self._microbatches(req):
+            lp, ent, val, want = self._run(self.model, req, idx, "values" in req.coef, "entropies" in req.coef)
+            L = lp.shape[1]
+            w = want.float()
+            total = (self._gather(req, idx, req.coef["logprobs"], L) * w * lp).sum()
+            if "entropies" in req.coef:
+                total = total + (self._gather(req, idx, req.coef["entropies"], L) * w * ent).sum()
+            if "values" in req.coef:
+                total = total + (self._gather(req, idx, req.coef["values"], L) * w * val).sum()
+            total.backward()
+            tokens += int(want.sum())
+        self.pending += tokens
+        return tokens
+
+    # ----- optimizer ---------------------------------------------------------------------
+
+    def optim_step(self, lr, grad_clip):
+        lr, clip = f32(lr), f32(grad_clip)
+        if not lr >= 0 or math.isinf(lr):
+            raise BadRequest(f"learning rate must be finite and non-negative, got {lr}")
+        named = self.named_tensors()
+        grads = {}
+        total = 0.0
+        for n, p in named.items():
+            g = p.grad
+            if g is None:
+                g = torch.zeros_like(p, dtype=torch.float32)
+            g = g.float()
+            grads[n] = g
+            total += float((g.double() ** 2).sum())
+        norm = f32(math.sqrt(total)) if math.isfinite(total) else float("nan")
+        if not math.isfinite(norm):
+            self.zero_grad()
+            raise NonFinite(norm)
+        if clip > 0 and norm > clip:
+            scale = f32(clip / f32(norm + f32(1e-6)))
+            for g in grads.values():
+                g.mul_(scale)
+        self.steps += 1
+        bc1 = f32(1 - self.beta1 ** self.steps)
+        bc2 = f32(1 - self.beta2 ** self.steps)
+        step = f32(lr / bc1)
+        inv_bc2 = f32(1 / bc2)
+        b1, omb1 = self.beta1, f32(1 - self.beta1)
+        b2, omb2 = self.beta2, f32(1 - self.beta2)
+        with torch.no_grad():
+            for n, p in named.items():
+                g, m, v = grads[n], self.m[n], self.v[n]
+                m.mul_(b1).add_(g * omb1)
+                v.mul_(b2).add_((g * omb2) * g)
+                decay = f32(1 - f32(lr * self.wd)) if p.dim() == 2 else 1.0
+                upd = (m * step) / (torch.sqrt(v * inv_bc2) + self.eps)
+                p.mul_(decay).sub_(upd.to(p.dtype))
+        self.zero_grad()
+        for n, p in named.items():
+            if not bool(torch.isfinite(p).all()):
+                raise BrokenWeights(f"the update made tensor {n!r} non-finite at learning rate {lr} (gradient norm {norm})")
+        return norm, lr
+
+    # ----- files -------------------------------------------------------------------------
+
+    def _weights(self):
+        sd = {n: p.detach().float().cpu() for n, p in self.named_tensors().items()}
+        head = {n: sd.pop(n) for n in (VALUE_WEIGHT, VALUE_BIAS) if n in sd}
+        return sd, head
+
+    def _write_folder(self, dir, state):
+        dir = os.path.abspath(dir)
+        parent = os.path.dirname(dir)
+        os.makedirs(parent, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix="." + os.path.basename(dir) + ".tmp-", dir=parent)
+        try:
+            if self.adapter is not None:
+                # The adapter, in PEFT's format; a state folder also holds the adapter's moments.
+                self._write_adapter(tmp)
+                sd, head = {}, {}
+            else:
+                sd, head = self._weights()
+                with open(os.path.join(tmp, "config.json"), "w") as f:
+                    json.dump(self.config, f, indent=2)
+                modeling.write_safetensors(os.path.join(tmp, "model.safetensors"), sd, torch.float32, {"format": "pt"})
+            if head and state:
+                modeling.write_safetensors(os.path.join(tmp, "value_head.safetensors"), head, torch.float32, {"format": "pt"})
+            if state:
+                opt = {}
+                for n in self.named_tensors():
+                    opt["exp_avg." + n] = self.m[n].cpu()
+                    opt["exp_avg_sq." + n] = self.v[n].cpu()
+                modeling.write_safetensors(os.path.join(tmp, "optimizer.safetensors"), opt, torch.float32,
+                                           {"format": "pt", "step": str(self.steps)})
+                with open(os.path.join(tmp, "trainer_state.json"), "w") as f:
+                    f.write('{"format_version": 1, "optimizer": true, "extra": null}\n')
+            size = sum(os.path.getsize(os.path.join(tmp, x)) for x in os.listdir(tmp))
+            if os.path.exists(dir):
+                old = tempfile.mkdtemp(prefix="." + os.path.basename(dir) + ".old-", dir=parent)
+                os.rename(dir, os.path.join(old, "d"))
+                os.rename(tmp, dir)
+                shutil.rmtree(old)
+            else:
+                os.rename(tmp, dir)
+            return size
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    def _write_adapter(self, tmp):
+        with open(os.path.join(tmp, "adapter_config.json"), "w") as f:
+            json.dump(self.adapter_cfg, f, indent=2)
+        modeling.write_safetensors(os.path.join(tmp, "adapter_model.safetensors"),
+                                   {n: p.detach().float().cpu() for n, p in self.adapter.items()}, torch.float32, {"format": "pt"})
+
+    def save_for_sampler(self, dir):
+        return self._write_folder(dir, state=False)
+
+    def save_state(self, dir):
+        return self._write_folder(dir, state=True)
+
+    def load_state(self, dir):
+        named = self.named_tensors()
+        if self.adapter is not None:
+            sd = modeling.read_safetensors(os.path.join(dir, "adapter_model.safetensors"))
+        else:
+            sd = modeling.read_safetensors(os.path.join(dir, "model.safetensors"))
+        vh = os.path.join(dir, "value_head.safetensors")
+        if os.path.exists(vh) and self.adapter is None:
+            if self.value is None:
+                raise BadRequest(f"{dir} has a value head, this learner has none")
+            sd.update(modeling.read_safetensors(vh))
+        missing = [n for n in named if n not in sd]
+        extra = [n for n in sd if n not in named]
+        if missing or extra:
+            raise BadRequest(f"{dir}: tensors missing {missing[:5]}, unexpected {extra[:5]}")
+        steps, m, v = 0, None, None
+        ts = os.path.join(dir, "trainer_state.json")
+        has_opt = False
+        if os.path.exists(ts):
+            with open(ts) as f:
+                has_opt = bool(json.load(f).get("optimizer"))
+        if has_opt:
+            path = os.path.join(dir, "optimizer.safetensors")
+            opt = modeling.read_safetensors(path)
+            with open(path, "rb") as f:
+                (hn,) = struct.unpack("<Q", f.read(8))
+                meta = json.loads(f.read(hn)).get("__metadata__", {})
+            steps = int(meta["step"])
+            m = {n: opt["exp_avg." + n] for n in named}
+            v = {n: opt["exp_avg_sq." + n] for n in named}
+        with torch.no_grad():
+            for n, p in named.items():
+                if tuple(sd[n].shape) != tuple(p.shape):
+                    raise BadRequest(f"{dir}: tensor {n} has shape {list(sd[n].shape)}, the model {list(p.shape)}")
+                p.copy_(sd[n])
+        self._init_optimizer()
+        if has_opt:
+            for n in named:
+                self.m[n].copy_(m[n])
+                self.v[n].copy_(v[n])
+        self.steps = steps
+        self.zero_grad()
+        return steps
