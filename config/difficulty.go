@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
@@ -9,16 +8,13 @@ import (
 )
 
 // validateDifficulty checks e's difficulty block against the levels its environment has.
-// Rollout workers make their environments by name, so a difficulty cannot reach them.
+// Rollout workers get it with each task (dist.Task.EnvConfig, pipeline/workerenv.go).
 func (p *Phase) validateDifficulty(e EnvWeight, spec env.Spec) error {
 	if e.Difficulty == nil {
 		return nil
 	}
 	if err := e.Difficulty.Validate(spec.Levels); err != nil {
 		return err
-	}
-	if p.RL != nil && p.RL.Async != nil && p.RL.Async.Workers != nil {
-		return errors.New("difficulty: rollout workers (rl.async.workers) make their environments by name and would not draw its levels")
 	}
 	return nil
 }

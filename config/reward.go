@@ -50,8 +50,8 @@ func (rc *RewardConfig) validate(c *Config, p *Phase) error {
 	if p.Kind != "rl" {
 		return fmt.Errorf("reward does nothing in an %s phase (supervised phases train on demonstrations, not rewards)", p.Kind)
 	}
-	if p.RL != nil && p.RL.Async != nil && p.RL.Async.Workers != nil {
-		return errors.New("reward: episodes from remote workers (rl.async.workers) are not rescored yet; remove the reward block or the workers")
+	if p.RL != nil && p.RL.Async != nil && p.RL.Async.Workers != nil && rc.Judge != nil && rc.Judge.Generator == JudgePolicy {
+		return errors.New("reward.judge.generator: policy: with rollout workers (rl.async.workers) the learner holds no engine of the policy to judge with; use a checkpoint or remote judge")
 	}
 	var errs []error
 	if err := rc.Config.Validate(c.Rollout.MaxContext, rc.Judge != nil); err != nil {

@@ -45,7 +45,7 @@ func TestRewardConfigErrors(t *testing.T) {
 		{name: "judge remote missing", sets: []string{judge(", generator: remote")}, want: "reward.judge.remote must name the judge's servers"},
 		{name: "judge remote servers", sets: []string{judge(", generator: remote, remote: {servers: [{name: a, url: 'x', dialect: agentrl}]}")}, want: `reward.judge.remote.servers[0].url "x" must start with http://`},
 		{name: "judge remote with checkpoint generator", sets: []string{judge(", generator: checkpoint, checkpoint: " + dir + ", remote: {servers: []}")}, want: "reward.judge.remote does nothing with generator: checkpoint"},
-		{name: "with remote workers", sets: []string{set(`{outcome: 2}`), "phases.rl.rl.async={max_staleness: 1, workers: {listen: '127.0.0.1:0'}}", "phases.rl.rl.loss.correction.level=token"}, want: "episodes from remote workers (rl.async.workers) are not rescored yet"},
+		{name: "policy judge with remote workers", sets: []string{judge(", generator: policy"), "phases.rl.rl.async={max_staleness: 1, workers: {listen: '127.0.0.1:0'}}", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.dynamic_sampling=null"}, want: "the learner holds no engine of the policy to judge with"},
 	})
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"reflect"
 	"strings"
 
@@ -29,14 +28,17 @@ const (
 // readConfigFile reads at most MaxConfigBytes of the file at path: a larger file, a device
 // (/dev/zero) or a pipe that does not end within the bound is an error, never read forever.
 func readConfigFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, pipe, err := openConfigFile(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
 	if err != nil {
-		return nil, err
+		return nil, pipeReadError(path, pipe, len(data), err)
+	}
+	if pipe && len(data) == 0 {
+		return nil, fmt.Errorf("%s is a named pipe with no writer within %v (or one that wrote nothing): write the configuration into it, or give a file", path, configPipeWait)
 	}
 	if len(data) > MaxConfigBytes {
 		return nil, fmt.Errorf("%s is larger than the %d-byte limit of a configuration (pipeline.MaxConfigBytes)", path, MaxConfigBytes)
@@ -173,6 +175,7 @@ func (w *intWalker) walk(n ast.Node, t reflect.Type, path string) error {
 		case *ast.InfinityNode, *ast.NanNode:
 			return fmt.Errorf("%s: %s is not an integer", path, n.GetToken().Value)
 		}
+		return checkIntRange(n, t, path)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -169,6 +170,7 @@ type Consumer struct {
 	decisions []Decision
 	redeliver int64
 	swept     int64 // tasks removed by the task sweep
+	retried   int64 // trajectories that came from a task's later attempt
 
 	stop   context.Context // ends at Close
 	cancel context.CancelFunc
@@ -397,6 +399,11 @@ func (k *Consumer) decide(ctx context.Context, m jetstream.Msg) *Delivery {
 	_, seen := k.accepted[key]
 	_, trained := k.state.Trained[key]
 	k.mu.Unlock()
+	if attempt > 0 {
+		k.mu.Lock()
+		k.retried++
+		k.mu.Unlock()
+	}
 	if seen || trained {
 		return k.drop(d, DropDuplicate, "")
 	}
@@ -554,6 +561,16 @@ func (k *Consumer) Redelivered() int64 {
 	return k.redeliver
 }
 
+// TasksRetried counts the trajectories that came from a later attempt of their task (handed out
+// or dropped, a redelivery of the same message aside): an earlier worker took the task and did not
+// finish it (killed, stalled past the task's ack wait, or returned it at shutdown or on an error).
+// When that worker had stored its trajectory, the retry's is also a duplicate.
+func (k *Consumer) TasksRetried() int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.retried
+}
+
 // TasksSwept counts the settled tasks the server kept in the task queue and the consumer
 // removed (ConsumerConfig.SweepTasks).
 func (k *Consumer) TasksSwept() int64 {
@@ -569,7 +586,8 @@ func (k *Consumer) Held() int {
 	return len(k.held)
 }
 
-// parseMsgID splits <run>/<group>/<sample>/<epoch>.<attempt> into its key, epoch and attempt.
+// parseMsgID splits <run>/<group>/<sample>/<epoch>.<attempt>[.<nonce>] into its key, epoch and
+// attempt.
 func parseMsgID(id, run string) (key string, epoch uint32, attempt int, err error) {
 	bad := func(why string) (string, uint32, int, error) {
 		return "", 0, 0, fmt.Errorf("message id %q: %s", id, why)
@@ -597,6 +615,12 @@ func parseMsgID(id, run string) (key string, epoch uint32, attempt int, err erro
 	if !ok {
 		return bad("want <epoch>.<attempt> after the sample")
 	}
+	if a, nonce, ok := strings.Cut(as, "."); ok {
+		if !nonceRE.MatchString(nonce) {
+			return bad("bad nonce")
+		}
+		as = a
+	}
 	e, err := strconv.ParseUint(es, 10, 32)
 	if err != nil {
 		return bad("bad epoch")
@@ -607,3 +631,6 @@ func parseMsgID(id, run string) (key string, epoch uint32, attempt int, err erro
 	}
 	return id[:len(id)-len(parts[3])-1], uint32(e), a, nil
 }
+
+// nonceRE is a trajectory message id's nonce (nuid: 22 base-62 characters).
+var nonceRE = regexp.MustCompile(`^[0-9A-Za-z]{1,64}$`)

@@ -3,6 +3,7 @@ package dist
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatalf("delivery %+v", d)
 		}
 		want := synthTraj(testTask(run, d.Traj.GroupID, int(d.Traj.Reward)), 64, 0)
-		want.ID = d.MsgID
+		want.ID = d.MsgID[:strings.LastIndexByte(d.MsgID, '.')] // the message id is the trajectory's and a nonce
 		if !traj.Equal(want, d.Traj) {
 			t.Fatalf("trajectory %s differs from what the worker wrote", d.MsgID)
 		}
@@ -149,7 +150,7 @@ func TestConsumerDrops(t *testing.T) {
 	}
 	pub(0, 0, 0, synthTraj(testTask(run, 0, 0), 16, 10)) // ok
 	pub(0, 0, 1, synthTraj(testTask(run, 0, 0), 16, 10)) // duplicate key, other attempt
-	pub(0, 0, 1, synthTraj(testTask(run, 0, 0), 16, 10)) // same message id: the stream dedups it
+	pub(0, 0, 1, synthTraj(testTask(run, 0, 0), 16, 10)) // the same attempt again: a fresh message id, another duplicate
 	pub(1, 0, 0, synthTraj(testTask(run, 1, 0), 16, 5))  // stale at v10, η 2
 	failed := synthTraj(testTask(run, 2, 0), 16, 10)
 	failed.Status = traj.StatusEnvError
@@ -180,13 +181,13 @@ func TestConsumerDrops(t *testing.T) {
 	if d, err := k.Next(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a third delivery %+v, %v", d, err)
 	}
-	want := map[string]int64{DropDuplicate: 1, DropStale: 1, DropFailed: 1, DropFilter: 1}
+	want := map[string]int64{DropDuplicate: 2, DropStale: 1, DropFailed: 1, DropFilter: 1}
 	if got := k.Drops(); !mapsEqual(got, want) {
 		t.Fatalf("drops %v, want %v", got, want)
 	}
 	dec := k.Decisions()
-	if len(dec) != 6 {
-		t.Fatalf("decisions %+v, want one per stored sequence (6)", dec)
+	if len(dec) != 7 {
+		t.Fatalf("decisions %+v, want one per stored sequence (7)", dec)
 	}
 	for i, d := range dec {
 		if d.Seq != uint64(i+1) {
@@ -213,8 +214,8 @@ func TestConsumerDrops(t *testing.T) {
 	if d, err := k2.Next(short2); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("after restore: delivery %+v, %v", d, err)
 	}
-	if n := k2.Drops()[DropDuplicate]; n != 2 {
-		t.Fatalf("duplicates after restore %d, want 2 (1 restored + 1 new)", n)
+	if n := k2.Drops()[DropDuplicate]; n != 3 {
+		t.Fatalf("duplicates after restore %d, want 3 (2 restored + 1 new)", n)
 	}
 }
 

@@ -8,7 +8,7 @@
 // written down in docs/wire.md so that a learner or worker in another language can join. In
 // short: a task is a JSON message on the work-queue stream AGENTRL_TASKS_<run>; a worker acks it
 // only after the PubAck of its trajectory, which it publishes on AGENTRL_TRAJ_<run> in the traj
-// binary codec under Nats-Msg-Id <run>/<group>/<sample>/<epoch>.<attempt>; the learner's Consumer
+// binary codec under Nats-Msg-Id <run>/<group>/<sample>/<epoch>.<attempt>.<nonce>; the learner's Consumer
 // hands trajectories out once per (group, sample) and acks them only when told that the step that
 // trained on them is checkpointed. Every trajectory it does not hand out is dropped for a named
 // reason and counted (Drops). The consumer also sweeps from the task queue the acknowledged

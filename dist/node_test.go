@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -81,9 +82,12 @@ func TestNodeClientReadsTrajectory(t *testing.T) {
 		t.Fatalf("payload read by node differs from what Go wrote (%d vs %d bytes)", len(payload), len(want))
 	}
 	wantH := map[string]string{
-		HeaderMsgID: task.MsgID(1), HeaderCodec: Codec, HeaderRun: run, HeaderTask: task.TaskID,
+		HeaderCodec: Codec, HeaderRun: run, HeaderTask: task.TaskID,
 		HeaderGroup: strconv.FormatUint(task.GroupID, 10), HeaderSample: "2", HeaderAttempt: "1",
 		HeaderStatus: "ok", HeaderMinVersion: "7", HeaderMaxVersion: "7", HeaderWorker: "w-node", HeaderAdmit: "0", HeaderEpoch: "0",
+	}
+	if id := got.Headers[HeaderMsgID]; !strings.HasPrefix(id, task.MsgID(1)+".") {
+		t.Errorf("header %s: node read %q, want %s.<nonce>", HeaderMsgID, id, task.MsgID(1))
 	}
 	for k, v := range wantH {
 		if got.Headers[k] != v {

@@ -30,7 +30,9 @@ func (c *Conn) PublishTrajectory(ctx context.Context, task Task, attempt int, wo
 		return nil, fmt.Errorf("dist: %w", err)
 	}
 	msg := nats.NewMsg(TrajSubject(task.Run, task.GroupID))
-	id := task.MsgID(attempt)
+	// A fresh nonce per trajectory: another worker cannot know the id before this one is stored,
+	// so it cannot make JetStream drop it as a duplicate; this call's retries keep the id.
+	id := task.MsgID(attempt) + "." + nuid.Next()
 	h := msg.Header
 	h.Set(HeaderMsgID, id)
 	h.Set(HeaderCodec, Codec)

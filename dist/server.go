@@ -99,6 +99,15 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		AlwaysEnableNonce:          true, // for NKey signatures
 		CustomClientAuthentication: auth,
 	}
+	if port != server.RANDOM_PORT {
+		// A taken port is said at once (the server would only fail to become ready).
+		addr := net.JoinHostPort(cfg.Host, strconv.Itoa(port))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("dist: server: listen on %s: %w", addr, err)
+		}
+		ln.Close()
+	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("dist: server: %w", err)

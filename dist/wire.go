@@ -15,7 +15,8 @@ const (
 	SubjectPrefix = "agentrl"
 	// PolicyBucket is the KV bucket of policy pointers: key <run>.latest holds a Pointer, key
 	// <run>.rollout the run's rollout settings (JSON, opaque to this package), key <run>.epoch
-	// the last learner epoch taken (NextEpoch).
+	// the last learner epoch taken (NextEpoch), key <run>.finished when the learner finished the
+	// run (MarkFinished).
 	PolicyBucket = "agentrl_policy"
 	// WorkersBucket is the KV bucket of worker heartbeats, key <run>.<worker id>, with a TTL.
 	WorkersBucket = "agentrl_workers"
@@ -87,6 +88,10 @@ type Task struct {
 	TaskID string `json:"task_id"`
 	Env    string `json:"env"`
 	Seed   int64  `json:"seed"`
+	// EnvConfig, when set, is how the worker makes the environment for this task, opaque to the
+	// data plane (agentrl's: {"difficulty": {"levels": [...], "weights": [...]}}, the levels the
+	// learner draws the phase's tasks at).
+	EnvConfig json.RawMessage `json:"env_config,omitempty"`
 	// GroupID and Sample identify the episode: the learner accepts one trajectory per pair.
 	GroupID uint64 `json:"group_id"`
 	Sample  int    `json:"sample_index"`

@@ -311,6 +311,12 @@ func (w *Worker) nak(m jetstream.Msg, task Task, cause error) {
 func (w *Worker) term(m jetstream.Msg, reason string) {
 	w.termed.Add(1)
 	w.logf("task terminated: %s", reason)
+	if w.Conn != nil && !termReasonUnderstood(w.Conn.NC.ConnectedServerVersion()) {
+		// nats-server before 2.10 does not parse "+TERM <reason>" and redelivers the message
+		// forever: terminate it plainly (the reason is in the worker's log).
+		_ = m.Term()
+		return
+	}
 	_ = m.TermWithReason(reason)
 }
 

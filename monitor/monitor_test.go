@@ -26,8 +26,8 @@ func TestMonitorNamesTheBrokenInvariant(t *testing.T) {
 	}{
 		{step{learn: trained(0.5, 0.001), sample: Stats{zeroVarShare: 0.2}}, nil},
 		{step{learn: trained(0.01, 0)}, []string{"exploration"}},
-		{step{}, nil}, // nothing trained: no entropy or shift was measured
-		{step{sample: Stats{zeroVarShare: 0.95}}, []string{"learning signal"}},
+		{step{}, []string{"trained nothing"}}, // no entropy or shift was measured, and it says so
+		{step{sample: Stats{zeroVarShare: 0.95}}, []string{"trained nothing", "learning signal"}},
 		{step{learn: trained(0.5, 0.2), sample: Stats{zeroVarShare: 1}}, []string{"learning signal", "distribution shift"}},
 	}
 	for i, c := range cases {

@@ -21,6 +21,9 @@ func (mo *Monitor) Check(rep *learn.RLReport, st Stats) []string {
 	var w []string
 	// Entropy and shift are measured only on steps that trained (a step with no informative
 	// group has none).
+	if rep == nil {
+		w = append(w, "step trained nothing (no group carried a learning signal): entropy and shift not measured")
+	}
 	if l := rep; l != nil && l.Entropy < mo.cfg.MinEntropy {
 		w = append(w, fmt.Sprintf("exploration collapsing: mean token entropy %.4f below %.4f", l.Entropy, mo.cfg.MinEntropy))
 	}

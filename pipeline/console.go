@@ -14,6 +14,7 @@ type progress struct {
 	name  string
 	unit  string // what is counted: "step", "episode"
 	total int
+	from  int // the step it started at (a resumed phase's); the ETA's rate counts only what it did
 	bar   *progressbar.ProgressBar
 	start time.Time
 	last  time.Time
@@ -21,6 +22,16 @@ type progress struct {
 
 func (r *Run) newProgress(name string, total int) *progress {
 	return r.newCounter(name, "step", total)
+}
+
+// newProgressFrom is newProgress for a phase resumed after step from.
+func (r *Run) newProgressFrom(name string, total, from int) *progress {
+	p := r.newCounter(name, "step", total)
+	p.from = from
+	if p.bar != nil && from > 0 {
+		p.bar.ChangeMax(total - from) // the bar counts this segment's steps, so its ETA holds
+	}
+	return p
 }
 
 // newCounter is newProgress counting unit (e.g. episodes) instead of steps; update may be
@@ -46,17 +57,20 @@ func (r *Run) newCounter(name, unit string, total int) *progress {
 
 func (p *progress) update(step int, status string) {
 	if p.bar != nil {
+		if p.from > 0 { // the bar counts the segment: say where the phase is
+			status = fmt.Sprintf("%s (step %d/%d)", status, step, p.total)
+		}
 		p.bar.Describe(fmt.Sprintf("%s %s", p.name, status))
-		p.bar.Set(step)
+		p.bar.Set(step - p.from)
 		return
 	}
 	now := p.r.now()
 	// Plain lines: every step while steps are slow, at most one every 5 s otherwise (and for
 	// counters of episodes, none in the first 5 s).
-	if (p.unit == "step" && (step == p.total || step == 1)) || now.Sub(p.last) >= 5*time.Second {
+	if (p.unit == "step" && (step == p.total || step == p.from+1)) || now.Sub(p.last) >= 5*time.Second {
 		p.last = now
 		el := now.Sub(p.start)
-		eta := time.Duration(float64(el) / float64(step) * float64(p.total-step))
+		eta := time.Duration(float64(el) / float64(max(step-p.from, 1)) * float64(p.total-step))
 		if status != "" {
 			status = "  " + status
 		}

@@ -118,6 +118,9 @@ func (r *Run) startDist(ctx context.Context, p config.Phase) (*distSession, erro
 	if err := s.conn.SetupRun(ctx, dist.RunConfig{Run: s.run, TaskAckWait: ackWait}); err != nil {
 		return nil, err
 	}
+	if err := s.conn.ClearFinished(ctx, s.run); err != nil {
+		return nil, err
+	}
 	inc, err := r.newDistEpoch(ctx, s.conn, s.run)
 	if err != nil {
 		return nil, err
@@ -309,6 +312,7 @@ func (s *distSession) metrics() map[string]float64 {
 	}
 	s.mu.Unlock()
 	m["dist/redelivered"] = float64(s.cons.Redelivered())
+	m["dist/tasks_retried"] = float64(s.cons.TasksRetried())
 	m["dist/tasks_swept"] = float64(s.cons.TasksSwept())
 	m["dist/held"] = float64(s.cons.Held())
 	return m
@@ -389,7 +393,7 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p config.Phase, start int) 
 		return err
 	}
 	mon := monitor.New(r.Cfg.Monitor)
-	bar := r.newProgress(p.Name, p.Steps)
+	bar := r.newProgressFrom(p.Name, p.Steps, start)
 	defer bar.finish()
 	timeout := c.Async.Workers.GroupTimeout
 	if timeout == 0 {
@@ -397,6 +401,10 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p config.Phase, start int) 
 	}
 	minMembers := min(2, c.GroupSize)
 
+	envCfg, err := distEnvConfigs(p)
+	if err != nil {
+		return err
+	}
 	admitted := start // the next step to admit
 	admit := func(trained int) error {
 		for ; admitted < p.Steps && admitted-trained <= eta; admitted++ {
@@ -415,7 +423,7 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p config.Phase, start int) 
 			for i, t := range tasks {
 				id := distGroupID(pi, admitted, i)
 				for k := range c.GroupSize {
-					task := dist.Task{Run: s.run, TaskID: fmt.Sprintf("%d-%d", id, k), Env: t.Env, Seed: t.Seed,
+					task := dist.Task{Run: s.run, TaskID: fmt.Sprintf("%d-%d", id, k), Env: t.Env, Seed: t.Seed, EnvConfig: envCfg[t.Env],
 						GroupID: id, Sample: k, Epoch: s.epoch, AdmitVersion: r.version}
 					if err := s.conn.PublishTask(ctx, task); err != nil {
 						return err
@@ -465,6 +473,13 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p config.Phase, start int) 
 			unclaimed = append(unclaimed, d)
 			return
 		}
+		if envCfg[d.Traj.Env] != nil && d.Traj.Status == traj.StatusOK && !hasLevel(d.Traj) {
+			// An episode the environment ended without its level: a worker that ignored the task's
+			// difficulty (an older one) ran another task than the one drawn.
+			s.filtered["no_level"]++
+			unclaimed = append(unclaimed, d)
+			return
+		}
 		sample := -1
 		if i := strings.LastIndexByte(d.Key, '/'); i >= 0 {
 			sample, _ = strconv.Atoi(d.Key[i+1:])
@@ -487,23 +502,45 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p config.Phase, start int) 
 		return true
 	}
 
+	trainable := func(step int) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i := range c.GroupsPerStep {
+			if g := s.live[distGroupID(pi, step, i)]; g != nil && len(g.members) >= minMembers {
+				return true
+			}
+		}
+		return false
+	}
+
 	for step := start; step < p.Steps; step++ {
 		w0 := r.now()
 		deadline := time.NewTimer(timeout)
 		timedOut := false
-		for !full(step) && !timedOut {
-			select {
-			case d := <-deliveries:
-				take(d)
-			case err := <-recvErr:
-				deadline.Stop()
-				return fmt.Errorf("step %d: %w", step, err)
-			case <-deadline.C:
-				timedOut = true
-			case <-ctx.Done():
-				deadline.Stop()
-				return ctx.Err()
+		for waits := 1; ; waits++ {
+			for !full(step) && !timedOut {
+				select {
+				case d := <-deliveries:
+					take(d)
+				case err := <-recvErr:
+					deadline.Stop()
+					return fmt.Errorf("step %d: %w", step, err)
+				case <-deadline.C:
+					timedOut = true
+				case <-ctx.Done():
+					deadline.Stop()
+					return ctx.Err()
+				}
 			}
+			if !timedOut || trainable(step) {
+				break
+			}
+			// A step with no group to train is not a step: wait again, a bounded number of times.
+			if err := r.noDistData(s, p, step, waits, timeout); err != nil {
+				return err
+			}
+			timedOut = false
+			deadline.Reset(timeout)
 		}
 		deadline.Stop()
 		st0 := r.now()
@@ -541,6 +578,11 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p config.Phase, start int) 
 		}
 		s.mu.Unlock()
 		as := &asyncStats{learnerWait: st0.Sub(w0).Seconds(), ahead: admitted - step - 1}
+		// The reward blocks rescore what the workers returned, as the in-process sampler's
+		// episodes are rescored, before they are recorded and trained.
+		if err := r.shapeRewards(ctx, nil, p, step, sampled); err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
 		if err := r.record(p.Name, step+1, sampled); err != nil {
 			return err
 		}
@@ -548,7 +590,7 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p config.Phase, start int) 
 		as.droppedStale, as.partialStale = dropped, partialStale
 		s.stale += int64(dropped)
 		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: monitor.Measure(sampled, groups),
-			fill: reward.FillStats{Rounds: 1, Sampled: c.GroupsPerStep}, async: as, simLatency: simulatedLatency(p.Envs), samples: r.sampleMetrics(sampled)}
+			fill: reward.FillStats{Rounds: 1, Sampled: c.GroupsPerStep}, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(sampled), samples: r.sampleMetrics(sampled)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			rep, err := r.learnStep(upd, trajs, step, r.stepRNG(pi, step, 4))
 			if err != nil {

@@ -99,7 +99,10 @@ func TestDistributedPhase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := tinyConfig(t, t.TempDir(), append(slices.Clone(distSets), "phases.rl.rl.async.workers.worker_nkeys=["+pub+"]")...)
+	// A reward block rescores what the workers return, and the workers draw the tasks' difficulty
+	// levels (item 2 of issue 29).
+	c := tinyConfig(t, t.TempDir(), append(slices.Clone(distSets), "phases.rl.rl.async.workers.worker_nkeys=["+pub+"]",
+		"phases.rl.envs=[{name: calc, weight: 1, difficulty: {levels: [1, 4], weights: [1, 3]}, reward: {outcome: 2, format: {pattern: '<tool_call>', weight: 0.5}}}]")...)
 	run, err := NewRun(c, Options{Envs: all.Builtins()})
 	if err != nil {
 		t.Fatal(err)
@@ -152,6 +155,25 @@ func TestDistributedPhase(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkDistRun(t, run.Dir, decisions, drops)
+	checkDistReplay(t, run.Dir, 6)
+	shaped, levels := false, map[string]bool{}
+	for _, m := range metricLines(t, run.Dir) {
+		for k := range m {
+			shaped = shaped || strings.HasPrefix(k, "reward/calc/")
+			if strings.HasPrefix(k, "reward/success/calc/level") && m["eval"] == nil {
+				levels[k] = true
+			}
+		}
+		if n, _ := m["dist/filtered_no_level"].(float64); n > 0 {
+			t.Fatalf("step %v: %v trajectories without their level", m["step"], n)
+		}
+	}
+	if !shaped {
+		t.Fatal("no step logged the reward block's parts: the workers' episodes were not rescored")
+	}
+	if !levels["reward/success/calc/level1"] || !levels["reward/success/calc/level4"] {
+		t.Fatalf("the workers' episodes did not run at the phase's levels 1 and 4: %v", levels)
+	}
 	if done[1] == 0 {
 		t.Fatalf("the worker signed in by NKey stored nothing (by worker: %v)", done)
 	}
@@ -187,7 +209,8 @@ func TestHelperDistWorker(t *testing.T) {
 }
 
 // Two worker processes run the episodes; one is killed with SIGKILL mid-run. The run completes,
-// every episode trained once, the killed worker's tasks run again by the other.
+// every episode trained once, the killed worker's tasks run again by the other, and the metrics
+// count them (dist/tasks_retried).
 func TestDistributedWorkerKilled(t *testing.T) {
 	c := tinyConfig(t, t.TempDir(), distSets...)
 	run, err := NewRun(c, Options{Envs: all.Builtins()})
@@ -204,7 +227,7 @@ func TestDistributedWorkerKilled(t *testing.T) {
 		stdin interface{ Close() error }
 		log   *bytes.Buffer
 	}
-	var mu sync.Mutex
+	var mu, logMu sync.Mutex
 	var procs []proc
 	started := make(chan struct{})
 	go func() {
@@ -214,7 +237,8 @@ func TestDistributedWorkerKilled(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDistWorker$", "-test.count=1")
 			cmd.Env = append(os.Environ(), "AGENTRL_TEST_DIST_URL="+url, "AGENTRL_TEST_DIST_TOKEN="+tok, "AGENTRL_TEST_DIST_ID=p"+string(rune('0'+i)))
 			var log bytes.Buffer
-			cmd.Stderr, cmd.Stdout = &log, &log
+			lw := lockedWriter{b: &log, mu: &logMu}
+			cmd.Stderr, cmd.Stdout = lw, lw
 			in, err := cmd.StdinPipe()
 			if err != nil {
 				t.Error(err)
@@ -230,21 +254,27 @@ func TestDistributedWorkerKilled(t *testing.T) {
 		}
 	}()
 	killed := make(chan struct{})
-	go func() { // kill worker 0 once the phase has trained two steps
-		defer close(killed)
-		<-started
-		for ctx.Err() == nil {
-			if n := countRLLines(run.Dir); n >= 2 {
-				mu.Lock()
-				if len(procs) > 0 {
-					_ = procs[0].cmd.Process.Signal(syscall.SIGKILL)
-				}
-				mu.Unlock()
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
+	// Kill worker 0 right after the learner logged its second step: it has just published the
+	// next step's tasks, which wait in the workers for the new weights.
+	run.onDistStep = func(_ *distSession, step int) {
+		if step != 1 {
+			return
 		}
-	}()
+		<-started
+		mu.Lock()
+		if len(procs) == 2 {
+			// The worker that has run more episodes: one that took none holds none to lose.
+			logMu.Lock()
+			count := func(i int) int { return strings.Count(procs[i].log.String(), "started (learner epoch") }
+			if count(1) > count(0) {
+				procs[0], procs[1] = procs[1], procs[0]
+			}
+			logMu.Unlock()
+			_ = procs[0].cmd.Process.Signal(syscall.SIGKILL)
+		}
+		mu.Unlock()
+		close(killed)
+	}
 	_, err = run.Train(ctx)
 	<-killed
 	mu.Lock()
@@ -252,7 +282,9 @@ func TestDistributedWorkerKilled(t *testing.T) {
 		_ = p.stdin.Close()
 		werr := p.cmd.Wait()
 		if i == 1 && werr != nil {
+			logMu.Lock()
 			t.Errorf("worker 1: %v\n%s", werr, p.log)
+			logMu.Unlock()
 		}
 	}
 	mu.Unlock()
@@ -260,6 +292,7 @@ func TestDistributedWorkerKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkDistRun(t, run.Dir, decisions, drops)
+	checkKilledWorkerCounted(t, run.Dir)
 }
 
 // countRLLines counts the RL steps in a run's metrics so far.

@@ -103,4 +103,5 @@ func (r *Run) printSummary() {
 		r.printf("\n")
 	}
 	r.printf("run directory: %s (%.1f min)\n", r.Dir, r.now().Sub(r.start).Minutes())
+	r.warnNothingLearned()
 }

@@ -46,7 +46,7 @@ func (r *Run) checkPrompts(ctx context.Context) error {
 				limit, name, at, longest, longest)
 		}
 	}
-	return nil
+	return r.checkExpertFits(ctx)
 }
 
 func (r *Run) promptLen(ctx context.Context, newEnv rollout.EnvFactory, name string, seed int64) (int, error) {

@@ -68,9 +68,11 @@ func Replay(ctx context.Context, runDir string, o ReplayOptions) (*ReplaySummary
 	if out == "" {
 		out = filepath.Join(runDir, "replay")
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	unlock, err := openReplayDir(runDir, out)
+	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
+	defer unlock()
 	mpath := filepath.Join(out, "metrics.jsonl")
 	if err := os.Remove(mpath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("replay: %w", err)
@@ -83,6 +85,10 @@ func Replay(ctx context.Context, runDir string, o ReplayOptions) (*ReplaySummary
 	}
 	defer r.metrics.Close()
 	r.start = r.now()
+	logged, err := loggedSteps(filepath.Join(runDir, "metrics.jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
 	sum := &ReplaySummary{Dir: out}
 	for pi, p := range cfg.Phases {
 		if p.Kind != "rl" {
@@ -101,7 +107,7 @@ func Replay(ctx context.Context, runDir string, o ReplayOptions) (*ReplaySummary
 			return nil, fmt.Errorf("replay: checkpoint %s has no progress state", start)
 		}
 		r.model, r.tok, r.version = ck.Model, ck.Tokenizer, st.Version
-		n, err := r.replayRL(ctx, pi, p, recorded[p.Name])
+		n, err := r.replayRL(ctx, pi, p, recorded[p.Name], func(step int) bool { return logged[fmt.Sprintf("%s/%d", p.Name, step)] })
 		sum.Steps += n
 		if err != nil {
 			return sum, fmt.Errorf("replay: phase %s step %d: %w", p.Name, n+1, err)
@@ -115,8 +121,9 @@ func Replay(ctx context.Context, runDir string, o ReplayOptions) (*ReplaySummary
 }
 
 // replayRL replays one RL phase from the trajectories recorded for its steps (keyed by the
-// step's 1-based number) and returns how many steps it trained.
-func (r *Run) replayRL(ctx context.Context, pi int, p config.Phase, byStep map[int][]*traj.Trajectory) (int, error) {
+// step's 1-based number) and returns how many steps it trained. logged says whether the run's
+// metrics logged a step (by its 1-based number): one logged with nothing recorded trained nothing.
+func (r *Run) replayRL(ctx context.Context, pi int, p config.Phase, byStep map[int][]*traj.Trajectory, logged func(int) bool) (int, error) {
 	if p.RL.Async != nil && r.Cfg.Monitor.TaskSampling != nil {
 		return 0, errors.New("monitor.task_sampling drew the tasks of an asynchronous phase while its steps trained, in an order the recording does not keep: it cannot be replayed")
 	}
@@ -132,7 +139,7 @@ func (r *Run) replayRL(ctx context.Context, pi int, p config.Phase, byStep map[i
 			return step, err
 		}
 		rec, ok := byStep[step+1]
-		if !ok {
+		if !ok && !logged(step+1) {
 			r.printf("replay: phase %s: nothing recorded for step %d: the run stopped there\n", p.Name, step+1)
 			return step, nil
 		}
@@ -141,7 +148,13 @@ func (r *Run) replayRL(ctx context.Context, pi int, p config.Phase, byStep map[i
 		var groups [][]*traj.Trajectory
 		var fill reward.FillStats
 		var as *asyncStats
-		if a := p.RL.Async; a != nil && a.Mode == config.ModeContinuous && a.Workers == nil {
+		if a := p.RL.Async; a != nil && a.Workers != nil {
+			if groups, as, err = r.replayDistStep(pi, p, step, rec); err != nil {
+				return step, err
+			}
+			fill = reward.FillStats{Rounds: 1, Sampled: p.RL.GroupsPerStep}
+			rng = r.stepRNG(pi, step, 4)
+		} else if a != nil && a.Mode == config.ModeContinuous {
 			f, err := r.replayContinuous(pi, p, rec)
 			if err != nil {
 				return step, err
@@ -301,14 +314,16 @@ func readRecorded(path string) (map[string]map[int][]*traj.Trajectory, error) {
 }
 
 // replayIgnored says which metrics a replay does not reproduce: wall-clock timings, how much an
-// asynchronous producer had in flight or ready, and the groups it cancelled in flight (never
-// recorded).
+// asynchronous producer had in flight or ready, the groups it cancelled in flight (never
+// recorded), and the workers' data plane's counters. Everything learning computed is compared.
 func replayIgnored(key string) bool {
 	switch key {
 	case "async/batches_ahead", "async/groups_in_flight", "async/groups_ready", "async/cancelled_stale":
 		return true
 	}
-	return strings.HasPrefix(key, "time/")
+	// dist/: the data plane's bookkeeping (deliveries, drops, redeliveries by cause), which
+	// depends on the workers and the server, not on learning.
+	return strings.HasPrefix(key, "time/") || strings.HasPrefix(key, "dist/")
 }
 
 // compareMetrics compares the RL step lines of the replay's metrics (at path replay) with the
@@ -346,7 +361,7 @@ func compareMetrics(run, replay string) (int, string, error) {
 	if err != nil {
 		return 0, "", err
 	}
-	n := 0
+	n, first, differing := 0, "", 0
 	for _, key := range order {
 		w, ok := want[key]
 		if !ok {
@@ -368,11 +383,29 @@ func compareMetrics(run, replay string) (int, string, error) {
 			}
 		}
 		sort.Strings(sorted)
+		var diffs []string
 		for _, k := range sorted {
 			if !reflect.DeepEqual(w[k], g[k]) {
-				return n, fmt.Sprintf("step %s: %s is %v in the run, %v in the replay", key, k, w[k], g[k]), nil
+				diffs = append(diffs, fmt.Sprintf("%s is %v in the run, %v in the replay", k, show(w[k]), show(g[k])))
+			}
+		}
+		if len(diffs) > 0 {
+			differing++
+			if first == "" {
+				first = fmt.Sprintf("step %s: %s", key, strings.Join(diffs, "; "))
 			}
 		}
 	}
-	return n, "", nil
+	if differing > 1 {
+		first += fmt.Sprintf(" (and %d later steps differ)", differing-1)
+	}
+	return n, first, nil
+}
+
+// show prints a metric's value for a mismatch, saying when it is absent.
+func show(v any) string {
+	if v == nil {
+		return "absent"
+	}
+	return fmt.Sprint(v)
 }

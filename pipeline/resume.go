@@ -42,6 +42,11 @@ type progressState struct {
 	// Dist is the data plane's consumer state at the checkpoint (rl.async.workers): the
 	// trajectories trained and dropped, so that a resumed learner takes none twice.
 	Dist *dist.ConsumerState `json:"dist,omitempty"`
+	// RunID is the run's id (run.id), Config the YAML of the configuration the run trained with
+	// and ConfigSHA256 its hash: resuming checks them against the run directory (resumecheck.go).
+	RunID        string `json:"run_id,omitempty"`
+	Config       string `json:"config,omitempty"`
+	ConfigSHA256 string `json:"config_sha256,omitempty"`
 }
 
 const (
@@ -76,6 +81,9 @@ func (r *Run) saveCheckpoint(l *learn.Learner, name string) error {
 	if err := checkpoint.Save(r.checkpointDir(name), r.model, r.tok, st); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", name, err)
 	}
+	if err := r.recordPrompts(r.checkpointDir(name)); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", name, err)
+	}
 	if err := writeFileAtomic(filepath.Join(r.Dir, checkpointsDir, latestFile), []byte(name+"\n")); err != nil {
 		return err
 	}
@@ -90,6 +98,14 @@ func (r *Run) stateSnapshot(l *learn.Learner) (*checkpoint.State, error) {
 	r.state.MetricsOffset, r.state.TrajOffset = mo, r.trajs.Offset()
 	r.state.Version = r.version
 	r.state.Evals = r.evals
+	if r.state.Config == "" {
+		cfg, err := config.Encode(r.Cfg)
+		if err != nil {
+			return nil, err
+		}
+		r.state.Config, r.state.ConfigSHA256 = string(cfg), configSHA256(cfg)
+	}
+	r.state.RunID = r.runID
 	extra, err := json.Marshal(r.state)
 	if err != nil {
 		return nil, err
@@ -173,7 +189,7 @@ func Resume(dir string, opts Options) (*Run, error) {
 		return nil, fmt.Errorf("pipeline: resume %s: %w", dir, err)
 	}
 	r := &Run{Cfg: cfg, Dir: dir, opts: opts, resuming: true, unlock: unlock}
-	run, err := r.resume()
+	run, err := r.resumeChecked()
 	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("pipeline: resume %s: %w", dir, err)
@@ -286,6 +302,9 @@ func (r *Run) latestCheckpoint() (*resumable, string, error) {
 		if err == nil {
 			return rc, "", nil
 		}
+		if errors.Is(err, errConfigChanged) {
+			return nil, "", err
+		}
 		tried, why = name, fmt.Sprintf("checkpoint %s, which checkpoints/LATEST names, does not load (%v)", name, err)
 	}
 	names, err := stepCheckpoints(root)
@@ -297,6 +316,9 @@ func (r *Run) latestCheckpoint() (*resumable, string, error) {
 			continue
 		}
 		rc, err := r.loadResumable(n)
+		if errors.Is(err, errConfigChanged) {
+			return nil, "", err
+		}
 		if err != nil {
 			r.printf("warning: checkpoint %s does not load, skipped: %v\n", n, err)
 			continue
@@ -370,10 +392,8 @@ func (r *Run) loadResumable(name string) (*resumable, error) {
 	if err := json.Unmarshal(ck.State.Extra, &rc.state); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: trainer state: %w", name, err)
 	}
-	s := rc.state
-	if s.Phase < 0 || s.Phase > len(r.Cfg.Phases) || s.Step < 0 || s.MetricsOffset < 0 || s.TrajOffset < 0 ||
-		s.Phase < len(r.Cfg.Phases) && s.Step > r.Cfg.Phases[s.Phase].Steps {
-		return nil, fmt.Errorf("checkpoint %s is at phase %d step %d, which this run's %d phases do not have", name, s.Phase, s.Step, len(r.Cfg.Phases))
+	if err := r.checkBelongs(name, rc); err != nil {
+		return nil, err
 	}
 	return rc, nil
 }
@@ -411,6 +431,7 @@ func (r *Run) checkNothingRecorded() error {
 // nothing else (see cutMetrics). A trajectory stream longer than the offset is truncated there;
 // a shorter one (damaged, or repaired) is left to traj.OpenFile, which cuts a torn tail.
 func (r *Run) cutFiles() error {
+	r.noteMissingLogs()
 	if err := r.cutMetrics(filepath.Join(r.Dir, "metrics.jsonl"), r.state.MetricsOffset); err != nil {
 		return fmt.Errorf("pipeline: resume: %w", err)
 	}

@@ -95,7 +95,7 @@ func (r *Run) openRL(ctx context.Context, pi int, p config.Phase, start int) (*r
 	if err != nil {
 		return nil, err
 	}
-	return &rlLoop{r: r, pi: pi, p: p, upd: upd, smp: smp, mon: monitor.New(r.Cfg.Monitor), bar: r.newProgress(p.Name, p.Steps)}, nil
+	return &rlLoop{r: r, pi: pi, p: p, upd: upd, smp: smp, mon: monitor.New(r.Cfg.Monitor), bar: r.newProgressFrom(p.Name, p.Steps, start)}, nil
 }
 
 // close ends the progress bar, then stops the generator.
@@ -321,12 +321,12 @@ func (r *Run) logRL(st *rlStep, mon *monitor.Monitor, bar *progress) error {
 	for _, a := range acted {
 		bar.acted(a)
 	}
-	var entropy float64
+	entropy := "-" // not measured: the step trained nothing
 	if st.learn != nil {
-		entropy = st.learn.Entropy
+		entropy = fmt.Sprintf("%.2f", st.learn.Entropy)
 	}
 	s := st.sample
-	line := fmt.Sprintf("reward %.2f success %.0f%% tools %.0f%% ent %.2f", s.MeanReward, 100*s.Success, 100*s.ToolRate, entropy)
+	line := fmt.Sprintf("reward %.2f success %.0f%% tools %.0f%% ent %s", s.MeanReward, 100*s.Success, 100*s.ToolRate, entropy)
 	if lv := monitor.DescribeLevels(s.Levels); lv != "" {
 		line += " (" + lv + ")"
 	}

@@ -80,6 +80,11 @@ type Run struct {
 	onDistClose func(*dist.Consumer)    // tests: sees the data plane's consumer before it closes
 	onDistStep  func(*distSession, int) // tests: called after each distributed step is logged
 
+	runID string // the run's id (run.id; "" for a run made before run ids)
+	// prompts are the environments' system prompts in training, recorded in checkpoints
+	// (promptrecord.go).
+	prompts map[string]string
+
 	unlock func() // releases the run directory's lock (LockRun), taken by NewRun or Resume
 
 	learner *learnerSession // the external learner of the RL phase in progress (learner.go)
@@ -145,7 +150,12 @@ func NewRun(cfg config.Config, opts Options) (*Run, error) {
 		unlock()
 		return nil, err
 	}
-	return &Run{Cfg: cfg, Dir: dir, opts: opts, unlock: unlock}, nil
+	id, err := writeRunID(dir)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	return &Run{Cfg: cfg, Dir: dir, opts: opts, unlock: unlock, runID: id}, nil
 }
 
 // Close releases the run directory's lock, which NewRun and Resume take and Train releases when
@@ -249,6 +259,9 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 	if err := r.checkPrompts(ctx); err != nil {
 		return nil, err
 	}
+	if r.prompts, err = r.trainingPrompts(ctx); err != nil {
+		return nil, err
+	}
 	if err := r.openLogs(); err != nil {
 		return nil, err
 	}
@@ -293,6 +306,7 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 			return nil, err
 		}
 	}
+	r.dist.finish(ctx)
 	r.printSummary()
 	return &Summary{Dir: r.Dir, Evals: r.evals}, nil
 }
@@ -385,18 +399,22 @@ func (r *Run) afterStep(l *learn.Learner, pi, step int) error {
 	return r.saveCheckpoint(l, r.stepName(pi, done))
 }
 
-// noteEval keeps the best policy so far as checkpoints/best.
+// noteEval keeps the best policy so far as checkpoints/best. Among policies that all score 0 the
+// latest is kept: the untrained model is never "best" of a run that measured nothing better.
 func (r *Run) noteEval(rep EvalReport) error {
 	var sum float64
 	for _, e := range rep.Envs {
 		sum += *e.Pass1Sampled
 	}
 	score := sum / float64(max(len(rep.Envs), 1))
-	if score <= r.state.Best {
+	if score < r.state.Best || score == r.state.Best && score > 0 {
 		return nil
 	}
 	r.state.Best = score
-	return checkpoint.Save(r.checkpointDir(bestName), r.model, r.tok, nil)
+	if err := checkpoint.Save(r.checkpointDir(bestName), r.model, r.tok, nil); err != nil {
+		return err
+	}
+	return r.recordPrompts(r.checkpointDir(bestName))
 }
 
 func (r *Run) openLogs() error {

@@ -109,7 +109,7 @@ func (r *Run) runSFT(ctx context.Context, pi int, p config.Phase, start int) err
 	if err != nil {
 		return err
 	}
-	bar := r.newProgress(p.Name, p.Steps)
+	bar := r.newProgressFrom(p.Name, p.Steps, start)
 	defer bar.finish()
 	batch := make([]*traj.Trajectory, s.BatchSize)
 	for step := start; step < p.Steps; step++ {

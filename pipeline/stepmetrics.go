@@ -62,7 +62,9 @@ func (s *rlStep) fields() map[string]any {
 	m["shift/is_ess"] = shift.ESS
 	m["shift/version_lag_mean"] = shift.LagMean
 	m["shift/version_lag_max"] = shift.LagMax
-	m["explore/entropy"] = rl.Entropy
+	if s.learn != nil { // measured on the trained tokens: a step that trained nothing has none
+		m["explore/entropy"] = rl.Entropy
+	}
 	m["signal/grad_norm"] = rl.GradNorm
 	m["signal/grad_norm_max"] = rl.MaxGrad
 	m["signal/updates_skipped"] = rl.Skipped

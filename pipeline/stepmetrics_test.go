@@ -15,7 +15,7 @@ func TestStepFieldsKeepTheirNames(t *testing.T) {
 		"episodes/truncated", "episodes/turns", "episodes/response_len", "explore/tool_call_rate",
 		"explore/distinct_per_group", "signal/zero_var_share", "signal/groups_kept", "signal/sample_rounds",
 		"signal/partial_batch", "shift/behaviour_kl", "shift/is_mean", "shift/is_max", "shift/is_std", "shift/is_ess",
-		"shift/version_lag_mean", "shift/version_lag_max", "explore/entropy", "signal/grad_norm",
+		"shift/version_lag_mean", "shift/version_lag_max", "signal/grad_norm",
 		"signal/grad_norm_max", "signal/updates_skipped", "optim/lr", "loss/total", "time/generate_env_s",
 		"time/generate_s", "time/env_s", "time/train_s", "time/step_s", "time/elapsed_s"}
 	idle := (&rlStep{sample: monitor.Stats{Tools: map[string]float64{"calculator": 1}}}).fields()
@@ -24,8 +24,10 @@ func TestStepFieldsKeepTheirNames(t *testing.T) {
 			t.Errorf("untrained step lacks %q", k)
 		}
 	}
-	if _, ok := idle["signal/effective_batch"]; ok {
-		t.Errorf("untrained step reports signal/effective_batch")
+	for _, k := range []string{"signal/effective_batch", "explore/entropy"} { // measured on trained tokens only
+		if _, ok := idle[k]; ok {
+			t.Errorf("untrained step reports %s", k)
+		}
 	}
 	rep := &learn.RLReport{Estimator: algo.Metrics{"adv/mean": 0.5}, Advantages: algo.AdvantageSummary{Effective: 3, Spread: 1.5},
 		Shift: algo.Shift{KL: 0.25}, RLStats: learn.RLStats{Metrics: algo.Metrics{"loss/policy": 2}, Entropy: 0.7}}
@@ -36,7 +38,7 @@ func TestStepFieldsKeepTheirNames(t *testing.T) {
 			t.Errorf("%s = %v (%T), want %v", k, m[k], m[k], want)
 		}
 	}
-	if len(m) != len(idle)-1+5 { // no tool mix; + adv/mean, 3 advantage, loss/policy
-		t.Errorf("trained step has %d fields, want %d", len(m), len(idle)-1+5)
+	if len(m) != len(idle)-1+6 { // no tool mix; + adv/mean, 3 advantage, loss/policy, entropy
+		t.Errorf("trained step has %d fields, want %d", len(m), len(idle)-1+6)
 	}
 }

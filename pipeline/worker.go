@@ -39,6 +39,9 @@ type WorkerOptions struct {
 	Live func(stats func() dist.WorkerStats, version func() int32)
 	// Verbose adds a line per episode started to Log.
 	Verbose bool
+	// Wait is how long the worker waits for the learner to set the run up on the server (0: not
+	// at all); it then takes tasks until ctx ends or the learner marks the run finished.
+	Wait time.Duration
 }
 
 // RunWorker pulls the run's rollout settings and weights, then takes tasks and runs them with
@@ -63,6 +66,22 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 		}
 		defer os.RemoveAll(dir)
 	}
+	if finished, err := waitForRun(ctx, conn, o, logf); err != nil || finished {
+		return none, err
+	}
+	// The learner's end stops the worker, which says so.
+	ctx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	var learnerDone atomic.Bool
+	go func() {
+		select {
+		case <-conn.WatchFinished(ctx, o.Run, time.Second):
+			logf("the learner finished run %s: stopping", o.Run)
+			learnerDone.Store(true)
+			stopRun()
+		case <-ctx.Done():
+		}
+	}()
 	rc := rollout.DefaultConfig()
 	settings, err := conn.RolloutSettings(ctx, o.Run)
 	if err != nil {
@@ -120,7 +139,7 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 			}
 		},
 		Episode: func(ctx context.Context, task dist.Task) (*traj.Trajectory, error) {
-			e, err := o.Envs.New(task.Env)
+			e, err := workerEnv(o.Envs, task)
 			if err != nil {
 				return nil, err
 			}
@@ -201,5 +220,8 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 	err = w.Run(ctx)
 	stopWatch()
 	<-follow // the pointer channel closes with wctx
+	if learnerDone.Load() {
+		err = nil
+	}
 	return w.Stats(), err
 }

@@ -67,6 +67,12 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 		}
 	}()
 	newEnv := tools.Factory()
+	if err := checkEvalContext(g.Ctx, g.Envs, newEnv, ck.Tokenizer, c.Env, rc.MaxContext); err != nil {
+		return err
+	}
+	if err := notePromptChange(g, newEnv, c.Checkpoint, c.Env); err != nil {
+		return err
+	}
 	var d *env.Difficulty
 	if len(c.Levels) > 0 {
 		d = &env.Difficulty{Levels: c.Levels}

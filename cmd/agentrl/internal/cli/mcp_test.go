@@ -131,6 +131,7 @@ func TestMCPFromConfig(t *testing.T) {
 	if opened, closed := sessions.counts(); opened != 2 || closed != 2 {
 		t.Fatalf("eval opened %d MCP sessions and closed %d, want 1 and 1", opened-1, closed-1)
 	}
+	checkPromptNote(t, ck, path)
 	out, err = runCLI(t, "eval", "--checkpoint", ck, "--env", "maze", "--tasks", "1", "--k", "0", "--config", path)
 	if err == nil || !strings.Contains(err.Error(), "attaches no MCP tools to environment maze") {
 		t.Fatalf("eval --config for an environment without MCP tools: %v\n%s", err, out)

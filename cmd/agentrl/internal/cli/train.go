@@ -19,6 +19,8 @@ type TrainCmd struct {
 	Config string   `help:"YAML configuration file (instead of a preset)." type:"existingfile" placeholder:"FILE"`
 	Set    []string `help:"Override a setting, one KEY=VALUE per flag (the value is YAML, commas included), e.g. --set seed=2 --set phases.rl.steps=100 --set 'phases.rl.envs=[{name: calc, weight: 1}]'." placeholder:"KEY=VALUE" sep:"none"`
 	Resume string   `help:"Continue the run in this directory from its latest checkpoint (its own config is used)." type:"existingdir" placeholder:"DIR"`
+	Init   string   `help:"Start from this checkpoint's weights and tokenizer (its architecture becomes the model block), e.g. a supervised run's checkpoints/best." type:"existingdir" placeholder:"DIR"`
+	Only   []string `help:"Train only these phases of the preset or file, with their defaults, e.g. --only rl (with --init: RL from a checkpoint)." placeholder:"PHASE"`
 
 	Dashboard       string `help:"Serve the run's dashboard (and Prometheus metrics on /metrics) on this address while it trains, e.g. 127.0.0.1:8090." placeholder:"ADDR"`
 	DashboardPublic bool   `help:"Allow a non-loopback --dashboard address (needs --dashboard-key)."`
@@ -30,8 +32,8 @@ func (c *TrainCmd) Run(g *Globals) error {
 	opts := pipeline.Options{Out: g.Stdout, Terminal: isTerminal(g.Stdout), Envs: g.Envs}
 	var run *pipeline.Run
 	if c.Resume != "" {
-		if c.Preset != "" || c.Config != "" || len(c.Set) > 0 {
-			return errors.New("train --resume continues a run with its own config: --preset, --config and --set do nothing with it")
+		if c.Preset != "" || c.Config != "" || len(c.Set) > 0 || c.Init != "" || len(c.Only) > 0 {
+			return errors.New("train --resume continues a run with its own config: --preset, --config, --set, --init and --only do nothing with it")
 		}
 		var err error
 		fmt.Fprintf(g.Stderr, "resuming %s: loading its latest checkpoint\n", c.Resume)
@@ -39,9 +41,12 @@ func (c *TrainCmd) Run(g *Globals) error {
 			return err
 		}
 	} else {
-		cfg, err := config.Load(g.Envs, c.Preset, c.Config, c.Set)
+		cfg, notes, err := config.LoadFrom(g.Envs, c.Preset, c.Config, c.Init, c.Only, c.Set)
 		if err != nil {
 			return err
+		}
+		for _, n := range notes {
+			fmt.Fprintf(g.Stderr, "train: %s\n", n)
 		}
 		if run, err = pipeline.NewRun(cfg, opts); err != nil {
 			return err

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentrl/agentrl/config"
 )
 
 func runCLI(t *testing.T, args ...string) (string, error) {
@@ -115,5 +117,40 @@ func TestBenchTrainReportsLift(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("bench train output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// Item 8 of issue 29: RL from a checkpoint is `train --init CKPT --only rl` on the preset: the
+// preset's RL phase with its defaults, the checkpoint's architecture and tokenizer.
+func TestTrainRLFromACheckpoint(t *testing.T) {
+	runs := t.TempDir()
+	if out, err := runCLI(t, tinyTrain(runs)...); err != nil {
+		t.Fatalf("train: %v\n%s", err, out)
+	}
+	ck := filepath.Join(runs, "cli", "checkpoints", "sft-p0.s000003")
+	args := []string{"train", "--init", ck, "--only", "rl", "--set", "runs_dir=" + runs, "--set", "name=rl-only",
+		"--set", "rollout.engine_slots=16", "--set", "phases.rl.steps=1", "--set", "phases.rl.optim.warmup=1",
+		"--set", "phases.rl.rl.groups_per_step=2", "--set", "phases.rl.rl.group_size=4", "--set", "eval.tasks=2"}
+	out, err := runCLI(t, args...)
+	if err != nil {
+		t.Fatalf("train --init --only rl: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(filepath.Join(runs, "rl-only", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	preset, err := config.Preset("calc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Phases) != 1 || cfg.Phases[0].Name != "rl" || cfg.Phases[0].Optim.LR != preset.Phases[1].Optim.LR || cfg.Init == "" || cfg.Model.Dim != 32 {
+		t.Fatalf("the run's config: %d phases, lr %v (preset %v), init %q, dim %d", len(cfg.Phases), cfg.Phases[0].Optim.LR, preset.Phases[1].Optim.LR, cfg.Init, cfg.Model.Dim)
+	}
+	if _, err := runCLI(t, "train", "--init", ck, "--only", "nope"); err == nil || !strings.Contains(err.Error(), `no phase "nope" (its phases: sft, rl)`) {
+		t.Fatalf("--only nope: %v", err)
 	}
 }

@@ -100,6 +100,7 @@ func (s *trajSource) read(warn io.Writer) ([]entry, error) {
 		}
 	}()
 	var out []entry
+	var seen trajSeen
 	for i := 0; ; i++ {
 		t, err := r.Read()
 		if err == io.EOF {
@@ -112,6 +113,7 @@ func (s *trajSource) read(warn io.Writer) ([]entry, error) {
 		if err != nil {
 			return s.trim(out), fmt.Errorf("traj: %s: %w", path, err)
 		}
+		seen.add(t)
 		if s.Phase != "" && meta(t, "phase") != s.Phase || s.Env != "" && t.Env != s.Env || s.Status != "" && t.Status != status {
 			continue
 		}
@@ -120,6 +122,7 @@ func (s *trajSource) read(warn io.Writer) ([]entry, error) {
 			break
 		}
 	}
+	seen.note(warn, s, len(out))
 	return s.trim(out), nil
 }
 

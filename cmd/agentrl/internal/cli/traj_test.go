@@ -84,6 +84,12 @@ func TestTrajListShowExport(t *testing.T) {
 		}
 	}
 
+	// A filter that matches nothing says what the file holds (item 26 of issue 29).
+	if out, errOut, err := runSplit("traj", "list", dir, "--phase", "nope"); err != nil || tableRows(out) != 0 ||
+		!strings.Contains(errOut, `no trajectory of the `+strconv.Itoa(len(all))+` read matches --phase "nope" (phases in the file: rl, sft)`) {
+		t.Fatalf("traj list --phase nope: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+
 	// show: the conversation decoded, turn by turn, for the trajectory asked for.
 	last := len(all) - 1
 	out, _, err := runSplit("traj", "show", dir, "--index", "0", "--index", strconv.Itoa(last))

@@ -27,6 +27,7 @@ type WorkerCmd struct {
 	Dir         string        `help:"Where to keep downloaded weights (default: a temporary directory)." placeholder:"DIR"`
 	Metrics     string        `help:"Serve Prometheus metrics (tasks stored, returned and terminated, the policy version, the process) on this address's /metrics, e.g. 127.0.0.1:9464." placeholder:"ADDR"`
 	Verbose     bool          `short:"v" help:"Print a line per episode started."`
+	Wait        time.Duration `help:"How long to wait for the learner's server to answer and for it to set up the run, retrying with a backoff of up to 30s (a worker may start before its learner)." default:"24h"`
 }
 
 // Run pulls the run's weights, then takes tasks and runs them with the rollout loop over a local
@@ -46,13 +47,16 @@ func (c *WorkerCmd) Run(g *Globals) error {
 		}
 		auth.NKeySeed = string(seed)
 	}
-	conn, err := dist.Dial(c.Connect, auth, "agentrl-worker")
+	if err := dist.CheckRun(c.RunName); err != nil {
+		return fmt.Errorf("worker: --run: %w", err)
+	}
+	conn, err := dialLearner(g.Ctx, c.Connect, auth, c.Wait, g.Stderr)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	opts := pipeline.WorkerOptions{Conn: conn, Run: c.RunName, ID: c.ID, Envs: g.Envs,
-		Concurrency: c.Concurrency, Slots: c.Slots, Grace: c.Grace, Dir: c.Dir, Log: g.Stderr, Verbose: c.Verbose}
+		Concurrency: c.Concurrency, Slots: c.Slots, Grace: c.Grace, Dir: c.Dir, Log: g.Stderr, Verbose: c.Verbose, Wait: c.Wait}
 	if c.Metrics != "" {
 		m := &workerMetrics{run: c.RunName}
 		ln, err := net.Listen("tcp", c.Metrics)
