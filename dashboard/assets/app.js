@@ -47,7 +47,7 @@ const PANELS = [
   ["Asynchronous", [
     { id: "queue", title: "queue depth (groups in flight and ready; overlap mode: batches sampled ahead)", keys: ["async/groups_in_flight", "async/groups_ready", "async/batches_ahead", "async/cancelled_stale"] },
     { id: "stale", title: "episodes dropped as stale, groups kept without them", keys: ["async/dropped_stale", "dist/dropped_stale", "async/partial_stale"] },
-    { id: "dist", title: "workers: redelivered, held, partial and timed-out groups, tasks swept", keys: ["dist/redelivered", "dist/held", "dist/partial_groups", "dist/groups_timed_out", "dist/tasks_swept"] },
+    { id: "dist", title: "workers, by cause: trajectories redelivered and duplicates dropped, tasks retried and swept, groups held, partial and timed out", keys: ["dist/redelivered", "dist/dropped_duplicate", "dist/tasks_retried", "dist/tasks_swept", "dist/held", "dist/partial_groups", "dist/groups_timed_out"] },
     { id: "waits", title: "waits (s)", keys: ["time/learner_wait_s", "time/generator_wait_s"] },
   ]],
 ];
