@@ -5,7 +5,9 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/agentrl/agentrl/config"
@@ -64,6 +66,9 @@ func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, envs
 	if err != nil {
 		return err
 	}
+	if err := misplacedVersion(args); err != nil {
+		return err
+	}
 	kctx, err := parser.Parse(args)
 	if exitCode >= 0 { // --help or similar printed and asked to exit
 		if exitCode == 0 {
@@ -79,4 +84,25 @@ func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, envs
 		return nil
 	}
 	return asInterrupted(ctx, err)
+}
+
+// misplacedVersion catches `serve --version N`: --version is agentrl's own flag (it prints the
+// build), so a policy version given under that name would otherwise be "an unexpected argument".
+func misplacedVersion(args []string) error {
+	if len(args) == 0 || args[0] != "serve" {
+		return nil
+	}
+	for i, a := range args[1:] {
+		v, inline := strings.CutPrefix(a, "--version=")
+		if !inline {
+			if a != "--version" || i+2 >= len(args) {
+				continue
+			}
+			v = args[i+2]
+		}
+		if _, err := strconv.ParseInt(v, 10, 32); err == nil {
+			return fmt.Errorf("serve: --version prints agentrl's version; the checkpoint's policy version is --policy-version %s", v)
+		}
+	}
+	return nil
 }

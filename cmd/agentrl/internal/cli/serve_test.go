@@ -18,3 +18,18 @@ func TestServeFlags(t *testing.T) {
 		t.Fatalf("a blank key: %v\n%s", err, out)
 	}
 }
+
+// `serve --version N`, the name the README once used, says where the policy version went instead
+// of "unexpected argument N"; --version alone still prints the build.
+func TestServeMisplacedVersion(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{{"serve", "--checkpoint", dir, "--version", "20"}, {"serve", "--version=20", "--checkpoint", dir}} {
+		out, err := runCLI(t, args...)
+		if err == nil || !strings.Contains(err.Error(), "--policy-version 20") {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	if out, err := runCLI(t, "--version"); err != nil || !strings.Contains(out, "agentrl") {
+		t.Fatalf("--version: %v\n%s", err, out)
+	}
+}
