@@ -1,6 +1,9 @@
 package tokenizer
 
-import "math"
+import (
+	"math"
+	"unicode/utf8"
+)
 
 // noMerge marks an adjacent pair that has no merge rule.
 const noMerge = math.MaxUint32
@@ -55,9 +58,65 @@ func (t *Tokenizer) initialSymbols(sym []int32, word string) []int32 {
 	return sym
 }
 
+// initialChars turns a word into one symbol per character, as Hugging Face's BPE does when no
+// ByteLevel pre-tokenizer maps it to bytes. A character missing from the vocabulary becomes its
+// <0xNN> byte tokens with byte_fallback (when all exist), or else the unknown token, fused with
+// the unknown characters around it when fuse_unk is set; without an unknown token it is dropped.
+// An invalid UTF-8 byte counts as one character.
+func (t *Tokenizer) initialChars(sym []int32, word string) []int32 {
+	pendingUnk := false
+	for i := 0; i < len(word); {
+		n := 1
+		if word[i] >= utf8.RuneSelf {
+			_, n = utf8.DecodeRuneInString(word[i:])
+		}
+		ch := word[i : i+n]
+		i += n
+		if id, ok := t.vocab[ch]; ok {
+			if pendingUnk {
+				sym = append(sym, t.unkID)
+				pendingUnk = false
+			}
+			sym = append(sym, id)
+			continue
+		}
+		if t.byteFallback && t.allFallback(ch) {
+			for k := 0; k < len(ch); k++ {
+				sym = append(sym, t.fallbackID[ch[k]])
+			}
+			continue
+		}
+		if t.unkID < 0 {
+			continue
+		}
+		if pendingUnk && !t.fuseUnk {
+			sym = append(sym, t.unkID)
+		}
+		pendingUnk = true
+	}
+	if pendingUnk {
+		sym = append(sym, t.unkID)
+	}
+	return sym
+}
+
+func (t *Tokenizer) allFallback(ch string) bool {
+	for k := 0; k < len(ch); k++ {
+		if t.fallbackID[ch[k]] < 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // bpe appends the token ids of one pre-tokenized word (raw bytes) to dst.
 func (t *Tokenizer) bpe(dst []int32, word string, sc *scratch) []int32 {
-	if t.ignoreMerges {
+	if t.ignoreMerges && !t.byteLevel {
+		if id, ok := t.vocab[word]; ok {
+			return append(dst, id)
+		}
+	}
+	if t.ignoreMerges && t.byteLevel {
 		sc.buf = sc.buf[:0]
 		for i := 0; i < len(word); i++ {
 			sc.buf = appendByteLevel(sc.buf, word[i])
@@ -66,7 +125,14 @@ func (t *Tokenizer) bpe(dst []int32, word string, sc *scratch) []int32 {
 			return append(dst, id)
 		}
 	}
-	sc.sym = t.initialSymbols(sc.sym[:0], word)
+	if t.byteLevel {
+		sc.sym = t.initialSymbols(sc.sym[:0], word)
+	} else {
+		sc.sym = t.initialChars(sc.sym[:0], word)
+	}
+	if len(sc.sym) == 0 {
+		return dst
+	}
 	if len(sc.sym) <= smallWordSymbols {
 		return append(dst, t.mergeSmall(sc)...)
 	}

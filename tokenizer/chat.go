@@ -45,12 +45,17 @@ func writeGenerationPrompt(b *strings.Builder) {
 	b.WriteString("assistant\n")
 }
 
-// EncodeChat encodes RenderChat(msgs, addGenerationPrompt).
+// EncodeChat encodes RenderChat(msgs, addGenerationPrompt); nil without the ChatML tokens (see
+// ChatML).
 func (t *Tokenizer) EncodeChat(msgs []Message, addGenerationPrompt bool) []int32 {
+	if t.imEnd < 0 {
+		return nil
+	}
 	return t.Encode(RenderChat(msgs, addGenerationPrompt))
 }
 
-// EndOfTurn is the id of ImEnd, the token that ends every message and so every completion.
+// EndOfTurn is the id of ImEnd, the token that ends every message and so every completion; -1
+// without the ChatML tokens (see ChatML).
 func (t *Tokenizer) EndOfTurn() int32 { return t.imEnd }
 
 // EncodePrompt encodes the start of an episode: an optional system message (omitted when system
@@ -65,7 +70,12 @@ func (t *Tokenizer) EndOfTurn() int32 { return t.imEnd }
 //
 // As in Hugging Face's encode, added-token strings inside system or user (or observation)
 // content become those tokens.
+//
+// Without the ChatML tokens (see ChatML) it, EncodeObservation and EncodeFinal return nil.
 func (t *Tokenizer) EncodePrompt(system, user string) []int32 {
+	if t.imEnd < 0 {
+		return nil
+	}
 	var b strings.Builder
 	if system != "" {
 		writeMessage(&b, "system", system)
@@ -79,6 +89,9 @@ func (t *Tokenizer) EncodePrompt(system, user string) []int32 {
 // newline the template puts after ImEnd, the observation message from role (usually "tool" or
 // "user"), and the generation prompt for the next assistant turn.
 func (t *Tokenizer) EncodeObservation(role, content string) []int32 {
+	if t.imEnd < 0 {
+		return nil
+	}
 	var b strings.Builder
 	b.WriteByte('\n')
 	writeMessage(&b, role, content)
@@ -89,6 +102,9 @@ func (t *Tokenizer) EncodeObservation(role, content string) []int32 {
 // EncodeFinal is EncodeObservation without the generation prompt, for an episode's last
 // observation.
 func (t *Tokenizer) EncodeFinal(role, content string) []int32 {
+	if t.imEnd < 0 {
+		return nil
+	}
 	var b strings.Builder
 	b.WriteByte('\n')
 	writeMessage(&b, role, content)

@@ -10,6 +10,7 @@ import (
 // that saving a loaded tokenizer writes back the keys it does not interpret.
 type chatConfig struct {
 	template string
+	bos      string
 	eos      string
 	pad      string
 	raw      map[string]json.RawMessage
@@ -120,6 +121,9 @@ func parseConfig(data []byte) (chatConfig, error) {
 		}
 	}
 	var err error
+	if c.bos, err = tokenField(c.raw, "bos_token"); err != nil {
+		return c, err
+	}
 	if c.eos, err = tokenField(c.raw, "eos_token"); err != nil {
 		return c, err
 	}

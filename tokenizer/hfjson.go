@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -65,8 +66,25 @@ const byteLevelDecoder = `{"type":"ByteLevel","add_prefix_space":false,"trim_off
 const defaultPostProcessor = `{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":false}`
 
 // Save writes dir/tokenizer.json and dir/tokenizer_config.json, each atomically (a temporary file
-// renamed into place), creating dir if needed.
+// renamed into place), creating dir if needed. A native tokenizer's files are rendered; a loaded
+// Hugging Face tokenizer's source files (SourceFiles) are copied byte for byte.
 func (t *Tokenizer) Save(dir string) error {
+	if !t.native {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("tokenizer: save: %w", err)
+		}
+		names := make([]string, 0, len(t.sources))
+		for name := range t.sources {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			if err := writeFileAtomic(filepath.Join(dir, name), t.sources[name]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	tok, err := t.tokenizerJSON()
 	if err != nil {
 		return err
@@ -205,15 +223,47 @@ func writeFileAtomic(path string, data []byte) (err error) {
 	return nil
 }
 
+// sourceFiles are the files of a tokenizer directory that Load keeps byte for byte, so that a
+// checkpoint of a loaded model carries them unchanged.
+var sourceFiles = []string{TokenizerFile, ConfigFile, "special_tokens_map.json", "chat_template.jinja", "chat_template.json"}
+
 // Load reads dir/tokenizer.json and, if present, dir/tokenizer_config.json (without it the ChatML
-// template is assumed). It accepts byte-level BPE files, whether written by Save or by Hugging Face,
-// and rejects anything it would encode differently from Hugging Face, naming the field.
+// template is assumed for a native tokenizer). It accepts the byte-level BPE files Save writes and
+// Hugging Face's BPE files of the byte-level and SentencePiece families, and rejects anything it
+// would encode differently from Hugging Face, naming the component or field.
 func Load(dir string) (*Tokenizer, error) {
 	path := filepath.Join(dir, TokenizerFile)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: load: %w", err)
 	}
+	cfgPath := filepath.Join(dir, ConfigFile)
+	cfgData, err := os.ReadFile(cfgPath)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("tokenizer: load: %w", err)
+	}
+	t, err := fromBytes(data, cfgData, path, cfgPath)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", dir, err)
+	}
+	if !t.native {
+		t.sources = map[string][]byte{}
+		for _, name := range sourceFiles {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			switch {
+			case err == nil:
+				t.sources[name] = b
+			case !errors.Is(err, os.ErrNotExist):
+				return nil, fmt.Errorf("tokenizer: load: %w", err)
+			}
+		}
+	}
+	return t, nil
+}
+
+// fromBytes builds a tokenizer from the contents of tokenizer.json and tokenizer_config.json (nil
+// when absent); the paths only name the files in errors.
+func fromBytes(data, cfgData []byte, path, cfgPath string) (*Tokenizer, error) {
 	spec, err := parseTokenizerJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: load %s: %w", path, err)
@@ -222,23 +272,18 @@ func Load(dir string) (*Tokenizer, error) {
 	if _, ok := spec.vocab[EndOfText]; !ok && !hasAdded(spec.added, EndOfText) {
 		spec.config.pad = ""
 	}
-	cfgPath := filepath.Join(dir, ConfigFile)
-	switch cfgData, err := os.ReadFile(cfgPath); {
-	case err == nil:
+	if !hasAdded(spec.added, ImEnd) {
+		spec.config.eos, spec.config.template = "", ""
+	}
+	if cfgData != nil {
 		if spec.config, err = parseConfig(cfgData); err != nil {
 			return nil, fmt.Errorf("tokenizer: load %s: %w", cfgPath, err)
 		}
-		if spec.config.template == "" {
+		if spec.config.template == "" && !spec.foreign {
 			spec.config.template = chatMLTemplate
 		}
-	case !errors.Is(err, os.ErrNotExist):
-		return nil, fmt.Errorf("tokenizer: load: %w", err)
 	}
-	t, err := build(spec)
-	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", dir, err)
-	}
-	return t, nil
+	return build(spec)
 }
 
 func hasAdded(added []addedToken, content string) bool {
@@ -251,39 +296,101 @@ func hasAdded(added []addedToken, content string) bool {
 }
 
 // parseTokenizerJSON checks every field that affects encoding and converts the file to a spec.
+// A file within the native subset (what Save writes) is marked so; any other is run by the
+// general pipeline, and a component or option that pipeline lacks is refused by name.
 func parseTokenizerJSON(data []byte) (modelSpec, error) {
 	var spec modelSpec
-	if err := checkKeys(data, "top level", "version", "truncation", "padding", "added_tokens",
-		"normalizer", "pre_tokenizer", "post_processor", "decoder", "model"); err != nil {
+	// Each part of the file is scanned once: the top level into raw fields, the model likewise,
+	// then the vocabulary and the merges (a Llama 3 file is 9 MB).
+	top, err := objectOf(data, "top level", "version", "truncation", "padding", "added_tokens",
+		"normalizer", "pre_tokenizer", "post_processor", "decoder", "model")
+	if err != nil {
 		return spec, err
 	}
-	var f hfFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return spec, err
+	f := hfFile{Truncation: top["truncation"], Padding: top["padding"], Normalizer: top["normalizer"],
+		PreTokenizer: top["pre_tokenizer"], PostProcessor: top["post_processor"], Decoder: top["decoder"]}
+	if v, ok := top["added_tokens"]; ok && !isNull(v) {
+		if err := json.Unmarshal(v, &f.AddedTokens); err != nil {
+			return spec, fmt.Errorf("added_tokens: %w", err)
+		}
+	}
+	if v, ok := top["version"]; ok && !isNull(v) {
+		if err := json.Unmarshal(v, &f.Version); err != nil {
+			return spec, fmt.Errorf("version: %w", err)
+		}
 	}
 	for _, nullField := range []struct {
 		name string
 		v    json.RawMessage
-	}{{"truncation", f.Truncation}, {"padding", f.Padding}, {"normalizer", f.Normalizer}} {
+	}{{"truncation", f.Truncation}, {"padding", f.Padding}} {
 		if !isNull(nullField.v) {
 			return spec, fmt.Errorf("%s is set; only null is supported", nullField.name)
 		}
 	}
-	var err error
-	if spec.pre, err = parsePreTokenizer(f.PreTokenizer); err != nil {
+	if !isNull(f.Normalizer) {
+		if spec.norm, err = parseNormalizer(f.Normalizer); err != nil {
+			return spec, fmt.Errorf("normalizer: %w", err)
+		}
+	}
+	if spec.steps, spec.byteLevel, err = parsePreSteps(f.PreTokenizer); err != nil {
 		return spec, fmt.Errorf("pre_tokenizer: %w", err)
 	}
-	if err := parseDecoder(f.Decoder); err != nil {
+	if spec.dec, spec.decodeTable, err = parseDecoderSteps(f.Decoder, 0); err != nil {
 		return spec, fmt.Errorf("decoder: %w", err)
 	}
 	if !isNull(f.PostProcessor) {
 		spec.postProcessor = f.PostProcessor
 	}
-	if err := parseModel(data, f.Model, &spec); err != nil {
+	if err := parseModel(top["model"], &spec); err != nil {
 		return spec, fmt.Errorf("model: %w", err)
 	}
+	if spec.byteFallback && spec.byteLevel {
+		return spec, fmt.Errorf("model: byte_fallback with a ByteLevel pre-tokenizer is not supported")
+	}
 	spec.added, err = parseAdded(f.AddedTokens, spec.vocab)
-	return spec, err
+	if err != nil {
+		return spec, err
+	}
+	if spec.template, err = parsePostProcessor(f.PostProcessor, 0); err != nil {
+		return spec, fmt.Errorf("post_processor: %w", err)
+	}
+	for _, ids := range [][]int32{spec.template.prefix, spec.template.suffix} {
+		for _, id := range ids {
+			if !idInSpec(spec, id) {
+				return spec, fmt.Errorf("post_processor: special token id %d is not in the vocabulary", id)
+			}
+		}
+	}
+	spec.foreign = true
+	if legacy, err := parsePreTokenizer(f.PreTokenizer); err == nil && spec.norm == nil && spec.decodeTable &&
+		!spec.byteFallback && hasAdded(spec.added, ImStart) && hasAdded(spec.added, ImEnd) && !anyAddedFlags(spec.added) {
+		spec.foreign = false
+		spec.pre = legacy
+	}
+	return spec, nil
+}
+
+func idInSpec(spec modelSpec, id int32) bool {
+	for _, v := range spec.vocab {
+		if v == id {
+			return true
+		}
+	}
+	for _, a := range spec.added {
+		if a.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+func anyAddedFlags(added []addedToken) bool {
+	for _, a := range added {
+		if a.lstrip || a.rstrip || a.singleWord {
+			return true
+		}
+	}
+	return false
 }
 
 func isNull(v json.RawMessage) bool { return len(v) == 0 || string(bytes.TrimSpace(v)) == "null" }
@@ -291,12 +398,18 @@ func isNull(v json.RawMessage) bool { return len(v) == 0 || string(bytes.TrimSpa
 // checkKeys rejects keys of a JSON object outside allowed, so that a feature this package does
 // not implement is reported rather than silently ignored.
 func checkKeys(obj json.RawMessage, where string, allowed ...string) error {
+	_, err := objectOf(obj, where, allowed...)
+	return err
+}
+
+// objectOf returns the fields of a JSON object, rejecting keys outside allowed.
+func objectOf(obj json.RawMessage, where string, allowed ...string) (map[string]json.RawMessage, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(obj, &m); err != nil {
-		return fmt.Errorf("%s: %w", where, err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	if m == nil {
-		return fmt.Errorf("%s: not an object", where)
+		return nil, fmt.Errorf("%s: not an object", where)
 	}
 	for k := range m {
 		found := false
@@ -304,10 +417,10 @@ func checkKeys(obj json.RawMessage, where string, allowed ...string) error {
 			found = found || a == k
 		}
 		if !found {
-			return fmt.Errorf("%s: unsupported key %q", where, k)
+			return nil, fmt.Errorf("%s: unsupported key %q", where, k)
 		}
 	}
-	return nil
+	return m, nil
 }
 
 func typeOf(obj json.RawMessage) (string, error) {
@@ -392,31 +505,26 @@ func (p *preTokenizer) parseByteLevel(raw json.RawMessage) error {
 	return nil
 }
 
-func parseDecoder(raw json.RawMessage) error {
+func parseModel(raw json.RawMessage, spec *modelSpec) error {
 	if isNull(raw) {
-		return fmt.Errorf("missing; a byte-level BPE needs the ByteLevel decoder")
+		return fmt.Errorf("missing")
 	}
-	typ, err := typeOf(raw)
+	mm, err := objectOf(raw, "model", "type", "dropout", "unk_token", "continuing_subword_prefix",
+		"end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges", "vocab", "merges")
 	if err != nil {
 		return err
 	}
-	if typ != "ByteLevel" {
-		return fmt.Errorf("type %q is not supported (ByteLevel)", typ)
+	var m hfModel
+	for key, dst := range map[string]any{"type": &m.Type, "dropout": &m.Dropout, "unk_token": &m.UnkToken,
+		"continuing_subword_prefix": &m.ContinuingSubwordPrefix, "end_of_word_suffix": &m.EndOfWordSuffix,
+		"fuse_unk": &m.FuseUnk, "byte_fallback": &m.ByteFallback, "ignore_merges": &m.IgnoreMerges} {
+		if v, ok := mm[key]; ok {
+			if err := json.Unmarshal(v, dst); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+		}
 	}
-	return checkKeys(raw, "ByteLevel", "type", "add_prefix_space", "trim_offsets", "use_regex")
-}
-
-func parseModel(file []byte, m hfModel, spec *modelSpec) error {
-	var outer struct {
-		Model json.RawMessage `json:"model"`
-	}
-	if err := json.Unmarshal(file, &outer); err != nil {
-		return err
-	}
-	if err := checkKeys(outer.Model, "model", "type", "dropout", "unk_token", "continuing_subword_prefix",
-		"end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges", "vocab", "merges"); err != nil {
-		return err
-	}
+	m.Vocab, m.Merges = mm["vocab"], mm["merges"]
 	switch {
 	case m.Type != "BPE":
 		return fmt.Errorf("type %q is not supported (BPE)", m.Type)
@@ -426,8 +534,6 @@ func parseModel(file []byte, m hfModel, spec *modelSpec) error {
 		return fmt.Errorf("continuing_subword_prefix %q is not supported", *m.ContinuingSubwordPrefix)
 	case m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "":
 		return fmt.Errorf("end_of_word_suffix %q is not supported", *m.EndOfWordSuffix)
-	case m.ByteFallback:
-		return fmt.Errorf("byte_fallback is not supported (byte-level BPE covers every byte)")
 	}
 	if err := json.Unmarshal(m.Vocab, &spec.vocab); err != nil {
 		return fmt.Errorf("vocab: %w", err)
@@ -442,6 +548,7 @@ func parseModel(file []byte, m hfModel, spec *modelSpec) error {
 	}
 	spec.fuseUnk = m.FuseUnk
 	spec.ignoreMerges = m.IgnoreMerges
+	spec.byteFallback = m.ByteFallback
 	return nil
 }
 
@@ -477,12 +584,7 @@ func parseAdded(list []hfAddedToken, vocab map[string]int32) ([]addedToken, erro
 	out := make([]addedToken, 0, len(list))
 	maxAdded := int32(-1)
 	for _, a := range list {
-		switch {
-		case a.SingleWord:
-			return nil, fmt.Errorf("added token %q: single_word is not supported", a.Content)
-		case a.LStrip || a.RStrip:
-			return nil, fmt.Errorf("added token %q: lstrip/rstrip are not supported", a.Content)
-		case a.Content == "":
+		if a.Content == "" {
 			return nil, fmt.Errorf("added token with id %d has empty content", a.ID)
 		}
 		want, inVocab := vocab[a.Content]
@@ -496,7 +598,8 @@ func parseAdded(list []hfAddedToken, vocab map[string]int32) ([]addedToken, erro
 			return nil, fmt.Errorf("added token %q has id %d, but Hugging Face would give it id %d", a.Content, a.ID, want)
 		}
 		maxAdded = max(maxAdded, want)
-		out = append(out, addedToken{id: a.ID, content: a.Content, special: a.Special, normalized: a.Normalized})
+		out = append(out, addedToken{id: a.ID, content: a.Content, special: a.Special, normalized: a.Normalized,
+			singleWord: a.SingleWord, lstrip: a.LStrip, rstrip: a.RStrip})
 	}
 	return out, nil
 }

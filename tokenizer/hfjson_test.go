@@ -75,19 +75,32 @@ func TestLoadRejects(t *testing.T) {
 		patch func(f obj)
 		want  string
 	}{
-		{"normalizer", func(f obj) { f["normalizer"] = obj{"type": "NFC"} }, "normalizer is set"},
+		{"normalizer", func(f obj) { f["normalizer"] = obj{"type": "BertNormalizer"} }, `normalizer: type "BertNormalizer" is not supported`},
+		{"nested normalizer", func(f obj) {
+			f["normalizer"] = obj{"type": "Sequence", "normalizers": []any{obj{"type": "NFC"}, obj{"type": "Precompiled", "precompiled_charsmap": "AA=="}}}
+		}, `Sequence[1]: type "Precompiled"`},
 		{"truncation", func(f obj) { f["truncation"] = obj{"max_length": 8} }, "truncation is set"},
 		{"unknown key", func(f obj) { f["extra"] = 1 }, `unsupported key "extra"`},
 		{"wordpiece", func(f obj) { f["model"].(obj)["type"] = "WordPiece" }, `type "WordPiece" is not supported`},
 		{"dropout", func(f obj) { f["model"].(obj)["dropout"] = 0.1 }, "dropout"},
 		{"byte fallback", func(f obj) { f["model"].(obj)["byte_fallback"] = true }, "byte_fallback"},
 		{"suffix", func(f obj) { f["model"].(obj)["end_of_word_suffix"] = "</w>" }, "end_of_word_suffix"},
-		{"split pre-tokenizer", func(f obj) { f["pre_tokenizer"] = obj{"type": "Split", "pattern": obj{"Regex": "x"}} }, `type "Split"`},
-		{"no pre-tokenizer", func(f obj) { f["pre_tokenizer"] = nil }, "pre_tokenizer: missing"},
+		{"split behavior", func(f obj) { f["pre_tokenizer"] = obj{"type": "Split", "pattern": obj{"Regex": "x"}} }, `behavior ""`},
+		{"split regex", func(f obj) {
+			f["pre_tokenizer"] = obj{"type": "Split", "pattern": obj{"Regex": "(x"}, "behavior": "Isolated", "invert": false}
+		}, `regex "(x"`},
+		{"whitespace pre-tokenizer", func(f obj) { f["pre_tokenizer"] = obj{"type": "Whitespace"} }, `type "Whitespace" is not supported`},
+		{"wordpiece decoder", func(f obj) { f["decoder"] = obj{"type": "WordPiece", "prefix": "##", "cleanup": true} }, `decoder: type "WordPiece"`},
+		{"roberta post-processor", func(f obj) { f["post_processor"] = obj{"type": "Unknown"} }, `post_processor: type "Unknown"`},
+		{"template post-processor id", func(f obj) {
+			f["post_processor"] = obj{"type": "TemplateProcessing",
+				"single":         []any{obj{"SpecialToken": obj{"id": "<s>", "type_id": 0}}, obj{"Sequence": obj{"id": "A", "type_id": 0}}},
+				"special_tokens": obj{"<s>": obj{"id": "<s>", "ids": []any{999999}, "tokens": []any{"<s>"}}}}
+		}, "special token id 999999"},
 		{"digits after bytelevel", func(f obj) {
 			seq := f["pre_tokenizer"].(obj)["pretokenizers"].([]any)
 			seq[0], seq[1] = seq[1], seq[0]
-		}, "Sequence starts with"},
+		}, "after ByteLevel"},
 		{"bpe decoder", func(f obj) { f["decoder"] = obj{"type": "BPEDecoder", "suffix": "</w>"} }, "decoder"},
 		{"merge out of vocab", func(f obj) {
 			m := f["model"].(obj)
@@ -105,11 +118,7 @@ func TestLoadRejects(t *testing.T) {
 		{"bad string merge", func(f obj) { f["model"].(obj)["merges"] = []any{"a b c"} }, "not two tokens"},
 		{"duplicate id", func(f obj) { f["model"].(obj)["vocab"].(obj)["Ġzz"] = 300 }, "id 300 is used by both"},
 		{"negative id", func(f obj) { f["model"].(obj)["vocab"].(obj)["Ġzz"] = -3 }, "negative id"},
-		{"lstrip", func(f obj) { f["added_tokens"].([]any)[0].(obj)["lstrip"] = true }, "lstrip"},
 		{"added id mismatch", func(f obj) { f["added_tokens"].([]any)[0].(obj)["id"] = 5 }, "would give it id 0"},
-		{"missing im_end", func(f obj) {
-			f["added_tokens"] = f["added_tokens"].([]any)[:2]
-		}, "<|im_end|>"},
 		{"unknown unk", func(f obj) { f["model"].(obj)["unk_token"] = "<nope>" }, "unk_token"},
 		{"not json", nil, "load"},
 	}

@@ -80,7 +80,11 @@ func TestAddedMatcherLeftmostLongest(t *testing.T) {
 		{"none", 0, 0, 0, false},
 	}
 	for _, tt := range tests {
-		s, e, id, ok := m.find(tt.in, 0)
+		s, e, ti, ok := m.find(tt.in, 0)
+		id := -1
+		if ok {
+			id = int(m.tokens[ti].id)
+		}
 		if ok != tt.ok || (ok && (s != tt.start || e != tt.end || int(id) != tt.id)) {
 			t.Errorf("find(%q) = %d %d %d %v, want %d %d %d %v", tt.in, s, e, id, ok, tt.start, tt.end, tt.id, tt.ok)
 		}

@@ -32,13 +32,17 @@ var chatSpecials = []struct {
 	{ToolResponseClose, false},
 }
 
-// addedToken is one entry of tokenizer.json's added_tokens. single_word, lstrip and rstrip are not
-// implemented (Load rejects them).
+// addedToken is one entry of tokenizer.json's added_tokens.
 type addedToken struct {
 	id         int32
 	content    string
 	special    bool
 	normalized bool // matched in a second pass, after the non-normalized tokens (see AppendEncode)
+	singleWord bool // matched only where no word character touches it
+	lstrip     bool // takes the whitespace before it
+	rstrip     bool // takes the whitespace after it
+	// match is the text searched for: content, or for a normalized token the content normalized.
+	match string
 }
 
 // addedMatcher finds added tokens in text with leftmost-longest semantics, as Hugging Face's
@@ -51,16 +55,21 @@ type addedMatcher struct {
 
 func newAddedMatcher(tokens []addedToken) *addedMatcher {
 	m := &addedMatcher{tokens: tokens, onlyFirst: -1}
+	for i := range tokens {
+		if tokens[i].match == "" {
+			tokens[i].match = tokens[i].content
+		}
+	}
 	order := make([]int, len(tokens))
 	for i := range order {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool {
-		return len(tokens[order[a]].content) > len(tokens[order[b]].content)
+		return len(tokens[order[a]].match) > len(tokens[order[b]].match)
 	})
 	firsts := 0
 	for _, i := range order {
-		c := tokens[i].content[0]
+		c := tokens[i].match[0]
 		if m.byFirst[c] == nil {
 			firsts++
 			m.onlyFirst = int(c)
@@ -73,9 +82,9 @@ func newAddedMatcher(tokens []addedToken) *addedMatcher {
 	return m
 }
 
-// find returns the leftmost, then longest, added token in s[from:]: its start, end and id.
-// ok is false when there is none.
-func (m *addedMatcher) find(s string, from int) (start, end int, id int32, ok bool) {
+// find returns the leftmost, then longest, added token in s[from:]: its start, end and index in
+// m.tokens. ok is false when there is none.
+func (m *addedMatcher) find(s string, from int) (start, end, index int, ok bool) {
 	if len(m.tokens) == 0 {
 		return 0, 0, 0, false
 	}
@@ -88,9 +97,8 @@ func (m *addedMatcher) find(s string, from int) (start, end int, id int32, ok bo
 			i += k
 		}
 		for _, ti := range m.byFirst[s[i]] {
-			t := &m.tokens[ti]
-			if strings.HasPrefix(s[i:], t.content) {
-				return i, i + len(t.content), t.id, true
+			if t := m.tokens[ti].match; strings.HasPrefix(s[i:], t) {
+				return i, i + len(t), ti, true
 			}
 		}
 	}

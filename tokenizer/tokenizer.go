@@ -26,6 +26,7 @@ type Tokenizer struct {
 	idToToken []string // spelling of each id as tokenizer.json writes it; "" for an unused id
 	decoded   []string // raw bytes each id decodes to
 	used      []bool   // whether an id is assigned
+	special   []bool   // whether an id is an added token marked special
 
 	// Added tokens.
 	added    []addedToken
@@ -33,9 +34,24 @@ type Tokenizer struct {
 	matchers []*addedMatcher // non-normalized tokens first, then normalized ones; empty groups left out
 
 	pre           preTokenizer
-	postProcessor json.RawMessage // kept verbatim from a loaded file; it never affects Encode
+	postProcessor json.RawMessage // kept verbatim from a loaded file, for Save
 	config        chatConfig
-	imEnd         int32
+	imEnd         int32 // -1 without the ChatML tokens
+
+	// native is a tokenizer of the subset Train produces (byte-level BPE, ByteLevel pre-tokenizer
+	// with optional Digits, no normalizer, ChatML tokens): it encodes with pre and Save renders
+	// it. Any other loaded tokenizer.json runs the general pipeline below and Save copies its
+	// files verbatim.
+	native       bool
+	norm         normalizer // nil: none
+	steps        []preStep
+	byteLevel    bool // model symbols are bytes (a ByteLevel pre-tokenizer); otherwise characters
+	byteFallback bool
+	fallbackID   [256]int32 // <0xNN> tokens, -1 where missing
+	decodeTable  bool       // Decode concatenates decoded[id] (the ByteLevel decoder)
+	dec          decoderStep
+	template     specialsTemplate // ids added with special tokens (the post-processor)
+	sources      map[string][]byte
 
 	cache   *wordCache
 	scratch sync.Pool // *scratch
@@ -52,6 +68,16 @@ type modelSpec struct {
 	pre           preTokenizer
 	postProcessor json.RawMessage
 	config        chatConfig
+
+	// A loaded tokenizer.json outside the native subset.
+	foreign      bool
+	norm         normalizer
+	steps        []preStep
+	byteLevel    bool
+	byteFallback bool
+	dec          decoderStep
+	decodeTable  bool
+	template     specialsTemplate
 }
 
 // build validates a spec and derives the lookup tables. Its errors name the offending entry.
@@ -70,6 +96,14 @@ func build(s modelSpec) (*Tokenizer, error) {
 		postProcessor: s.postProcessor,
 		config:        s.config,
 		cache:         newWordCache(),
+		native:        !s.foreign,
+		norm:          s.norm,
+		steps:         s.steps,
+		byteLevel:     s.byteLevel || !s.foreign,
+		byteFallback:  s.byteFallback,
+		decodeTable:   s.decodeTable || !s.foreign,
+		dec:           s.dec,
+		template:      s.template,
 	}
 	if len(s.vocab) == 0 {
 		return nil, fmt.Errorf("tokenizer: empty model vocabulary")
@@ -93,17 +127,24 @@ func build(s modelSpec) (*Tokenizer, error) {
 	if maxID >= 1<<28 {
 		return nil, fmt.Errorf("tokenizer: id %d is implausibly large", maxID)
 	}
+	// Tables are indexed by id: a file whose ids are mostly holes would cost memory for nothing.
+	if n := len(s.vocab) + len(s.added); int(maxID) >= 2*n+1024 {
+		return nil, fmt.Errorf("tokenizer: the largest id %d is far beyond the %d tokens; ids must be dense", maxID, n)
+	}
 	t.size = int(maxID) + 1
 	t.idToToken = make([]string, t.size)
 	t.decoded = make([]string, t.size)
 	t.used = make([]bool, t.size)
+	t.special = make([]bool, t.size)
 	for tok, id := range s.vocab {
 		if t.used[id] {
 			return nil, fmt.Errorf("tokenizer: id %d is used by both %q and %q", id, t.idToToken[id], tok)
 		}
 		t.used[id] = true
 		t.idToToken[id] = tok
-		t.decoded[id], _ = rawFromByteLevel(tok)
+		if t.decodeTable { // the ByteLevel decoder maps each character back to its byte
+			t.decoded[id], _ = rawFromByteLevel(tok)
+		}
 	}
 	for _, a := range s.added {
 		if a.content == "" || !utf8.ValidString(a.content) {
@@ -117,6 +158,7 @@ func build(s modelSpec) (*Tokenizer, error) {
 				a.content, a.id, t.idToToken[a.id])
 		}
 		t.addedID[a.content] = a.id
+		t.special[a.id] = a.special
 		t.used[a.id] = true
 		t.idToToken[a.id] = a.content
 		// An added token decodes to its own text, so that Encode and Decode round-trip it.
@@ -124,23 +166,46 @@ func build(s modelSpec) (*Tokenizer, error) {
 	}
 	var plain, norm []addedToken
 	for _, a := range s.added {
+		a.match = a.content
 		if a.normalized {
+			if t.norm != nil {
+				a.match = t.norm.normalize(a.content)
+			}
+			if a.match == "" {
+				return nil, fmt.Errorf("tokenizer: added token %q normalizes to nothing", a.content)
+			}
 			norm = append(norm, a)
 		} else {
 			plain = append(plain, a)
 		}
 	}
-	for _, group := range [][]addedToken{plain, norm} {
-		if len(group) > 0 {
-			t.matchers = append(t.matchers, newAddedMatcher(group))
+	if t.native {
+		for _, group := range [][]addedToken{plain, norm} {
+			if len(group) > 0 {
+				t.matchers = append(t.matchers, newAddedMatcher(group))
+			}
 		}
+	} else {
+		// Two fixed levels: the raw text, then the normalized text (either may be empty).
+		t.matchers = []*addedMatcher{newAddedMatcher(plain), newAddedMatcher(norm)}
 	}
 	for b := 0; b < 256; b++ {
-		id, ok := s.vocab[string(byteToRune[b])]
+		key := string(byteToRune[b])
+		if !t.byteLevel {
+			key = ""
+			if b < utf8.RuneSelf {
+				key = string(rune(b))
+			}
+		}
+		id, ok := s.vocab[key]
 		if !ok {
 			id = -1
 		}
 		t.byteID[b] = id
+		t.fallbackID[b] = -1
+		if id, ok := s.vocab[fmt.Sprintf("<0x%02X>", b)]; ok && t.byteFallback {
+			t.fallbackID[b] = id
+		}
 	}
 	if s.unkToken != "" {
 		id, ok := s.vocab[s.unkToken]
@@ -179,20 +244,19 @@ func (t *Tokenizer) buildMerges() error {
 	return nil
 }
 
-// checkChat requires the ChatML tokens that the chat methods emit, and checks the configuration's
-// eos and pad tokens exist.
+// checkChat notes whether the ChatML tokens that the chat methods emit exist (a trained
+// tokenizer always has them; a native one must), and checks the configuration's bos, eos and pad
+// tokens exist.
 func (t *Tokenizer) checkChat() error {
-	var missing []string
-	for _, tok := range []string{ImStart, ImEnd} {
-		if _, ok := t.addedID[tok]; !ok {
-			missing = append(missing, tok)
+	t.imEnd = -1
+	if err := t.ChatML(); err != nil {
+		if t.native {
+			return err
 		}
+	} else {
+		t.imEnd = t.addedID[ImEnd]
 	}
-	if len(missing) > 0 {
-		return fmt.Errorf("tokenizer: the chat format needs added tokens %q, which are missing", missing)
-	}
-	t.imEnd = t.addedID[ImEnd]
-	for _, name := range []struct{ field, tok string }{{"eos_token", t.config.eos}, {"pad_token", t.config.pad}} {
+	for _, name := range []struct{ field, tok string }{{"bos_token", t.config.bos}, {"eos_token", t.config.eos}, {"pad_token", t.config.pad}} {
 		if name.tok == "" {
 			continue
 		}
@@ -244,3 +308,73 @@ func (t *Tokenizer) TokenString(id int32) (string, bool) {
 
 // NumMerges is the number of merge rules.
 func (t *Tokenizer) NumMerges() int { return len(t.mergeList) }
+
+// isSpecial reports whether id, a valid id, is an added token marked special.
+func (t *Tokenizer) isSpecial(id int32) bool { return t.special[id] }
+
+// TokenID returns the id of a token by its spelling as tokenizer.json writes it: an added token
+// (such as "<|eot_id|>") or a model token (byte-level spelling, such as "Ġthe", for byte-level
+// tokenizers; "▁the" for SentencePiece ones).
+func (t *Tokenizer) TokenID(tok string) (int32, bool) { return t.tokenID(tok) }
+
+// SpecialTokens lists the added tokens marked special, in id order.
+func (t *Tokenizer) SpecialTokens() []string {
+	var out []string
+	for _, name := range t.AddedTokens() {
+		if id := t.addedID[name]; t.isSpecial(id) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// BOS returns tokenizer_config.json's bos_token and its id; ok is false when there is none.
+func (t *Tokenizer) BOS() (tok string, id int32, ok bool) { return t.configToken(t.config.bos) }
+
+// EOS returns tokenizer_config.json's eos_token and its id; ok is false when there is none. For a
+// native tokenizer it is ImEnd.
+func (t *Tokenizer) EOS() (tok string, id int32, ok bool) { return t.configToken(t.config.eos) }
+
+func (t *Tokenizer) configToken(tok string) (string, int32, bool) {
+	if tok == "" {
+		return "", -1, false
+	}
+	id, ok := t.tokenID(tok)
+	return tok, id, ok
+}
+
+// ChatML reports whether the tokenizer has the added tokens ImStart and ImEnd that the built-in
+// chat methods (EncodePrompt, EncodeObservation, EncodeFinal, EncodeChat, EndOfTurn) emit. Every
+// tokenizer Train builds has them; a loaded Hugging Face tokenizer may not, and then those methods
+// return nil (EndOfTurn returns -1): its chat format is its own template's.
+func (t *Tokenizer) ChatML() error {
+	var missing []string
+	for _, tok := range []string{ImStart, ImEnd} {
+		if _, ok := t.addedID[tok]; !ok {
+			missing = append(missing, tok)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("tokenizer: the ChatML chat format needs added tokens %q, which are missing", missing)
+	}
+	return nil
+}
+
+// Native reports whether the tokenizer is of the subset Train produces (Save renders its files);
+// a loaded Hugging Face tokenizer outside it runs the general pipeline and Save copies its files.
+func (t *Tokenizer) Native() bool { return t.native }
+
+// SourceFiles returns the files a non-native tokenizer was loaded from (tokenizer.json and, where
+// present, tokenizer_config.json, special_tokens_map.json, chat_template.jinja and
+// chat_template.json), byte for byte, keyed by file name; nil for a native tokenizer, whose files
+// Save renders. The map is a copy.
+func (t *Tokenizer) SourceFiles() map[string][]byte {
+	if t.sources == nil {
+		return nil
+	}
+	out := make(map[string][]byte, len(t.sources))
+	for k, v := range t.sources {
+		out[k] = append([]byte(nil), v...)
+	}
+	return out
+}
