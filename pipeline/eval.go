@@ -29,7 +29,7 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 		}
 		e, err := eval.Run(ctx, r.model, r.tok, r.version, eval.Options{
 			Env: name, Tasks: r.Cfg.Eval.Tasks, K: r.Cfg.Eval.Samples, Seed: r.Cfg.Seed, Rollout: r.Cfg.Rollout.Config, Slots: r.Cfg.Rollout.EngineSlots,
-			Envs: r.opts.Envs, NewEnv: newEnv, Difficulty: d,
+			Envs: r.opts.Envs, NewEnv: newEnv, Difficulty: d, NewConversation: r.opts.NewConversation,
 			Progress: func(done, total int) {
 				if bar == nil {
 					bar = r.newCounter("eval "+when+" "+name, "episode", total)

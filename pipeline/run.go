@@ -79,6 +79,8 @@ type Run struct {
 	onDistClose func(*dist.Consumer)    // tests: sees the data plane's consumer before it closes
 	onDistStep  func(*distSession, int) // tests: called after each distributed step is logged
 
+	chat ChatRendering // the chat block resolved for the tokenizer (chat.go)
+
 	unlock func() // releases the run directory's lock (LockRun), taken by NewRun or Resume
 }
 
@@ -230,6 +232,9 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		if err := r.initModel(); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.setupChat(ctx, r.tokenizerDir()); err != nil {
+		return nil, err
 	}
 	r.printf("run %s: model %.2fM parameters, vocabulary %d\n", r.Dir, float64(r.model.NumParams())/1e6, r.tok.VocabSize())
 	if d := r.Cfg.DescribePrecision(); d != "" {

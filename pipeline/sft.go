@@ -18,6 +18,9 @@ import (
 // synthesize runs each task with the environment's noisy expert playing through the tokenizer,
 // which yields demonstrations in the trajectory format (assistant tokens masked for the loss).
 func (r *Run) synthesize(ctx context.Context, envs []config.EnvWeight, tasks []rollout.Task, noise float64, salt uint64) ([]*traj.Trajectory, error) {
+	if r.opts.NewConversation != nil {
+		return nil, fmt.Errorf("%w, not through the chat template (%s); start from a checkpoint trained with it, or set chat.template chatml", errSFTTemplate, r.chat.Describe)
+	}
 	runner := &rollout.Runner{
 		Tok: r.tok,
 		Cfg: r.Cfg.Rollout.Config,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl/checkpoint"
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/infer/local"
@@ -63,13 +64,14 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 		}
 		defer os.RemoveAll(dir)
 	}
-	rc := rollout.DefaultConfig()
+	ws := workerSettings{Config: rollout.DefaultConfig()}
 	settings, err := conn.RolloutSettings(ctx, o.Run)
 	if err != nil {
 		return none, err
 	}
+	rc := &ws.Config
 	if settings != nil {
-		if err := json.Unmarshal(settings, &rc); err != nil {
+		if err := json.Unmarshal(settings, &ws); err != nil {
 			return none, fmt.Errorf("worker: rollout settings of run %s: %w", o.Run, err)
 		}
 	}
@@ -107,7 +109,15 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 	var policy atomic.Pointer[dist.Pointer]
 	policy.Store(&p)
 	logf("policy v%d (learner epoch %d) loaded", p.Version, p.Epoch)
-	runner := &rollout.Runner{Gen: eng, Tok: ck.Tokenizer, Cfg: rc, SampleSeed: uint64(time.Now().UnixNano())}
+	chatCfg := config.Config{Chat: ws.Chat}
+	cr, err := NewChatRendering(chatCfg.ChatSettings(), vdir(p), ck.Tokenizer)
+	if err != nil {
+		return none, fmt.Errorf("worker: run %s: %w", o.Run, err)
+	}
+	if ws.Chat != nil || cr.Renderer != nil {
+		logf("%s", cr.Describe)
+	}
+	runner := &rollout.Runner{Gen: eng, Tok: ck.Tokenizer, Cfg: *rc, SampleSeed: uint64(time.Now().UnixNano()), NewConversation: cr.NewConversation}
 	w := &dist.Worker{Conn: conn, RunName: o.Run, ID: o.ID, Concurrency: o.Concurrency, Grace: o.Grace,
 		// The worker runs a task only with the weights of the learner epoch that issued it, from
 		// the version the learner admitted it at: that bounds how stale its tokens are when
