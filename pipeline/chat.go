@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -194,9 +193,16 @@ func (r *Run) encodePrompt(system, user string) ([]int32, error) {
 	return toks, err
 }
 
-// errSFTTemplate refuses supervised phases whose demonstrations the expert generator cannot
-// play through the template.
-var errSFTTemplate = errors.New("supervised phases play the expert through agentrl's ChatML")
+// demoChat is how a supervised phase renders its demonstrations: through the run's chat
+// template (its Conversation, and its LastMessage for the expert to read its observations), or
+// agentrl's ChatML (nil, nil) when the run has no template of its own, including when a caller
+// set Options.NewConversation, which the expert could not read.
+func (r *Run) demoChat() (func() rollout.Conversation, func(string) (string, bool)) {
+	if r.chat.Renderer == nil {
+		return nil, nil
+	}
+	return r.chat.NewConversation, r.chat.Renderer.LastMessage
+}
 
 // workerSettings are what a learner publishes for its workers (dist.Conn.PutRolloutSettings):
 // the rollout settings, and the chat block when the run has one (omitted otherwise, so the

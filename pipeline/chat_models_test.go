@@ -288,3 +288,59 @@ func writeFile(t *testing.T, path, s string) {
 		t.Fatal(err)
 	}
 }
+
+// readAgent answers with scripted actions and records the observations it was shown.
+type readAgent struct {
+	script []string
+	seen   []string
+}
+
+func (a *readAgent) Act(_ context.Context, obs string) (string, error) {
+	if len(a.seen) >= len(a.script) {
+		return "", errors.New("script exhausted")
+	}
+	a.seen = append(a.seen, obs)
+	return a.script[len(a.seen)-1], nil
+}
+
+// TestDemonstrationsThroughTemplate plays a scripted expert as the generator of a supervised
+// phase does (rollout.AgentGenerator) through Qwen3's and Llama 3.1's real templates: the expert
+// reads exactly the observations the environment wrote, across the tool response and across
+// Qwen3's split.
+func TestDemonstrationsThroughTemplate(t *testing.T) {
+	for _, pkg := range []string{"qwen3", "llama3_1"} {
+		t.Run(pkg, func(t *testing.T) {
+			dir, tok := peerModel(t, pkg)
+			cr, err := NewChatRendering(config.ChatConfig{Template: "auto", ToolFormat: "hermes"}, dir, tok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			calc, err := tool.NewCalculator(tool.CalcLimits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := env.WithTools(&retryEnv{}, []tool.Tool{calc}, env.ToolLimits{})
+			agent := &readAgent{script: []string{
+				"<think>\nmultiply\n</think>\n\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"17 * 23\"}}\n</tool_call>",
+				"<think>\nround it\n</think>\n\n390",
+				"391",
+			}}
+			cfg := rollout.DefaultConfig()
+			cfg.MaxTurns, cfg.MaxContext, cfg.MaxTokensPerTurn = 8, 4096, 256
+			runner := &rollout.Runner{Gen: &rollout.AgentGenerator{Agent: agent, Tok: tok, LastMessage: cr.Renderer.LastMessage}, Tok: tok, Cfg: cfg, NewConversation: cr.NewConversation}
+			tr, err := runner.Episode(context.Background(), e, rollout.Task{Env: "retry", Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr.Status != traj.StatusOK || tr.Reward != 1 {
+				t.Fatalf("episode ended %v with reward %v (error %q)", tr.Status, tr.Reward, tr.Error)
+			}
+			if len(agent.seen) != 3 || agent.seen[0] != "What is 17 * 23?" || !strings.Contains(agent.seen[1], "391") || agent.seen[2] != "That is not right. Check the product again." {
+				t.Fatalf("the expert read %q", agent.seen)
+			}
+			if pkg == "qwen3" && tr.NumSamples() != 2 {
+				t.Fatalf("%d samples, want Qwen3's split", tr.NumSamples())
+			}
+		})
+	}
+}

@@ -18,11 +18,10 @@ import (
 // synthesize runs each task with the environment's noisy expert playing through the tokenizer,
 // which yields demonstrations in the trajectory format (assistant tokens masked for the loss).
 func (r *Run) synthesize(ctx context.Context, envs []config.EnvWeight, tasks []rollout.Task, noise float64, salt uint64) ([]*traj.Trajectory, error) {
-	if r.opts.NewConversation != nil {
-		return nil, fmt.Errorf("%w, not through the chat template (%s); start from a checkpoint trained with it, or set chat.template chatml", errSFTTemplate, r.chat.Describe)
-	}
+	newConv, lastMessage := r.demoChat()
 	runner := &rollout.Runner{
-		Tok: r.tok,
+		Tok:             r.tok,
+		NewConversation: newConv,
 		Cfg: r.Cfg.Rollout.Config,
 		NewGen: func(t rollout.Task) infer.Generator {
 			spec, err := r.phaseSpec(envs, t.Env)
@@ -30,7 +29,7 @@ func (r *Run) synthesize(ctx context.Context, envs []config.EnvWeight, tasks []r
 				return nil
 			}
 			rng := rand.New(rand.NewPCG(uint64(t.Seed)^salt, t.GroupID<<8|uint64(t.Index)))
-			return &rollout.AgentGenerator{Agent: spec.Expert(t.Seed, noise, rng), Tok: r.tok, Version: r.version}
+			return &rollout.AgentGenerator{Agent: spec.Expert(t.Seed, noise, rng), Tok: r.tok, Version: r.version, LastMessage: lastMessage}
 		},
 	}
 	bar := r.newCounter("demonstrations", "episode", len(tasks))
