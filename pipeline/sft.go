@@ -22,7 +22,7 @@ func (r *Run) synthesize(ctx context.Context, envs []config.EnvWeight, tasks []r
 	runner := &rollout.Runner{
 		Tok:             r.tok,
 		NewConversation: newConv,
-		Cfg: r.Cfg.Rollout.Config,
+		Cfg:             r.Cfg.Rollout.Config,
 		NewGen: func(t rollout.Task) infer.Generator {
 			spec, err := r.phaseSpec(envs, t.Env)
 			if err != nil {
