@@ -167,7 +167,7 @@ func (r *Run) setupChat(ctx context.Context, dir string) error {
 }
 
 func (r *Run) checkNoTools(_ context.Context, name string, f tool.CallFormat) error {
-	e, err := r.mcp.Factory()(name)
+	e, err := r.envFactory()(name)
 	if err != nil {
 		return fmt.Errorf("chat: env %s: %w", name, err)
 	}
