@@ -1,7 +1,9 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 
@@ -29,9 +31,10 @@ type ChatRendering struct {
 // messages exactly as agentrl's ChatML does and the tokenizer has the ChatML tokens, in which
 // case the loop's ChatML path is kept (bit-identical to runs without a chat block); chatml keeps
 // it always; a name picks one of tokenizer_config.json's named templates; a path reads a .jinja
-// file (with the folder's special tokens). The template's tools variable stays empty: the
-// environments describe their tools in the system prompt.
-func NewChatRendering(cc config.ChatConfig, dir string, tok *tokenizer.Tokenizer) (ChatRendering, error) {
+// file (with the folder's special tokens). tools (OpenAI's function format) become the template's
+// tools variable; nil leaves it out, as for Hermes-format models, whose environments describe
+// their tools in the system prompt.
+func NewChatRendering(cc config.ChatConfig, dir string, tok *tokenizer.Tokenizer, tools []json.RawMessage) (ChatRendering, error) {
 	chatML := func(why string) (ChatRendering, error) {
 		if err := tok.ChatML(); err != nil {
 			return ChatRendering{}, fmt.Errorf("chat: %s, but %w; set chat.template to the model's template", why, err)
@@ -45,7 +48,7 @@ func NewChatRendering(cc config.ChatConfig, dir string, tok *tokenizer.Tokenizer
 	case t == config.ChatChatML:
 		return chatML("chat.template chatml")
 	case t == "" || t == config.ChatAuto:
-		tpl, err = chat.Load(dir, "", false)
+		tpl, err = chat.Load(dir, "", tools != nil)
 		if err != nil {
 			if tok.ChatML() == nil {
 				return chatML(fmt.Sprintf("the tokenizer folder has no chat template of its own: %v", err))
@@ -70,12 +73,12 @@ func NewChatRendering(cc config.ChatConfig, dir string, tok *tokenizer.Tokenizer
 		}
 		from = t
 	default:
-		if tpl, err = chat.Load(dir, t, false); err != nil {
+		if tpl, err = chat.Load(dir, t, tools != nil); err != nil {
 			return ChatRendering{}, err
 		}
 		from = "the tokenizer's template " + t
 	}
-	opts := chat.RendererOptions{}
+	opts := chat.RendererOptions{Tools: tools}
 	if cc.ToolFormat != "" && cc.ToolFormat != config.ChatAuto {
 		if opts.Format, err = chat.ToolFormat(cc.ToolFormat); err != nil {
 			return ChatRendering{}, err
@@ -95,6 +98,9 @@ func NewChatRendering(cc config.ChatConfig, dir string, tok *tokenizer.Tokenizer
 	desc := fmt.Sprintf("chat: %s (tool calls: %s", from, format)
 	if len(opts.Vars) > 0 {
 		desc += ", variables " + string(opts.Vars)
+	}
+	if len(tools) > 0 {
+		desc += fmt.Sprintf(", %d tools in the template", len(tools))
 	}
 	desc += ")"
 	return ChatRendering{
@@ -143,9 +149,29 @@ func (r *Run) setupChat(ctx context.Context, dir string) error {
 	if r.opts.NewConversation != nil {
 		return nil
 	}
-	cr, err := NewChatRendering(r.Cfg.ChatSettings(), dir, r.tok)
+	cc := r.Cfg.ChatSettings()
+	cr, err := NewChatRendering(cc, dir, r.tok, nil)
 	if err != nil {
 		return err
+	}
+	if cr.Renderer != nil {
+		if f := cr.Renderer.Format(); f != nil && f != tool.Hermes {
+			// The model calls tools in its own format: the template shows the tools, the
+			// environments' tool wrappers parse that format and answer with bare results.
+			tools, err := r.envTools()
+			if err != nil {
+				return err
+			}
+			if tools != nil {
+				if r.hasWorkers() {
+					return fmt.Errorf("chat: rollout workers render with hermes tool calls only; the template's tool-call format is %s", f.Name())
+				}
+				if cr, err = NewChatRendering(cc, dir, r.tok, tools); err != nil {
+					return err
+				}
+				r.toolFormat = f
+			}
+		}
 	}
 	r.chat = cr
 	if cr.Renderer == nil {
@@ -155,29 +181,65 @@ func (r *Run) setupChat(ctx context.Context, dir string) error {
 		return nil
 	}
 	r.printf("%s\n", cr.Describe)
-	if f := cr.Renderer.Format(); f != nil && f != tool.Hermes {
-		for _, name := range r.Cfg.EnvNames() {
-			if err := r.checkNoTools(ctx, name, f); err != nil {
-				return err
-			}
-		}
-	}
 	r.opts.NewConversation = cr.NewConversation
 	return nil
 }
 
-func (r *Run) checkNoTools(_ context.Context, name string, f tool.CallFormat) error {
-	e, err := r.envFactory()(name)
-	if err != nil {
-		return fmt.Errorf("chat: env %s: %w", name, err)
+// envTools returns the tool schemas the run's environments share, for the template's tools
+// variable (nil when none has tools). Environments with different tools (or some with and some
+// without) are refused: one chat rendering serves the whole run.
+func (r *Run) envTools() ([]json.RawMessage, error) {
+	var tools []json.RawMessage
+	var first string
+	for i, name := range r.Cfg.EnvNames() {
+		newEnv := r.opts.Envs.New
+		if f := r.mcp.Factory(); f != nil {
+			newEnv = f
+		}
+		e, err := newEnv(name)
+		if err != nil {
+			return nil, fmt.Errorf("chat: env %s: %w", name, err)
+		}
+		schemas, err := env.ToolSchemas(env.ToolsOf(e))
+		if c, ok := e.(env.Closer); ok {
+			_ = c.Close()
+		}
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			tools, first = schemas, name
+			continue
+		}
+		a, _ := json.Marshal(tools)
+		b, _ := json.Marshal(schemas)
+		if !bytes.Equal(a, b) {
+			return nil, fmt.Errorf("chat: envs %s and %s have different tools; a template that is given the tools (a tool-call format other than hermes) renders one tool list per run", first, name)
+		}
 	}
-	if c, ok := e.(env.Closer); ok {
-		defer func() { _ = c.Close() }()
+	if len(tools) == 0 {
+		return nil, nil
 	}
-	if len(env.ToolsOf(e)) > 0 {
-		return fmt.Errorf("chat: the template's tool-call format is %s, but env %s has tools, whose wrapper parses and answers calls in the hermes format; set chat.tool_format hermes if the model writes <tool_call> blocks, or train it on an environment without tools", f.Name(), name)
+	return tools, nil
+}
+
+func (r *Run) hasWorkers() bool {
+	for _, p := range r.Cfg.Phases {
+		if p.RL != nil && p.RL.Async != nil && p.RL.Async.Workers != nil {
+			return true
+		}
 	}
-	return nil
+	return false
+}
+
+// withToolFormat makes e's tool wrapper speak the template's tool-call format when the run's
+// template calls tools in a format other than Hermes (env.SetToolFormat); e is unchanged
+// otherwise.
+func (r *Run) withToolFormat(e env.Env) env.Env {
+	if r.toolFormat != nil && e != nil {
+		env.SetToolFormat(e, r.toolFormat)
+	}
+	return e
 }
 
 // tokenizerDir is the run's tokenizer folder (saved when the run starts).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
@@ -117,7 +118,7 @@ func checkTrained(t *testing.T, tr *traj.Trajectory, g *scriptGen) {
 // (template auto) on a retryEnv with a calculator attached.
 func runModelEpisode(t *testing.T, dir string, tok *tokenizer.Tokenizer, cc config.ChatConfig, script []string) (*traj.Trajectory, *scriptGen, ChatRendering) {
 	t.Helper()
-	cr, err := NewChatRendering(cc, dir, tok)
+	cr, err := NewChatRendering(cc, dir, tok, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func TestQwen3RealTemplateEpisode(t *testing.T) {
 	}
 	// With enable_thinking false, the template writes an empty <think> block into the
 	// generation prompt.
-	cr2, err := NewChatRendering(config.ChatConfig{Template: "auto", ToolFormat: "hermes", Vars: map[string]any{"enable_thinking": false}}, dir, tok)
+	cr2, err := NewChatRendering(config.ChatConfig{Template: "auto", ToolFormat: "hermes", Vars: map[string]any{"enable_thinking": false}}, dir, tok, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestLlama31RealTemplateEpisode(t *testing.T) {
 	} {
 		t.Run(filepath.Base(c.template), func(t *testing.T) {
 			script := []string{"The answer is 390.", "Sorry: 17 * 23 = 391."}
-			cr, err := NewChatRendering(config.ChatConfig{Template: c.template, ToolFormat: "auto"}, dir, tok)
+			cr, err := NewChatRendering(config.ChatConfig{Template: c.template, ToolFormat: "auto"}, dir, tok, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -256,7 +257,7 @@ func TestChatRenderingChoice(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tpl := range []string{"auto", "chatml", ""} {
-		cr, err := NewChatRendering(config.ChatConfig{Template: tpl, ToolFormat: "auto"}, ndir, native)
+		cr, err := NewChatRendering(config.ChatConfig{Template: tpl, ToolFormat: "auto"}, ndir, native, nil)
 		if err != nil || cr.Renderer != nil || cr.NewConversation != nil {
 			t.Fatalf("template %q on agentrl's tokenizer: %+v, %v; want the ChatML path", tpl, cr, err)
 		}
@@ -264,7 +265,7 @@ func TestChatRenderingChoice(t *testing.T) {
 	// A .jinja file that is ChatML written differently still renders through the template.
 	path := filepath.Join(t.TempDir(), "mine.jinja")
 	writeFile(t, path, "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-	cr, err := NewChatRendering(config.ChatConfig{Template: path, ToolFormat: "hermes"}, ndir, native)
+	cr, err := NewChatRendering(config.ChatConfig{Template: path, ToolFormat: "hermes"}, ndir, native, nil)
 	if err != nil || cr.Renderer == nil {
 		t.Fatalf("a .jinja file: %v", err)
 	}
@@ -272,12 +273,12 @@ func TestChatRenderingChoice(t *testing.T) {
 	if err != nil || !slices.Equal(toks, native.EncodePrompt("sys", "hi")) {
 		t.Fatalf("the file's ChatML: %v %v", toks, err)
 	}
-	if _, err := NewChatRendering(config.ChatConfig{Template: "tool_use"}, ndir, native); err == nil {
+	if _, err := NewChatRendering(config.ChatConfig{Template: "tool_use"}, ndir, native, nil); err == nil {
 		t.Fatal("a template name the folder does not have was accepted")
 	}
 
 	dir, llama := peerModel(t, "llama3_1")
-	if _, err := NewChatRendering(config.ChatConfig{Template: "chatml"}, dir, llama); err == nil || !strings.Contains(err.Error(), "ChatML") {
+	if _, err := NewChatRendering(config.ChatConfig{Template: "chatml"}, dir, llama, nil); err == nil || !strings.Contains(err.Error(), "ChatML") {
 		t.Fatalf("chatml with Llama 3.1's tokenizer: %v", err)
 	}
 }
@@ -311,7 +312,7 @@ func TestDemonstrationsThroughTemplate(t *testing.T) {
 	for _, pkg := range []string{"qwen3", "llama3_1"} {
 		t.Run(pkg, func(t *testing.T) {
 			dir, tok := peerModel(t, pkg)
-			cr, err := NewChatRendering(config.ChatConfig{Template: "auto", ToolFormat: "hermes"}, dir, tok)
+			cr, err := NewChatRendering(config.ChatConfig{Template: "auto", ToolFormat: "hermes"}, dir, tok, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -342,5 +343,74 @@ func TestDemonstrationsThroughTemplate(t *testing.T) {
 				t.Fatalf("%d samples, want Qwen3's split", tr.NumSamples())
 			}
 		})
+	}
+}
+
+// TestLlama31ToolsThroughTemplate runs the tool episode with Llama 3.1's real tokenizer and its
+// tool template: the calculator's schema is the template's tools (not the system prompt's
+// Hermes description), the model's JSON call is parsed in Llama 3.1's format by the environment's
+// tool wrapper, and its bare result is rendered by the template as an ipython message.
+func TestLlama31ToolsThroughTemplate(t *testing.T) {
+	dir, tok := peerModel(t, "llama3_1")
+	calc, err := tool.NewCalculator(tool.CalcLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := env.ToolSchemas([]tool.Tool{calc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := NewChatRendering(config.ChatConfig{Template: "../chat/testdata/llama3_1_tools.jinja", ToolFormat: "auto"}, dir, tok, tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr.Renderer.Format() != tool.Llama3JSON {
+		t.Fatalf("format %v", cr.Renderer.Format())
+	}
+	e := env.WithTools(&retryEnv{}, []tool.Tool{calc}, env.ToolLimits{})
+	if !env.SetToolFormat(e, cr.Renderer.Format()) {
+		t.Fatal("no tool wrapper found")
+	}
+	g := &scriptGen{tok: tok, script: []string{
+		`{"name": "calculator", "parameters": {"expression": "17 * 23"}}`,
+		"The answer is 390.",
+		"Sorry: 391.",
+	}}
+	cfg := rollout.DefaultConfig()
+	cfg.MaxTurns, cfg.MaxContext, cfg.MaxTokensPerTurn = 8, 4096, 256
+	runner := &rollout.Runner{Gen: g, Tok: tok, Cfg: cfg, NewConversation: cr.NewConversation}
+	tr, err := runner.Episode(context.Background(), e, rollout.Task{Env: "retry", Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Status != traj.StatusOK || tr.Reward != 1 {
+		t.Fatalf("episode ended %v with reward %v (error %q)", tr.Status, tr.Reward, tr.Error)
+	}
+	checkTrained(t, tr, g)
+	if tr.NumSamples() != 1 {
+		t.Fatalf("%d samples; the template is prefix-stable", tr.NumSamples())
+	}
+	if len(tr.Turns[0].ToolCalls) != 1 || tr.Turns[0].ToolCalls[0].Result != "391" {
+		t.Fatalf("tool calls of turn 0: %+v", tr.Turns[0].ToolCalls)
+	}
+	ctx := tok.Decode(g.prompts[1])
+	if strings.Contains(ctx, "<tool_call>") || strings.Contains(ctx, "<tool_response>") || !strings.Contains(ctx, `"name": "calculator"`) ||
+		!strings.Contains(ctx, "<|start_header_id|>ipython<|end_header_id|>\n\n\"391\"<|eot_id|>") {
+		t.Fatalf("the context is not Llama 3.1's tool rendering:\n%s", ctx)
+	}
+}
+
+// TestEnvToolsShared: a template given the tools renders one tool list per run, so environments
+// with different tools are refused.
+func TestEnvToolsShared(t *testing.T) {
+	cfg := config.Config{Phases: []config.Phase{{Envs: []config.EnvWeight{{Name: "calc"}, {Name: "calc-notool"}}}}}
+	r := &Run{Cfg: cfg, opts: Options{Envs: all.Builtins()}}
+	if _, err := r.envTools(); err == nil || !strings.Contains(err.Error(), "different tools") {
+		t.Fatalf("calc and calc-notool: %v", err)
+	}
+	r.Cfg.Phases[0].Envs = r.Cfg.Phases[0].Envs[:1]
+	tools, err := r.envTools()
+	if err != nil || len(tools) != 1 || !strings.Contains(string(tools[0]), `"name":"calculator"`) {
+		t.Fatalf("calc: %s %v", tools, err)
 	}
 }

@@ -24,6 +24,9 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 	for _, name := range r.Cfg.EnvNames() {
 		var bar *progress
 		newEnv, d := r.mcp.Factory(), r.Cfg.EvalDifficulty(name)
+		if r.toolFormat != nil {
+			newEnv = r.envFactory()
+		}
 		if d != nil {
 			newEnv = r.phaseEnvs([]config.EnvWeight{{Name: name, Difficulty: d}})
 		}

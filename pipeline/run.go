@@ -29,6 +29,7 @@ import (
 	"github.com/agentrl/agentrl/optim"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
+	"github.com/agentrl/agentrl/tool"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -80,6 +81,9 @@ type Run struct {
 	onDistStep  func(*distSession, int) // tests: called after each distributed step is logged
 
 	chat ChatRendering // the chat block resolved for the tokenizer (chat.go)
+	// toolFormat is the template's tool-call format when the environments' tool wrappers must
+	// speak it (not Hermes); nil otherwise.
+	toolFormat tool.CallFormat
 
 	unlock func() // releases the run directory's lock (LockRun), taken by NewRun or Resume
 }
@@ -158,10 +162,17 @@ func (r *Run) Close() {
 
 // envFactory makes the episodes' environments: the registry's, with the MCP tools attached.
 func (r *Run) envFactory() rollout.EnvFactory {
-	if f := r.mcp.Factory(); f != nil {
+	f := r.opts.Envs.New
+	if mf := r.mcp.Factory(); mf != nil {
+		f = mf
+	}
+	if r.toolFormat == nil {
 		return f
 	}
-	return r.opts.Envs.New
+	return func(name string) (env.Env, error) {
+		e, err := f(name)
+		return r.withToolFormat(e), err
+	}
 }
 
 // stepRNG is the random source of one step of one phase (or of phase setup with step -1).

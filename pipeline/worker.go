@@ -110,7 +110,7 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 	policy.Store(&p)
 	logf("policy v%d (learner epoch %d) loaded", p.Version, p.Epoch)
 	chatCfg := config.Config{Chat: ws.Chat}
-	cr, err := NewChatRendering(chatCfg.ChatSettings(), vdir(p), ck.Tokenizer)
+	cr, err := NewChatRendering(chatCfg.ChatSettings(), vdir(p), ck.Tokenizer, nil)
 	if err != nil {
 		return none, fmt.Errorf("worker: run %s: %w", o.Run, err)
 	}
