@@ -202,11 +202,13 @@ type heapSym struct {
 	dead       bool
 }
 
-// mergeItem is a candidate merge of the symbol at pos with its successor.
+// mergeItem is a candidate merge of the symbol at pos with its successor: the pair (left, right)
+// merges into id.
 type mergeItem struct {
-	rank uint32
-	pos  int32
-	id   int32
+	rank        uint32
+	pos         int32
+	id          int32
+	left, right int32
 }
 
 // mergeHeap is a binary min-heap on (rank, pos), written out to avoid container/heap's boxing.
@@ -274,7 +276,7 @@ func (t *Tokenizer) mergeHeap(sc *scratch) []int32 {
 			return
 		}
 		if r, id := t.lookupMerge(nodes[pos].id, nodes[nx].id); r != noMerge {
-			sc.heap.push(mergeItem{rank: r, pos: pos, id: id})
+			sc.heap.push(mergeItem{rank: r, pos: pos, id: id, left: nodes[pos].id, right: nodes[nx].id})
 		}
 	}
 	for i := 0; i < n-1; i++ {
@@ -287,8 +289,12 @@ func (t *Tokenizer) mergeHeap(sc *scratch) []int32 {
 			continue
 		}
 		right := &nodes[cur.next]
-		if _, id := t.lookupMerge(cur.id, right.id); id != top.id {
-			continue // stale: a neighbour changed since this entry was pushed
+		if cur.id != top.left || right.id != top.right {
+			// A neighbour changed since this entry was pushed. Like Hugging Face, the entry still
+			// applies if the new pair merges into the same token.
+			if _, id := t.lookupMerge(cur.id, right.id); id != top.id {
+				continue
+			}
 		}
 		cur.id = top.id
 		right.dead = true

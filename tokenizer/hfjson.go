@@ -525,6 +525,9 @@ func parseModel(raw json.RawMessage, spec *modelSpec) error {
 		}
 	}
 	m.Vocab, m.Merges = mm["vocab"], mm["merges"]
+	if _, ok := mm["type"]; !ok && m.Merges != nil {
+		m.Type = "BPE" // older files leave the type out; Hugging Face recognises BPE by its merges
+	}
 	switch {
 	case m.Type != "BPE":
 		return fmt.Errorf("type %q is not supported (BPE)", m.Type)
@@ -559,7 +562,15 @@ func parseMerges(raw json.RawMessage) ([][2]string, error) {
 		return nil, nil
 	}
 	var pairs [][2]string
-	if err := json.Unmarshal(raw, &pairs); err == nil {
+	// The first element says which form the list is in, so the list is decoded once.
+	body := bytes.TrimSpace(raw)
+	if len(body) > 0 && body[0] == '[' {
+		body = bytes.TrimSpace(body[1:])
+	}
+	if len(body) == 0 || body[0] != '"' {
+		if err := json.Unmarshal(raw, &pairs); err != nil {
+			return nil, fmt.Errorf("neither a list of pairs nor a list of strings: %w", err)
+		}
 		return pairs, nil
 	}
 	var lines []string

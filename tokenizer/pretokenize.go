@@ -134,8 +134,8 @@ const (
 	digitsContiguous                  // Digits{individual_digits: false}: runs of digits are words
 )
 
-// preTokenizer is the supported subset of Hugging Face pre-tokenizers: an optional Digits step
-// followed by ByteLevel.
+// preTokenizer is the pre-tokenizer of native tokenizers: an optional Digits step followed by
+// ByteLevel. Loaded files outside that subset run the general steps of pipeline.go.
 type preTokenizer struct {
 	digits         digitMode
 	addPrefixSpace bool // ByteLevel add_prefix_space: prepend " " to every piece not starting with one
