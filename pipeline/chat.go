@@ -274,3 +274,23 @@ type workerSettings struct {
 	rollout.Config
 	Chat *config.ChatConfig `json:"chat,omitempty"`
 }
+
+// judgeChat is the chat rendering of a judge model whose tokenizer files are in dir: its own
+// template unless it is ChatML (nil).
+func judgeChat(dir string, tok *tokenizer.Tokenizer) (func() rollout.Conversation, error) {
+	cr, err := NewChatRendering(config.ChatConfig{Template: config.ChatAuto, ToolFormat: config.ChatAuto}, dir, tok, nil)
+	if err != nil {
+		return nil, fmt.Errorf("judge: %w", err)
+	}
+	return cr.NewConversation, nil
+}
+
+// prompt is the judge's chat prompt for a rubric (the user message) and its stop tokens.
+func (g *textGen) prompt(rubric string) (ids, stop []int32, err error) {
+	if g.conv == nil {
+		return g.tok.EncodePrompt("", rubric), []int32{g.tok.EndOfTurn()}, nil
+	}
+	c := g.conv()
+	ids, _, err = c.Start("", rubric)
+	return ids, c.Stop(), err
+}
