@@ -294,3 +294,41 @@ func (g *textGen) prompt(rubric string) (ids, stop []int32, err error) {
 	ids, _, err = c.Start("", rubric)
 	return ids, c.Stop(), err
 }
+
+// CheckpointChat is the chat rendering for evaluating the checkpoint in dir on one environment
+// (agentrl eval): the checkpoint's own template unless it is ChatML, with the environment's tools
+// in the template and its tool wrapper speaking the template's format when that is not Hermes.
+// It returns the Conversation factory (nil: ChatML), the environment factory to use, and a line
+// saying what was chosen ("" for ChatML).
+func CheckpointChat(dir string, tok *tokenizer.Tokenizer, envName string, newEnv rollout.EnvFactory) (func() rollout.Conversation, rollout.EnvFactory, string, error) {
+	cc := config.ChatConfig{Template: config.ChatAuto, ToolFormat: config.ChatAuto}
+	cr, err := NewChatRendering(cc, dir, tok, nil)
+	if err != nil || cr.Renderer == nil {
+		return nil, newEnv, "", err
+	}
+	f := cr.Renderer.Format()
+	if f == nil || f == tool.Hermes {
+		return cr.NewConversation, newEnv, cr.Describe, nil
+	}
+	e, err := newEnv(envName)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	tools, err := env.ToolSchemas(env.ToolsOf(e))
+	if c, ok := e.(env.Closer); ok {
+		_ = c.Close()
+	}
+	if err != nil || len(tools) == 0 {
+		return cr.NewConversation, newEnv, cr.Describe, err
+	}
+	if cr, err = NewChatRendering(cc, dir, tok, tools); err != nil {
+		return nil, nil, "", err
+	}
+	return cr.NewConversation, func(name string) (env.Env, error) {
+		e, err := newEnv(name)
+		if e != nil {
+			env.SetToolFormat(e, f)
+		}
+		return e, err
+	}, cr.Describe, nil
+}
