@@ -10,18 +10,16 @@ import (
 
 // SetToolFormat makes the tool wrapper of e (a fresh environment; the wrapper is looked for as
 // AttachTools does) speak a model's own tool-call format through its chat template: actions are
-// parsed with f instead of the Hermes parser, the tools are no longer described in the system
-// prompt (the chat template shows their schemas, ToolSchemas), and a tool turn's observation is
-// the calls' results as they are, without <tool_response> tags ("error: …" for a failed call;
-// several calls' results one per line), for the template to wrap as a tool message. f nil or
-// Hermes keeps the wrapper's own behaviour. It reports whether e has a tool wrapper.
+// parsed with f (tool.Hermes parses as the wrapper always does), the tools are no longer
+// described in the system prompt (the chat template shows their schemas, ToolSchemas), and a
+// tool turn's observation is the calls' results as they are, without <tool_response> tags
+// ("error: …" for a failed call; several calls' results one per line), for the template to wrap
+// as a tool message. f nil restores the wrapper's own behaviour (agentrl's ChatML). It reports
+// whether e has a tool wrapper.
 func SetToolFormat(e Env, f tool.CallFormat) bool {
 	te := findToolEnv(e)
 	if te == nil {
 		return false
-	}
-	if f == tool.Hermes {
-		f = nil
 	}
 	te.format = f
 	return true
@@ -62,7 +60,7 @@ func ToolSchemas(tools []tool.Tool) ([]json.RawMessage, error) {
 // parse returns the call attempts of action in the wrapper's format (nil when it has none).
 func (e *toolEnv) parse(action string) []tool.Call {
 	lim := tool.ParseLimits{MaxCalls: e.lim.MaxCallsPerTurn, MaxArgBytes: e.lim.MaxArgBytes}
-	if e.format == nil {
+	if e.format == nil || e.format == tool.Hermes {
 		return tool.ParseCalls(action, lim)
 	}
 	if !e.format.HasCall(action) {

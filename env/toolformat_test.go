@@ -37,15 +37,26 @@ func TestSetToolFormat(t *testing.T) {
 		t.Fatalf("hermes text under mistral: %+v %v", tr, err)
 	}
 
+	// Hermes through a template: the same parser, bare results, no description; nil restores
+	// agentrl's own behaviour.
 	h := WithTools(&echoEnv{}, []tool.Tool{echoTool("look")}, ToolLimits{})
 	SetToolFormat(h, tool.Hermes)
 	obs, _ = h.Reset(ctx, 1)
+	if obs.System != "Be brief." {
+		t.Fatalf("hermes template: system prompt %q", obs.System)
+	}
+	tr, err = h.Step(ctx, `<tool_call>{"name": "look", "arguments": {}}</tool_call>`)
+	if err != nil || tr.Observation != "look:{}" {
+		t.Fatalf("hermes template: %+v %v", tr, err)
+	}
+	SetToolFormat(h, nil)
+	obs, _ = h.Reset(ctx, 1)
 	if !strings.Contains(obs.System, "look(") {
-		t.Fatalf("hermes: the system prompt lost the tool descriptions: %q", obs.System)
+		t.Fatalf("nil: the system prompt lost the tool descriptions: %q", obs.System)
 	}
 	tr, err = h.Step(ctx, `<tool_call>{"name": "look", "arguments": {}}</tool_call>`)
 	if err != nil || tr.Observation != "<tool_response>look:{}</tool_response>" {
-		t.Fatalf("hermes: %+v %v", tr, err)
+		t.Fatalf("nil: %+v %v", tr, err)
 	}
 
 	schemas, err := ToolSchemas([]tool.Tool{echoTool("look")})

@@ -155,21 +155,19 @@ func (r *Run) setupChat(ctx context.Context, dir string) error {
 		return err
 	}
 	if cr.Renderer != nil {
-		if f := cr.Renderer.Format(); f != nil && f != tool.Hermes {
-			// The model calls tools in its own format: the template shows the tools, the
-			// environments' tool wrappers parse that format and answer with bare results.
+		if f := cr.Renderer.Format(); f != nil {
+			// The template renders tool calls: it shows the tools, and the environments' tool
+			// wrappers parse the model's format and answer with bare results for the template
+			// to wrap as tool messages.
 			tools, err := r.envTools()
 			if err != nil {
 				return err
 			}
 			if tools != nil {
-				if r.hasWorkers() {
-					return fmt.Errorf("chat: rollout workers render with hermes tool calls only; the template's tool-call format is %s", f.Name())
-				}
 				if cr, err = NewChatRendering(cc, dir, r.tok, tools); err != nil {
 					return err
 				}
-				r.toolFormat = f
+				r.toolFormat, r.chatTools = f, tools
 			}
 		}
 	}
@@ -223,18 +221,8 @@ func (r *Run) envTools() ([]json.RawMessage, error) {
 	return tools, nil
 }
 
-func (r *Run) hasWorkers() bool {
-	for _, p := range r.Cfg.Phases {
-		if p.RL != nil && p.RL.Async != nil && p.RL.Async.Workers != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // withToolFormat makes e's tool wrapper speak the template's tool-call format when the run's
-// template calls tools in a format other than Hermes (env.SetToolFormat); e is unchanged
-// otherwise.
+// template is given the tools (env.SetToolFormat); e is unchanged otherwise.
 func (r *Run) withToolFormat(e env.Env) env.Env {
 	if r.toolFormat != nil && e != nil {
 		env.SetToolFormat(e, r.toolFormat)
@@ -268,11 +256,36 @@ func (r *Run) demoChat() (func() rollout.Conversation, func(string) (string, boo
 
 // workerSettings are what a learner publishes for its workers (dist.Conn.PutRolloutSettings):
 // the rollout settings, and the chat block when the run has one (omitted otherwise, so the
-// settings of a run without one are the rollout settings alone). A worker resolves the chat
-// block against the tokenizer files of the checkpoint it fetches, as the learner did.
+// settings of a run without one are the rollout settings alone), and the tools the template is
+// given (Tools) with the format the environments' tool wrappers then speak (ToolFormat). A worker
+// resolves the chat block against the tokenizer files of the checkpoint it fetches, as the
+// learner did.
 type workerSettings struct {
 	rollout.Config
-	Chat *config.ChatConfig `json:"chat,omitempty"`
+	Chat       *config.ChatConfig `json:"chat,omitempty"`
+	Tools      []json.RawMessage  `json:"chat_tools,omitempty"`
+	ToolFormat string             `json:"chat_tool_format,omitempty"`
+}
+
+// workerSettings returns what the learner publishes for its workers.
+func (r *Run) workerSettings() workerSettings {
+	ws := workerSettings{Config: r.Cfg.Rollout.Config, Chat: r.Cfg.Chat, Tools: r.chatTools}
+	if r.toolFormat != nil {
+		ws.ToolFormat = r.toolFormat.Name()
+	}
+	return ws
+}
+
+// workerChat is a worker's chat rendering and the format its environments' tool wrappers speak
+// (nil: their own), from what the learner published.
+func workerChat(ws workerSettings, dir string, tok *tokenizer.Tokenizer) (ChatRendering, tool.CallFormat, error) {
+	cfg := config.Config{Chat: ws.Chat}
+	cr, err := NewChatRendering(cfg.ChatSettings(), dir, tok, ws.Tools)
+	if err != nil || ws.ToolFormat == "" {
+		return cr, nil, err
+	}
+	f, err := tool.CallFormatByName(ws.ToolFormat)
+	return cr, f, err
 }
 
 // judgeChat is the chat rendering of a judge model whose tokenizer files are in dir: its own
@@ -297,7 +310,8 @@ func (g *textGen) prompt(rubric string) (ids, stop []int32, err error) {
 
 // CheckpointChat is the chat rendering for evaluating the checkpoint in dir on one environment
 // (agentrl eval): the checkpoint's own template unless it is ChatML, with the environment's tools
-// in the template and its tool wrapper speaking the template's format when that is not Hermes.
+// in the template and its tool wrapper speaking the template's format when the template renders
+// tool calls.
 // It returns the Conversation factory (nil: ChatML), the environment factory to use, and a line
 // saying what was chosen ("" for ChatML).
 func CheckpointChat(dir string, tok *tokenizer.Tokenizer, envName string, newEnv rollout.EnvFactory) (func() rollout.Conversation, rollout.EnvFactory, string, error) {
@@ -307,7 +321,7 @@ func CheckpointChat(dir string, tok *tokenizer.Tokenizer, envName string, newEnv
 		return nil, newEnv, "", err
 	}
 	f := cr.Renderer.Format()
-	if f == nil || f == tool.Hermes {
+	if f == nil {
 		return cr.NewConversation, newEnv, cr.Describe, nil
 	}
 	e, err := newEnv(envName)

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -115,21 +116,27 @@ func checkTrained(t *testing.T, tr *traj.Trajectory, g *scriptGen) {
 }
 
 // runModelEpisode plays script through the rollout loop with the model's own chat rendering
-// (template auto) on a retryEnv with a calculator attached.
+// (template auto) on a retryEnv with a calculator attached, as a run sets them up: the
+// calculator's schema is the template's tools and the tool wrapper speaks the template's format.
 func runModelEpisode(t *testing.T, dir string, tok *tokenizer.Tokenizer, cc config.ChatConfig, script []string) (*traj.Trajectory, *scriptGen, ChatRendering) {
 	t.Helper()
-	cr, err := NewChatRendering(cc, dir, tok, nil)
+	calc, err := tool.NewCalculator(tool.CalcLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := env.ToolSchemas([]tool.Tool{calc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := NewChatRendering(cc, dir, tok, tools)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cr.Renderer == nil {
 		t.Fatalf("%s: the model's template was taken for ChatML: %s", dir, cr.Describe)
 	}
-	calc, err := tool.NewCalculator(tool.CalcLimits{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	e := env.WithTools(&retryEnv{}, []tool.Tool{calc}, env.ToolLimits{})
+	env.SetToolFormat(e, cr.Renderer.Format())
 	g := &scriptGen{tok: tok, script: script}
 	cfg := rollout.DefaultConfig()
 	cfg.MaxTurns, cfg.MaxContext, cfg.MaxTokensPerTurn = 8, 4096, 256
@@ -165,13 +172,15 @@ func TestQwen3RealTemplateEpisode(t *testing.T) {
 		t.Fatalf("%d samples, want 2 (a split at the user turn after a <think> block)", tr.NumSamples())
 	}
 	// The second sample is Qwen3's own render of the conversation: the first assistant turn's
-	// <think> block is gone, and the tool's answer is a <tool_response> in a user message.
+	// <think> block is gone, and the tool's bare answer is a <tool_response> in a user message.
 	second := tok.Decode(g.prompts[2])
-	if strings.Contains(second, "I will multiply") || !strings.Contains(second, "<tool_response>") || !strings.Contains(second, "<tool_call>") {
+	if strings.Contains(second, "I will multiply") || !strings.Contains(second, "<|im_start|>user\n<tool_response>\n391\n</tool_response><|im_end|>") || !strings.Contains(second, "<tool_call>") {
 		t.Fatalf("the re-rendered context is not Qwen3's:\n%s", second)
 	}
-	if !strings.HasPrefix(tok.Decode(g.prompts[0]), "<|im_start|>system\nYou are a careful calculator.") {
-		t.Fatalf("prompt: %q", tok.Decode(g.prompts[0]))
+	// The system prompt is the environment's, then Qwen3's own tool section with the schema.
+	if p := tok.Decode(g.prompts[0]); !strings.HasPrefix(p, "<|im_start|>system\nYou are a careful calculator.\n\n# Tools") ||
+		!strings.Contains(p, `<tools>`+"\n"+`{"type": "function", "function": {"name": "calculator"`) || strings.Contains(p, "Call: <tool_call>") {
+		t.Fatalf("prompt: %q", p)
 	}
 	// The calculator ran: its result is in the context of the second request.
 	if !strings.Contains(tok.Decode(g.prompts[1]), "391") {
@@ -412,5 +421,32 @@ func TestEnvToolsShared(t *testing.T) {
 	tools, err := r.envTools()
 	if err != nil || len(tools) != 1 || !strings.Contains(string(tools[0]), `"name":"calculator"`) {
 		t.Fatalf("calc: %s %v", tools, err)
+	}
+}
+
+// TestWorkerSettings: a run without a chat block publishes its rollout settings alone, as
+// before; a run with one publishes the block and the template's tools, which a worker reads back.
+func TestWorkerSettings(t *testing.T) {
+	r := &Run{Cfg: config.Config{Rollout: config.RolloutConfig{Config: rollout.DefaultConfig()}}}
+	got, err := json.Marshal(r.workerSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(r.Cfg.Rollout.Config)
+	if string(got) != string(want) {
+		t.Fatalf("without a chat block:\n got %s\nwant %s", got, want)
+	}
+	r.Cfg.Chat = &config.ChatConfig{Template: "auto", ToolFormat: "llama3", Vars: map[string]any{"x": 1}}
+	r.toolFormat, r.chatTools = tool.Llama3JSON, []json.RawMessage{json.RawMessage(`{"type":"function"}`)}
+	data, err := json.Marshal(r.workerSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := workerSettings{Config: rollout.DefaultConfig()}
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Chat == nil || back.Chat.ToolFormat != "llama3" || back.ToolFormat != "llama3" || len(back.Tools) != 1 || back.Config != r.Cfg.Rollout.Config {
+		t.Fatalf("round trip: %s -> %+v", data, back)
 	}
 }

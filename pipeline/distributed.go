@@ -128,7 +128,7 @@ func (r *Run) startDist(ctx context.Context, p config.Phase) (*distSession, erro
 	if err := s.conn.PurgeTasks(ctx, s.run); err != nil {
 		return nil, err
 	}
-	settings, err := json.Marshal(workerSettings{Config: r.Cfg.Rollout.Config, Chat: r.Cfg.Chat})
+	settings, err := json.Marshal(r.workerSettings())
 	if err != nil {
 		return nil, err
 	}

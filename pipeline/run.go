@@ -84,6 +84,7 @@ type Run struct {
 	// toolFormat is the template's tool-call format when the environments' tool wrappers must
 	// speak it (not Hermes); nil otherwise.
 	toolFormat tool.CallFormat
+	chatTools  []json.RawMessage // the environments' tool schemas the template is given
 
 	unlock func() // releases the run directory's lock (LockRun), taken by NewRun or Resume
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/agentrl/agentrl/checkpoint"
-	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/infer/local"
@@ -109,8 +108,7 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 	var policy atomic.Pointer[dist.Pointer]
 	policy.Store(&p)
 	logf("policy v%d (learner epoch %d) loaded", p.Version, p.Epoch)
-	chatCfg := config.Config{Chat: ws.Chat}
-	cr, err := NewChatRendering(chatCfg.ChatSettings(), vdir(p), ck.Tokenizer, nil)
+	cr, toolFormat, err := workerChat(ws, vdir(p), ck.Tokenizer)
 	if err != nil {
 		return none, fmt.Errorf("worker: run %s: %w", o.Run, err)
 	}
@@ -133,6 +131,9 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 			e, err := o.Envs.New(task.Env)
 			if err != nil {
 				return nil, err
+			}
+			if toolFormat != nil {
+				env.SetToolFormat(e, toolFormat)
 			}
 			if cl, ok := e.(env.Closer); ok {
 				defer cl.Close()
