@@ -189,6 +189,10 @@ func TestQwen3RealTemplateEpisode(t *testing.T) {
 	if len(tr.Turns[0].ToolCalls) != 1 || tr.Turns[0].ToolCalls[0].Error != "" {
 		t.Fatalf("tool calls of turn 0: %+v", tr.Turns[0].ToolCalls)
 	}
+	// A judge reads the task and the last answer out of the template's text.
+	if ep := episodeText(tok, cr.Renderer, tr); ep.Prompt != "What is 17 * 23?" || ep.Response != script[2] {
+		t.Fatalf("judged episode: %+v", ep)
+	}
 	// With enable_thinking false, the template writes an empty <think> block into the
 	// generation prompt.
 	cr2, err := NewChatRendering(config.ChatConfig{Template: "auto", ToolFormat: "hermes", Vars: map[string]any{"enable_thinking": false}}, dir, tok, nil)

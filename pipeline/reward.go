@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentrl/agentrl/chat"
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/infer"
@@ -217,7 +218,7 @@ func (r *Run) shapeRewards(ctx context.Context, gen infer.Generator, p config.Ph
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			errs[i] = j.sh.Apply(ctx, j.t, episodeText(r.tok, j.t), step)
+			errs[i] = j.sh.Apply(ctx, j.t, episodeText(r.tok, r.chat.Renderer, j.t), step)
 		})
 	}
 	wg.Wait()
@@ -225,8 +226,9 @@ func (r *Run) shapeRewards(ctx context.Context, gen infer.Generator, p config.Ph
 }
 
 // episodeText decodes what a text reward reads of t: the first user message and the final
-// assistant turn (without its end-of-turn token).
-func episodeText(tok *tokenizer.Tokenizer, t *traj.Trajectory) reward.Episode {
+// assistant turn (without its end-of-turn token), through the run's chat template when it has
+// one (rd; nil for agentrl's ChatML).
+func episodeText(tok *tokenizer.Tokenizer, rd *chat.Renderer, t *traj.Trajectory) reward.Episode {
 	var ep reward.Episode
 	lo := -1
 	for i, role := range t.Roles {
@@ -235,13 +237,20 @@ func episodeText(tok *tokenizer.Tokenizer, t *traj.Trajectory) reward.Episode {
 		}
 		if lo >= 0 && role != traj.RoleUser {
 			ep.Prompt = userText(tok, t.Tokens[lo:i])
+			if rd != nil {
+				ep.Prompt, _ = rd.LastMessage(tok.Decode(t.Tokens[lo:i]))
+			}
 			break
 		}
 	}
 	if n := len(t.Turns); n > 0 {
 		tu := t.Turns[n-1]
 		ids := t.Tokens[tu.Start:tu.End]
-		if k := len(ids); k > 0 && ids[k-1] == tok.EndOfTurn() {
+		stop := []int32{tok.EndOfTurn()}
+		if rd != nil {
+			stop = rd.Stop()
+		}
+		if k := len(ids); k > 0 && slices.Contains(stop, ids[k-1]) {
 			ids = ids[:k-1]
 		}
 		ep.Response = tok.Decode(ids)
