@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
 )
 
 // TestRunThroughTemplateFile trains a run (supervised demonstrations, RL with the start check,
