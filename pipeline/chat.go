@@ -2,9 +2,9 @@ package pipeline
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/agentrl/agentrl/chat"
@@ -25,8 +25,9 @@ type ChatRendering struct {
 	Describe string
 }
 
-// NewChatRendering resolves the chat block cc for the policy tokenizer tok, whose files are in
-// dir (a run's tokenizer folder or a checkpoint): template auto takes the folder's own chat
+// NewChatRendering resolves the chat block cc for the policy tokenizer tok, read from the files
+// it was loaded from (a Hugging Face tokenizer's, byte for byte) or that it writes (agentrl's):
+// template auto takes the folder's own chat
 // template (chat_template.jinja, or tokenizer_config.json's) unless it renders the loop's
 // messages exactly as agentrl's ChatML does and the tokenizer has the ChatML tokens, in which
 // case the loop's ChatML path is kept (bit-identical to runs without a chat block); chatml keeps
@@ -34,7 +35,15 @@ type ChatRendering struct {
 // file (with the folder's special tokens). tools (OpenAI's function format) become the template's
 // tools variable; nil leaves it out, as for Hermes-format models, whose environments describe
 // their tools in the system prompt.
-func NewChatRendering(cc config.ChatConfig, dir string, tok *tokenizer.Tokenizer, tools []json.RawMessage) (ChatRendering, error) {
+func NewChatRendering(cc config.ChatConfig, tok *tokenizer.Tokenizer, tools []json.RawMessage) (ChatRendering, error) {
+	dir, err := os.MkdirTemp("", "agentrl-chat-")
+	if err != nil {
+		return ChatRendering{}, fmt.Errorf("chat: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	if err := writeChatFiles(dir, tok); err != nil {
+		return ChatRendering{}, err
+	}
 	chatML := func(why string) (ChatRendering, error) {
 		if err := tok.ChatML(); err != nil {
 			return ChatRendering{}, fmt.Errorf("chat: %s, but %w; set chat.template to the model's template", why, err)
@@ -42,7 +51,6 @@ func NewChatRendering(cc config.ChatConfig, dir string, tok *tokenizer.Tokenizer
 		return ChatRendering{Describe: "chat: agentrl's ChatML (" + why + ")"}, nil
 	}
 	var tpl *chat.Template
-	var err error
 	var from string
 	switch t := cc.Template; {
 	case t == config.ChatChatML:
@@ -110,6 +118,24 @@ func NewChatRendering(cc config.ChatConfig, dir string, tok *tokenizer.Tokenizer
 	}, nil
 }
 
+// writeChatFiles writes the files of tok that hold its chat template and special tokens into
+// dir: a Hugging Face tokenizer's tokenizer_config.json and chat_template.jinja as it was loaded
+// from them, or the files an agentrl tokenizer saves.
+func writeChatFiles(dir string, tok *tokenizer.Tokenizer) error {
+	files := tok.SourceFiles()
+	if files == nil {
+		return tok.Save(dir)
+	}
+	for _, name := range []string{tokenizer.ConfigFile, "chat_template.jinja"} {
+		if b, ok := files[name]; ok {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+				return fmt.Errorf("chat: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
 // specialNames are the special tokens a template may read by name.
 var specialNames = []string{"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}
 
@@ -145,12 +171,12 @@ func isChatML(tpl *chat.Template) bool {
 // from a checkpoint) and sets Options.NewConversation, unless the caller set one. It refuses a
 // template whose tool-call format is not Hermes for environments that have tools: their tool
 // wrapper parses and answers Hermes calls.
-func (r *Run) setupChat(ctx context.Context, dir string) error {
+func (r *Run) setupChat() error {
 	if r.opts.NewConversation != nil {
 		return nil
 	}
 	cc := r.Cfg.ChatSettings()
-	cr, err := NewChatRendering(cc, dir, r.tok, nil)
+	cr, err := NewChatRendering(cc, r.tok, nil)
 	if err != nil {
 		return err
 	}
@@ -164,7 +190,7 @@ func (r *Run) setupChat(ctx context.Context, dir string) error {
 				return err
 			}
 			if tools != nil {
-				if cr, err = NewChatRendering(cc, dir, r.tok, tools); err != nil {
+				if cr, err = NewChatRendering(cc, r.tok, tools); err != nil {
 					return err
 				}
 				r.toolFormat, r.chatTools = f, tools
@@ -230,9 +256,6 @@ func (r *Run) withToolFormat(e env.Env) env.Env {
 	return e
 }
 
-// tokenizerDir is the run's tokenizer folder (saved when the run starts).
-func (r *Run) tokenizerDir() string { return filepath.Join(r.Dir, "tokenizer") }
-
 // encodePrompt is the tokens of an episode's opening (system prompt, first observation,
 // generation prompt) as the run renders them.
 func (r *Run) encodePrompt(system, user string) ([]int32, error) {
@@ -258,7 +281,7 @@ func (r *Run) demoChat() (func() rollout.Conversation, func(string) (string, boo
 // the rollout settings, and the chat block when the run has one (omitted otherwise, so the
 // settings of a run without one are the rollout settings alone), and the tools the template is
 // given (Tools) with the format the environments' tool wrappers then speak (ToolFormat). A worker
-// resolves the chat block against the tokenizer files of the checkpoint it fetches, as the
+// resolves the chat block against the tokenizer of the checkpoint it fetches, as the
 // learner did.
 type workerSettings struct {
 	rollout.Config
@@ -278,9 +301,9 @@ func (r *Run) workerSettings() workerSettings {
 
 // workerChat is a worker's chat rendering and the format its environments' tool wrappers speak
 // (nil: their own), from what the learner published.
-func workerChat(ws workerSettings, dir string, tok *tokenizer.Tokenizer) (ChatRendering, tool.CallFormat, error) {
+func workerChat(ws workerSettings, tok *tokenizer.Tokenizer) (ChatRendering, tool.CallFormat, error) {
 	cfg := config.Config{Chat: ws.Chat}
-	cr, err := NewChatRendering(cfg.ChatSettings(), dir, tok, ws.Tools)
+	cr, err := NewChatRendering(cfg.ChatSettings(), tok, ws.Tools)
 	if err != nil || ws.ToolFormat == "" {
 		return cr, nil, err
 	}
@@ -288,10 +311,10 @@ func workerChat(ws workerSettings, dir string, tok *tokenizer.Tokenizer) (ChatRe
 	return cr, f, err
 }
 
-// judgeChat is the chat rendering of a judge model whose tokenizer files are in dir: its own
+// judgeChat is the chat rendering of a judge model with tokenizer tok: its own
 // template unless it is ChatML (nil).
-func judgeChat(dir string, tok *tokenizer.Tokenizer) (func() rollout.Conversation, error) {
-	cr, err := NewChatRendering(config.ChatConfig{Template: config.ChatAuto, ToolFormat: config.ChatAuto}, dir, tok, nil)
+func judgeChat(tok *tokenizer.Tokenizer) (func() rollout.Conversation, error) {
+	cr, err := NewChatRendering(config.ChatConfig{Template: config.ChatAuto, ToolFormat: config.ChatAuto}, tok, nil)
 	if err != nil {
 		return nil, fmt.Errorf("judge: %w", err)
 	}
@@ -308,15 +331,15 @@ func (g *textGen) prompt(rubric string) (ids, stop []int32, err error) {
 	return ids, c.Stop(), err
 }
 
-// CheckpointChat is the chat rendering for evaluating the checkpoint in dir on one environment
+// CheckpointChat is the chat rendering for evaluating a checkpoint (its tokenizer tok) on one environment
 // (agentrl eval): the checkpoint's own template unless it is ChatML, with the environment's tools
 // in the template and its tool wrapper speaking the template's format when the template renders
 // tool calls.
 // It returns the Conversation factory (nil: ChatML), the environment factory to use, and a line
 // saying what was chosen ("" for ChatML).
-func CheckpointChat(dir string, tok *tokenizer.Tokenizer, envName string, newEnv rollout.EnvFactory) (func() rollout.Conversation, rollout.EnvFactory, string, error) {
+func CheckpointChat(tok *tokenizer.Tokenizer, envName string, newEnv rollout.EnvFactory) (func() rollout.Conversation, rollout.EnvFactory, string, error) {
 	cc := config.ChatConfig{Template: config.ChatAuto, ToolFormat: config.ChatAuto}
-	cr, err := NewChatRendering(cc, dir, tok, nil)
+	cr, err := NewChatRendering(cc, tok, nil)
 	if err != nil || cr.Renderer == nil {
 		return nil, newEnv, "", err
 	}
@@ -335,7 +358,7 @@ func CheckpointChat(dir string, tok *tokenizer.Tokenizer, envName string, newEnv
 	if err != nil || len(tools) == 0 {
 		return cr.NewConversation, newEnv, cr.Describe, err
 	}
-	if cr, err = NewChatRendering(cc, dir, tok, tools); err != nil {
+	if cr, err = NewChatRendering(cc, tok, tools); err != nil {
 		return nil, nil, "", err
 	}
 	return cr.NewConversation, func(name string) (env.Env, error) {

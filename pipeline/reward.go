@@ -111,7 +111,7 @@ func (r *Run) judgeGenerator(j *config.JudgeConfig, policy infer.Generator) (*te
 		}
 		r.rewards.closers = append(r.rewards.closers, eng.Close)
 		tg.gen, tg.tok, tg.maxLen = eng, ck.Tokenizer, ck.Model.Cfg.MaxSeq
-		if tg.conv, err = judgeChat(j.Checkpoint, tg.tok); err != nil {
+		if tg.conv, err = judgeChat(tg.tok); err != nil {
 			return nil, err
 		}
 	case config.JudgeRemote:
@@ -129,7 +129,7 @@ func (r *Run) judgeGenerator(j *config.JudgeConfig, policy infer.Generator) (*te
 			if tg.tok, err = tokenizer.Load(j.Checkpoint); err != nil {
 				return nil, err
 			}
-			if tg.conv, err = judgeChat(j.Checkpoint, tg.tok); err != nil {
+			if tg.conv, err = judgeChat(tg.tok); err != nil {
 				return nil, err
 			}
 		}

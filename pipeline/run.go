@@ -245,7 +245,7 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 			return nil, err
 		}
 	}
-	if err := r.setupChat(ctx, r.tokenizerDir()); err != nil {
+	if err := r.setupChat(); err != nil {
 		return nil, err
 	}
 	r.printf("run %s: model %.2fM parameters, vocabulary %d\n", r.Dir, float64(r.model.NumParams())/1e6, r.tok.VocabSize())

@@ -108,7 +108,7 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 	var policy atomic.Pointer[dist.Pointer]
 	policy.Store(&p)
 	logf("policy v%d (learner epoch %d) loaded", p.Version, p.Epoch)
-	cr, toolFormat, err := workerChat(ws, vdir(p), ck.Tokenizer)
+	cr, toolFormat, err := workerChat(ws, ck.Tokenizer)
 	if err != nil {
 		return none, fmt.Errorf("worker: run %s: %w", o.Run, err)
 	}

@@ -79,7 +79,7 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 	if newEnv == nil {
 		newEnv = g.Envs.New
 	}
-	newConv, newEnv, desc, err := pipeline.CheckpointChat(c.Checkpoint, ck.Tokenizer, c.Env, newEnv)
+	newConv, newEnv, desc, err := pipeline.CheckpointChat(ck.Tokenizer, c.Env, newEnv)
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
