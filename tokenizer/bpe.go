@@ -72,7 +72,15 @@ func (t *Tokenizer) initialChars(sym []int32, word string) []int32 {
 		}
 		ch := word[i : i+n]
 		i += n
-		if id, ok := t.vocab[ch]; ok {
+		var id int32
+		var ok bool
+		if n == 1 && ch[0] < utf8.RuneSelf {
+			id = t.byteID[ch[0]] // in character mode, the id of each ASCII character
+			ok = id >= 0
+		} else {
+			id, ok = t.vocab[ch]
+		}
+		if ok {
 			if pendingUnk {
 				sym = append(sym, t.unkID)
 				pendingUnk = false
