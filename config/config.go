@@ -45,6 +45,9 @@ type Config struct {
 	MCP *mcp.Config `yaml:"mcp,omitempty"`
 	// Learner is the learner RL phases train through (absent: the built-in model in-process).
 	Learner learn.BackendConfig `yaml:"learner,omitzero"`
+	// Chat chooses the chat template and tool-call format episodes are rendered with (chat.go;
+	// absent: template auto, tool_format auto).
+	Chat *ChatConfig `yaml:"chat,omitempty"`
 }
 
 // TokenizerConfig says how the run's tokenizer is trained from the environments' text.
@@ -312,6 +315,9 @@ func (c *Config) Validate(envs *env.Registry) error {
 		bad("checkpoint.every and checkpoint.keep must be positive")
 	}
 	errs = append(errs, c.Monitor.validate(c)...) // monitor_config.go
+	if c.Chat != nil {
+		errs = append(errs, c.Chat.validate()...) // chat.go
+	}
 	if c.MCP != nil {
 		used := map[string]bool{}
 		for _, n := range c.EnvNames() {

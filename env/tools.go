@@ -59,6 +59,8 @@ type toolEnv struct {
 	byName map[string]tool.Tool
 	lim    ToolLimits
 	prompt string // tool descriptions appended to the system prompt
+	// format is the model's tool-call format when it is not Hermes (SetToolFormat, toolformat.go).
+	format tool.CallFormat
 
 	reset, done bool
 }
@@ -101,7 +103,7 @@ func (e *toolEnv) Reset(ctx context.Context, seed int64) (Observation, error) {
 		return Observation{}, err
 	}
 	e.reset, e.done = true, false
-	if e.prompt != "" {
+	if e.prompt != "" && e.format == nil {
 		if obs.System != "" {
 			obs.System += "\n"
 		}
@@ -117,7 +119,7 @@ func (e *toolEnv) Step(ctx context.Context, action string) (Transition, error) {
 	case e.done:
 		return Transition{}, ErrEpisodeDone
 	}
-	calls := tool.ParseCalls(action, tool.ParseLimits{MaxCalls: e.lim.MaxCallsPerTurn, MaxArgBytes: e.lim.MaxArgBytes})
+	calls := e.parse(action)
 	if calls == nil {
 		tr, err := e.inner.Step(ctx, action)
 		if err == nil && tr.Done {
@@ -136,13 +138,17 @@ func (e *toolEnv) Step(ctx context.Context, action string) (Transition, error) {
 		if i > 0 {
 			obs.WriteByte('\n')
 		}
-		obs.WriteString("<tool_response>")
+		if e.format == nil {
+			obs.WriteString("<tool_response>")
+		}
 		if tc.Error != "" {
 			obs.WriteString("error: " + tc.Error)
 		} else {
 			obs.WriteString(tc.Result)
 		}
-		obs.WriteString("</tool_response>")
+		if e.format == nil {
+			obs.WriteString("</tool_response>")
+		}
 	}
 	tr.Observation = obs.String()
 	return tr, nil

@@ -36,6 +36,9 @@ type Options struct {
 	// Difficulty, when set, poses Env's tasks at its levels (env.WithDifficulty) and reports
 	// success per level.
 	Difficulty *env.Difficulty
+	// NewConversation renders the episodes' chat with the model's template
+	// (rollout.Runner.NewConversation); nil: the tokenizer's ChatML.
+	NewConversation func() rollout.Conversation
 	// Progress, when set, is called as each episode ends with the episodes done and the total,
 	// Tasks × (1 + K); calls are serialized.
 	Progress func(done, total int)
@@ -168,7 +171,7 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 	greedyCfg := o.Rollout
 	greedyCfg.Sampling = infer.Sampling{Temperature: 0}
 	onEpisode := progressFunc(o.Progress, int(n)*(1+o.K))
-	runner := &rollout.Runner{Gen: eng, Tok: tok, Cfg: greedyCfg, SampleSeed: o.Seed, OnEpisode: onEpisode}
+	runner := &rollout.Runner{Gen: eng, Tok: tok, Cfg: greedyCfg, SampleSeed: o.Seed, OnEpisode: onEpisode, NewConversation: o.NewConversation}
 	groups, err := runner.RunGroups(ctx, o.NewEnv, tasks, 1, max(o.Slots, 1))
 	if err != nil {
 		return Result{}, err
@@ -217,7 +220,7 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 	if o.K > 0 {
 		sampled := o.Rollout
 		sampled.Sampling = infer.Sampling{Temperature: 1}
-		runner = &rollout.Runner{Gen: eng, Tok: tok, Cfg: sampled, SampleSeed: o.Seed ^ 0x5A, OnEpisode: onEpisode}
+		runner = &rollout.Runner{Gen: eng, Tok: tok, Cfg: sampled, SampleSeed: o.Seed ^ 0x5A, OnEpisode: onEpisode, NewConversation: o.NewConversation}
 		groups, err := runner.RunGroups(ctx, o.NewEnv, tasks, o.K, max(o.Slots, 1))
 		if err != nil {
 			return Result{}, err

@@ -17,7 +17,9 @@ import (
 // reproduces them.
 func TestRunLogsContextFoldingAndDelegation(t *testing.T) {
 	var out bytes.Buffer
-	sets := append(slices.Clone(replaySets), "rollout.context={trigger: threshold, max_tokens: 40, keep_turns: 1}",
+	// A context of 640 tokens holds calc's expert episodes with the summary requests appended (the
+	// expert does not fold), so the start check finds episodes that can succeed.
+	sets := append(slices.Clone(replaySets), "model.max_seq=640", "rollout.max_context=640", "rollout.context={trigger: threshold, max_tokens: 40, keep_turns: 1}",
 		"rollout.delegate={max_depth: 1, max_tokens: 200, reward: own}")
 	run, err := NewRun(tinyConfig(t, t.TempDir(), sets...), Options{Envs: all.Builtins(), Out: &out})
 	if err != nil {

@@ -35,9 +35,14 @@ func (r *Run) checkExpertFits(ctx context.Context) error {
 		for i := range n {
 			tasks[i] = rollout.Task{Env: name, Seed: spec.Train.Lo + int64(i)*(spec.Train.Len()/int64(n)), GroupID: uint64(i)}
 		}
-		runner := &rollout.Runner{Tok: r.tok, Cfg: r.Cfg.Rollout.Config,
+		// The expert plays as it does for demonstrations (synthesize): through the run's chat
+		// rendering, never delegating.
+		cfg := r.Cfg.Rollout.Config
+		cfg.Delegate = nil
+		newConv, lastMessage := r.demoChat()
+		runner := &rollout.Runner{Tok: r.tok, Cfg: cfg, NewConversation: newConv,
 			NewGen: func(t rollout.Task) infer.Generator {
-				return &rollout.AgentGenerator{Agent: spec.Expert(t.Seed, 0, rand.New(rand.NewPCG(uint64(t.Seed), 1))), Tok: r.tok, Version: r.version}
+				return &rollout.AgentGenerator{Agent: spec.Expert(t.Seed, 0, rand.New(rand.NewPCG(uint64(t.Seed), 1))), Tok: r.tok, Version: r.version, LastMessage: lastMessage}
 			}}
 		groups, err := runner.RunGroups(ctx, r.envFactory(), tasks, 1, n)
 		if err != nil {

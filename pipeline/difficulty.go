@@ -38,6 +38,7 @@ func (r *Run) phaseEnvs(envs []config.EnvWeight) rollout.EnvFactory {
 		if err != nil {
 			return nil, err
 		}
-		return spec.New()
+		e, err := spec.New()
+		return r.withToolFormat(e), err
 	}
 }

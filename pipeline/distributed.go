@@ -131,7 +131,7 @@ func (r *Run) startDist(ctx context.Context, p config.Phase) (*distSession, erro
 	if err := s.conn.PurgeTasks(ctx, s.run); err != nil {
 		return nil, err
 	}
-	settings, err := json.Marshal(r.Cfg.Rollout.Config)
+	settings, err := json.Marshal(r.workerSettings())
 	if err != nil {
 		return nil, err
 	}

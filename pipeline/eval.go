@@ -24,12 +24,15 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 	for _, name := range r.Cfg.EnvNames() {
 		var bar *progress
 		newEnv, d := r.mcp.Factory(), r.Cfg.EvalDifficulty(name)
+		if r.toolFormat != nil {
+			newEnv = r.envFactory()
+		}
 		if d != nil {
 			newEnv = r.phaseEnvs([]config.EnvWeight{{Name: name, Difficulty: d}})
 		}
 		e, err := eval.Run(ctx, r.model, r.tok, r.version, eval.Options{
 			Env: name, Tasks: r.Cfg.Eval.Tasks, K: r.Cfg.Eval.Samples, Seed: r.Cfg.Seed, Rollout: r.Cfg.Rollout.Config, Slots: r.Cfg.Rollout.EngineSlots,
-			Envs: r.opts.Envs, NewEnv: newEnv, Difficulty: d,
+			Envs: r.opts.Envs, NewEnv: newEnv, Difficulty: d, NewConversation: r.opts.NewConversation,
 			Progress: func(done, total int) {
 				if bar == nil {
 					bar = r.newCounter("eval "+when+" "+name, "episode", total)

@@ -75,8 +75,12 @@ func (r *Run) newSampler(ctx context.Context, p config.Phase) (*policySampler, e
 // naming it; one that does not answer is ejected with a warning and re-admitted by the health
 // checks when it comes up.
 func (r *Run) probeServers(ctx context.Context, router *remote.Router) error {
+	prompt, err := r.encodePrompt("", "1+1")
+	if err != nil {
+		return err
+	}
 	req := infer.Request{
-		Prompt:   r.tok.EncodePrompt("", "1+1"),
+		Prompt:   prompt,
 		Sampling: r.Cfg.Rollout.Sampling,
 		Seed:     r.Cfg.Seed,
 	}

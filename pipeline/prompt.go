@@ -61,5 +61,9 @@ func (r *Run) promptLen(ctx context.Context, newEnv rollout.EnvFactory, name str
 	if err != nil {
 		return 0, fmt.Errorf("%s: reset task %d: %w", name, seed, err)
 	}
-	return len(r.tok.EncodePrompt(obs.System, obs.Text)), nil
+	toks, err := r.encodePrompt(obs.System, obs.Text)
+	if err != nil {
+		return 0, fmt.Errorf("%s: task %d: %w", name, seed, err)
+	}
+	return len(toks), nil
 }

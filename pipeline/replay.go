@@ -107,6 +107,13 @@ func Replay(ctx context.Context, runDir string, o ReplayOptions) (*ReplaySummary
 			return nil, fmt.Errorf("replay: checkpoint %s has no progress state", start)
 		}
 		r.model, r.tok, r.version = ck.Model, ck.Tokenizer, st.Version
+		if r.opts.NewConversation == nil { // the run's chat rendering, for its sample metrics
+			cr, err := NewChatRendering(cfg.ChatSettings(), r.tok, nil)
+			if err != nil {
+				return nil, fmt.Errorf("replay: %w", err)
+			}
+			r.opts.NewConversation = cr.NewConversation
+		}
 		n, err := r.replayRL(ctx, pi, p, recorded[p.Name], func(step int) bool { return logged[fmt.Sprintf("%s/%d", p.Name, step)] })
 		sum.Steps += n
 		if err != nil {

@@ -4,17 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/agentrl/agentrl/chat"
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/infer/remote"
 	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -93,7 +96,7 @@ func (r *Run) shaperFor(p config.Phase, env string, policy infer.Generator) (*en
 
 // judgeGenerator makes the text generator of a judge block.
 func (r *Run) judgeGenerator(j *config.JudgeConfig, policy infer.Generator) (*textGen, error) {
-	tg := &textGen{tok: r.tok, maxTokens: j.MaxTokens, maxLen: r.Cfg.Rollout.MaxContext}
+	tg := &textGen{tok: r.tok, conv: r.chat.NewConversation, maxTokens: j.MaxTokens, maxLen: r.Cfg.Rollout.MaxContext}
 	switch j.Generator {
 	case config.JudgePolicy:
 		tg.gen = policy
@@ -108,6 +111,9 @@ func (r *Run) judgeGenerator(j *config.JudgeConfig, policy infer.Generator) (*te
 		}
 		r.rewards.closers = append(r.rewards.closers, eng.Close)
 		tg.gen, tg.tok, tg.maxLen = eng, ck.Tokenizer, ck.Model.Cfg.MaxSeq
+		if tg.conv, err = judgeChat(tg.tok); err != nil {
+			return nil, err
+		}
 	case config.JudgeRemote:
 		opts, err := j.Remote.Options()
 		if err != nil {
@@ -123,10 +129,17 @@ func (r *Run) judgeGenerator(j *config.JudgeConfig, policy infer.Generator) (*te
 			if tg.tok, err = tokenizer.Load(j.Checkpoint); err != nil {
 				return nil, err
 			}
+			if tg.conv, err = judgeChat(tg.tok); err != nil {
+				return nil, err
+			}
 		}
 		// The judge's servers are probed as the policy's are; the shortest context any of them
 		// reports bounds the judge's prompts.
-		probe := infer.Request{Prompt: tg.tok.EncodePrompt("", "1+1"), Stop: []int32{tg.tok.EndOfTurn()}}
+		ids, stop, err := tg.prompt("1+1")
+		if err != nil {
+			return nil, fmt.Errorf("judge: %w", err)
+		}
+		probe := infer.Request{Prompt: ids, Stop: stop}
 		infos, err := router.Probe(context.Background(), remote.ProbeOptions{Request: probe})
 		if err != nil {
 			return nil, fmt.Errorf("judge: %w", err)
@@ -149,25 +162,29 @@ func (r *Run) judgeGenerator(j *config.JudgeConfig, policy infer.Generator) (*te
 type textGen struct {
 	gen       infer.Generator
 	tok       *tokenizer.Tokenizer
+	conv      func() rollout.Conversation // the judge model's chat template; nil: ChatML
 	maxTokens int
 	maxLen    int // the generator's longest sequence (0: not known here; the server refuses)
 }
 
 // Complete implements reward.TextGenerator.
 func (g *textGen) Complete(ctx context.Context, prompt string) (string, error) {
-	ids := g.tok.EncodePrompt("", prompt)
+	ids, stop, err := g.prompt(prompt)
+	if err != nil {
+		return "", err
+	}
 	n := g.maxTokens
 	if g.maxLen > 0 {
 		if n = min(n, g.maxLen-len(ids)); n < 1 {
 			return "", fmt.Errorf("the judge's prompt of %d tokens leaves no room to answer in %d", len(ids), g.maxLen)
 		}
 	}
-	comp, err := g.gen.Generate(ctx, infer.Request{Prompt: ids, MaxTokens: n, Stop: []int32{g.tok.EndOfTurn()}})
+	comp, err := g.gen.Generate(ctx, infer.Request{Prompt: ids, MaxTokens: n, Stop: stop})
 	if err != nil {
 		return "", err
 	}
 	out := comp.Tokens
-	if k := len(out); k > 0 && out[k-1] == g.tok.EndOfTurn() {
+	if k := len(out); k > 0 && slices.Contains(stop, out[k-1]) {
 		out = out[:k-1]
 	}
 	return g.tok.Decode(out), nil
@@ -201,7 +218,7 @@ func (r *Run) shapeRewards(ctx context.Context, gen infer.Generator, p config.Ph
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			errs[i] = j.sh.Apply(ctx, j.t, episodeText(r.tok, j.t), step)
+			errs[i] = j.sh.Apply(ctx, j.t, episodeText(r.tok, r.chat.Renderer, j.t), step)
 		})
 	}
 	wg.Wait()
@@ -209,8 +226,9 @@ func (r *Run) shapeRewards(ctx context.Context, gen infer.Generator, p config.Ph
 }
 
 // episodeText decodes what a text reward reads of t: the first user message and the final
-// assistant turn (without its end-of-turn token).
-func episodeText(tok *tokenizer.Tokenizer, t *traj.Trajectory) reward.Episode {
+// assistant turn (without its end-of-turn token), through the run's chat template when it has
+// one (rd; nil for agentrl's ChatML).
+func episodeText(tok *tokenizer.Tokenizer, rd *chat.Renderer, t *traj.Trajectory) reward.Episode {
 	var ep reward.Episode
 	lo := -1
 	for i, role := range t.Roles {
@@ -219,13 +237,20 @@ func episodeText(tok *tokenizer.Tokenizer, t *traj.Trajectory) reward.Episode {
 		}
 		if lo >= 0 && role != traj.RoleUser {
 			ep.Prompt = userText(tok, t.Tokens[lo:i])
+			if rd != nil {
+				ep.Prompt, _ = rd.LastMessage(tok.Decode(t.Tokens[lo:i]))
+			}
 			break
 		}
 	}
 	if n := len(t.Turns); n > 0 {
 		tu := t.Turns[n-1]
 		ids := t.Tokens[tu.Start:tu.End]
-		if k := len(ids); k > 0 && ids[k-1] == tok.EndOfTurn() {
+		stop := []int32{tok.EndOfTurn()}
+		if rd != nil {
+			stop = rd.Stop()
+		}
+		if k := len(ids); k > 0 && slices.Contains(stop, ids[k-1]) {
 			ids = ids[:k-1]
 		}
 		ep.Response = tok.Decode(ids)

@@ -30,6 +30,7 @@ import (
 	"github.com/agentrl/agentrl/optim"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
+	"github.com/agentrl/agentrl/tool"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -84,6 +85,11 @@ type Run struct {
 	// prompts are the environments' system prompts in training, recorded in checkpoints
 	// (promptrecord.go).
 	prompts map[string]string
+	chat    ChatRendering // the chat block resolved for the tokenizer (chat.go)
+	// toolFormat is the template's tool-call format when the environments' tool wrappers must
+	// speak it (not Hermes); nil otherwise.
+	toolFormat tool.CallFormat
+	chatTools  []json.RawMessage // the environments' tool schemas the template is given
 
 	unlock func() // releases the run directory's lock (LockRun), taken by NewRun or Resume
 
@@ -169,10 +175,17 @@ func (r *Run) Close() {
 
 // envFactory makes the episodes' environments: the registry's, with the MCP tools attached.
 func (r *Run) envFactory() rollout.EnvFactory {
-	if f := r.mcp.Factory(); f != nil {
+	f := r.opts.Envs.New
+	if mf := r.mcp.Factory(); mf != nil {
+		f = mf
+	}
+	if r.toolFormat == nil {
 		return f
 	}
-	return r.opts.Envs.New
+	return func(name string) (env.Env, error) {
+		e, err := f(name)
+		return r.withToolFormat(e), err
+	}
 }
 
 // stepRNG is the random source of one step of one phase (or of phase setup with step -1).
@@ -243,6 +256,9 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		if err := r.initModel(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.setupChat(); err != nil {
+		return nil, err
 	}
 	r.printf("run %s: model %.2fM parameters, vocabulary %d\n", r.Dir, float64(r.model.NumParams())/1e6, r.tok.VocabSize())
 	if d := r.Cfg.DescribePrecision(); d != "" {

@@ -89,6 +89,7 @@ func shapeLine(ctx context.Context, r *Run, spec env.Spec) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	e = r.withToolFormat(e)
 	if c, ok := e.(env.Closer); ok {
 		defer c.Close()
 	}

@@ -22,16 +22,18 @@ func (r *Run) synthesize(ctx context.Context, envs []config.EnvWeight, tasks []r
 	// The experts never delegate (an expert plays one episode, not its sub-episodes); they fold
 	// when an environment's expert answers the scaffold's request for a summary.
 	cfg.Delegate = nil
+	newConv, lastMessage := r.demoChat()
 	runner := &rollout.Runner{
-		Tok: r.tok,
-		Cfg: cfg,
+		Tok:             r.tok,
+		NewConversation: newConv,
+		Cfg:             cfg,
 		NewGen: func(t rollout.Task) infer.Generator {
 			spec, err := r.phaseSpec(envs, t.Env)
 			if err != nil {
 				return nil
 			}
 			rng := rand.New(rand.NewPCG(uint64(t.Seed)^salt, t.GroupID<<8|uint64(t.Index)))
-			return &rollout.AgentGenerator{Agent: spec.Expert(t.Seed, noise, rng), Tok: r.tok, Version: r.version}
+			return &rollout.AgentGenerator{Agent: spec.Expert(t.Seed, noise, rng), Tok: r.tok, Version: r.version, LastMessage: lastMessage}
 		},
 	}
 	bar := r.newCounter("demonstrations", "episode", len(tasks))

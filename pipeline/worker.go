@@ -82,13 +82,14 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 		case <-ctx.Done():
 		}
 	}()
-	rc := rollout.DefaultConfig()
+	ws := workerSettings{Config: rollout.DefaultConfig()}
 	settings, err := conn.RolloutSettings(ctx, o.Run)
 	if err != nil {
 		return none, err
 	}
+	rc := &ws.Config
 	if settings != nil {
-		if err := json.Unmarshal(settings, &rc); err != nil {
+		if err := json.Unmarshal(settings, &ws); err != nil {
 			return none, fmt.Errorf("worker: rollout settings of run %s: %w", o.Run, err)
 		}
 	}
@@ -126,7 +127,14 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 	var policy atomic.Pointer[dist.Pointer]
 	policy.Store(&p)
 	logf("policy v%d (learner epoch %d) loaded", p.Version, p.Epoch)
-	runner := &rollout.Runner{Gen: eng, Tok: ck.Tokenizer, Cfg: rc, SampleSeed: uint64(time.Now().UnixNano())}
+	cr, toolFormat, err := workerChat(ws, ck.Tokenizer)
+	if err != nil {
+		return none, fmt.Errorf("worker: run %s: %w", o.Run, err)
+	}
+	if ws.Chat != nil || cr.Renderer != nil {
+		logf("%s", cr.Describe)
+	}
+	runner := &rollout.Runner{Gen: eng, Tok: ck.Tokenizer, Cfg: *rc, SampleSeed: uint64(time.Now().UnixNano()), NewConversation: cr.NewConversation}
 	w := &dist.Worker{Conn: conn, RunName: o.Run, ID: o.ID, Concurrency: o.Concurrency, Grace: o.Grace,
 		// The worker runs a task only with the weights of the learner epoch that issued it, from
 		// the version the learner admitted it at: that bounds how stale its tokens are when
@@ -142,6 +150,9 @@ func RunWorker(ctx context.Context, o WorkerOptions) (dist.WorkerStats, error) {
 			e, err := workerEnv(o.Envs, task)
 			if err != nil {
 				return nil, err
+			}
+			if toolFormat != nil {
+				env.SetToolFormat(e, toolFormat)
 			}
 			if cl, ok := e.(env.Closer); ok {
 				defer cl.Close()

@@ -21,18 +21,27 @@ import (
 // Its tokens are forced, not sampled: they carry logprob 0 (a point mass) and Version. When a
 // prompt does not continue the last one (the episode went on in a new sample: a folded context,
 // a template's re-render), it reads the new prompt's last message from the whole prompt.
+//
+// With a chat template of the model's own (Runner.NewConversation), LastMessage reads the
+// observation out of the template's text and the turn ends with the request's first stop token.
 type AgentGenerator struct {
 	Agent   env.Agent
 	Tok     *tokenizer.Tokenizer
 	Version int32
-	seen    int
-	last    []int32 // the last prompt and completion, to tell a continuation from a new sample
+	// LastMessage returns the content of the last message of a context the template rendered
+	// (chat.Renderer.LastMessage); nil reads agentrl's ChatML.
+	LastMessage func(text string) (string, bool)
+	seen        int
+	last        []int32 // the last prompt and completion, to tell a continuation from a new sample
 }
 
 // Generate implements infer.Generator.
 func (g *AgentGenerator) Generate(ctx context.Context, req infer.Request) (infer.Completion, error) {
 	if err := ctx.Err(); err != nil {
 		return infer.Completion{}, err
+	}
+	if g.LastMessage != nil {
+		return g.generateTemplate(ctx, req)
 	}
 	if g.seen > len(req.Prompt) || !slices.Equal(req.Prompt[:g.seen], g.last) {
 		g.seen = 0
@@ -42,7 +51,39 @@ func (g *AgentGenerator) Generate(ctx context.Context, req infer.Request) (infer
 	if err != nil {
 		return infer.Completion{}, fmt.Errorf("agent: %w", err)
 	}
-	toks := append(g.Tok.Encode(action), g.Tok.EndOfTurn())
+	return g.complete(req, append(g.Tok.Encode(action), g.Tok.EndOfTurn())), nil
+}
+
+// generateTemplate is Generate through a model's chat template.
+func (g *AgentGenerator) generateTemplate(ctx context.Context, req infer.Request) (infer.Completion, error) {
+	if len(req.Stop) == 0 {
+		return infer.Completion{}, fmt.Errorf("agent generator: a request without stop tokens")
+	}
+	from := g.seen
+	if len(g.last) > len(req.Prompt) || !slices.Equal(req.Prompt[:len(g.last)], g.last) {
+		from = 0 // the template re-rendered the context: a new sample
+	}
+	text := g.Tok.Decode(req.Prompt[from:])
+	obs, ok := g.LastMessage(text)
+	if !ok {
+		return infer.Completion{}, fmt.Errorf("agent generator: the prompt does not end with a message the chat template writes: %q", tailText(text, 120))
+	}
+	action, err := g.Agent.Act(ctx, obs)
+	if err != nil {
+		return infer.Completion{}, fmt.Errorf("agent: %w", err)
+	}
+	return g.complete(req, append(g.Tok.Encode(action), req.Stop[0])), nil
+}
+
+func tailText(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// complete returns toks as the forced completion of req, cut at its token limit.
+func (g *AgentGenerator) complete(req infer.Request, toks []int32) infer.Completion {
 	finish := infer.FinishStop
 	if len(toks) > req.MaxTokens {
 		toks = toks[:req.MaxTokens]
@@ -59,7 +100,7 @@ func (g *AgentGenerator) Generate(ctx context.Context, req infer.Request) (infer
 	for i := range c.Versions {
 		c.Versions[i] = g.Version
 	}
-	return c, nil
+	return c
 }
 
 // lastMessage extracts the content of the last complete ChatML message in text.

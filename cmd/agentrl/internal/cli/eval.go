@@ -11,6 +11,7 @@ import (
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/hub"
+	"github.com/agentrl/agentrl/pipeline"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -86,8 +87,18 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 		}
 		newEnv = func(string) (env.Env, error) { return mix.New() }
 	}
+	if newEnv == nil {
+		newEnv = g.Envs.New
+	}
+	newConv, newEnv, desc, err := pipeline.CheckpointChat(ck.Tokenizer, c.Env, newEnv)
+	if err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	if desc != "" {
+		fmt.Fprintln(g.Stderr, desc)
+	}
 	res, err := eval.Run(g.Ctx, ck.Model, ck.Tokenizer, 0, eval.Options{
-		Env: c.Env, Tasks: c.Tasks, K: c.K, Seed: c.Seed, Rollout: rc, Slots: c.Slots, Envs: g.Envs, NewEnv: newEnv, Difficulty: d,
+		Env: c.Env, Tasks: c.Tasks, K: c.K, Seed: c.Seed, Rollout: rc, Slots: c.Slots, Envs: g.Envs, NewEnv: newEnv, Difficulty: d, NewConversation: newConv,
 		Progress: progressReporter(g.Stderr, isTerminal(g.Stderr), "eval "+c.Env, "episode"),
 	})
 	if err != nil {
