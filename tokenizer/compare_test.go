@@ -4,7 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-		"testing"
+	"testing"
 )
 
 func TestCompatible(t *testing.T) {
@@ -49,5 +49,3 @@ func TestCompatible(t *testing.T) {
 		t.Fatalf("a renamed special token: %v", err)
 	}
 }
-
-

@@ -50,8 +50,8 @@ func TestScoreRefusesBadRequests(t *testing.T) {
 	_, hs := testServer(t, Options{APIKey: "sekrit"})
 	for _, tc := range []struct {
 		name, key string
-		body any
-		want int
+		body      any
+		want      int
 	}{
 		{"no key", "", infer.ScoreRequest{Tokens: []int32{1, 2, 3}, Start: 1}, 401},
 		{"start 0", "sekrit", infer.ScoreRequest{Tokens: []int32{1, 2, 3}, Start: 0}, 400},
