@@ -32,7 +32,7 @@ type Output struct {
 // Loss computes the scalar training loss of a minibatch and its gradients. It holds only its
 // config, so one Loss may be shared by goroutines that each use their own Output.
 type Loss struct {
-	cfg    LossConfig
+	cfg     LossConfig
 	policy  PolicyLoss
 	kl      KLEstimator
 	distill *distillTerm // nil: no distillation term (WithDistill)
