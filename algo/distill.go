@@ -29,6 +29,12 @@ const (
 // DistillModes are the valid modes, for error messages.
 var DistillModes = []string{DistillAdvantage, DistillLoss}
 
+// DistillLossEstimators are the KL estimators mode loss takes: those whose gradient at the sampled
+// token moves logπ_θ toward logπ_T (k2, k3, and k1 and k3 with k2's gradient). k1 and abs are
+// refused: k1's gradient is 1 at every token (it lowers every sampled token's logprob whatever
+// the teacher says) and abs's only its sign.
+var DistillLossEstimators = []string{"k2", "k3", "k1+", "k3+", "k2+"}
+
 // DistillMask reports whether token t of b is one the teacher judges: in the loss mask and
 // sampled by the policy. A tool's or environment's token never is, even with ToolInLoss.
 func (b *Batch) DistillMask(t int) bool {
