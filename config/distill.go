@@ -88,6 +88,9 @@ func (c *Config) validateDistill() []error {
 		switch {
 		case p.Kind == "distill" && (p.RL == nil || d == nil):
 			errs = append(errs, fmt.Errorf("%s: a distill phase trains on its teacher alone and needs rl.distill", where))
+		case p.Kind == "distill" && p.RL.DynamicSampling != nil:
+			errs = append(errs, fmt.Errorf("%s: rl.dynamic_sampling keeps groups by the spread of the environment's reward, which a distill phase does not train on: remove it", where))
+			fallthrough
 		case d != nil:
 			for _, err := range d.validate(earlier, p.Name) {
 				errs = append(errs, fmt.Errorf("%s: rl.distill.%w", where, err))
