@@ -44,6 +44,18 @@ func (r *Run) newDistill(ctx context.Context, p config.Phase) (*learn.Distill, e
 		if err != nil {
 			return nil, fmt.Errorf("teacher: %w", err)
 		}
+		// What generation's servers are checked for: the model served, its release, its context
+		// against rollout.max_context, one token through the dialect.
+		probe := infer.Request{Prompt: r.tok.EncodePrompt("", "1+1"), Sampling: infer.Sampling{Temperature: 1}, Seed: r.Cfg.Seed}
+		infos, err := router.Probe(ctx, remote.ProbeOptions{Request: probe, MaxContext: r.Cfg.Rollout.MaxContext})
+		if err != nil {
+			return nil, fmt.Errorf("teacher: %w", err)
+		}
+		for _, info := range infos {
+			if info.Unreachable != nil {
+				r.printf("warning: teacher server ejected at start: %v\n", info.Unreachable)
+			}
+		}
 		sc, what = router, fmt.Sprintf("%d server(s)", len(opts.Servers))
 	default:
 		dir := strings.TrimPrefix(c.Teacher, config.TeacherCheckpoint)

@@ -123,7 +123,7 @@ func TestDistillRemoteTeacher(t *testing.T) {
 	b := tinyConfig(t, t.TempDir(), "phases.rl.steps=2", "phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.loss.entropy_coef=0.05")
 	b.Init, b.Tokenizer = teacherDir, config.TokenizerConfig{} // the checkpoint's weights and tokenizer
 	b.Phases = []config.Phase{distillPhase(b, "rl", "rl", remoteTeacher("http://127.0.0.1:1"))}
-	if _, err := trainConfig(t, b); err == nil || !strings.Contains(err.Error(), "the probe scoring failed") {
+	if _, err := trainConfig(t, b); err == nil || !strings.Contains(err.Error(), "teacher: remote: no inference server answered") {
 		t.Fatalf("a teacher that does not answer: %v", err)
 	}
 	b.Phases = []config.Phase{distillPhase(b, "rl", "rl", remoteTeacher(url))}
