@@ -203,6 +203,9 @@ type paperPlan struct {
 // (mean ± 95% interval over seeds), whether each ordering its papers report reproduced (from the
 // paired differences' intervals), and draws the curves as SVG.
 func Paper(ctx context.Context, w io.Writer, o PaperOptions) error {
+	if o.Name == stagesName {
+		return paperStages(ctx, w, o) // paper_stages.go
+	}
 	pl, err := planPaper(o)
 	if err != nil {
 		return err
@@ -233,7 +236,7 @@ func planPaper(o PaperOptions) (*paperPlan, error) {
 	}
 	b, ok := paperBenches[name]
 	if !ok {
-		return nil, fmt.Errorf("bench paper: unknown comparison %q (known: %s)", o.Name, strings.Join(PaperNames(), ", "))
+		return nil, fmt.Errorf("bench paper: unknown comparison %q (known: %s, %s)", o.Name, strings.Join(PaperNames(), ", "), stagesName)
 	}
 	pl := &paperPlan{name: o.Name, b: b}
 	if o.Every < 1 || o.Steps < 0 || o.SFTSteps < 0 || o.Tasks < 0 || o.Samples < 0 {
