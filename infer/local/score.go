@@ -68,6 +68,9 @@ func (s *Scorer) ScoreVersion(ctx context.Context, req infer.ScoreRequest) ([]fl
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := ctx.Err(); err != nil { // given up while waiting its turn
+		return nil, 0, err
+	}
 	lps, err := s.score(req)
 	return lps, s.version, err
 }
