@@ -129,6 +129,22 @@ func LoadModel(dir string) (*model.Model, error) {
 	return m, nil
 }
 
+// LoadWeights is LoadModel and, when the folder holds an adapter (adapter_config.json), its
+// LoRA adapters on the model (LoadAdapter): what a server serves from a folder of a base and an
+// adapter.
+func LoadWeights(dir string) (*model.Model, error) {
+	m, err := LoadModel(dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, adapterConfigFile)); err == nil {
+		if _, err := LoadAdapter(dir, m); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
 // loadWeights validates the headers against cfg before allocating the model, so files that do
 // not match cost no more than their headers, then reads each tensor into its view.
 func loadWeights(shards []shard, cfg model.Config) (*model.Model, error) {
@@ -165,6 +181,9 @@ func loadWeights(shards []shard, cfg model.Config) (*model.Model, error) {
 		return nil, err
 	}
 	m.DType = weightsDType(h)
+	if src := shards[0].h.metadata[sourceDTypeKey]; dtypeSize[src] != 0 {
+		m.DType = src
+	}
 	for _, t := range m.Params.Tensors() {
 		i := h.byName[t.Name]
 		s := shards[owner[i]]

@@ -45,18 +45,22 @@ func hook(step, path string) error {
 // Save of the same dir are cleaned first; if the crash came between the two renames, the old
 // checkpoint is put back at dir before anything else happens. st may be nil (weights only).
 //
-// The weights are written in the model's DType (that of the checkpoint it was loaded from;
-// float32 for a model made here), in one model.safetensors or, above DefaultMaxShardBytes, in
-// shards with model.safetensors.index.json, under the family's architecture name: what
-// transformers and vLLM load. SaveWith chooses the dtype and shard size.
+// The weights are written in float32, whatever the model's DType: a run's checkpoints, the
+// reference policies and the weights it publishes to samplers are exact, so a resumed run
+// continues exactly and samplers compute what the learner does; the model's DType is recorded
+// (LoadModel reads it back). They go in one model.safetensors or, above DefaultMaxShardBytes,
+// in shards with model.safetensors.index.json, under the family's architecture name: what
+// transformers and vLLM load. SaveWith writes other dtypes, the model's own by default (an
+// export in the dtype it was published in).
 func Save(dir string, m *model.Model, tok *tokenizer.Tokenizer, st *State) error {
-	return SaveWith(dir, m, tok, st, SaveOptions{})
+	return SaveWith(dir, m, tok, st, SaveOptions{DType: "F32"})
 }
 
 // SaveOptions are Save's choices.
 type SaveOptions struct {
 	// DType is the safetensors dtype of the weights: "F32", "BF16" or "F16"; "" is the model's
-	// DType. The value head and optimizer state stay F32.
+	// DType, or F32 for a checkpoint with resume state. The value head and optimizer state stay
+	// F32.
 	DType string
 	// MaxShardBytes is the largest shard of weights; 0 is DefaultMaxShardBytes.
 	MaxShardBytes int64
@@ -64,7 +68,7 @@ type SaveOptions struct {
 
 // SaveWith is Save with the given options.
 func SaveWith(dir string, m *model.Model, tok *tokenizer.Tokenizer, st *State, opt SaveOptions) error {
-	if m != nil && opt.DType == "" {
+	if m != nil && opt.DType == "" && st == nil {
 		opt.DType = m.DType
 	}
 	if opt.DType == "" {
@@ -137,7 +141,7 @@ func writeFolder(dir string, m *model.Model, tok *tokenizer.Tokenizer, st *State
 			weights = append(weights, Tensor{Name: t.Name, Shape: t.Shape, Data: t.Data})
 		}
 	}
-	if err := writeWeights(dir, weights, opt.DType, opt.MaxShardBytes); err != nil {
+	if err := writeWeights(dir, weights, opt.DType, m.DType, opt.MaxShardBytes); err != nil {
 		return err
 	}
 	// The value head is training state, like the optimizer's moments: it goes with the resume

@@ -207,6 +207,10 @@ func mergedHeader(shards []shard) (*stHeader, []int, error) {
 	return h, owner, nil
 }
 
+// sourceDTypeKey is the safetensors metadata key that keeps, in a float32 resume checkpoint of a
+// model loaded from half-precision weights, the dtype those weights came in (model.Model.DType).
+const sourceDTypeKey = "agentrl_source_dtype"
+
 // weightsDType is the dtype most of the tensors are stored in (bytes, not count, decide), the
 // dtype a model loaded from them is saved in again.
 func weightsDType(h *stHeader) string {
@@ -253,12 +257,15 @@ func shardPlan(tensors []Tensor, maxBytes int64) (names []string, groups [][]Ten
 
 // writeWeights writes the model's weights (value head excluded) into dir in dtype, in one
 // model.safetensors or, above maxBytes, in shards with their index.
-func writeWeights(dir string, weights []Tensor, dtype string, maxBytes int64) error {
+func writeWeights(dir string, weights []Tensor, dtype, source string, maxBytes int64) error {
 	for i := range weights {
 		weights[i].DType = dtype
 	}
 	names, groups := shardPlan(weights, maxBytes)
 	meta := map[string]string{"format": "pt"}
+	if source != "" && source != dtype {
+		meta[sourceDTypeKey] = source // the dtype an export of these weights goes back to
+	}
 	if len(names) == 1 {
 		return WriteSafetensors(filepath.Join(dir, names[0]), groups[0], meta)
 	}

@@ -272,3 +272,58 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// A checkpoint with resume state, and any Save, keeps float32 weights whatever the source dtype,
+// so that a resumed run continues exactly, recording the source dtype; SaveWith's default (an
+// export) writes the source dtype.
+func TestResumeCheckpointKeepsFloat32(t *testing.T) {
+	dir, _ := shardedCheckpoint(t) // BF16
+	ck, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ck.Model.Params.Data {
+		ck.Model.Params.Data[i] += 1e-4 // no longer bf16 values
+	}
+	withState := filepath.Join(t.TempDir(), "resume")
+	if err := SaveWith(withState, ck.Model, ck.Tokenizer, &State{Extra: json.RawMessage(`{}`)}, SaveOptions{MaxShardBytes: 3000}); err != nil {
+		t.Fatal(err)
+	}
+	back, err := LoadModel(withState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards, _ := filepath.Glob(filepath.Join(withState, "model-*.safetensors"))
+	if len(shards) == 0 {
+		t.Fatal("no shards")
+	}
+	for _, f := range shards {
+		h, _, err := ReadSafetensors(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, tn := range h {
+			if tn.DType != "F32" {
+				t.Fatalf("a resume checkpoint saved %s as %s", name, tn.DType)
+			}
+		}
+	}
+	if back.DType != "BF16" || firstDiff(back.Params.Data, ck.Model.Params.Data) >= 0 {
+		t.Fatalf("a resume checkpoint read back as %s weights, not the exact float32 ones recording their bf16 source", back.DType)
+	}
+	// Save (a run's checkpoints, references and published weights) writes float32 too.
+	plain := filepath.Join(t.TempDir(), "plain")
+	if err := Save(plain, ck.Model, ck.Tokenizer, nil); err != nil {
+		t.Fatal(err)
+	}
+	if back, err = LoadModel(plain); err != nil || firstDiff(back.Params.Data, ck.Model.Params.Data) >= 0 || back.DType != "BF16" {
+		t.Fatalf("Save of a bf16-sourced model: %v, dtype %s", err, back.DType)
+	}
+	weightsOnly := filepath.Join(t.TempDir(), "export")
+	if err := SaveWith(weightsOnly, ck.Model, ck.Tokenizer, nil, SaveOptions{MaxShardBytes: 3000}); err != nil {
+		t.Fatal(err)
+	}
+	if back, err = LoadModel(weightsOnly); err != nil || back.DType != "BF16" {
+		t.Fatalf("a weights-only save of a bf16 model: %v, dtype %s", err, back.DType)
+	}
+}

@@ -116,7 +116,7 @@ func writeFamilyCheckpoint(t *testing.T, dir string, fc familyCase, seed uint64)
 	if shard == 0 {
 		shard = DefaultMaxShardBytes
 	}
-	if err := writeWeights(dir, weights, fc.dtype, shard); err != nil {
+	if err := writeWeights(dir, weights, fc.dtype, "", shard); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := encodeConfig(fc.cfg, specialIDs{}, fc.dtype)

@@ -13,6 +13,7 @@ import (
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/mcp"
 	"github.com/agentrl/agentrl/eval"
+	"github.com/agentrl/agentrl/hub"
 	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/infer/remote"
 	"github.com/agentrl/agentrl/learn"
@@ -30,7 +31,8 @@ type Config struct {
 	RunsDir string `yaml:"runs_dir"`
 	// Init starts the run from a checkpoint's weights and tokenizer instead of a fresh model
 	// (e.g. RL from an earlier run's supervised checkpoint); model must describe the same
-	// architecture.
+	// architecture. hf:ORG/NAME[@REVISION] names a model on the Hugging Face Hub, downloaded
+	// into the huggingface_hub cache when the run starts (package hub, docs/hub.md).
 	Init       string           `yaml:"init,omitempty"`
 	Model      model.Config     `yaml:"model"` // the vocabulary comes from the tokenizer
 	Tokenizer  TokenizerConfig  `yaml:"tokenizer"`
@@ -91,6 +93,9 @@ type Phase struct {
 	Optim learn.Config `yaml:"optim"`
 	SFT   *SFTConfig   `yaml:"sft,omitempty"`
 	RL    *RLConfig    `yaml:"rl,omitempty"`
+	// LoRA trains low-rank adapters beside the frozen weights instead of the weights
+	// (model.LoRAConfig); a phase without it trains the weights, with earlier adapters merged.
+	LoRA *model.LoRAConfig `yaml:"lora,omitempty"`
 }
 
 // SFTConfig is supervised training on demonstrations synthesized by each environment's noisy
@@ -192,12 +197,9 @@ func (c *Config) checkBatch(what string, n int) error {
 	if m.Heads < 1 || m.Dim > model.MaxDim || m.Layers > model.MaxLayers || m.Hidden > model.MaxHidden || m.KVHeads > m.Heads {
 		return nil // the model block's own error says why
 	}
-	hd := int64(m.Dim / m.Heads)
-	C, L, H := int64(m.Dim), int64(m.Layers), int64(m.Hidden)
-	qkv := int64(m.Heads+2*m.KVHeads) * hd
 	// What the model keeps per token for the backward pass (model's trainWorkspace) and its
 	// gradient scratch, and a row of logits.
-	perTok := 4 * (L*(5*C+qkv+int64(m.Heads)+3*H+2) + 5*C + qkv + 3*H + int64(c.Tokenizer.VocabSize))
+	perTok := c.ModelConfig(c.Tokenizer.VocabSize).EstimateMemory(model.MemoryUse{Train: true, TrainTokens: 1}).Activations
 	if b := toks * perTok; b > MaxActivationBytes {
 		return fmt.Errorf("%s %d × rollout.max_context %d tokens take %.1f GiB of activations with this model, over the limit of %d GiB (pipeline.MaxActivationBytes)",
 			what, n, ctx, float64(b)/(1<<30), MaxActivationBytes>>30)
@@ -285,7 +287,11 @@ func (c *Config) Validate(envs *env.Registry) error {
 		bad("eval: tasks %d × (1 + samples %d) episodes × rollout.max_context %d = %d tokens exceed the limit of %d (eval.MaxEpisodeTokens)",
 			c.Eval.Tasks, c.Eval.Samples, r.MaxContext, toks, eval.MaxEpisodeTokens)
 	}
-	if c.Init != "" {
+	if hub.IsRef(c.Init) {
+		if _, err := hub.ParseRef(c.Init); err != nil {
+			bad("init: %v", err)
+		}
+	} else if c.Init != "" {
 		if _, err := os.Stat(c.Init); err != nil {
 			bad("init: %v", err)
 		}
@@ -359,6 +365,14 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 	}
 	if _, err := p.Optim.Schedule(p.Steps); err != nil {
 		return fmt.Errorf("optim.%w", err)
+	}
+	if p.LoRA != nil {
+		if err := p.LoRA.Validate(c.Model); err != nil {
+			return err
+		}
+		if p.RL != nil && p.RL.Loss.Critic.Coef > 0 {
+			return errors.New("lora with rl.loss.critic: the value head would stay frozen with the base (not implemented)")
+		}
 	}
 	switch p.Kind {
 	case "sft":

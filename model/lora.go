@@ -186,16 +186,7 @@ func (m *Model) HasLoRA() bool { return m.LoRA != nil }
 // computes up to rounding.
 func (m *Model) Merged() *Model {
 	c := m.Clone()
-	c.LoRA = nil
-	if m.LoRA == nil {
-		return c
-	}
-	for l := range m.Cfg.Layers {
-		for t := range numTargets {
-			w, ld := c.targetWeight(l, t)
-			m.LoRA.mergeInto(m.Cfg, l, t, w, ld)
-		}
-	}
+	c.MergeLoRA()
 	return c
 }
 
@@ -230,19 +221,6 @@ func (a *Adapters) mergeInto(c Config, l, t int, w []float32, ld int) {
 type loraWorkspace struct {
 	u  [][numTargets][]float32
 	du []float32
-}
-
-// loraInput is the input of target t's product in layer l among a block's activations.
-func loraIn(t int, ln1, atty, ln2, sw []float32) []float32 {
-	switch t {
-	case tQ, tK, tV:
-		return ln1
-	case tO:
-		return atty
-	case tGate, tUp:
-		return ln2
-	}
-	return sw
 }
 
 // loraForward adds the adapters of the targets of product lin in layer l to its output y (n
@@ -320,4 +298,33 @@ func (m *Model) Trainable() (data, grads []float32, tensors []NamedTensor) {
 
 func sameLoRA(a, b LoRAConfig) bool {
 	return a.Rank == b.Rank && a.Alpha == b.Alpha && a.Dropout == b.Dropout && slices.Equal(a.Targets, b.Targets)
+}
+
+// MergeLoRA adds each adapter's product into the base weights and drops the adapters (nothing
+// without them): m then computes what it computed, up to rounding, and trains its weights.
+func (m *Model) MergeLoRA() {
+	if m.LoRA == nil {
+		return
+	}
+	for l := range m.Cfg.Layers {
+		for t := range numTargets {
+			w, ld := m.targetWeight(l, t)
+			m.LoRA.mergeInto(m.Cfg, l, t, w, ld)
+		}
+	}
+	m.LoRA = nil
+	m.dec.packed = nil
+}
+
+// LoRAParams is the number of adapter weights l gives a model of c, computed without
+// allocating.
+func (c Config) LoRAParams(l LoRAConfig) int64 {
+	var n int64
+	for _, name := range l.Targets {
+		if t := slices.Index(loraTargets, name); t >= 0 {
+			out, in, _ := c.loraShape(t)
+			n += int64(l.Rank) * int64(out+in)
+		}
+	}
+	return n * int64(c.Layers)
 }

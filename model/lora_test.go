@@ -148,3 +148,21 @@ func TestLoRAMergedAndDecode(t *testing.T) {
 		}
 	}
 }
+
+func TestLoRAParamsAndMemory(t *testing.T) {
+	for name, cfg := range familyConfigs() {
+		m := newTestModel(t, cfg, 1)
+		l := LoRAConfig{Rank: 3, Alpha: 6, Targets: []string{"q_proj", "o_proj", "up_proj"}}
+		if err := m.AddLoRA(l, 1); err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.LoRAParams(l); got != int64(len(m.LoRA.Data)) {
+			t.Errorf("%s: LoRAParams %d, the adapters hold %d", name, got, len(m.LoRA.Data))
+		}
+		full := cfg.EstimateMemory(MemoryUse{Train: true, TrainTokens: 10})
+		lora := cfg.EstimateMemory(MemoryUse{Train: true, TrainTokens: 10, LoRA: &l})
+		if lora.Optimizer != 8*int64(len(m.LoRA.Data)) || lora.Grads != 4*int64(len(m.LoRA.Data)) || lora.Total() >= full.Total() {
+			t.Errorf("%s: LoRA estimate %+v, full %+v", name, lora, full)
+		}
+	}
+}

@@ -16,6 +16,10 @@ type MemoryUse struct {
 	Train        bool
 	TrainTokens  int
 	TargetTokens int
+	// LoRA, when set, trains adapters of this configuration instead of the weights: gradients
+	// and moments are the adapters' (the base's gradients are allocated but never written, so
+	// they take no memory).
+	LoRA *LoRAConfig
 	// A KV cache of CacheSlots sequences of CacheLen tokens in CachePrecision, and packed decode
 	// weights in DecodeWeights ("" for none).
 	CacheSlots, CacheLen int
@@ -63,6 +67,12 @@ func (e MemoryEstimate) String() string {
 func (c Config) EstimateMemory(u MemoryUse) MemoryEstimate {
 	n := c.NumParams()
 	e := MemoryEstimate{Weights: 4 * n, Grads: 4 * n}
+	if u.LoRA != nil {
+		a := c.LoRAParams(*u.LoRA)
+		e.Weights += 4 * a
+		e.Grads = 4 * a
+		n = a
+	}
 	if u.Train {
 		e.Optimizer = 8 * n
 		tgt := u.TargetTokens

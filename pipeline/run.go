@@ -23,6 +23,7 @@ import (
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/mcp"
+	"github.com/agentrl/agentrl/hub"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/monitor"
@@ -106,7 +107,7 @@ func (r *Run) printf(format string, a ...any) {
 // NewRun creates a fresh run directory under cfg.RunsDir named after cfg.Name (with a numeric
 // suffix when that name is taken) and writes the resolved config into it.
 func NewRun(cfg config.Config, opts Options) (*Run, error) {
-	if cfg.Init != "" {
+	if cfg.Init != "" && !hub.IsRef(cfg.Init) {
 		// Saved absolute, so that the run's config means the same from any directory.
 		abs, err := filepath.Abs(cfg.Init)
 		if err != nil {
@@ -229,7 +230,7 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 	}
 	if !r.restored {
 		r.state = progressState{Best: -1}
-		if err := r.initModel(); err != nil {
+		if err := r.initModel(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -298,7 +299,7 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 
 // initModel makes the run's tokenizer and model: trained and initialized afresh, or loaded
 // from the checkpoint named by Init.
-func (r *Run) initModel() error {
+func (r *Run) initModel(ctx context.Context) error {
 	if r.Cfg.Init == "" {
 		if err := r.buildTokenizer(); err != nil {
 			return err
@@ -314,7 +315,11 @@ func (r *Run) initModel() error {
 		r.model = m
 		return err
 	}
-	ck, err := checkpoint.Load(r.Cfg.Init)
+	dir, err := hub.Resolve(ctx, r.Cfg.Init, hub.Checkpoint, r.opts.Out) // a folder as it is
+	if err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	ck, err := checkpoint.Load(dir)
 	if err != nil {
 		return fmt.Errorf("init: %w", err)
 	}
@@ -330,6 +335,9 @@ func (r *Run) initModel() error {
 
 // newLearner makes the phase's learner, restoring the optimizer when resuming mid-phase.
 func (r *Run) newLearner(p config.Phase, start int) (*learn.Learner, error) {
+	if err := r.setAdapters(p, start); err != nil {
+		return nil, err
+	}
 	l, err := learn.New(r.model, p.Optim, p.Steps, r.Cfg.Rollout.MaxContext)
 	if err != nil {
 		return nil, err
@@ -344,6 +352,27 @@ func (r *Run) newLearner(p config.Phase, start int) (*learn.Learner, error) {
 		l.Step = start
 	}
 	return l, nil
+}
+
+// setAdapters gives the model what phase p trains: with a lora block, adapters of that
+// configuration (fresh ones at the phase's start, earlier ones merged into the weights first;
+// the checkpoint's when resuming mid-phase), and without one, the weights themselves (earlier
+// adapters merged).
+func (r *Run) setAdapters(p config.Phase, start int) error {
+	m := r.model
+	if p.LoRA == nil || start == 0 {
+		m.MergeLoRA()
+	}
+	if p.LoRA == nil {
+		return nil
+	}
+	if start > 0 {
+		if !m.HasLoRA() {
+			return fmt.Errorf("resuming phase %s at step %d: the checkpoint has no adapters", p.Name, start)
+		}
+		return nil
+	}
+	return m.AddLoRA(*p.LoRA, r.Cfg.Seed^uint64(len(p.Name))<<32^uint64(p.Steps))
 }
 
 // afterStep checkpoints when one is due after step (0-based) of phase pi.

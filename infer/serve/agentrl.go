@@ -202,7 +202,7 @@ func (s *Server) handleWeights(w http.ResponseWriter, r *http.Request) error {
 		if u, err = parseWeightsJSON(data); err != nil {
 			return err
 		}
-		load = func() (*model.Model, error) { return checkpoint.LoadModel(u.path) }
+		load = func() (*model.Model, error) { return checkpoint.LoadWeights(u.path) } // with its adapter, if any
 	} else {
 		if u, err = parseWeightsQuery(r.URL.RawQuery); err != nil {
 			return err

@@ -109,6 +109,11 @@ var rules = []rule{
 		why:      "chat templates are a leaf over tokenizer and tool: the rollout, agentrl serve and the CLI render with them, and the Conversation meets the rollout loop through rollout's own interface",
 	},
 	{
+		subjects: []string{"hub"},
+		forbid:   []string{""},
+		why:      "the Hub client is a leaf: config, the pipeline and the command line name checkpoints through it, and it must build (and be audited for where the token goes) alone",
+	},
+	{
 		subjects: []string{"dist"},
 		forbid:   []string{"model", "infer", "rollout", "env", "checkpoint", "learn", "pipeline"},
 		why:      "the data plane carries tasks, trajectories and weight files; the learner and any worker link it without a model or an engine",

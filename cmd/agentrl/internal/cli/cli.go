@@ -30,6 +30,7 @@ type CLI struct {
 	Config    ConfigCmd    `cmd:"" help:"Inspect configuration."`
 	Env       EnvCmd       `cmd:"" help:"List and serve environments."`
 	Serve     ServeCmd     `cmd:"" help:"Serve a checkpoint as an OpenAI-compatible HTTP server (completions, chat with tools, the agentrl token route, weight updates)."`
+	Ckpt      CkptCmd      `cmd:"" name:"checkpoint" help:"Work on checkpoint folders (merge LoRA adapters into the weights)."`
 	Traj      TrajCmd      `cmd:"" help:"List, replay and export a run's trajectories."`
 	Dashboard DashboardCmd `cmd:"" help:"Serve a local web page of runs: curves, invariants, comparison, trajectories; and Prometheus metrics."`
 	Replay    ReplayCmd    `cmd:"" help:"Train a run's RL phases again from its recorded trajectories, without environments, and compare the metrics."`

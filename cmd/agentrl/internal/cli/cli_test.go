@@ -125,3 +125,54 @@ func TestConfigShowRewardBlock(t *testing.T) {
 		t.Fatalf("the printed config does not load back as it is: %v\n%s", err, again)
 	}
 }
+
+// agentrl checkpoint merge writes a checkpoint's adapters merged into its weights.
+func TestCheckpointMerge(t *testing.T) {
+	runs := t.TempDir()
+	sets := append(tinyTrain(runs), "--set", "phases.sft.lora={rank: 2, alpha: 4, targets: [q_proj, down_proj]}")
+	var out bytes.Buffer
+	if err := Main(context.Background(), sets, &out, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	matches, _ := filepath.Glob(filepath.Join(runs, "*", "checkpoints", "sft-*"))
+	var src string
+	for _, m := range matches {
+		if _, err := os.Stat(filepath.Join(m, "adapter_config.json")); err == nil {
+			src = m
+		}
+	}
+	if src == "" {
+		t.Fatalf("no checkpoint with adapters among %v", matches)
+	}
+	dst := filepath.Join(t.TempDir(), "merged")
+	out.Reset()
+	if err := Main(context.Background(), []string{"checkpoint", "merge", "--checkpoint", src, "--out", dst, "--dtype", "bf16"}, &out, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "merged") {
+		t.Fatalf("output %q", out.String())
+	}
+	if _, err := os.Stat(filepath.Join(dst, "adapter_config.json")); err == nil {
+		t.Fatal("the merged checkpoint has an adapter")
+	}
+	if _, err := os.Stat(filepath.Join(dst, "model.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Main(context.Background(), []string{"checkpoint", "merge", "--checkpoint", dst, "--out", t.TempDir()}, &out, &out); err == nil || !strings.Contains(err.Error(), "no adapters") {
+		t.Fatalf("merging a checkpoint without adapters: %v", err)
+	}
+	// export keeps the adapters beside the weights, in the requested dtype.
+	exp := filepath.Join(t.TempDir(), "export")
+	out.Reset()
+	if err := Main(context.Background(), []string{"checkpoint", "export", "--checkpoint", src, "--out", exp, "--dtype", "f16"}, &out, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "f16 weights") {
+		t.Fatalf("output %q", out.String())
+	}
+	for _, f := range []string{"adapter_config.json", "adapter_model.safetensors", "model.safetensors"} {
+		if _, err := os.Stat(filepath.Join(exp, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -10,13 +10,14 @@ import (
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/eval"
+	"github.com/agentrl/agentrl/hub"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/traj"
 )
 
 // EvalCmd evaluates a checkpoint on held-out tasks.
 type EvalCmd struct {
-	Checkpoint string `help:"Checkpoint folder (model.safetensors, config.json, tokenizer.json)." required:"" type:"existingdir" placeholder:"DIR"`
+	Checkpoint string `help:"Checkpoint folder (model.safetensors, config.json, tokenizer.json), or hf:ORG/NAME[@REVISION] to download from the Hugging Face Hub (docs/hub.md)." required:"" placeholder:"DIR"`
 	Env        string `help:"Environment to evaluate on." default:"calc"`
 	Tasks      int    `help:"Held-out tasks (from the start of the held-out seed range)." default:"200"`
 	K          int    `help:"Samples per task at temperature 1 for pass@k (0 = greedy only)." default:"8"`
@@ -39,7 +40,11 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 		return err
 	}
 	fmt.Fprintf(g.Stderr, "loading checkpoint %s\n", c.Checkpoint)
-	ck, err := checkpoint.Load(c.Checkpoint)
+	dir, err := folderOrHub(g, "eval: --checkpoint", c.Checkpoint, hub.Checkpoint)
+	if err != nil {
+		return err
+	}
+	ck, err := checkpoint.Load(dir)
 	if err != nil {
 		return err
 	}

@@ -5,13 +5,14 @@ import (
 	"net"
 	"time"
 
+	"github.com/agentrl/agentrl/hub"
 	"github.com/agentrl/agentrl/infer/serve"
 	"github.com/agentrl/agentrl/internal/httpserve"
 )
 
 // ServeCmd serves a checkpoint as an OpenAI-compatible HTTP server.
 type ServeCmd struct {
-	Checkpoint string `help:"Checkpoint folder (model.safetensors, config.json, tokenizer.json)." required:"" type:"existingdir" placeholder:"DIR"`
+	Checkpoint string `help:"Checkpoint folder (model.safetensors, config.json, tokenizer.json), or hf:ORG/NAME[@REVISION] to download from the Hugging Face Hub (docs/hub.md)." required:"" placeholder:"DIR"`
 	Addr       string `default:"127.0.0.1:8000" help:"Listen address. A non-loopback address needs an API key or --insecure."`
 	APIKey     string `name:"api-key" env:"AGENTRL_API_KEY" help:"Bearer key required on /v1 and /agentrl routes (weight updates are disabled without one)." placeholder:"KEY"`
 	Insecure   bool   `help:"Allow a non-loopback address without an API key: anyone who can connect may generate."`
@@ -38,7 +39,11 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err := serve.CheckAddr(c.Addr, c.APIKey != "", c.Insecure); err != nil {
 		return err
 	}
-	srv, err := serve.Open(c.Checkpoint, serve.Options{
+	dir, err := folderOrHub(g, "serve: --checkpoint", c.Checkpoint, hub.Checkpoint)
+	if err != nil {
+		return err
+	}
+	srv, err := serve.Open(dir, serve.Options{
 		ModelName: c.ModelName, Slots: c.Slots, MaxLen: c.MaxLen, Version: c.Version, APIKey: c.APIKey,
 		MaxBodyBytes: c.MaxBodyBytes, MaxWeightBytes: c.MaxWeightBytes, MaxPending: c.MaxPending, RequestTimeout: c.RequestTimeout,
 		ReadTimeout: c.ReadTimeout, ChatSpecialTokens: c.ChatSpecialTokens, ResponseStore: c.ResponseStore,

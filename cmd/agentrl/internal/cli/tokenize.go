@@ -7,13 +7,14 @@ import (
 	"os"
 
 	"github.com/agentrl/agentrl/chat"
+	"github.com/agentrl/agentrl/hub"
 	"github.com/agentrl/agentrl/tokenizer"
 )
 
 // TokenizeCmd prints the ids and pieces of a text, or of a conversation rendered with the
 // tokenizer's own chat template: what the policy sees.
 type TokenizeCmd struct {
-	Tokenizer          string `required:"" type:"existingdir" help:"Tokenizer folder (tokenizer.json, tokenizer_config.json with its chat_template, or chat_template.jinja)."`
+	Tokenizer          string `required:"" help:"Tokenizer folder (tokenizer.json, tokenizer_config.json with its chat_template, or chat_template.jinja), or hf:ORG/NAME[@REVISION] to download a model's tokenizer files from the Hugging Face Hub."`
 	Chat               string `type:"existingfile" help:"A conversation to render with the chat template: a JSON array of OpenAI-style messages, or {\"messages\": [...], \"tools\": [...]}."`
 	Tools              string `type:"existingfile" help:"Tool schemas (a JSON array, OpenAI's function format) the template shows; with --chat."`
 	NoGenerationPrompt bool   `help:"Render without the generation prompt that opens the assistant's turn; with --chat."`
@@ -23,7 +24,12 @@ type TokenizeCmd struct {
 // Run loads the tokenizer, renders or reads the text and prints one line per token:
 // position, id and the piece (the token's text, Go-quoted), then the count.
 func (c *TokenizeCmd) Run(g *Globals) error {
-	tok, err := tokenizer.Load(c.Tokenizer)
+	dir, err := folderOrHub(g, "tokenize: --tokenizer", c.Tokenizer, hub.Tokenizer)
+	if err != nil {
+		return err
+	}
+	c.Tokenizer = dir // the chat template is read from the same folder
+	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		return fmt.Errorf("tokenize: %w", err)
 	}
