@@ -41,7 +41,7 @@ var ErrNoTeacherScores = errors.New("learn: the teacher scored no episode of the
 // whose call failed is left out of the step and counted; the rest keep their order. It returns
 // the kept trajectories, their teacher logprobs laid out token by token as algo.FromTrajectories
 // lays out the kept ones (0 where the teacher does not judge), and the metrics
-// "distill/teacher_s" (wall seconds of the calls), "distill/teacher_calls" and
+// "time/teacher_s" (wall seconds of the calls), "distill/teacher_calls" and
 // "distill/teacher_failed_episodes", and each failed episode's error.
 func (d *Distill) teacherScores(ctx context.Context, trajs []*traj.Trajectory) ([]*traj.Trajectory, []float32, algo.Metrics, []error) {
 	start := time.Now()
@@ -80,7 +80,7 @@ func (d *Distill) teacherScores(ctx context.Context, trajs []*traj.Trajectory) (
 		teacher = append(teacher, per[i]...)
 	}
 	m := algo.Metrics{
-		"distill/teacher_s":               time.Since(start).Seconds(),
+		"time/teacher_s":                  time.Since(start).Seconds(),
 		"distill/teacher_calls":           float64(n),
 		"distill/teacher_failed_episodes": float64(len(failed)),
 	}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,13 +68,13 @@ func TestDistillFromEarlierPhase(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("%d distill step lines, want 2", len(lines))
 	}
+	if raw, _ := os.ReadFile(filepath.Join(run.Dir, "metrics.jsonl")); strings.Count(string(raw), `"time/teacher_s"`) != 2 {
+		t.Fatal("the distill steps do not report the teacher's call time (time/teacher_s)")
+	}
 	for i, m := range lines {
 		kl, ok := m["distill/kl_mean"].(float64)
 		if !ok || kl == 0 || m["distill/adv_share"] != 1.0 || m["distill/teacher_failed_episodes"] != 0.0 || !(m["distill/tokens"].(float64) > 0) {
 			t.Fatalf("step %d: %v", i+1, m)
-		}
-		if _, ok := m["distill/teacher_s"].(float64); !ok {
-			t.Fatalf("step %d: no teacher call time", i+1)
 		}
 		t.Logf("step %d: KL to the SFT teacher %v over %v tokens", i+1, kl, m["distill/tokens"])
 	}
@@ -144,4 +145,14 @@ func TestDistillRemoteTeacher(t *testing.T) {
 	if kl := lines[1]["distill/kl_mean"].(float64); kl == 0 {
 		t.Fatalf("step 2: the student moved, yet the KL is %v", kl)
 	}
+}
+
+// A run killed in a phase that distils from an earlier one resumes with the same teacher (the
+// earlier phase's final checkpoint, kept by pruning) and ends with the uninterrupted run's metrics.
+func TestResumeAfterKillWithDistill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a run killed and resumed in a child process")
+	}
+	testResumeAfterKill(t, []string{"phases.rl.steps=6", "phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.loss.entropy_coef=0.05",
+		"phases.rl.rl.distill={teacher: 'phase:sft', mode: advantage, coef: 1}"}, []int{11, 13})
 }
