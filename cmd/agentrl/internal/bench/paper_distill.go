@@ -17,7 +17,8 @@ import (
 // that student for twice the arms' steps, seed 1000), alone (a distill phase, the Tinker
 // cookbook's on-policy distillation) and beside the environment's reward. Dynamic sampling is
 // off in the distillation arms: it keeps groups by the spread of the environment's reward, which
-// a distill phase does not train on.
+// a distill phase does not train on and which, beside a teacher, would drop the groups whose
+// rewards agree, where the teacher's signal is as dense as anywhere.
 var distillBench = paperBench{
 	what:    "on-policy distillation from an RL-trained teacher vs RL alone, from one supervised student",
 	presets: []string{"calc"},
@@ -25,7 +26,7 @@ var distillBench = paperBench{
 		{name: "rl"},
 		{name: "distill", sets: []string{"phases.rl.kind=distill", noDynSampled}, after: []string{"phases.rl.envs.0.reward=null"},
 			distill: `phases.rl.rl.distill={teacher: 'checkpoint:%s', mode: advantage, coef: 1}`},
-		{name: "rl+distill", distill: `phases.rl.rl.distill={teacher: 'checkpoint:%s', mode: advantage, coef: 0.5}`},
+		{name: "rl+distill", sets: []string{noDynSampled}, distill: `phases.rl.rl.distill={teacher: 'checkpoint:%s', mode: advantage, coef: 0.5}`},
 	},
 	claims: []paperClaim{
 		{"distill", "rl", "at-eps", "Agarwal et al. (arXiv 2306.13649), Tinker's on-policy distillation: a teacher's dense per-token signal learns more per episode than an outcome reward"},
