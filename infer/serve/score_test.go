@@ -3,6 +3,7 @@ package serve
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/agentrl/agentrl/checkpoint"
@@ -84,4 +85,46 @@ func FuzzScoreBody(f *testing.F) {
 			t.Fatalf("parseScore accepted %q, which Validate refuses: %v", data, err)
 		}
 	})
+}
+
+// The score route follows weight updates, forward and rewound: after each, its logprobs and
+// version are those of the weights just loaded.
+func TestScoreFollowsWeights(t *testing.T) {
+	dir := testCheckpoint(t)
+	other := otherWeights(t, dir)
+	_, hs := testServer(t, Options{APIKey: "k"})
+	ck, err := checkpoint.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := infer.ScoreRequest{Tokens: ck.Tokenizer.EncodePrompt("", "what is 2+3? the answer is 5"), Start: 3}
+	score := func() scoreResponse {
+		t.Helper()
+		code, body := post(t, hs.URL+"/agentrl/v1/score", "k", req)
+		if code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+		var r scoreResponse
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	update := func(path string, version int32, epoch int64) {
+		t.Helper()
+		if code, body := post(t, hs.URL+"/agentrl/v1/weights", "k", map[string]any{"path": path, "version": version, "epoch": epoch}); code != 200 {
+			t.Fatalf("update: %d %s", code, body)
+		}
+	}
+	first := score()
+	update(other, 1, 1)
+	moved := score()
+	if moved.Version != 1 || slices.Equal(moved.Logprobs, first.Logprobs) {
+		t.Fatalf("after an update to version 1: version %d, logprobs unchanged %v", moved.Version, slices.Equal(moved.Logprobs, first.Logprobs))
+	}
+	update(dir, 1, 2) // a newer epoch's rewind to the first weights
+	back := score()
+	if back.Version != 1 || !slices.Equal(back.Logprobs, first.Logprobs) {
+		t.Fatalf("after the rewind: version %d, logprobs %v, want the first weights' %v", back.Version, back.Logprobs, first.Logprobs)
+	}
 }
