@@ -25,6 +25,7 @@ type Batch struct {
 	// the ratio's denominator is Behaviour and no importance correction is possible.
 	Old          []float32
 	Ref          []float32 // reference-policy logprobs; needed only by KL terms
+	Teacher      []float32 // a distillation teacher's logprobs of the policy's own tokens (DistillMask); 0 elsewhere
 	Versions     []int32   // optional policy version per token (traj.NoVersion where not sampled)
 	TokenRewards []float32 // optional dense per-token rewards (e.g. a KL penalty); only on masked tokens
 	Values       []float32 // critic values V(s_t) at rollout time; needed by "gae", "gae-turn", clipped value loss
@@ -133,6 +134,7 @@ func (b *Batch) Validate() error {
 		{"roles", len(b.Roles), b.Roles == nil},
 		{"old logprobs", len(b.Old), b.Old == nil},
 		{"reference logprobs", len(b.Ref), b.Ref == nil},
+		{"teacher logprobs", len(b.Teacher), b.Teacher == nil},
 		{"versions", len(b.Versions), b.Versions == nil},
 		{"token rewards", len(b.TokenRewards), b.TokenRewards == nil},
 		{"values", len(b.Values), b.Values == nil},
@@ -225,7 +227,7 @@ func (b *Batch) validateSeq(i int) error {
 		name string
 		x    []float32
 	}{
-		{"behaviour logprob", b.Behaviour}, {"old logprob", b.Old}, {"reference logprob", b.Ref},
+		{"behaviour logprob", b.Behaviour}, {"old logprob", b.Old}, {"reference logprob", b.Ref}, {"teacher logprob", b.Teacher},
 		{"token reward", b.TokenRewards}, {"value", b.Values}, {"advantage", b.Advantages}, {"return", b.Returns},
 	} {
 		if t, ok := firstNonFinite(c.x, lo, hi); !ok {

@@ -32,9 +32,10 @@ type Output struct {
 // Loss computes the scalar training loss of a minibatch and its gradients. It holds only its
 // config, so one Loss may be shared by goroutines that each use their own Output.
 type Loss struct {
-	cfg    LossConfig
-	policy PolicyLoss
-	kl     KLEstimator
+	cfg     LossConfig
+	policy  PolicyLoss
+	kl      KLEstimator
+	distill *distillTerm // nil: no distillation term (WithDistill)
 }
 
 // NewLoss builds a loss with a built-in policy loss.
@@ -113,6 +114,7 @@ func (l *Loss) Compute(out *Output, mb *Batch, cur Current) error {
 	policyMetrics(&st, m)
 	out.Loss = pg
 	out.Loss += l.klTerm(out, mb, cur, m)
+	out.Loss += l.distillTerm(out, mb, cur, m) // distill.go
 	out.Loss += l.entropyTerm(out, mb, cur, m)
 	out.Loss += l.criticTerm(out, mb, cur, m)
 	for t, g := range out.grad {
@@ -166,6 +168,9 @@ func (l *Loss) check(mb *Batch, cur Current) error {
 	}
 	if l.cfg.KL.Coef > 0 && mb.Ref == nil {
 		return fmt.Errorf("algo: loss: the KL term needs reference logprobs (Batch.Ref)")
+	}
+	if l.distill != nil && mb.Teacher == nil {
+		return fmt.Errorf("algo: loss: the distillation term needs teacher logprobs (Batch.Teacher)")
 	}
 	if l.cfg.Critic.Coef > 0 {
 		if mb.Returns == nil {

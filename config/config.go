@@ -90,7 +90,7 @@ type EnvWeight struct {
 // Phase is one stage of a run.
 type Phase struct {
 	Name  string       `yaml:"name"`
-	Kind  string       `yaml:"kind"` // "sft" or "rl"
+	Kind  string       `yaml:"kind"` // "sft", "rl" or "distill" (an rl phase trained on rl.distill's teacher alone)
 	Envs  []EnvWeight  `yaml:"envs"`
 	Steps int          `yaml:"steps"`
 	Optim learn.Config `yaml:"optim"`
@@ -138,6 +138,8 @@ type RLConfig struct {
 	AllowSamplingMismatch bool `yaml:"allow_sampling_mismatch"`
 	// Async runs generation ahead of the learner (absent: synchronous steps).
 	Async *AsyncConfig `yaml:"async,omitempty"`
+	// Distill trains on the per-token reverse KL to a teacher (distill.go; absent: none).
+	Distill *DistillConfig `yaml:"distill,omitempty"`
 }
 
 // DynamicSamplingConfig bounds the extra sampling.
@@ -278,7 +280,7 @@ func (c *Config) Validate(envs *env.Registry) error {
 		if err := p.validate(c, envs); err != nil {
 			bad("%s: %v", where, err)
 		}
-		hasRL = hasRL || p.Kind == "rl"
+		hasRL = hasRL || p.IsRL()
 	}
 	if c.Eval.Tasks < 1 || c.Eval.Samples < 1 {
 		bad("eval.tasks and eval.samples must be positive")
@@ -311,6 +313,7 @@ func (c *Config) Validate(envs *env.Registry) error {
 		}
 	}
 	errs = append(errs, c.validatePrecision()...) // precision.go
+	errs = append(errs, c.validateDistill()...)   // distill.go
 	if c.Checkpoint.Every < 1 || c.Checkpoint.Keep < 1 {
 		bad("checkpoint.every and checkpoint.keep must be positive")
 	}
@@ -347,7 +350,7 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 			return fmt.Errorf("envs: weight of %s must be a positive number, got %v", e.Name, e.Weight)
 		}
 		if e.Latency != nil {
-			if p.Kind != "rl" {
+			if !p.IsRL() {
 				return fmt.Errorf("envs: %s: latency simulates slow steps of RL episodes and does nothing in an %s phase", e.Name, p.Kind)
 			}
 			if err := e.Latency.Validate(); err != nil {
@@ -407,7 +410,7 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 		if s.Curriculum < 0 || s.Curriculum > p.Steps {
 			return fmt.Errorf("sft.curriculum must be in [0, steps = %d], got %d", p.Steps, s.Curriculum)
 		}
-	case "rl":
+	case "rl", "distill":
 		if p.SFT != nil {
 			return errors.New("an sft block does nothing in an rl phase")
 		}
@@ -483,7 +486,7 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 			return errors.New("rl.allow_sampling_mismatch does nothing: rollout sampling is exact")
 		}
 	default:
-		return fmt.Errorf(`kind must be "sft" or "rl", got %q`, p.Kind)
+		return fmt.Errorf(`kind must be "sft", "rl" or "distill", got %q`, p.Kind)
 	}
 	return nil
 }

@@ -110,7 +110,7 @@ func (m *MonitorConfig) validate(c *Config) []error {
 	}
 	var rl []int
 	for i, p := range c.Phases {
-		if p.Kind == "rl" && p.RL != nil {
+		if p.IsRL() && p.RL != nil {
 			rl = append(rl, i)
 		}
 	}

@@ -62,7 +62,7 @@ func (c *Config) validatePrecision() []error {
 	}
 	rl := 0
 	for i, ph := range c.Phases {
-		if ph.Kind != "rl" || ph.RL == nil {
+		if !ph.IsRL() || ph.RL == nil {
 			continue
 		}
 		rl++
@@ -88,7 +88,7 @@ func (c *Config) DescribePrecision() string {
 	}
 	d := fmt.Sprintf("rollout: RL episodes are sampled in bfloat16 (%s; the learner trains float32): the behaviour logprobs come from another policy than the one the learner recomputes;", p)
 	for _, ph := range c.Phases {
-		if ph.Kind == "rl" && ph.RL != nil {
+		if ph.IsRL() && ph.RL != nil {
 			cc := ph.RL.Loss.Correction
 			d += fmt.Sprintf(" phase %s corrects with importance weights at %s level (cap %g, mask [%g, %g], reject_kl %g);", ph.Name, cc.Level, cc.Cap, cc.MaskLow, cc.MaskHigh, cc.RejectKL)
 		}

@@ -3,6 +3,7 @@ package learn
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 
 	"github.com/agentrl/agentrl/algo"
@@ -29,6 +30,9 @@ type RL struct {
 	// TrainToolTokens puts the tool-response tokens in the loss (algo.Batch.TrainOnToolTokens):
 	// Search-R1's ablation of retrieved-token masking. Off, only the policy's own tokens train.
 	TrainToolTokens bool
+	// Distill, when set, scores the sampled tokens with a teacher and trains on the reverse KL
+	// to it (distill.go).
+	Distill *Distill
 }
 
 // KLPenalty is the KL to the reference as a dense reward (Ouyang et al., arXiv 2203.02155 eq. 2):
@@ -67,6 +71,10 @@ type RLReport struct {
 	Penalty    algo.Metrics // "kl/reward_…"; nil without a KL penalty
 	Advantages algo.AdvantageSummary
 	Estimator  algo.Metrics // "adv/…"
+	// Distill is the distillation's "distill/…" metrics and TeacherErrors the episodes the
+	// teacher failed for, left out of the step; both nil without distillation.
+	Distill       algo.Metrics
+	TeacherErrors []error
 	RLStats
 }
 
@@ -84,9 +92,25 @@ func (r *RL) Step(trajs []*traj.Trajectory, version int32, rng *rand.Rand) (RLRe
 		return rep, errors.New("learn: the KL penalty needs a reference policy (RL.Ref)")
 	}
 	l := r.Learner
+	var teacher []float32
+	if r.Distill != nil {
+		if err := r.Distill.Validate(); err != nil {
+			return rep, err
+		}
+		trajs, teacher, rep.Distill, rep.TeacherErrors = r.Distill.teacherScores(l.ctx(), trajs)
+		if len(trajs) == 0 {
+			return rep, fmt.Errorf("%w: %w", ErrNoTeacherScores, errors.Join(rep.TeacherErrors...))
+		}
+	}
 	b, err := algo.FromTrajectories(trajs)
 	if err != nil {
 		return rep, err
+	}
+	if r.Distill != nil {
+		if len(teacher) != b.NumTokens() {
+			return rep, fmt.Errorf("learn: %d teacher logprobs for %d tokens", len(teacher), b.NumTokens())
+		}
+		b.Teacher = teacher
 	}
 	if r.TrainToolTokens {
 		if err := b.TrainOnToolTokens(); err != nil {
@@ -140,8 +164,19 @@ func (r *RL) Step(trajs []*traj.Trajectory, version int32, rng *rand.Rand) (RLRe
 	if rep.Estimator, err = algo.EstimateEpisodes(r.Estimator, b); err != nil {
 		return rep, fmt.Errorf("advantages: %w", err)
 	}
+	loss := r.Loss
+	if r.Distill != nil {
+		m, err := r.Distill.apply(b)
+		if err != nil {
+			return rep, fmt.Errorf("distillation: %w", err)
+		}
+		maps.Copy(rep.Distill, m)
+		if loss, err = r.Distill.loss(loss); err != nil {
+			return rep, fmt.Errorf("distillation: %w", err)
+		}
+	}
 	rep.Advantages = algo.SummarizeAdvantages(b)
-	if rep.RLStats, err = l.RLStep(b, r.Loss, r.Epochs, r.Minibatches, rng, version); err != nil {
+	if rep.RLStats, err = l.RLStep(b, loss, r.Epochs, r.Minibatches, rng, version); err != nil {
 		return rep, fmt.Errorf("update: %w", err)
 	}
 	return rep, nil

@@ -175,7 +175,11 @@ func (r *Run) newRLUpdate(p config.Phase, start int) (*learn.RL, error) {
 	if r.act, err = r.newActions(p, start); err != nil {
 		return nil, err
 	}
-	return &learn.RL{Learner: l, Estimator: est, Loss: loss, Ref: ref, KLPenalty: pen, Epochs: c.Epochs, Minibatches: c.Minibatches, TrainToolTokens: c.TrainToolResponses}, nil
+	dist, err := r.newDistill(context.Background(), p) // distill.go
+	if err != nil {
+		return nil, err
+	}
+	return &learn.RL{Learner: l, Estimator: est, Loss: loss, Ref: ref, KLPenalty: pen, Epochs: c.Epochs, Minibatches: c.Minibatches, TrainToolTokens: c.TrainToolResponses, Distill: dist}, nil
 }
 
 // newKLPenalty makes the phase's KL penalty (nil when c is): a fresh phase starts from c.Coef, a
@@ -213,6 +217,7 @@ func (r *Run) learnStep(upd *learn.RL, trajs []*traj.Trajectory, step int, rng *
 		return nil, err
 	}
 	rep, err := upd.Step(trajs, r.version, rng)
+	r.noteTeacher(&rep)
 	if err != nil {
 		return nil, err
 	}

@@ -304,7 +304,7 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		switch p.Kind {
 		case "sft":
 			err = r.runSFT(ctx, pi, p, start)
-		case "rl":
+		case "rl", "distill":
 			err = r.runRL(ctx, pi, p, start)
 		}
 		if err != nil {

@@ -47,6 +47,9 @@ func (s *rlStep) fields() map[string]any {
 		for k, v := range l.Penalty {
 			m[k] = v
 		}
+		for k, v := range l.Distill { // "distill/…", only with rl.distill
+			m[k] = v
+		}
 		m["signal/effective_batch"] = l.Advantages.Effective
 		m["signal/adv_spread"] = l.Advantages.Spread
 		m["signal/adv_mean_abs"] = l.Advantages.MeanAbs

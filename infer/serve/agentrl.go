@@ -245,6 +245,7 @@ func (s *Server) handleWeights(w http.ResponseWriter, r *http.Request) error {
 		}
 		s.latest = version
 		s.epoch.Store(e)
+		_ = s.scorer.Set(m, version) // the served config (checked above); the engines copy m
 		select {
 		case <-applied:
 		case <-r.Context().Done():
@@ -258,6 +259,7 @@ func (s *Server) handleWeights(w http.ResponseWriter, r *http.Request) error {
 		}
 		s.latest = version
 		s.epoch.Store(e)
+		_ = s.scorer.Set(m, version) // the served config (checked above); the engines copy m
 		s.eng.Store(&engine{Engine: fresh})
 		s.retired = slices.DeleteFunc(s.retired, (*engine).done)
 		s.retired = append(s.retired, cur)

@@ -164,6 +164,8 @@ type Server struct {
 	closed  bool      // under wmu
 
 	pending atomic.Int64 // generations in flight
+
+	scorer *local.Scorer // the score route's copy of the served weights (set with every update)
 }
 
 type route struct {
@@ -223,6 +225,9 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, configJSON []byte, opts Optio
 		latest:     opts.Version,
 	}
 	s.eng.Store(&engine{Engine: eng})
+	if s.scorer, err = local.NewScorer(m.Clone(), opts.Version); err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
 	if s.maxLen == 0 {
 		s.maxLen = m.Cfg.MaxSeq
 	}
@@ -250,6 +255,7 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, configJSON []byte, opts Optio
 		"/agentrl/v1/version":    {http.MethodGet, authKey, s.handleVersion},
 		"/agentrl/v1/tokenize":   {http.MethodPost, authKey, s.handleTokenize},
 		"/agentrl/v1/detokenize": {http.MethodPost, authKey, s.handleDetokenize},
+		"/agentrl/v1/score":      {http.MethodPost, authKey, s.handleScore},
 	}
 	return s, nil
 }

@@ -54,6 +54,12 @@ type paperArm struct {
 	name   string
 	preset string // "" = the comparison's
 	sets   []string
+	// distill, when set, is the arm's teacher setting with %s for the teacher's checkpoint: an RL
+	// run of the preset trained once from the supervised checkpoint (paper_distill.go).
+	distill string
+	// after are settings applied after --set: what the arm cannot train with (a distill phase
+	// takes no reward block).
+	after []string
 }
 
 // paperClaim is an ordering a paper reports: better beats worse on figure.
@@ -136,6 +142,7 @@ var paperBenches = map[string]paperBench{
 		},
 		figures: []string{"at-eps", "lift-eps", "at-wall", "lift-min", "wall", "s-step"},
 	},
+	"distill": distillBench, // paper_distill.go
 	"gspo": {
 		what:    "GSPO and SAPO vs PPO-clip on search (each loss at its paper's defaults)",
 		presets: []string{"search"},
@@ -209,12 +216,13 @@ type paperRun struct {
 
 // paperPlan is a comparison made ready to run: its arms, seeds, steps and starting checkpoints.
 type paperPlan struct {
-	name    string // the bench's, as asked
-	b       paperBench
-	arms    []paperArm
-	presets []string // the presets compared on (--presets, else the comparison's)
-	seeds   []uint64
-	inits   map[string]string // supervised checkpoint by preset
+	name     string // the bench's, as asked
+	b        paperBench
+	arms     []paperArm
+	presets  []string // the presets compared on (--presets, else the comparison's)
+	seeds    []uint64
+	inits    map[string]string // supervised checkpoint by preset
+	teachers map[string]string // RL-trained teacher by preset (paper_distill.go)
 }
 
 // Paper runs the comparison o.Name: for each of its presets, every selected arm at every seed
@@ -224,6 +232,9 @@ type paperPlan struct {
 // (mean ± 95% interval over seeds), whether each ordering its papers report reproduced (from the
 // paired differences' intervals), and draws the curves as SVG.
 func Paper(ctx context.Context, w io.Writer, o PaperOptions) error {
+	if o.Name == stagesName {
+		return paperStages(ctx, w, o) // paper_stages.go
+	}
 	pl, err := planPaper(o)
 	if err != nil {
 		return err
@@ -254,7 +265,7 @@ func planPaper(o PaperOptions) (*paperPlan, error) {
 	}
 	b, ok := paperBenches[name]
 	if !ok {
-		return nil, fmt.Errorf("bench paper: unknown comparison %q (known: %s)", o.Name, strings.Join(PaperNames(), ", "))
+		return nil, fmt.Errorf("bench paper: unknown comparison %q (known: %s, %s)", o.Name, strings.Join(PaperNames(), ", "), stagesName)
 	}
 	pl := &paperPlan{name: o.Name, b: b}
 	if o.Every < 1 || o.Steps < 0 || o.SFTSteps < 0 || o.Tasks < 0 || o.Samples < 0 {
@@ -313,7 +324,7 @@ func planPaper(o PaperOptions) (*paperPlan, error) {
 			return nil, fmt.Errorf("bench paper %s: --every %d must divide the %d RL steps on %s", o.Name, o.Every, steps, p)
 		}
 		for _, a := range pl.arms {
-			if _, err := config.Load(o.Envs, cmp.Or(a.preset, p), "", paperSets(o, pl, p, a, "", pl.seeds[0], steps)); err != nil {
+			if _, err := config.Load(o.Envs, cmp.Or(a.preset, p), "", paperSets(o, pl, p, a, "", "", pl.seeds[0], steps)); err != nil {
 				return nil, fmt.Errorf("arm %s on %s: %w", a.name, p, err)
 			}
 		}
@@ -350,7 +361,11 @@ func paperComparison(ctx context.Context, w, out io.Writer, o PaperOptions, pl *
 				}
 				base[key{ap, seed}] = b
 			}
-			r, err := trainRLArm(ctx, out, arm, paperSets(o, pl, preset, a, init, seed, steps), seed)
+			teacher, err := pl.teacher(ctx, w, out, o, a, preset, init, steps) // paper_distill.go
+			if err != nil {
+				return err
+			}
+			r, err := trainRLArm(ctx, out, arm, paperSets(o, pl, preset, a, init, teacher, seed, steps), seed)
 			if err != nil {
 				return fmt.Errorf("arm %s on %s seed %d: %w", a.name, preset, seed, err)
 			}
@@ -437,10 +452,11 @@ func paperEval(o PaperOptions, preset string) (tasks, samples int, err error) {
 	return cmp.Or(o.Tasks, c.Eval.Tasks), cmp.Or(o.Samples, c.Eval.Samples), nil
 }
 
-// paperSets are the overrides of arm a on preset at seed, starting from init ("" only to
-// validate before anything trains): the run's name and seed, the steps and the checkpoints to
-// evaluate, then the bench's settings of every arm, the arm's switch, and --set.
-func paperSets(o PaperOptions, pl *paperPlan, preset string, a paperArm, init string, seed uint64, steps int) []string {
+// paperSets are the overrides of arm a on preset at seed, starting from init and distilling from
+// teacher (both "" only to validate before anything trains): the run's name and seed, the steps
+// and the checkpoints to evaluate, then the bench's settings of every arm, the arm's switch,
+// --set, and the arm's settings after it.
+func paperSets(o PaperOptions, pl *paperPlan, preset string, a paperArm, init, teacher string, seed uint64, steps int) []string {
 	sets := []string{
 		"runs_dir=" + o.RunsDir, fmt.Sprintf("name=bench-paper-%s-%s-%s-seed%d", pl.name, preset, strings.ReplaceAll(a.name, "+", "p"), seed),
 		fmt.Sprintf("seed=%d", seed), fmt.Sprintf("phases.rl.steps=%d", steps),
@@ -456,7 +472,10 @@ func paperSets(o PaperOptions, pl *paperPlan, preset string, a paperArm, init st
 		sets = append(sets, "init="+init)
 	}
 	sets = append(append(sets, pl.b.both...), a.sets...)
-	return append(sets, o.Set...)
+	if a.distill != "" {
+		sets = append(sets, distillSet(a, teacher))
+	}
+	return append(append(sets, o.Set...), a.after...)
 }
 
 func armNames(arms []paperArm) []string {
@@ -475,8 +494,12 @@ func describeArms(arms []paperArm) string {
 		switch {
 		case a.preset != "":
 			what = "the " + a.preset + " preset"
-		case len(a.sets) > 0:
-			what = strings.Join(a.sets, " ")
+		case len(a.sets) > 0 || a.distill != "":
+			parts := append(slices.Clone(a.sets), a.after...)
+			if a.distill != "" {
+				parts = append(parts, fmt.Sprintf(a.distill, "<the RL teacher>"))
+			}
+			what = strings.Join(parts, " ")
 		}
 		parts = append(parts, a.name+" = "+what)
 	}

@@ -5,7 +5,7 @@ import "github.com/agentrl/agentrl/cmd/agentrl/internal/bench"
 // BenchPaperCmd runs one of issue 17's comparisons: a paper's ordering measured at tiny scale on
 // the built-in tasks, over seeds, with 95% intervals and whether the ordering reproduced.
 type BenchPaperCmd struct {
-	Name     string   `arg:"" help:"The comparison: retool (RL with the calculator vs without, calc vs calc-notool), search-r1 (tool-response tokens masked vs trained on, search), dapo (dynamic sampling on/off and clip-higher vs symmetric clip, calc and search), gigpo (GiGPO vs GRPO, maze), estimators or ppo-gae (PPO+GAE vs GRPO vs RLOO vs REINFORCE++, calc), gspo (GSPO and SAPO vs PPO-clip, search)."`
+	Name     string   `arg:"" help:"The comparison: retool (RL with the calculator vs without, calc vs calc-notool), search-r1 (tool-response tokens masked vs trained on, search), dapo (dynamic sampling on/off and clip-higher vs symmetric clip, calc and search), gigpo (GiGPO vs GRPO, maze), estimators or ppo-gae (PPO+GAE vs GRPO vs RLOO vs REINFORCE++, calc), gspo (GSPO and SAPO vs PPO-clip, search), distill (RL alone vs on-policy distillation from an RL-trained teacher, calc), distill-stages (calc then search RL with and without cross-stage distillation)."`
 	RunsDir  string   `name:"runs-dir" default:"runs" help:"Directory for the supervised checkpoints and the arms' runs."`
 	Init     string   `help:"Supervised checkpoints to start RL from: DIR when the runs start from one preset's, else PRESET=DIR,… (default: train each preset's supervised phase first, seed 1)."`
 	SFTSteps int      `name:"sft-steps" help:"Supervised steps of a checkpoint trained here (default: the preset's)."`
