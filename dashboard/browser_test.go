@@ -50,8 +50,17 @@ func TestBrowser(t *testing.T) {
 	}
 	root := t.TempDir()
 	synthRun(t, filepath.Join(root, "a"), 1, 5, 30, 40)
-	synthRun(t, filepath.Join(root, "b"), 2, 5, 30, 0)
+	synthRun(t, filepath.Join(root, "b"), 2, 12, 30, 0)
 	synthRun(t, filepath.Join(root, "big"), 3, 0, 10_000, 0)
+	// b wrote last: "/" opens it, though a is first by name.
+	for i, run := range []string{"a", "big", "b"} {
+		when := time.Now().Add(time.Duration(i-3) * time.Hour)
+		for _, f := range []string{"metrics.jsonl", "config.yaml"} {
+			if err := os.Chtimes(filepath.Join(root, run, f), when, when); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	s, err := New([]string{root}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -96,12 +105,13 @@ func TestBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// attr, count and text read the rendered page; a missing element reads as "" (or 0), which
+	// the checks then report, rather than waiting for it.
 	attr := func(sel, name string) string {
 		t.Helper()
 		var v string
-		var ok bool
-		if err := chromedp.Run(ctx, chromedp.AttributeValue(sel, name, &v, &ok, chromedp.ByQuery)); err != nil || !ok {
-			t.Fatalf("%s[%s]: %v (found %v)", sel, name, err, ok)
+		if err := chromedp.Run(ctx, chromedp.Evaluate(fmt.Sprintf(`((e) => e ? e.getAttribute(%q) || "" : "")(document.querySelector(%q))`, name, sel), &v)); err != nil {
+			t.Fatalf("%s[%s]: %v", sel, name, err)
 		}
 		return v
 	}
@@ -116,7 +126,7 @@ func TestBrowser(t *testing.T) {
 	text := func(sel string) string {
 		t.Helper()
 		var v string
-		if err := chromedp.Run(ctx, chromedp.Text(sel, &v, chromedp.ByQuery)); err != nil {
+		if err := chromedp.Run(ctx, chromedp.Evaluate(fmt.Sprintf(`((e) => e ? e.innerText : "")(document.querySelector(%q))`, sel), &v)); err != nil {
 			t.Fatalf("%s: %v", sel, err)
 		}
 		return v
@@ -131,13 +141,72 @@ func TestBrowser(t *testing.T) {
 		t.Logf("page load of a 10k-step run (%s): %d ms in the page (navigation start to all charts drawn), %v wall", pass, ms, wall.Round(time.Millisecond))
 	}
 
-	// Curves: one point per training line (5 SFT + 30 RL steps), thresholds and warnings drawn.
-	open("/run/a", "curves")
-	if p := attr(`[data-chart="reward"]`, "data-points"); p != "35" {
-		t.Errorf("reward curve has %s points, want 35", p)
+	// drawn redraws every chart and returns the text it drew on its canvas (axis ticks, axis labels,
+	// phase names, threshold labels), read by wrapping the canvas's fillText: what the page shows.
+	drawn := func() map[string]drawnChart {
+		t.Helper()
+		var out []drawnChart
+		if err := chromedp.Run(ctx, chromedp.Evaluate(recordText, nil), chromedp.Evaluate(readText, &out)); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]drawnChart{}
+		for _, c := range out {
+			m[c.ID] = c
+		}
+		return m
 	}
-	if p := attr(`[data-chart="entropy"]`, "data-points"); p != "35" {
-		t.Errorf("entropy curve has %s points, want 35", p)
+	// legible checks that no text of a chart is cut off by its canvas's edge or drawn over another.
+	legible := func(view string, charts map[string]drawnChart) {
+		t.Helper()
+		for id, c := range charts {
+			for i, a := range c.Texts {
+				if a.X0 < -1 || a.Y0 < -1 || a.X1 > c.W+1 || a.Y1 > c.H+1 {
+					t.Errorf("%s, chart %s: %q is cut off at the canvas's edge (%.0f,%.0f–%.0f,%.0f of %.0fx%.0f)", view, id, a.Text, a.X0, a.Y0, a.X1, a.Y1, c.W, c.H)
+				}
+				for _, b := range c.Texts[i+1:] {
+					if a.X0 < b.X1-1 && b.X0 < a.X1-1 && a.Y0 < b.Y1-1 && b.Y0 < a.Y1-1 {
+						t.Errorf("%s, chart %s: %q drawn over %q", view, id, a.Text, b.Text)
+					}
+				}
+			}
+		}
+	}
+
+	// shot saves one element's screenshot beside the pages'.
+	shot := func(sel, name string) {
+		t.Helper()
+		var png []byte
+		if count(sel) == 0 {
+			return // the checks say what is missing
+		}
+		if err := chromedp.Run(ctx, chromedp.Screenshot(sel, &png, chromedp.ByQuery)); err != nil {
+			t.Fatalf("%s: %v", sel, err)
+		}
+		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// "/" opens the run that wrote last.
+	open("/", "latest")
+	var sel string
+	if err := chromedp.Run(ctx, chromedp.Evaluate(`document.querySelector("#run-select").value`, &sel)); err != nil {
+		t.Fatal(err)
+	}
+	if note := text(".legend-note"); sel != "b" || !strings.HasPrefix(note, "b: ") {
+		t.Errorf(`"/" opens %q (%q), want the latest run b`, sel, note)
+	}
+
+	// Curves: each phase on its own axis, the latest (rl) by default: one point per RL step, x
+	// ticks counting RL steps (1–30, not lines 6–35), the SFT-only loss panel left out.
+	open("/run/a", "curves")
+	if on := text("#phase-select a.on"); on != "rl" {
+		t.Errorf("phase shown %q, want rl", on)
+	}
+	for _, c := range []string{"reward", "entropy", "entctl", "stale", "dist"} {
+		if p := attr(`[data-chart="`+c+`"]`, "data-points"); p != "30" {
+			t.Errorf("chart %s on the rl axis has %s points, want 30", c, p)
+		}
 	}
 	if n := count(`[data-chart="reward"] canvas`); n != 1 {
 		t.Errorf("reward chart has %d canvases", n)
@@ -154,28 +223,95 @@ func TestBrowser(t *testing.T) {
 	if n := count(`#actions div`); n != 2 {
 		t.Errorf("%d monitor actions listed, want 2", n)
 	}
-	if p := attr(`[data-chart="entctl"]`, "data-points"); p != "35" {
-		t.Errorf("entropy controller curve has %s points, want 35", p)
-	}
 	if l := attr(`[data-chart="staleness"]`, "data-lags"); l != "2" {
 		t.Errorf("staleness histogram has %s lags, want 2", l)
 	}
 	if n := count(`[data-chart="queue"]`); n != 1 {
 		t.Error("no queue-depth chart")
 	}
-	for _, c := range []string{"stale", "dist"} {
-		if p := attr(`[data-chart="`+c+`"]`, "data-points"); p != "35" {
-			t.Errorf("chart %s has %s points, want 35", c, p)
+	rl := drawn()
+	legible("rl", rl)
+	for _, c := range []string{"reward", "entropy", "kl", "isq"} {
+		shot(`[data-chart="`+c+`"]`, "chart-rl-"+c)
+	}
+	xs := rl["reward"].xTicks()
+	if len(xs) < 3 || xs[0] < 0 || xs[len(xs)-1] > 30 || !rl["reward"].has("rl step") {
+		t.Errorf("reward x ticks %v (texts %q), want rl steps within 0–30 labelled \"rl step\"", xs, rl["reward"].texts())
+	}
+	// Small ranges keep their ticks apart: behaviour KL 0.0002–0.0003, IS weights 1–1.0003.
+	for _, id := range []string{"kl", "isq"} {
+		ys := rl[id].yTicks()
+		seen := map[string]bool{}
+		for _, y := range ys {
+			seen[y] = true
+		}
+		if len(ys) < 3 || len(seen) != len(ys) {
+			t.Errorf("chart %s: y tick labels %q are not apart", id, ys)
 		}
 	}
+	// The entropy threshold's label is whole, inside the plot.
+	if b, ok := rl["entropy"].find("monitor.min_entropy 0.02"); !ok || b.X0 < rl["entropy"].Left {
+		t.Errorf("entropy threshold label %+v (found %v) not inside the plot from %.0f; texts %q", b, ok, rl["entropy"].Left, rl["entropy"].texts())
+	}
 
-	// Comparison: two runs overlaid, the seed listed as a difference.
+	// The whole run: one point per training line (5 SFT + 30 RL), phase names inside the plot,
+	// clear of the axis labels.
+	open("/run/a?phase=all", "curves-all")
+	if p := attr(`[data-chart="reward"]`, "data-points"); p != "35" {
+		t.Errorf("reward curve over the run has %s points, want 35", p)
+	}
+	if n := count(`[data-chart="loss"]`); n != 1 {
+		t.Error("no loss chart over the whole run")
+	}
+	all := drawn()
+	legible("all", all)
+	for _, c := range []string{"reward", "entropy", "time"} {
+		shot(`[data-chart="`+c+`"]`, "chart-all-"+c)
+	}
+	for _, name := range []string{"sft", "rl"} {
+		if b, ok := all["reward"].find(name); !ok || b.X0 < all["reward"].Left {
+			t.Errorf("phase name %q %+v (found %v) not inside the plot from %.0f", name, b, ok, all["reward"].Left)
+		}
+	}
+	open("/run/a?phase=sft", "curves-sft")
+	if p := attr(`[data-chart="loss"]`, "data-points"); p != "5" {
+		t.Errorf("loss on the sft axis has %s points, want 5", p)
+	}
+	legible("sft", drawn())
+
+	// Comparison: two runs whose SFT phases differ (5 and 12 steps) line up by RL step (30 x
+	// values, not the 42 lines of the longer run), with the config keys that differ, inside the
+	// phases list.
 	open("/compare?runs=a,b", "compare")
 	if r := attr(`[data-chart="cmp-reward/mean"]`, "data-runs"); r != "2" {
 		t.Errorf("comparison overlays %s runs, want 2", r)
 	}
-	if d := text("#config-diff"); !contains(d, "seed") {
-		t.Errorf("config differences %q do not list the seed", d)
+	if p := attr(`[data-chart="cmp-reward/mean"]`, "data-points"); p != "30" {
+		t.Errorf("comparison by rl step has %s x values, want 30", p)
+	}
+	legible("compare", drawn())
+	var rows [][]string
+	if err := chromedp.Run(ctx, chromedp.Evaluate(`[...document.querySelectorAll("#config-diff tr")].map((tr) => [...tr.children].map((c) => c.textContent))`, &rows)); err != nil {
+		t.Fatal(err)
+	}
+	diff := map[string][]string{}
+	for _, r := range rows {
+		diff[r[0]] = r[1:]
+	}
+	if h := diff["key"]; len(h) != 2 || h[0] != "a" || h[1] != "b" {
+		t.Errorf("config difference header %q", h)
+	}
+	if v := diff["phases.rl.rl.group_size"]; len(v) != 2 || v[0] != "5" || v[1] != "6" {
+		t.Errorf("config difference rows %q: want phases.rl.rl.group_size 5, 6", rows)
+	}
+	if v := diff["phases.sft.steps"]; len(v) != 2 || v[0] != "5" || v[1] != "12" {
+		t.Errorf("config difference rows %q: want phases.sft.steps 5, 12", rows)
+	}
+	if v, ok := diff["phases"]; ok {
+		t.Errorf("config difference shows the whole phases list: %q", v)
+	}
+	if v := diff["seed"]; len(v) != 2 || v[0] != "1" || v[1] != "2" {
+		t.Errorf("config difference rows %q: want seed 1, 2", rows)
 	}
 
 	// Trajectories: the list filters, and one trajectory shows its tool call and masked response.
@@ -210,3 +346,87 @@ func TestBrowser(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// recordText wraps the canvas's fillText to record each text's box (in canvas pixels) on its
+// canvas, then redraws every chart; readText returns what was recorded, with each plot's box.
+const recordText = `(() => {
+  const P = CanvasRenderingContext2D.prototype;
+  if (!P.__fillText) {
+    P.__fillText = P.fillText;
+    P.fillText = function (text, x, y, maxWidth) {
+      const m = this.measureText(text), t = this.getTransform(), pts = [];
+      for (const a of [x - m.actualBoundingBoxLeft, x + m.actualBoundingBoxRight])
+        for (const b of [y - m.actualBoundingBoxAscent, y + m.actualBoundingBoxDescent]) pts.push([t.a * a + t.c * b + t.e, t.b * a + t.d * b + t.f]);
+      (this.canvas.__texts = this.canvas.__texts || []).push({ text: String(text),
+        x0: Math.min(...pts.map((p) => p[0])), x1: Math.max(...pts.map((p) => p[0])), y0: Math.min(...pts.map((p) => p[1])), y1: Math.max(...pts.map((p) => p[1])) });
+      return arguments.length > 3 ? P.__fillText.call(this, text, x, y, maxWidth) : P.__fillText.call(this, text, x, y);
+    };
+  }
+  for (const b of document.querySelectorAll("[data-chart]")) {
+    const c = b.querySelector("canvas");
+    if (c && b.uplot) { c.__texts = []; b.uplot.redraw(false, true); }
+  }
+})()`
+
+const readText = `[...document.querySelectorAll("[data-chart]")].filter((b) => b.uplot).map((b) => {
+  const c = b.querySelector("canvas"), u = b.uplot;
+  return { id: b.dataset.chart, w: c.width, h: c.height, left: u.bbox.left, top: u.bbox.top, width: u.bbox.width, height: u.bbox.height,
+    texts: (c.__texts || []).filter((x) => x.text.trim() !== "") };
+})`
+
+// drawnChart is what one chart drew: its canvas size, its plot's box and its texts.
+type drawnChart struct {
+	ID                       string
+	W, H                     float64
+	Left, Top, Width, Height float64
+	Texts                    []drawnText
+}
+
+// drawnText is one text drawn on a canvas, with its box in canvas pixels.
+type drawnText struct {
+	Text           string
+	X0, X1, Y0, Y1 float64
+}
+
+func (c drawnChart) texts() []string {
+	var out []string
+	for _, x := range c.Texts {
+		out = append(out, x.Text)
+	}
+	return out
+}
+
+func (c drawnChart) find(text string) (drawnText, bool) {
+	for _, x := range c.Texts {
+		if x.Text == text {
+			return x, true
+		}
+	}
+	return drawnText{}, false
+}
+
+func (c drawnChart) has(text string) bool { _, ok := c.find(text); return ok }
+
+// yTicks are the texts left of the plot: the y axis's tick labels.
+func (c drawnChart) yTicks() []string {
+	var out []string
+	for _, x := range c.Texts {
+		if x.X1 <= c.Left+1 {
+			out = append(out, x.Text)
+		}
+	}
+	return out
+}
+
+// xTicks are the numbers below the plot: the x axis's tick labels.
+func (c drawnChart) xTicks() []float64 {
+	var out []float64
+	for _, x := range c.Texts {
+		if x.Y0 >= c.Top+c.Height-1 {
+			if v, err := strconv.ParseFloat(x.Text, 64); err == nil {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}

@@ -10,7 +10,9 @@ import (
 )
 
 // flatConfig reads a run's resolved config.yaml as dotted keys ("phases.rl.rl.group_size") and
-// their values printed as YAML scalars; a list is one value.
+// their values printed as YAML scalars. A list of maps is flattened item by item, each named by
+// its name field when every item has a distinct one (phases.rl…, phases.sft…), else by its index
+// (….0, ….1); any other list is one value.
 func flatConfig(path string) (map[string]string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -36,6 +38,16 @@ func flatten(prefix string, v any, out map[string]string) {
 			flatten(key, x, out)
 		}
 	case []any:
+		if keys := itemKeys(v); keys != nil {
+			for i, x := range v {
+				key := keys[i]
+				if prefix != "" {
+					key = prefix + "." + key
+				}
+				flatten(key, x, out)
+			}
+			return
+		}
 		b, err := yaml.MarshalWithOptions(v, yaml.Flow(true))
 		if err != nil {
 			out[prefix] = fmt.Sprint(v)
@@ -47,6 +59,35 @@ func flatten(prefix string, v any, out map[string]string) {
 	default:
 		out[prefix] = fmt.Sprint(v)
 	}
+}
+
+// itemKeys names the items of a list of maps by their name field, or by their index when an item
+// has none or two share one; nil when the list is not (only) of maps.
+func itemKeys(list []any) []string {
+	if len(list) == 0 {
+		return nil
+	}
+	keys := make([]string, len(list))
+	seen := map[string]bool{}
+	named := true
+	for i, x := range list {
+		m, ok := x.(map[string]any)
+		if !ok {
+			return nil
+		}
+		name, ok := m["name"].(string)
+		if !ok || name == "" || seen[name] {
+			named = false
+		}
+		seen[name] = true
+		keys[i] = name
+	}
+	if !named {
+		for i := range keys {
+			keys[i] = strconv.Itoa(i)
+		}
+	}
+	return keys
 }
 
 func trimNL(b []byte) []byte {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,9 +23,12 @@ type warning struct {
 	Text  string `json:"text"`
 }
 
-// evalPoint is one held-out evaluation line, placed after the training line before it.
+// evalPoint is one held-out evaluation line, placed after the training line before it: X is
+// that line (0 before any), Phase and Step its phase and step ("" and 0 before any).
 type evalPoint struct {
 	X       int                `json:"x"`
+	Phase   string             `json:"phase"`
+	Step    int                `json:"step"`
 	When    string             `json:"when"`
 	Env     string             `json:"env"`
 	Metrics map[string]float64 `json:"metrics"`
@@ -137,7 +141,11 @@ func (c *curves) add(line []byte) {
 		env, _ := m["env"].(string)
 		delete(nums, "version")
 		delete(nums, "time/elapsed_s")
-		c.evals = append(c.evals, evalPoint{X: c.n, When: when, Env: env, Metrics: nums})
+		ep := evalPoint{X: c.n, When: when, Env: env, Metrics: nums}
+		if c.n > 0 {
+			ep.Phase, ep.Step = c.phases[len(c.phases)-1].Name, c.steps[c.n-1]
+		}
+		c.evals = append(c.evals, ep)
 		return
 	}
 	phase, _ := m["phase"].(string)
@@ -199,16 +207,46 @@ func (c *curves) keys() []string {
 }
 
 // seriesReply is a set of curves over one x axis, ready for uPlot. Null stands for a missing
-// value (JSON has no NaN).
+// value (JSON has no NaN). X is the training line over the whole run, or, for one phase, the step
+// within that phase, so that each phase has its own axis and runs line up by phase and step.
 type seriesReply struct {
 	X      []int                 `json:"x"`
 	Series map[string][]*float64 `json:"series"`
-	Total  int                   `json:"total"` // training lines before downsampling
+	Total  int                   `json:"total"`           // training lines (of the phase) before downsampling
+	Phase  string                `json:"phase,omitempty"` // the phase the x axis counts the steps of
+}
+
+// hasPhase says whether the run logged a line of the phase.
+func (c *curves) hasPhase(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.phases {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// phaseNames lists the run's phases in the order they began.
+func (c *curves) phaseNames() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, p := range c.phases {
+		if !slices.Contains(out, p.Name) {
+			out = append(out, p.Name)
+		}
+	}
+	return out
 }
 
 // series returns keys (a prefix ending in "/" stands for every key under it) downsampled to at
-// most about maxPoints x values.
-func (c *curves) series(keys []string, maxPoints int) seriesReply {
+// most about maxPoints x values: over every training line when phase is "", else over the lines
+// of that phase with their step as x (a line whose step does not follow the one before, which a
+// well-formed run never writes, is left out so x keeps rising). A phase the run lacks gives no
+// points.
+func (c *curves) series(keys []string, maxPoints int, phase string) seriesReply {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var names []string
@@ -234,14 +272,37 @@ func (c *curves) series(keys []string, maxPoints int) seriesReply {
 			names = append(names, k)
 		}
 	}
+	// rows are the 0-based training lines drawn; xs their x values.
+	var rows, xs []int
+	if phase == "" {
+		rows, xs = make([]int, c.n), make([]int, c.n)
+		for i := range rows {
+			rows[i], xs[i] = i, i+1
+		}
+	} else {
+		for _, p := range c.phases {
+			if p.Name != phase {
+				continue
+			}
+			for i := p.Start - 1; i < p.End; i++ {
+				if len(xs) == 0 || c.steps[i] > xs[len(xs)-1] {
+					rows, xs = append(rows, i), append(xs, c.steps[i])
+				}
+			}
+		}
+	}
 	cols := make([][]float64, len(names))
 	for i, k := range names {
-		cols[i] = c.column(k)
+		col := c.column(k)
+		cols[i] = make([]float64, len(rows))
+		for j, r := range rows {
+			cols[i][j] = col[r]
+		}
 	}
-	idx := downsample(cols, c.n, maxPoints)
-	r := seriesReply{X: make([]int, len(idx)), Series: map[string][]*float64{}, Total: c.n}
+	idx := downsample(cols, len(rows), maxPoints)
+	r := seriesReply{X: make([]int, len(idx)), Series: map[string][]*float64{}, Total: len(rows), Phase: phase}
 	for i, j := range idx {
-		r.X[i] = j + 1
+		r.X[i] = xs[j]
 	}
 	for ci, k := range names {
 		out := make([]*float64, len(idx))
@@ -316,6 +377,9 @@ type runInfo struct {
 	Actions  int         `json:"actions"`
 	Evals    int         `json:"evals"`
 	Bad      int         `json:"bad_lines"`
+	// Updated is when the run last wrote its metrics or config (Unix milliseconds; 0: neither
+	// exists yet): the page opens the latest run.
+	Updated int64 `json:"updated"`
 }
 
 func (c *curves) info(name, dir string) runInfo {

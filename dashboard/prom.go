@@ -31,21 +31,27 @@ var gauges = []struct{ key, name, help string }{
 	{"async/groups_ready", "agentrl_async_groups_ready", "Groups finished and not yet taken when the learner's batch was complete, latest asynchronous step (continuous admission)."},
 }
 
-// stages are the time/… keys exported as agentrl_stage_seconds{stage}.
+// stages are the time/… keys of wall-clock time exported as agentrl_stage_seconds{stage}.
 var stages = []struct{ key, stage string }{
-	{"time/generate_s", "generate"},
-	{"time/env_s", "env"},
 	{"time/generate_env_s", "generate_env"},
 	{"time/train_s", "train"},
 	{"time/learner_wait_s", "learner_wait"},
 	{"time/step_s", "step"},
 }
 
+// episodeStages are the time/… keys summed over a step's episodes (which run concurrently, so
+// their sum exceeds the step's wall time), exported as agentrl_summed_episode_seconds{stage}.
+var episodeStages = []struct{ key, stage string }{
+	{"time/generate_s", "generate"},
+	{"time/env_s", "env"},
+}
+
 // collector reads each run's latest lines when scraped; every metric carries the run's name.
 type collector struct{ s *Server }
 
 var (
-	stageDesc    = prometheus.NewDesc("agentrl_stage_seconds", "Seconds the latest step spent in each stage (generate and env are summed over episodes).", []string{"run", "stage"}, nil)
+	stageDesc    = prometheus.NewDesc("agentrl_stage_seconds", "Wall-clock seconds the latest step spent in each stage (generate_env: sampling; step: the whole step).", []string{"run", "stage"}, nil)
+	epStageDesc  = prometheus.NewDesc("agentrl_summed_episode_seconds", "Seconds the latest step's episodes spent generating or in their environment, summed over episodes (they run concurrently: not wall time; see agentrl_stage_seconds{stage=\"generate_env\"}).", []string{"run", "stage"}, nil)
 	stepsDesc    = prometheus.NewDesc("agentrl_steps_total", "Training steps logged, by phase.", []string{"run", "phase"}, nil)
 	episodesDesc = prometheus.NewDesc("agentrl_episodes_total", "RL episodes sampled, by how they ended (ok, truncated, failed: env_error or timeout).", []string{"run", "status"}, nil)
 	warnDesc     = prometheus.NewDesc("agentrl_monitor_warnings_total", "Warnings the invariant monitor logged.", []string{"run"}, nil)
@@ -64,6 +70,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	ch <- stageDesc
+	ch <- epStageDesc
 	ch <- stepsDesc
 	ch <- episodesDesc
 	ch <- warnDesc
@@ -87,6 +94,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for _, st := range stages {
 			if v, ok := cv.latest[st.key]; ok {
 				ch <- prometheus.MustNewConstMetric(stageDesc, prometheus.GaugeValue, v, r.name, st.stage)
+			}
+		}
+		for _, st := range episodeStages {
+			if v, ok := cv.latest[st.key]; ok {
+				ch <- prometheus.MustNewConstMetric(epStageDesc, prometheus.GaugeValue, v, r.name, st.stage)
 			}
 		}
 		steps := map[string]float64{}

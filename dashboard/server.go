@@ -9,14 +9,18 @@ import (
 	"fmt"
 	"github.com/agentrl/agentrl/internal/httpserve"
 	"io/fs"
+	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -64,6 +68,9 @@ func New(dirs []string, opts Options) (*Server, error) {
 	if opts.Refresh <= 0 {
 		opts.Refresh = time.Second
 	}
+	if err := checkKey(opts.Key); err != nil {
+		return nil, err
+	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), reg: prometheus.NewRegistry()}
 	names := map[string]int{}
 	add := func(dir string) {
@@ -109,6 +116,36 @@ func New(dirs []string, opts Options) (*Server, error) {
 	s.reg.MustRegister(&collector{s: s})
 	s.routes()
 	return s, nil
+}
+
+// checkKey refuses a key that a request could match by accident or that a header cannot carry: a
+// blank one (a space is as good as none, and ?key=%20 would open the page), one with spaces at
+// either end, or one with control characters.
+func checkKey(key string) error {
+	if key == "" {
+		return nil
+	}
+	if strings.TrimSpace(key) == "" {
+		return errors.New("dashboard: the key is blank: choose a key of visible characters")
+	}
+	if strings.TrimSpace(key) != key {
+		return errors.New("dashboard: the key starts or ends with a space: choose a key of visible characters")
+	}
+	if strings.ContainsFunc(key, unicode.IsControl) {
+		return errors.New("dashboard: the key holds control characters: choose a key of visible characters")
+	}
+	return nil
+}
+
+// updated is when the run last wrote its metrics or config, in Unix milliseconds (0: neither).
+func updated(dir string) int64 {
+	var t int64
+	for _, f := range []string{"metrics.jsonl", "config.yaml"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t = max(t, st.ModTime().UnixMilli())
+		}
+	}
+	return t
 }
 
 func isRun(dir string) bool {
@@ -234,25 +271,99 @@ func writeJSON(w http.ResponseWriter, v any) {
 	}
 }
 
-func (s *Server) handleRuns(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) handleRuns(w http.ResponseWriter, req *http.Request) {
+	if _, err := params(req); err != nil {
+		badRequest(w, err)
+		return
+	}
 	out := make([]runInfo, len(s.runs))
 	for i, r := range s.runs {
 		s.fresh(r)
 		out[i] = r.curves.info(r.name, r.dir)
+		out[i].Updated = updated(r.dir)
 	}
 	writeJSON(w, out)
 }
 
-func (s *Server) handleKeys(w http.ResponseWriter, _ *http.Request, r *run) {
+func (s *Server) handleKeys(w http.ResponseWriter, req *http.Request, r *run) {
+	if _, err := params(req); err != nil {
+		badRequest(w, err)
+		return
+	}
 	writeJSON(w, r.curves.keys())
 }
 
-func maxPoints(req *http.Request) int {
-	n, err := strconv.Atoi(req.URL.Query().Get("max"))
-	if err != nil || n <= 0 || n > MaxPoints {
-		return MaxPoints
+// params returns the request's query, refusing a parameter not among allowed (key, the access
+// key, is always allowed) and one given twice: a misspelt or repeated filter is an error, not a
+// filter silently dropped.
+func params(req *http.Request, allowed ...string) (url.Values, error) {
+	q, err := url.ParseQuery(req.URL.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("bad query: %w", err)
 	}
-	return n
+	for k, vs := range q {
+		if k == "key" {
+			continue
+		}
+		if !slices.Contains(allowed, k) {
+			if len(allowed) == 0 {
+				return nil, fmt.Errorf("unknown query parameter %q: this route takes none", k)
+			}
+			return nil, fmt.Errorf("unknown query parameter %q: this route takes %s", k, strings.Join(allowed, ", "))
+		}
+		if len(vs) > 1 {
+			return nil, fmt.Errorf("query parameter %q given %d times", k, len(vs))
+		}
+	}
+	return q, nil
+}
+
+// intParam reads q's name as an integer in [lo, hi]; def when absent or empty.
+func intParam(q url.Values, name string, def, lo, hi int) (int, error) {
+	v := q.Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("%s=%s: want an integer from %d to %d", name, strconv.Quote(v), lo, hi)
+	}
+	return n, nil
+}
+
+// floatParam reads q's name as a finite number; nil when absent or empty.
+func floatParam(q url.Values, name string) (*float64, error) {
+	v := q.Get(name)
+	if v == "" {
+		return nil, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, fmt.Errorf("%s=%s: want a finite number", name, strconv.Quote(v))
+	}
+	return &f, nil
+}
+
+func badRequest(w http.ResponseWriter, err error) { http.Error(w, err.Error(), http.StatusBadRequest) }
+
+// phaseParam reads q's phase: "" for the whole run, else a phase some of rs logged.
+func phaseParam(q url.Values, rs ...*run) (string, error) {
+	p := q.Get("phase")
+	if p == "" {
+		return "", nil
+	}
+	var known []string
+	for _, r := range rs {
+		if r.curves.hasPhase(p) {
+			return p, nil
+		}
+		for _, n := range r.curves.phaseNames() {
+			if !slices.Contains(known, n) {
+				known = append(known, n)
+			}
+		}
+	}
+	return "", fmt.Errorf("phase=%s: no such phase logged (phases: %s)", strconv.Quote(p), strings.Join(known, ", "))
 }
 
 func splitList(s string) []string {
@@ -266,7 +377,20 @@ func splitList(s string) []string {
 }
 
 func (s *Server) handleSeries(w http.ResponseWriter, req *http.Request, r *run) {
-	writeJSON(w, r.curves.series(splitList(req.URL.Query().Get("keys")), maxPoints(req)))
+	q, err := params(req, "keys", "max", "phase")
+	var n int
+	var phase string
+	if err == nil {
+		n, err = intParam(q, "max", MaxPoints, 1, MaxPoints)
+	}
+	if err == nil {
+		phase, err = phaseParam(q, r)
+	}
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	writeJSON(w, r.curves.series(splitList(q.Get("keys")), n, phase))
 }
 
 // eventsReply is what the page draws over the curves.
@@ -279,7 +403,11 @@ type eventsReply struct {
 	ConfigErr  string      `json:"config_error,omitempty"`
 }
 
-func (s *Server) handleEvents(w http.ResponseWriter, _ *http.Request, r *run) {
+func (s *Server) handleEvents(w http.ResponseWriter, req *http.Request, r *run) {
+	if _, err := params(req); err != nil {
+		badRequest(w, err)
+		return
+	}
 	ws, acts, evs, ph := r.curves.events()
 	r.mu.Lock()
 	th, cerr := monitorThresholds(r.cfg), r.cfgErr
@@ -288,25 +416,46 @@ func (s *Server) handleEvents(w http.ResponseWriter, _ *http.Request, r *run) {
 }
 
 func (s *Server) handleTrajs(w http.ResponseWriter, req *http.Request, r *run) {
-	s.freshTrajs(r)
-	q := req.URL.Query()
+	q, err := params(req, "phase", "env", "status", "step", "min_reward", "max_reward", "offset", "limit")
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
 	f := trajFilter{Phase: q.Get("phase"), Env: q.Get("env"), Status: q.Get("status")}
-	f.Step, _ = strconv.Atoi(q.Get("step"))
-	if v, err := strconv.ParseFloat(q.Get("min_reward"), 64); err == nil {
-		f.MinReward = &v
+	if f.Status != "" && !slices.Contains(trajStatuses, f.Status) {
+		badRequest(w, fmt.Errorf("status=%s: want one of %s", strconv.Quote(f.Status), strings.Join(trajStatuses, ", ")))
+		return
 	}
-	if v, err := strconv.ParseFloat(q.Get("max_reward"), 64); err == nil {
-		f.MaxReward = &v
+	var off, limit int
+	f.Step, err = intParam(q, "step", 0, 1, math.MaxInt32)
+	if err == nil {
+		f.MinReward, err = floatParam(q, "min_reward")
 	}
-	off, _ := strconv.Atoi(q.Get("offset"))
-	limit, _ := strconv.Atoi(q.Get("limit"))
-	if limit <= 0 || limit > 500 {
-		limit = 50
+	if err == nil {
+		f.MaxReward, err = floatParam(q, "max_reward")
 	}
-	writeJSON(w, r.trajs.page(f, max(off, 0), limit))
+	if err == nil {
+		off, err = intParam(q, "offset", 0, 0, math.MaxInt32)
+	}
+	if err == nil {
+		limit, err = intParam(q, "limit", 50, 1, 500)
+	}
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	s.freshTrajs(r)
+	writeJSON(w, r.trajs.page(f, off, limit))
 }
 
+// trajStatuses are the statuses a trajectory can end with (traj.Status's names).
+var trajStatuses = []string{"ok", "truncated", "env_error", "timeout"}
+
 func (s *Server) handleTraj(w http.ResponseWriter, req *http.Request, r *run) {
+	if _, err := params(req); err != nil {
+		badRequest(w, err)
+		return
+	}
 	s.freshTrajs(r)
 	i, err := strconv.Atoi(req.PathValue("i"))
 	if err != nil {
@@ -321,9 +470,11 @@ func (s *Server) handleTraj(w http.ResponseWriter, req *http.Request, r *run) {
 	writeJSON(w, v)
 }
 
-// compareReply overlays runs: each run's curves for the same keys, and the config keys on which
-// the runs differ.
+// compareReply overlays runs: each run's curves for the same keys (for one phase, by its step, so
+// that runs with phases of different lengths line up), and the config keys on which the runs
+// differ.
 type compareReply struct {
+	Phase  string        `json:"phase,omitempty"`
 	Runs   []string      `json:"runs"`
 	Series []seriesReply `json:"series"`
 	Diff   []configDiff  `json:"diff"`
@@ -331,9 +482,16 @@ type compareReply struct {
 }
 
 func (s *Server) handleCompare(w http.ResponseWriter, req *http.Request) {
-	q := req.URL.Query()
-	var rep compareReply
-	var cfgs []map[string]string
+	q, err := params(req, "runs", "keys", "max", "phase")
+	var n int
+	if err == nil {
+		n, err = intParam(q, "max", MaxPoints, 1, MaxPoints)
+	}
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	var rs []*run
 	for _, name := range splitList(q.Get("runs")) {
 		r := s.find(name)
 		if r == nil {
@@ -341,8 +499,18 @@ func (s *Server) handleCompare(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		s.fresh(r)
+		rs = append(rs, r)
+	}
+	phase, err := phaseParam(q, rs...)
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	rep := compareReply{Phase: phase}
+	var cfgs []map[string]string
+	for _, r := range rs {
 		rep.Runs = append(rep.Runs, r.name)
-		rep.Series = append(rep.Series, r.curves.series(splitList(q.Get("keys")), maxPoints(req)))
+		rep.Series = append(rep.Series, r.curves.series(splitList(q.Get("keys")), n, phase))
 		r.mu.Lock()
 		cfg, cerr := r.cfg, r.cfgErr
 		r.mu.Unlock()

@@ -19,7 +19,8 @@ func synthRun(t testing.TB, dir string, seed, sft, rl, trajs int) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf("name: %s\nseed: %d\nmonitor:\n  min_entropy: 0.02\n  max_zero_var_share: 0.9\n  max_kl: 0.05\nphases:\n  - name: rl\n    rl:\n      group_size: %d\n", filepath.Base(dir), seed, 4+seed)
+	cfg := fmt.Sprintf("name: %s\nseed: %d\nmonitor:\n  min_entropy: 0.02\n  max_zero_var_share: 0.9\n  max_kl: 0.05\n"+
+		"phases:\n  - name: sft\n    steps: %d\n  - name: rl\n    steps: %d\n    rl:\n      group_size: %d\n", filepath.Base(dir), seed, sft, rl, 4+seed)
 	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func synthRun(t testing.TB, dir string, seed, sft, rl, trajs int) {
 			"reward/mean": 0.3 + 0.5*p + 0.01*float64(seed), "reward/success": 0.3 + 0.5*p, "episodes/sampled": 16, "episodes/failed": s % 2, "episodes/truncated": 1,
 			"explore/entropy": 0.5 * (1 - p), "explore/distinct_per_group": 0.5, "explore/tool_call_rate": 0.4, "explore/tool_mix/calculator": 1,
 			"signal/zero_var_share": 0.2, "signal/effective_batch": 12, "signal/adv_spread": 0.8, "signal/grad_norm": 0.5, "signal/partial_batch": false,
-			"shift/behaviour_kl": 0.001, "is/weight_p50": 1, "is/weight_p90": 1.01, "is/weight_p99": 1.05, "loss/pg_clipfrac": 0.01,
+			"shift/behaviour_kl": 0.0002 + 0.0001*p, "is/weight_p50": 1 + 0.0001*p, "is/weight_p90": 1 + 0.0002*p, "is/weight_p99": 1 + 0.0003*p, "loss/pg_clipfrac": 0.01,
 			"shift/version_lag_mean": 0, "loss/total": -0.1, "loss/pg": -0.1,
 			"time/generate_env_s": 0.2, "time/generate_s": 1.5, "time/env_s": 0.1, "time/train_s": 0.3, "time/step_s": 0.55}
 		if s%10 == 0 {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/traj"
@@ -41,7 +42,7 @@ const shapeTurns = 4
 // Conversation (rollout.CheckShapes) and says which turn shapes split an episode into samples. A
 // Conversation that cannot render an environment's turns is an error; an environment or expert
 // that fails here is reported and the phase goes on (its episodes will record the failure).
-func (r *Run) checkTurnShapes(ctx context.Context, p Phase) error {
+func (r *Run) checkTurnShapes(ctx context.Context, p config.Phase) error {
 	if r.opts.NewConversation == nil {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
@@ -56,8 +57,8 @@ func (c *retokChat) Stop() []int32 { return []int32{c.tok.EndOfTurn()} }
 func TestRunTrainsSplitEpisodes(t *testing.T) {
 	for name, sets := range map[string][]string{
 		"sync":       replaySets,
-		"continuous": append(slices.Clone(asyncSets), "checkpoint.keep=1", "phases.rl.rl.async.mode="+ModeContinuous),
-		"overlap":    append(slices.Clone(asyncSets), "checkpoint.keep=1", "phases.rl.rl.async.mode="+ModeOverlap),
+		"continuous": append(slices.Clone(asyncSets), "checkpoint.keep=1", "phases.rl.rl.async.mode="+config.ModeContinuous),
+		"overlap":    append(slices.Clone(asyncSets), "checkpoint.keep=1", "phases.rl.rl.async.mode="+config.ModeOverlap),
 	} {
 		t.Run(name, func(t *testing.T) {
 			steps := 4

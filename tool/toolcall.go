@@ -67,6 +67,8 @@ func (l ParseLimits) withDefaults() ParseLimits {
 // nil and Name and Arguments hold a well-formed call, or Err says why the attempt is malformed
 // (Name is filled when it could be read, Raw always holds what was written, capped).
 type Call struct {
+	// ID is the call's id where the format writes one (Mistral's); "" otherwise.
+	ID        string
 	Name      string
 	Arguments json.RawMessage // a JSON object; "{}" when the call gave none
 	Raw       string          // the text between the tags, capped at the argument limit

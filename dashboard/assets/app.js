@@ -59,29 +59,63 @@ let charts = [];
 
 function clearCharts() { for (const c of charts) c.destroy(); charts = []; }
 
-// overlay draws phase boundaries, threshold lines and warning marks over a chart.
-function overlay(ev, spec) {
+// at places an event (a warning, an action, an evaluation) on the view's x axis: its line over the
+// whole run, or its step in the phase shown (an evaluation just before the phase's first line at
+// step 0); null when the view does not show it.
+function at(view, e, ev) {
+  if (!view.phase) return e.x;
+  if (e.phase === view.phase) return e.step;
+  const first = (ev.phases || []).find((p) => p.name === view.phase);
+  return e.when !== undefined && first && e.x === first.start - 1 ? 0 : null;
+}
+
+// overlay draws phase boundaries (over the whole run), threshold lines and warning marks over a
+// chart. Its text is set left-aligned on its own (uPlot leaves the axes' alignment on the
+// context) and kept inside the plot, clear of the axis labels and of each other.
+function overlay(ev, spec, view) {
+  view = view || {};
   return (u) => {
     const ctx = u.ctx, top = u.bbox.top, bottom = u.bbox.top + u.bbox.height;
+    const left = u.bbox.left, right = u.bbox.left + u.bbox.width, px = u.pxRatio || window.devicePixelRatio || 1;
+    const inX = (x) => x >= left - 0.5 && x <= right + 0.5;
     ctx.save();
     ctx.lineWidth = 1;
-    for (const p of ev.phases || []) {
-      const x = u.valToPos(p.start - 0.5, "x", true);
-      ctx.strokeStyle = "#9ca3af"; ctx.setLineDash([4, 4]);
-      ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, bottom); ctx.stroke();
-      ctx.fillStyle = "#6b7280"; ctx.font = "11px system-ui"; ctx.fillText(p.name, x + 3, top + 11);
+    ctx.font = Math.round(11 * px) + "px system-ui";
+    ctx.textAlign = "left"; ctx.textBaseline = "alphabetic";
+    const line = Math.round(12 * px);
+    if (!view.phase) {
+      let lastEnd = -Infinity, row = 0;
+      for (const p of ev.phases || []) {
+        const x = u.valToPos(p.start - 0.5, "x", true);
+        if (x > right) continue;
+        ctx.strokeStyle = "#9ca3af"; ctx.setLineDash([4, 4]);
+        if (x > left + 1) { ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, bottom); ctx.stroke(); }
+        const lx = Math.max(x, left) + 3 * px, w = ctx.measureText(p.name).width;
+        if (lx + w > right) continue;
+        row = lx < lastEnd + 4 * px ? row + 1 : 0; // a short phase: its neighbour's name goes below
+        ctx.fillStyle = "#6b7280"; ctx.fillText(p.name, lx, top + line * (row + 1) - 1);
+        lastEnd = lx + w;
+      }
     }
     if (spec.thr) for (const t of ev.thresholds || []) if (t.metric === spec.thr) {
+      const sc = u.scales.y;
+      if (sc.min == null || t.value < sc.min || t.value > sc.max) continue; // off the chart
       const y = u.valToPos(t.value, "y", true);
       ctx.strokeStyle = "#dc2626"; ctx.setLineDash([6, 3]);
-      ctx.beginPath(); ctx.moveTo(u.bbox.left, y); ctx.lineTo(u.bbox.left + u.bbox.width, y); ctx.stroke();
-      ctx.fillStyle = "#dc2626"; ctx.fillText(t.name + " " + t.value, u.bbox.left + 4, y - 3);
+      ctx.beginPath(); ctx.moveTo(left, y); ctx.lineTo(right, y); ctx.stroke();
+      const label = t.name + " " + t.value;
+      // Above the line, or below it where the top of the plot leaves no room.
+      const ly = y - 3 * px - line < top ? y + line : y - 3 * px;
+      ctx.fillStyle = "#dc2626"; ctx.fillText(label, right - ctx.measureText(label).width - 4 * px, ly);
     }
     if (spec.warn) {
       ctx.fillStyle = "rgba(220,38,38,0.8)"; ctx.setLineDash([]);
       for (const w of ev.warnings || []) {
         if (spec.thr && !warnMatches(w.text, spec.thr)) continue;
-        const x = u.valToPos(w.x, "x", true);
+        const wx = at(view, w, ev);
+        if (wx == null) continue;
+        const x = u.valToPos(wx, "x", true);
+        if (!inX(x)) continue;
         ctx.beginPath(); ctx.moveTo(x - 4, bottom); ctx.lineTo(x + 4, bottom); ctx.lineTo(x, bottom - 7); ctx.fill();
       }
     }
@@ -90,7 +124,10 @@ function overlay(ev, spec) {
       ctx.fillStyle = "rgba(37,99,235,0.85)"; ctx.setLineDash([]);
       for (const a of ev.actions || []) {
         if (spec.act ? !a.text.startsWith(spec.act) : spec.thr && !warnMatches(a.text, spec.thr)) continue;
-        const x = u.valToPos(a.x, "x", true);
+        const ax = at(view, a, ev);
+        if (ax == null) continue;
+        const x = u.valToPos(ax, "x", true);
+        if (!inX(x)) continue;
         ctx.beginPath(); ctx.moveTo(x - 4, top); ctx.lineTo(x + 4, top); ctx.lineTo(x, top + 7); ctx.fill();
       }
     }
@@ -104,32 +141,82 @@ function warnMatches(text, metric) {
   return true;
 }
 
+const STEP_INCRS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1e3, 2e3, 2.5e3, 5e3, 1e4, 2e4, 2.5e4, 5e4, 1e5, 2e5, 5e5, 1e6];
+
+// tickText labels an axis's ticks with the fewest decimals that write each tick exactly, and so
+// keep them apart (0.0002 and 0.0003 must not both read "0", nor 1.0001 and 1.0002 "1", nor 0.25
+// read "0.3"), in exponent form when every tick is below 0.001 or one reaches a million.
+function tickText(splits) {
+  const vals = splits.filter((v) => v != null);
+  if (!vals.length) return splits.map(() => "");
+  const big = Math.max(...vals.map(Math.abs));
+  const step = vals.length > 1 ? Math.abs(vals[1] - vals[0]) : big;
+  const tol = (step || big || 1) * 1e-6;
+  const exp = big >= 1e6 || (big > 0 && big < 1e-3);
+  const fmt = (v, p) => (Math.abs(v) <= tol ? "0" : exp ? v.toExponential(p) : v.toFixed(p));
+  for (let p = 0; p <= 15; p++) {
+    if (vals.every((v) => Math.abs(+fmt(v, p) - v) <= tol)) return splits.map((v) => (v == null ? "" : fmt(v, p)));
+  }
+  return splits.map((v) => (v == null ? "" : String(v)));
+}
+
+// axisSize is the y axis's width in CSS pixels for its longest label.
+function axisSize(u, values) {
+  const n = values ? Math.max(0, ...values.map((v) => String(v == null ? "" : v).length)) : 4;
+  return Math.max(40, Math.ceil(n * 7.5) + 20);
+}
+
 // chart draws data ([x, ...ys]) with series labels into a new box; it records the number of
 // points and series on the box for tests.
 function chart(parent, id, title, labels, data, opts) {
   const box = h("div", { class: "chart", "data-chart": id }, h("div", { class: "title" }, title));
   parent.append(box);
   const series = [{ label: opts.xLabel || "step" }];
+  // Steps are whole numbers: the x axis ticks them as such; both axes label their ticks apart.
+  const axes = [{ incrs: STEP_INCRS, values: (u, splits) => tickText(splits), label: opts.xLabel, labelSize: 16 },
+    { values: (u, splits) => tickText(splits), size: axisSize }];
+  (opts.axes || []).forEach((a, i) => Object.assign(axes[i], a));
   labels.forEach((l, i) => series.push(Object.assign({ label: l, stroke: COLORS[i % COLORS.length], width: 1.2, spanGaps: true,
     points: { show: opts.points || false } }, (opts.seriesOpts || [])[i] || {})));
   const u = new uPlot({ width: WIDTH(), height: 220, series, scales: Object.assign({ x: { time: false } }, opts.scales || {}),
-    axes: opts.axes, hooks: { draw: opts.draw ? [opts.draw] : [] }, legend: { live: true } }, data, box);
+    axes, hooks: { draw: opts.draw ? [opts.draw] : [] }, legend: { live: true } }, data, box);
   charts.push(u);
+  box.uplot = u;
   box.dataset.points = String(data[0].length);
   box.dataset.series = String(labels.length);
   return box;
 }
 
-async function showRun(name) {
+// phaseNames lists a run's phases (from the run list) in the order they began.
+function phaseNames(name) {
+  const r = runs.find((r) => r.name === name);
+  return r ? [...new Set((r.phases || []).map((p) => p.name))] : [];
+}
+
+// phasePicker offers each phase on its own axis, or every line of the runs ("all"); hrefOf makes
+// the link of a choice. The choice shown is marked "on".
+function phasePicker(phases, chosen, hrefOf) {
+  return h("div", { class: "filters", id: "phase-select" }, "phase:",
+    [...phases, "all"].map((p) => h("a", { href: hrefOf(p), "data-phase": p, class: (chosen || "all") === p ? "on" : "" }, p)));
+}
+
+async function showRun(name, params) {
   const main = $("#main");
+  // Each phase has its own axis (its steps); the default is the run's latest phase.
+  const phases = phaseNames(name);
+  let phase = params.get("phase") || phases[phases.length - 1] || "all";
+  if (phase !== "all" && !phases.includes(phase)) phase = "all";
+  const view = { phase: phase === "all" ? "" : phase };
+  const pq = view.phase ? "&phase=" + enc(view.phase) : "";
   const [ev, ...series] = await Promise.all([api(`/api/run/${enc(name)}/events`),
-    ...PANELS.flatMap(([, specs]) => specs.map((s) => api(`/api/run/${enc(name)}/series?keys=${enc(s.keys.join(","))}`))),
-    api(`/api/run/${enc(name)}/series?keys=${enc("time/generate_s,time/env_s,time/generate_env_s,time/train_s,time/learner_wait_s,time/step_s")}&max=1500`),
-    api(`/api/run/${enc(name)}/series?keys=${enc("async/staleness/")}&max=${MAX_STALE_POINTS}`)]);
+    ...PANELS.flatMap(([, specs]) => specs.map((s) => api(`/api/run/${enc(name)}/series?keys=${enc(s.keys.join(","))}${pq}`))),
+    api(`/api/run/${enc(name)}/series?keys=${enc("time/generate_s,time/env_s,time/generate_env_s,time/train_s,time/learner_wait_s,time/step_s")}&max=1500${pq}`),
+    api(`/api/run/${enc(name)}/series?keys=${enc("async/staleness/")}&max=${MAX_STALE_POINTS}${pq}`)]);
   const staleData = series.pop(), timeData = series.pop();
+  const xLabel = view.phase ? view.phase + " step" : "line (all phases)";
   clearCharts();
-  main.replaceChildren();
-  main.append(h("div", { class: "legend-note" }, `${name}: ${series[0] ? series[0].total : 0} training lines; ` +
+  main.replaceChildren(phasePicker(phases, phase, (p) => `#/run/${enc(name)}?phase=${enc(p)}`));
+  main.append(h("div", { class: "legend-note" }, `${name}: ${series[0] ? series[0].total : 0} ${view.phase ? view.phase + " steps" : "training lines"}; ` +
     `${ev.warnings.length} monitor warnings; ${(ev.actions || []).length} monitor actions; phases ${ev.phases.map((p) => p.name + " " + p.start + "–" + p.end).join(", ")}` +
     (ev.config_error ? "; config: " + ev.config_error : "")));
   let k = 0;
@@ -140,18 +227,19 @@ async function showRun(name) {
     for (const spec of specs) {
       const s = series[k++];
       const labels = Object.keys(s.series);
-      if (labels.length === 0) continue;
+      // A panel with no value in the phase shown (the SFT loss on the RL axis) is left out.
+      if (labels.length === 0 || !labels.some((l) => s.series[l].some((v) => v != null))) continue;
       chart(panel, spec.id, spec.title + (s.x.length < s.total ? ` (${s.x.length} of ${s.total} points)` : ""), labels,
-        [s.x, ...labels.map((l) => s.series[l])], { draw: overlay(ev, spec) });
+        [s.x, ...labels.map((l) => s.series[l])], { draw: overlay(ev, spec, view), xLabel });
     }
-    if (title === "Outcome") evalChart(panel, ev);
+    if (title === "Outcome") evalChart(panel, ev, view, xLabel);
     if (title === "Asynchronous") stalenessChart(panel, staleData, ev);
     if (!panel.children.length) { panel.previousSibling.remove(); panel.remove(); } // e.g. no asynchronous phase
   }
   main.append(h("h2", {}, "Time per step"));
   const tp = h("div", { class: "panel" });
   main.append(tp);
-  timeChart(tp, timeData, ev);
+  timeChart(tp, timeData, ev, view, xLabel);
   if (ev.warnings.length) {
     main.append(h("h2", {}, "Monitor warnings"));
     main.append(h("div", { class: "warnings" }, ev.warnings.slice(-200).map((w) => h("div", {}, `${w.phase} step ${w.step}: ${w.text}`))));
@@ -174,28 +262,29 @@ function stalenessChart(parent, s, ev) {
   const counts = lags.map((l) => s.series["async/staleness/" + l].reduce((acc, v) => acc + (v || 0), 0));
   const bars = uPlot.paths.bars({ size: [0.6, 60] });
   const box = chart(parent, "staleness", "trained episodes by version lag" + (s.x.length < s.total ? ` (${s.x.length} of ${s.total} steps)` : ""),
-    ["episodes"], [lags, counts], { xLabel: "lag", seriesOpts: [{ paths: bars, fill: COLORS[0] + "cc", width: 0 }],
+    ["episodes"], [lags, counts], { xLabel: "version lag", seriesOpts: [{ paths: bars, fill: COLORS[0] + "cc", width: 0 }],
       scales: { x: { time: false, range: [lags[0] - 0.5, lags[lags.length - 1] + 0.5] }, y: { range: [0, Math.max(1, ...counts) * 1.05] } },
       axes: [{ splits: () => lags }, {}] });
   box.dataset.lags = String(lags.length);
 }
 
 // evalChart plots held-out pass@1 (sampled and greedy) per environment at the lines they followed.
-function evalChart(parent, ev) {
-  if (!ev.evals.length) return;
-  const xs = [...new Set(ev.evals.map((e) => e.x))].sort((a, b) => a - b);
-  const envs = [...new Set(ev.evals.map((e) => e.env))];
+function evalChart(parent, ev, view, xLabel) {
+  const evals = ev.evals.map((e) => Object.assign({}, e, { x: at(view, e, ev) })).filter((e) => e.x != null);
+  if (!evals.length) return;
+  const xs = [...new Set(evals.map((e) => e.x))].sort((a, b) => a - b);
+  const envs = [...new Set(evals.map((e) => e.env))];
   const labels = [], cols = [];
   for (const env of envs) for (const [key, tag] of [["eval/pass1", "sampled"], ["eval/pass1_greedy", "greedy"]]) {
     labels.push(`${env} pass@1 ${tag}`);
-    cols.push(xs.map((x) => { const e = ev.evals.find((e) => e.x === x && e.env === env); return e && key in e.metrics ? e.metrics[key] : null; }));
+    cols.push(xs.map((x) => { const e = evals.find((e) => e.x === x && e.env === env); return e && key in e.metrics ? e.metrics[key] : null; }));
   }
-  chart(parent, "evals", "held-out pass@1", labels, [xs, ...cols], { points: true, draw: overlay(ev, {}) });
+  chart(parent, "evals", "held-out pass@1", labels, [xs, ...cols], { points: true, draw: overlay(ev, {}, view), xLabel });
 }
 
 // timeChart stacks each step's stages as bars: sampling wall time split into generation and
 // environment by their per-episode sums, then training, learner wait and the rest of the step.
-function timeChart(parent, s, ev) {
+function timeChart(parent, s, ev, view, xLabel) {
   const n = s.x.length, g = s.series;
   const get = (k, i) => (g[k] && g[k][i] != null ? g[k][i] : 0);
   const parts = STAGES.map(() => new Array(n).fill(0));
@@ -212,21 +301,28 @@ function timeChart(parent, s, ev) {
   const bars = uPlot.paths.bars({ size: [0.9, 40] });
   const labels = STAGES.slice().reverse(), data = [s.x, ...cum.slice().reverse()];
   const seriesOpts = labels.map((_, i) => ({ paths: bars, fill: COLORS[(STAGES.length - 1 - i) % COLORS.length] + "cc", width: 0 }));
-  chart(parent, "time", "seconds per step by stage (stacked)", labels, data, { seriesOpts, draw: overlay(ev, {}) });
+  chart(parent, "time", "seconds per step by stage (stacked)", labels, data, { seriesOpts, draw: overlay(ev, {}, view), xLabel });
 }
 
 async function showCompare(params) {
   const main = $("#main");
-  const chosen = (params.get("runs") || runs.slice(0, 2).map((r) => r.name).join(",")).split(",").filter(Boolean);
+  const chosen = (params.get("runs") || latestRuns().slice(0, 2).map((r) => r.name).join(",")).split(",").filter(Boolean);
+  // Runs line up by phase and step: the default is the latest phase that every chosen run has.
+  const lists = chosen.map(phaseNames), union = [...new Set(lists.flat())];
+  const common = union.filter((p) => lists.every((l) => l.includes(p)));
+  let phase = params.get("phase") || common[common.length - 1] || "all";
+  if (phase !== "all" && !union.includes(phase)) phase = "all";
+  const pq = phase === "all" ? "" : "&phase=" + enc(phase);
+  const hrefOf = (sel, p) => "#/compare?runs=" + sel.map(enc).join(",") + (p ? "&phase=" + enc(p) : "");
   const keys = ["reward/mean", "reward/success", "explore/entropy", "signal/zero_var_share", "shift/behaviour_kl", "signal/grad_norm", "loss/total", "time/step_s"];
   const picks = h("div", { class: "filters" }, "runs:", runs.map((r) => h("label", {},
     h("input", Object.assign({ type: "checkbox", value: r.name, onchange: () => {
       const sel = [...main.querySelectorAll(".filters input:checked")].map((i) => i.value);
-      location.hash = "#/compare?runs=" + sel.map(enc).join(",");
+      location.hash = hrefOf(sel, params.get("phase"));
     } }, chosen.includes(r.name) ? { checked: "" } : {})), r.name)));
-  const rep = chosen.length ? await api(`/api/compare?runs=${chosen.map(enc).join(",")}&keys=${enc(keys.join(","))}&max=2000`) : { runs: [], series: [], diff: [] };
+  const rep = chosen.length ? await api(`/api/compare?runs=${chosen.map(enc).join(",")}&keys=${enc(keys.join(","))}&max=2000${pq}`) : { runs: [], series: [], diff: [] };
   clearCharts();
-  main.replaceChildren(picks);
+  main.replaceChildren(picks, phasePicker(union, phase, (p) => hrefOf(chosen, p)));
   const panel = h("div", { class: "panel" });
   main.append(h("h2", {}, "Curves"), panel);
   for (const key of keys) {
@@ -234,7 +330,7 @@ async function showCompare(params) {
     rep.series.forEach((s, i) => { if (s.series[key]) { tables.push([s.x, s.series[key]]); labels.push(rep.runs[i]); } });
     if (!tables.length) continue;
     const data = tables.length === 1 ? tables[0] : uPlot.join(tables);
-    const box = chart(panel, "cmp-" + key, key, labels, data, {});
+    const box = chart(panel, "cmp-" + key, key, labels, data, { xLabel: phase === "all" ? "line (all phases)" : phase + " step" });
     box.dataset.runs = String(labels.length);
   }
   main.append(h("h2", {}, "Config differences"));
@@ -329,7 +425,7 @@ async function route() {
   const [path, query] = hash.split("?");
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   const params = new URLSearchParams(query || "");
-  const name = parts[1] || (runs[0] && runs[0].name);
+  const name = parts[1] || (latestRuns()[0] || {}).name;
   for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("on", a.id === "nav-" + (parts[0] === "traj" ? "trajs" : parts[0] || "run"));
   $("#run-select").value = name || "";
   const t0 = performance.now();
@@ -338,7 +434,7 @@ async function route() {
     if (parts[0] === "compare") await showCompare(params);
     else if (parts[0] === "trajs") await showTrajs(name, params);
     else if (parts[0] === "traj") await showTraj(name, +parts[2]);
-    else if (name) await showRun(name);
+    else if (name) await showRun(name, params);
     else $("#main").textContent = "no runs";
   } catch (e) {
     $("#main").replaceChildren(h("pre", { class: "warnings" }, String(e)));
@@ -355,8 +451,11 @@ async function loadRuns() {
   const sel = $("#run-select");
   const keep = sel.value;
   sel.replaceChildren(...runs.map((r) => h("option", { value: r.name }, r.name)));
-  sel.value = keep || (runs[0] && runs[0].name) || "";
+  sel.value = keep || (latestRuns()[0] || {}).name || "";
 }
+
+// latestRuns orders the runs by when they last wrote, latest first (the page opens the first).
+function latestRuns() { return runs.slice().sort((a, b) => (b.updated || 0) - (a.updated || 0)); }
 
 // poll re-reads the runs every few seconds and redraws the view when its run logged new lines.
 async function poll() {

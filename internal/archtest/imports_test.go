@@ -104,6 +104,11 @@ var rules = []rule{
 		why:      "internal/ holds leaves shared across the house (archtest, envref, httpserve, promtest); the top of the house (the CLI and the benchmarks) lives under cmd/agentrl/internal",
 	},
 	{
+		subjects: []string{"chat"},
+		forbid:   []string{"traj", "algo", "reward", "env", "model", "optim", "infer", "checkpoint", "rollout", "learn", "dist", "eval", "dashboard", "pipeline"},
+		why:      "chat templates are a leaf over tokenizer and tool: the rollout, agentrl serve and the CLI render with them, and the Conversation meets the rollout loop through rollout's own interface",
+	},
+	{
 		subjects: []string{"dist"},
 		forbid:   []string{"model", "infer", "rollout", "env", "checkpoint", "learn", "pipeline"},
 		why:      "the data plane carries tasks, trajectories and weight files; the learner and any worker link it without a model or an engine",

@@ -35,6 +35,7 @@ type CLI struct {
 	Replay    ReplayCmd    `cmd:"" help:"Train a run's RL phases again from its recorded trajectories, without environments, and compare the metrics."`
 	Bench     BenchCmd     `cmd:"" help:"Measure performance."`
 	Worker    WorkerCmd    `cmd:"" help:"Run episodes for a distributed run: take tasks from the learner's NATS server, store trajectories."`
+	Tokenize  TokenizeCmd  `cmd:"" help:"Print the token ids and pieces of a text, or of a conversation rendered with the tokenizer's chat template."`
 	NKey      NKeyCmd      `cmd:"" name:"nkey" help:"Make an NKey key pair for a worker: the seed to a file, the public key to stdout."`
 	Help      HelpCmd      `cmd:"" help:"Show help for agentrl or one of its commands."`
 
