@@ -299,7 +299,7 @@ func (c *Config) Validate(envs *env.Registry) error {
 	if c.Checkpoint.Every < 1 || c.Checkpoint.Keep < 1 {
 		bad("checkpoint.every and checkpoint.keep must be positive")
 	}
-	errs = append(errs, c.Monitor.validate(c)...) // monitor_config.go
+	errs = append(errs, c.Monitor.validate(c)...)    // monitor_config.go
 	errs = append(errs, c.validateUserEnvs(envs)...) // userenvs.go
 	if c.MCP != nil {
 		used := map[string]bool{}
