@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -80,4 +81,10 @@ func (c *Config) lookupEnv(envs *env.Registry, name string) (env.Spec, error) {
 		return env.Spec{Name: name}, nil
 	}
 	return envs.Lookup(name)
+}
+
+// ValidateRemoteEnvs checks only the remote blocks (as Validate does), for commands that use only
+// that part of a run's configuration.
+func (c *Config) ValidateRemoteEnvs(envs *env.Registry) error {
+	return errors.Join(c.validateUserEnvs(envs)...)
 }

@@ -226,6 +226,9 @@ func metadataDiff(a, b Metadata) string {
 	return ""
 }
 
+// URLs lists the pool's servers.
+func (p *Pool) URLs() []string { return p.cfg.URLs() }
+
 // Metadata is what the servers report (the first to answer; the others agree).
 func (p *Pool) Metadata() Metadata { return p.md }
 

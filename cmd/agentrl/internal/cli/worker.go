@@ -27,6 +27,7 @@ type WorkerCmd struct {
 	Dir         string        `help:"Where to keep downloaded weights (default: a temporary directory)." placeholder:"DIR"`
 	Metrics     string        `help:"Serve Prometheus metrics (tasks stored, returned and terminated, the policy version, the process) on this address's /metrics, e.g. 127.0.0.1:9464." placeholder:"ADDR"`
 	Verbose     bool          `short:"v" help:"Print a line per episode started."`
+	Config      string        `help:"Run configuration (YAML) whose remote environment entries the worker opens, so it can run their episodes (their servers must be reachable from the worker); its other settings are not used." type:"existingfile" placeholder:"FILE"`
 }
 
 // Run pulls the run's weights, then takes tasks and runs them with the rollout loop over a local
@@ -46,6 +47,11 @@ func (c *WorkerCmd) Run(g *Globals) error {
 		}
 		auth.NKeySeed = string(seed)
 	}
+	g, pools, err := withConfiguredEnvs(g, "worker", c.Config) // userenvs.go
+	if err != nil {
+		return err
+	}
+	defer pools.Close()
 	conn, err := dist.Dial(c.Connect, auth, "agentrl-worker")
 	if err != nil {
 		return err
