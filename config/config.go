@@ -12,6 +12,7 @@ import (
 	"github.com/agentrl/agentrl/algo"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/mcp"
+	"github.com/agentrl/agentrl/env/dataset"
 	envremote "github.com/agentrl/agentrl/env/remote"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/infer/local"
@@ -82,6 +83,8 @@ type EnvWeight struct {
 	// Remote defines this environment as one served over HTTP (env/remote's protocol,
 	// docs/env-protocol.md) by the servers it names; the name is the run's own for it.
 	Remote *envremote.PoolConfig `yaml:"remote,omitempty"`
+	// Tasks defines this environment as a file of tasks with reference answers (env/dataset).
+	Tasks *dataset.Config `yaml:"tasks,omitempty"`
 }
 
 // Phase is one stage of a run.

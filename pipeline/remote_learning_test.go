@@ -11,7 +11,7 @@ import (
 
 // The long tier: the calc preset's recipe (cold start on the expert's demonstrations, then GRPO)
 // on the Python reference environment over HTTP learns it: held-out success rises well above the
-// untrained policy's after the supervised phase, and RL keeps or raises it.
+// untrained policy's after the supervised phase, and RL raises it further (0% → 48% → 93% held-out sampled pass@1 when written).
 func TestRemoteEnvLearns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long tier: a run of a few thousand steps against the Python reference environment")
@@ -39,8 +39,8 @@ func TestRemoteEnvLearns(t *testing.T) {
 	t.Logf("%s", out.String())
 	before, sft, rl := successOf(sum.Evals[0]), successOf(sum.Evals[1]), successOf(sum.Evals[2])
 	t.Logf("held-out success: untrained %.2f, after SFT %.2f, after RL %.2f", before, sft, rl)
-	if sft < before+0.3 || rl < sft-0.05 {
-		t.Fatalf("held-out success: untrained %.2f, after SFT %.2f, after RL %.2f: want SFT ≥ untrained + 0.3 and RL ≥ SFT − 0.05", before, sft, rl)
+	if sft < before+0.3 || rl < sft+0.1 {
+		t.Fatalf("held-out success: untrained %.2f, after SFT %.2f, after RL %.2f: want SFT ≥ untrained + 0.3 and RL ≥ SFT + 0.1", before, sft, rl)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // The readers take any bytes: a dataset or an error, never a panic; every task kept has a
@@ -54,7 +55,7 @@ func checkData(t *testing.T, c Config, data []byte) {
 func checkTasks(t *testing.T, d *Data) {
 	ids := map[string]bool{}
 	for _, tk := range d.Tasks {
-		if strings.TrimSpace(tk.Prompt) == "" || ids[tk.ID] || !validUTF8(tk.Prompt+tk.Answer+tk.ID) {
+		if strings.TrimSpace(tk.Prompt) == "" || ids[tk.ID] || !utf8.ValidString(tk.Prompt+tk.Answer+tk.ID) {
 			t.Fatalf("task %+v kept", tk)
 		}
 		ids[tk.ID] = true
@@ -63,5 +64,3 @@ func checkTasks(t *testing.T, d *Data) {
 		t.Fatalf("split %d of %d", d.Train, len(d.Tasks))
 	}
 }
-
-func validUTF8(s string) bool { return strings.ToValidUTF8(s, "\x00") == s || !strings.Contains(s, "\x00") && strings.ToValidUTF8(s, "") == s }

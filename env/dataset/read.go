@@ -289,7 +289,6 @@ func readCSV(r io.Reader, b *builder) error {
 		if err == io.EOF {
 			return nil
 		}
-		line, _ := cr.FieldPos(0)
 		var pe *csv.ParseError
 		if errors.As(err, &pe) && !errors.Is(err, errLineTooLong) {
 			if e := b.skip(pe.Line, "bad_csv", pe.Err.Error()); e != nil {
@@ -299,6 +298,10 @@ func readCSV(r io.Reader, b *builder) error {
 		}
 		if err != nil {
 			return err
+		}
+		line := 0
+		if len(rec) > 0 {
+			line, _ = cr.FieldPos(0)
 		}
 		bad := false
 		for _, f := range rec {

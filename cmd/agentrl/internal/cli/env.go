@@ -24,11 +24,11 @@ type EnvListCmd struct {
 
 // Run prints the registry.
 func (c *EnvListCmd) Run(g *Globals) error {
-	g, pools, err := withConfiguredEnvs(g, "env list", c.Config) // userenvs.go
+	g, user, err := withConfiguredEnvs(g, "env list", c.Config) // userenvs.go
 	if err != nil {
 		return err
 	}
-	defer pools.Close()
+	defer user.Close()
 	names := g.Envs.Names()
 	if c.JSON {
 		enc := json.NewEncoder(g.Stdout)
@@ -39,7 +39,7 @@ func (c *EnvListCmd) Run(g *Globals) error {
 			}
 			md := remote.Metadata{Protocol: remote.ProtocolVersion, Name: s.Name, Description: s.Description,
 				Train: remote.Range{Lo: s.Train.Lo, Hi: s.Train.Hi}, Heldout: remote.Range{Lo: s.Heldout.Lo, Hi: s.Heldout.Hi}}
-			if p := pools[n]; p != nil {
+			if p := user.Pools[n]; p != nil {
 				md = p.Metadata()
 				md.Name = n // the run's name for it; the servers' is in the description
 				md.Description = fmt.Sprintf("remote %q: %s", p.Metadata().Name, p.Metadata().Description)
@@ -62,7 +62,7 @@ func (c *EnvListCmd) Run(g *Globals) error {
 			return err
 		}
 		desc := s.Description
-		if p := pools[n]; p != nil {
+		if p := user.Pools[n]; p != nil {
 			md := p.Metadata()
 			desc = fmt.Sprintf("remote %q at %s (%d tools, expert %v): %s", md.Name, strings.Join(p.URLs(), ", "), len(md.Tools), md.Expert, desc)
 		}

@@ -53,13 +53,13 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 		}
 		rc.MaxContext = c.MaxContext
 	}
-	g, pools, err := withConfiguredEnvs(g, "eval", c.Config) // userenvs.go
+	g, user, err := withConfiguredEnvs(g, "eval", c.Config) // userenvs.go
 	if err != nil {
 		return err
 	}
-	defer pools.Close()
+	defer user.Close()
 	var tools *mcp.Toolbox
-	if pools[c.Env] == nil { // a remote environment's tools are its servers'
+	if user.Pools[c.Env] == nil && user.Data[c.Env] == nil { // remote and dataset environments take no MCP tools here
 		if tools, err = connectMCP(g, "eval", c.Config, c.Env); err != nil {
 			return err
 		}

@@ -4,34 +4,29 @@ import (
 	"fmt"
 
 	"github.com/agentrl/agentrl/config"
-	"github.com/agentrl/agentrl/env/remote"
+	"github.com/agentrl/agentrl/pipeline"
 )
 
-// withConfiguredEnvs opens the remote environments that the run configuration at path defines
-// (entries with a remote block) and returns Globals whose registry holds them beside g's; no
-// path, or a configuration that defines none, changes nothing. The caller closes the pools.
-func withConfiguredEnvs(g *Globals, cmd, path string) (*Globals, remote.Pools, error) {
+// withConfiguredEnvs opens the environments that the run configuration at path defines (entries
+// with a remote or tasks block) and returns Globals whose registry holds them beside g's; no
+// path, or a configuration that defines none, changes nothing. The caller closes what it returns.
+func withConfiguredEnvs(g *Globals, cmd, path string) (*Globals, *pipeline.UserEnvs, error) {
 	if path == "" {
-		return g, nil, nil
+		return g, &pipeline.UserEnvs{Envs: g.Envs}, nil
 	}
 	cfg, err := config.DecodeFile(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	defs := cfg.RemoteEnvs()
-	if len(defs) == 0 {
-		return g, nil, nil
-	}
 	// The same checks as a run's: each block valid, one definition per name, no taken name.
-	if err := cfg.ValidateRemoteEnvs(g.Envs); err != nil {
+	if err := cfg.ValidateUserEnvs(g.Envs); err != nil {
 		return nil, nil, fmt.Errorf("%s: %s: %w", cmd, path, err)
 	}
-	reg := g.Envs.Clone()
-	pools, err := remote.Register(g.Ctx, reg, defs, nil)
+	user, err := pipeline.OpenUserEnvs(g.Ctx, g.Envs, cfg, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", cmd, err)
 	}
 	out := *g
-	out.Envs = reg
-	return &out, pools, nil
+	out.Envs = user.Envs
+	return &out, user, nil
 }

@@ -47,11 +47,11 @@ func (c *WorkerCmd) Run(g *Globals) error {
 		}
 		auth.NKeySeed = string(seed)
 	}
-	g, pools, err := withConfiguredEnvs(g, "worker", c.Config) // userenvs.go
+	g, user, err := withConfiguredEnvs(g, "worker", c.Config) // userenvs.go
 	if err != nil {
 		return err
 	}
-	defer pools.Close()
+	defer user.Close()
 	conn, err := dist.Dial(c.Connect, auth, "agentrl-worker")
 	if err != nil {
 		return err
