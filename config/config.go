@@ -11,8 +11,8 @@ import (
 
 	"github.com/agentrl/agentrl/algo"
 	"github.com/agentrl/agentrl/env"
-	"github.com/agentrl/agentrl/env/mcp"
 	"github.com/agentrl/agentrl/env/dataset"
+	"github.com/agentrl/agentrl/env/mcp"
 	envremote "github.com/agentrl/agentrl/env/remote"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/infer/local"
