@@ -107,3 +107,36 @@ func TestDatasetEnvErrors(t *testing.T) {
 		t.Fatalf("a missing file: %v", err)
 	}
 }
+
+// The long tier: RL on calc's tasks exported to JSONL lifts held-out success as RL on the
+// built-in calc-notool (the same tasks, no tool) does, with the same recipe and seed.
+func TestDatasetEnvLearnsLikeBuiltin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long tier: two runs of the calc-notool recipe")
+	}
+	path := calcTasksJSONL(t, 4000)
+	arm := func(sets ...string) (before, after float64) {
+		c, err := config.Load(testEnvs(), "calc-notool", "", append([]string{
+			"runs_dir=" + t.TempDir(), "phases.sft.steps=800", "phases.rl.steps=30", "eval.tasks=100", "eval.samples=2",
+			"tokenizer.corpus_samples=2000"}, sets...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		run, err := NewRun(c, Options{Envs: testEnvs()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, err := run.Train(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%v: held-out success %.2f → %.2f → %.2f", sets, successOf(sum.Evals[0]), successOf(sum.Evals[1]), successOf(sum.Evals[2]))
+		return successOf(sum.Evals[1]), successOf(sum.Evals[2])
+	}
+	dsSFT, dsRL := arm("phases.sft.envs="+datasetEntry(path), "phases.rl.envs=[{name: calctasks, weight: 1}]")
+	biSFT, biRL := arm()
+	if dsRL < dsSFT+0.05 || dsRL < biRL-0.15 {
+		t.Fatalf("dataset: %.2f → %.2f by RL; built-in calc-notool: %.2f → %.2f: want the dataset's RL to gain 0.05 and come within 0.15 of the built-in's",
+			dsSFT, dsRL, biSFT, biRL)
+	}
+}
