@@ -3,8 +3,8 @@
 // of reward's verifiers against its answer field, split into train and held-out rows by a
 // fraction or by a field, with difficulty levels from a field. Files are read streaming with
 // their size, line length and row count bounded; a malformed row is skipped and counted, or
-// refused with its line number when Strict. Episodes are single-turn: the prompt, then the
-// answer, graded.
+// refused with its line number when Strict. Episodes are single-turn (the prompt, then the
+// answer, graded), or multi-turn with built-in tools before the answer.
 package dataset
 
 import (
@@ -13,6 +13,7 @@ import (
 	"math"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -23,6 +24,9 @@ const (
 	DefaultMaxRows      = 1_000_000
 	MaxRowsLimit        = 10_000_000
 )
+
+// Tools lists the built-in tools a dataset's episodes may be given.
+var Tools = []string{"calculator"}
 
 // Verifiers lists the graders a dataset may name.
 var Verifiers = []string{"exact", "numeric", "rational", "set", "regex"}
@@ -50,6 +54,12 @@ type Config struct {
 	Tolerance float64 `yaml:"tolerance,omitempty"`
 	// Level is the field of a row's difficulty level, an integer in [1, env.MaxLevel].
 	Level string `yaml:"level,omitempty"`
+	// Tools are built-in tools the episodes may call before answering (available: calculator),
+	// which makes them multi-turn: each turn with a tool call is answered by the tool, and the
+	// first turn without one is graded.
+	Tools []string `yaml:"tools,omitempty"`
+	// MaxTurns bounds an episode with tools (4).
+	MaxTurns int `yaml:"max_turns,omitempty"`
 	// Strict refuses the file at its first malformed row, naming its line, instead of skipping
 	// and counting it.
 	Strict bool `yaml:"strict,omitempty"`
@@ -147,6 +157,16 @@ func (c Config) Validate() error {
 	if c.Tolerance != 0 && (c.Verifier != "numeric" || !(c.Tolerance > 0 && c.Tolerance < 1)) {
 		bad("tolerance %v: numeric's relative tolerance, in (0, 1)", c.Tolerance)
 	}
+	seen := map[string]bool{}
+	for _, t := range c.Tools {
+		if !slices.Contains(Tools, t) || seen[t] {
+			bad("tools: %q is unknown or listed twice (available: %s)", t, strings.Join(Tools, ", "))
+		}
+		seen[t] = true
+	}
+	if c.MaxTurns != 0 && (len(c.Tools) == 0 || c.MaxTurns < 2 || c.MaxTurns > 64) {
+		bad("max_turns %d: with tools, in [2, 64] (default 4); without tools an episode is one turn", c.MaxTurns)
+	}
 	if c.MaxBytes < 0 || c.MaxLineBytes < 0 || c.MaxRows < 0 || c.MaxRows > MaxRowsLimit {
 		bad("max_bytes, max_line_bytes and max_rows must not be negative, max_rows at most %d", MaxRowsLimit)
 	}
@@ -165,6 +185,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Tolerance == 0 {
 		c.Tolerance = 1e-6
+	}
+	if c.MaxTurns == 0 {
+		c.MaxTurns = 4
 	}
 	return c
 }

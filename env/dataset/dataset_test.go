@@ -255,3 +255,38 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// With tools, an episode is multi-turn: a turn calling the calculator is answered by it, and the
+// first turn without a call is graded; the suite holds for the wrapped environment.
+func TestTools(t *testing.T) {
+	c := cfg(write(t, "d.jsonl", jsonlOf(200)))
+	c.Tools, c.MaxTurns = []string{"calculator"}, 3
+	d, err := Load(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := d.Spec("withtools")
+	envtest.Run(t, spec)
+	e, _ := spec.New()
+	ctx := context.Background()
+	obs, err := e.Reset(ctx, 0)
+	if err != nil || !strings.Contains(obs.System, "calculator") {
+		t.Fatalf("system prompt %q, %v", obs.System, err)
+	}
+	tr, err := e.Step(ctx, `<tool_call>{"name": "calculator", "arguments": {"expression": "`+d.Tasks[0].Answer+` + 0"}}</tool_call>`)
+	if err != nil || tr.Done || !strings.Contains(tr.Observation, d.Tasks[0].Answer) || len(tr.ToolCalls) != 1 {
+		t.Fatalf("a calculator call: %+v, %v", tr, err)
+	}
+	if tr, err = e.Step(ctx, d.Tasks[0].Answer); err != nil || !tr.Done || tr.Reward != 1 {
+		t.Fatalf("the answer after the call: %+v, %v", tr, err)
+	}
+	bad := cfg("x.jsonl")
+	bad.Tools = []string{"python"}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "available: calculator") {
+		t.Fatalf("an unknown tool: %v", err)
+	}
+	bad.Tools, bad.MaxTurns = nil, 3
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "max_turns") {
+		t.Fatalf("max_turns without tools: %v", err)
+	}
+}

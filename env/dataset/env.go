@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/tool"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -60,7 +61,7 @@ func (d *Data) spec(name string, pick func(int64) int) env.Spec {
 		Description: fmt.Sprintf("tasks of %s (%d train, %d held out), graded %s", d.Config.Path, d.Train, len(d.Tasks)-d.Train, d.Config.Verifier),
 		Train:       env.SeedRange{Lo: 0, Hi: int64(d.Train)},
 		Heldout:     env.SeedRange{Lo: int64(d.Train), Hi: int64(len(d.Tasks))},
-		New:         func() (env.Env, error) { return &taskEnv{d: d, task: task}, nil },
+		New:         func() (env.Env, error) { return d.newEnv(task) },
 		Expert: func(seed int64, noise float64, rng *rand.Rand) env.Agent {
 			return expert{d: d, task: task, seed: seed, wrong: noise > 0 && rng.Float64() < noise}
 		},
@@ -147,4 +148,26 @@ func (d *Data) score(ctx context.Context, t *Task, response string) (float64, er
 		return reward.Format{Pattern: t.pattern}.Score(ctx, reward.Sample{Response: trimSpace(response)})
 	}
 	return 0, fmt.Errorf("dataset: unknown verifier %q", d.Config.Verifier)
+}
+
+// newEnv makes an episode's environment, with its tools when the dataset names any.
+func (d *Data) newEnv(task func(int64) (*Task, error)) (env.Env, error) {
+	e := &taskEnv{d: d, task: task}
+	if len(d.Config.Tools) == 0 {
+		return e, nil
+	}
+	var tools []tool.Tool
+	for _, name := range d.Config.Tools {
+		switch name {
+		case "calculator":
+			c, err := tool.NewCalculator(tool.CalcLimits{})
+			if err != nil {
+				return nil, err
+			}
+			tools = append(tools, c)
+		default:
+			return nil, fmt.Errorf("dataset: unknown tool %q", name)
+		}
+	}
+	return env.WithTurnLimit(env.WithTools(e, tools, env.ToolLimits{}), d.Config.withDefaults().MaxTurns), nil
 }
