@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +65,49 @@ func TestRemoteEnvEntryErrors(t *testing.T) {
 		_, err := Load(envs, "", "", tc.sets)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want an error saying %q", tc.sets, err, tc.want)
+		}
+	}
+}
+
+// A tasks entry decodes (held_out a fraction or a field), survives the saved rendering, and is
+// refused when its file is missing or its block is wrong.
+func TestTaskEnvEntry(t *testing.T) {
+	envs := all.Builtins()
+	path := t.TempDir() + "/d.jsonl"
+	if err := os.WriteFile(path, []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, held := range []string{"0.1", "split"} {
+		c, err := Load(envs, "", "", []string{
+			"phases.sft.envs=[{name: mytasks, weight: 1, tasks: {path: '" + path + "', prompt: '{q}', answer: a, split: {held_out: " + held + "}, verifier: exact}}]",
+			"phases.rl.envs=[{name: mytasks, weight: 1}]",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := Encode(c)
+		back, err := Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := back.Validate(envs); err != nil {
+			t.Fatalf("%s: %v\n%s", held, err, data)
+		}
+		if fmt.Sprint(back.TaskEnvs()["mytasks"].Split.HeldOut) != held {
+			t.Fatalf("held_out %v after the round trip, want %s", back.TaskEnvs()["mytasks"].Split.HeldOut, held)
+		}
+	}
+	for _, tc := range []struct{ entry, want string }{
+		{"{name: t, weight: 1, tasks: {path: /nonexistent.jsonl, prompt: q, answer: a, split: {held_out: 0.1}, verifier: exact}}", "tasks.path"},
+		{"{name: t, weight: 1, tasks: {path: '" + path + "', prompt: q, answer: a, split: {held_out: 0.1}, verifier: judge}}", "not available"},
+		{"{name: t, weight: 1, tasks: {path: '" + path + "', prompt: q, answer: a, split: {held_out: 2}, verifier: exact}}", "held_out"},
+		{"{name: t, weight: 1, tasks: {path: '" + path + "', prompt: q, answer: a, split: {held_out: 0.1}, verifier: exact, colour: red}}", "colour"},
+		{"{name: t, weight: 1, remote: {url: 'http://a:1'}, tasks: {path: '" + path + "', prompt: q, answer: a, split: {held_out: 0.1}, verifier: exact}}", "not both"},
+		{"{name: t, weight: 1, tasks: {path: '" + path + "', prompt: q, answer: a, split: {held_out: 0.1}, verifier: exact}, difficulty: {levels: [1]}}", "no levels"},
+	} {
+		_, err := Load(envs, "", "", []string{"phases.rl.envs=[" + tc.entry + "]"})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.entry, err, tc.want)
 		}
 	}
 }

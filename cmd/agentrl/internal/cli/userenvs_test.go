@@ -78,3 +78,29 @@ func TestConfiguredRemoteEnv(t *testing.T) {
 		t.Fatalf("env list with a server that is not there: %v\n%s", err, out)
 	}
 }
+
+// env list --config lists a dataset environment with its split; a worker whose --config names a
+// remote environment nobody serves says so instead of taking tasks.
+func TestConfiguredDatasetAndWorker(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "d.csv")
+	var rows strings.Builder
+	rows.WriteString("q,a\n")
+	for i := range 40 {
+		fmt.Fprintf(&rows, "What is %d?,%d\n", i, i)
+	}
+	os.WriteFile(data, []byte(rows.String()), 0o644)
+	cfg := filepath.Join(dir, "run.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("phases:\n  - name: rl\n    kind: rl\n    envs:\n      - {name: mytasks, weight: 1, tasks: {path: %q, prompt: q, answer: a, split: {held_out: 0.25}, verifier: numeric}}\n", data)), 0o644)
+	out, err := runCLI(t, "env", "list", "--config", cfg)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !regexp.MustCompile(`mytasks\s+\[0, \d+\)\s+\[\d+, 40\)\s+tasks of ` + regexp.QuoteMeta(data)).MatchString(out) {
+		t.Fatalf("env list lacks the dataset:\n%s", out)
+	}
+	out, err = runCLI(t, "worker", "--connect", "nats://127.0.0.1:1", "--run", "x", "--config", remoteConfig(t, "http://127.0.0.1:1", ", unreachable: 300ms"))
+	if err == nil || !strings.Contains(err.Error(), "http://127.0.0.1:1") || !strings.Contains(err.Error(), "no server") {
+		t.Fatalf("worker with an unserved remote environment: %v\n%s", err, out)
+	}
+}
