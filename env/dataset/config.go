@@ -54,6 +54,9 @@ type Config struct {
 	Tolerance float64 `yaml:"tolerance,omitempty"`
 	// Level is the field of a row's difficulty level, an integer in [1, env.MaxLevel].
 	Level string `yaml:"level,omitempty"`
+	// Demo is the field of the expert's first turn (e.g. a tool call); the expert then answers
+	// the reference answer. Without it the expert answers at once.
+	Demo string `yaml:"demo,omitempty"`
 	// Tools are built-in tools the episodes may call before answering (available: calculator),
 	// which makes them multi-turn: each turn with a tool call is answered by the tool, and the
 	// first turn without one is graded.
@@ -128,7 +131,10 @@ func (c Config) Validate() error {
 	if !fieldRE.MatchString(c.Answer) {
 		bad("answer: the field of the reference answer")
 	}
-	for name, f := range map[string]string{"id": c.ID, "level": c.Level} {
+	if c.Demo != "" && len(c.Tools) == 0 {
+		bad("demo: a first turn before the answer needs tools (a single-turn episode ends at its first turn)")
+	}
+	for name, f := range map[string]string{"id": c.ID, "level": c.Level, "demo": c.Demo} {
 		if f != "" && !fieldRE.MatchString(f) {
 			bad("%s %q is not a field name", name, f)
 		}
@@ -231,15 +237,6 @@ func parseTemplate(s string) (template, error) {
 		return t, fmt.Errorf("template %q names no {field}", s)
 	}
 	return t, nil
-}
-
-// fields lists the fields the template reads.
-func (t template) fields() []string {
-	var out []string
-	for i := 1; i < len(t.parts); i += 2 {
-		out = append(out, t.parts[i])
-	}
-	return out
 }
 
 func (t template) render(row func(string) (string, error)) (string, error) {

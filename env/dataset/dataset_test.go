@@ -280,7 +280,29 @@ func TestTools(t *testing.T) {
 	if tr, err = e.Step(ctx, d.Tasks[0].Answer); err != nil || !tr.Done || tr.Reward != 1 {
 		t.Fatalf("the answer after the call: %+v, %v", tr, err)
 	}
+	// A demo field: the expert calls the calculator first, then answers.
+	var rows strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&rows, `{"q": "What is %d + 1?", "a": %d, "call": "<tool_call>{\"name\": \"calculator\", \"arguments\": {\"expression\": \"%d + 1\"}}</tool_call>"}`+"\n", i, i+1, i)
+	}
+	dc := Config{Path: write(t, "demo.jsonl", rows.String()), Prompt: "q", Answer: "a", Demo: "call", Tools: []string{"calculator"},
+		Split: Split{HeldOut: 0.25}, Verifier: "rational"}
+	dd, err := Load(dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := dd.Spec("demo")
+	de, _ := ds.New()
+	ep, err := env.Play(ctx, de, ds.Expert(3, 0, nil), 3, 4)
+	if err != nil || !ep.Success || len(ep.Steps) != 2 || len(ep.Steps[0].Transition.ToolCalls) != 1 {
+		t.Fatalf("the expert with a demo: %+v, %v", ep, err)
+	}
 	bad := cfg("x.jsonl")
+	bad.Demo = "call"
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "demo") {
+		t.Fatalf("a demo without tools: %v", err)
+	}
+	bad.Demo = ""
 	bad.Tools = []string{"python"}
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "available: calculator") {
 		t.Fatalf("an unknown tool: %v", err)

@@ -16,7 +16,7 @@ import (
 // and held-out seeds [Train, len(Tasks)) the held-out ones, a seed being a row. An episode shows
 // the prompt (System as its system prompt) and grades the one answer turn with the verifier:
 // reward the score, success when it is full (reward.Solved). The expert answers the reference
-// answer (with probability noise, a wrong one); a regex-graded dataset has no expert, as its
+// answer, after the demo field's turn when there is one (with probability noise, a wrong one); a regex-graded dataset has no expert, as its
 // answers are patterns. With a level field, the spec has the rows' levels: at level l, a seed
 // picks among the rows of that level in its split.
 func (d *Data) Spec(name string) env.Spec {
@@ -63,7 +63,7 @@ func (d *Data) spec(name string, pick func(int64) int) env.Spec {
 		Heldout:     env.SeedRange{Lo: int64(d.Train), Hi: int64(len(d.Tasks))},
 		New:         func() (env.Env, error) { return d.newEnv(task) },
 		Expert: func(seed int64, noise float64, rng *rand.Rand) env.Agent {
-			return expert{d: d, task: task, seed: seed, wrong: noise > 0 && rng.Float64() < noise}
+			return &expert{d: d, task: task, seed: seed, wrong: noise > 0 && rng.Float64() < noise}
 		},
 		Corpus: func(n int) []string {
 			out := make([]string, 0, n)
@@ -81,9 +81,11 @@ type expert struct {
 	task  func(int64) (*Task, error)
 	seed  int64
 	wrong bool
+	turn  int
 }
 
-func (e expert) Act(context.Context, string) (string, error) {
+func (e *expert) Act(context.Context, string) (string, error) {
+	e.turn++
 	if e.d.Config.Verifier == "regex" {
 		return "", errors.New("dataset: a regex-graded dataset has no demonstrations (its answers are patterns)")
 	}
@@ -93,6 +95,9 @@ func (e expert) Act(context.Context, string) (string, error) {
 	}
 	if e.wrong {
 		return "I do not know.", nil
+	}
+	if e.turn == 1 && t.Demo != "" {
+		return t.Demo, nil
 	}
 	return t.Answer, nil
 }

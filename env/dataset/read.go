@@ -24,7 +24,8 @@ import (
 // Task is one row kept.
 type Task struct {
 	ID, Prompt, Answer string
-	Level              int // 0 without a level field
+	Demo               string // the expert's first turn, when the dataset has a demo field
+	Level              int    // 0 without a level field
 	HeldOut            bool
 	Line               int // the row's line (JSONL, CSV) or row number (Parquet), from 1
 
@@ -392,6 +393,11 @@ func (b *builder) task(line int, get row) (Task, string, error) {
 	}
 	if err := b.checkAnswer(&t); err != nil {
 		return t, "bad_answer", err
+	}
+	if b.c.Demo != "" {
+		if t.Demo, err = get(b.c.Demo); err != nil {
+			return t, reasonOf(err), err
+		}
 	}
 	t.ID = fmt.Sprintf("line-%d", line)
 	if b.c.ID != "" {
