@@ -71,6 +71,7 @@ type replica struct {
 	fails       int
 	lastErr     error
 	checked     bool // its metadata was read and agrees with the pool's
+	excluded    bool // its metadata disagrees: it is never used
 }
 
 // OpenPool reads every replica's metadata (retrying for up to cfg.Unreachable until at least
@@ -348,6 +349,10 @@ func (p *Pool) release(r *replica) {
 // up records that r answered.
 func (p *Pool) up(r *replica) {
 	p.mu.Lock()
+	if r.excluded {
+		p.mu.Unlock()
+		return
+	}
 	r.fails, r.downUntil, r.lastErr = 0, time.Time{}, nil
 	p.allDownSince = time.Time{}
 	p.mu.Unlock()
@@ -356,6 +361,10 @@ func (p *Pool) up(r *replica) {
 // down leaves r alone for a backoff that doubles with each failure in a row.
 func (p *Pool) down(r *replica, err error) {
 	p.mu.Lock()
+	if r.excluded {
+		p.mu.Unlock()
+		return
+	}
 	r.fails++
 	d := min(backoffMin<<min(r.fails-1, 10), backoffMax)
 	r.downUntil, r.lastErr = p.now().Add(d), err
@@ -378,7 +387,10 @@ func (p *Pool) check(ctx context.Context, r *replica) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if d := metadataDiff(p.md, md); d != "" {
-		return fmt.Errorf("%w: server %s serves another environment than %s: %s", ErrProtocol, r.url, p.reps[0].url, d)
+		// Not the same environment: never route to it again in this run.
+		err := fmt.Errorf("%w: server %s serves another environment than %s: %s", ErrProtocol, r.url, p.reps[0].url, d)
+		r.downUntil, r.lastErr, r.excluded = p.now().Add(100*365*24*time.Hour), err, true
+		return err
 	}
 	r.checked = true
 	return nil

@@ -420,3 +420,44 @@ func (c closeIdle) Close() error {
 	c.p.Close()
 	return err
 }
+
+// A replica that did not answer at start and later serves another environment is never used.
+func TestPoolLateReplicaDisagrees(t *testing.T) {
+	good := guessServer(t, nil)
+	var lying atomic.Bool
+	late := guessServer(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !lying.Load() {
+				conn, _, _ := w.(http.Hijacker).Hijack()
+				conn.Close()
+				return
+			}
+			if r.URL.Path == "/metadata" {
+				writeJSON(w, 200, Metadata{Protocol: 1, Name: "other", Train: Range{0, 5}, Heldout: Range{5, 6}})
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	p := openPool(t, PoolConfig{URL: good.URL, Replicas: []string{late.URL}, MaxSessions: 1}, nil)
+	lying.Store(true)
+	time.Sleep(150 * time.Millisecond) // past the late replica's first backoff
+	ctx := context.Background()
+	e1, _ := p.Spec().New()
+	if _, err := e1.Reset(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	defer e1.(env.Closer).Close()
+	// The good replica is full: the next reset meets the late one, which disagrees.
+	e2, _ := p.Spec().New()
+	defer e2.(env.Closer).Close()
+	tctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := e2.Reset(tctx, 2); !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "another environment") {
+		t.Fatalf("a reset meeting the disagreeing replica: %v", err)
+	}
+	e1.(env.Closer).Close()
+	if _, err := e2.Reset(ctx, 2); err != nil {
+		t.Fatalf("after the good replica freed a slot: %v", err)
+	}
+}
