@@ -28,6 +28,18 @@ func readParquet(r io.ReaderAt, size int64, c Config) (d *Data, err error) {
 	if n := f.NumRows(); n > int64(c.MaxRows)*4+1024 {
 		return nil, fmt.Errorf("%w: %d rows, far more than max_rows %d", ErrTooLarge, n, c.MaxRows)
 	}
+	// What the file says its pages hold once decompressed, so that a small corrupt file cannot
+	// make the reader allocate without bound.
+	var total int64
+	for _, rg := range f.Metadata().RowGroups {
+		for _, col := range rg.Columns {
+			u := col.MetaData.TotalUncompressedSize
+			if u < 0 || u > maxUncompressed(c, size) || total+u > maxUncompressed(c, size) {
+				return nil, fmt.Errorf("%w: the column chunks claim %d uncompressed bytes, over %d", ErrTooLarge, total+u, maxUncompressed(c, size))
+			}
+			total += u
+		}
+	}
 	b := newBuilder(c)
 	pr := parquet.NewGenericReader[any](r)
 	defer pr.Close()
@@ -102,3 +114,7 @@ func parquetValue(field string, v any) (string, error) {
 	}
 	return "", &fieldError{"wrong_type", fmt.Sprintf("field %q is %T, not text or a number", field, v)}
 }
+
+// maxUncompressed bounds a Parquet file's decompressed data: 16 times its size plus 1 MiB, and
+// never more than max_bytes.
+func maxUncompressed(c Config, size int64) int64 { return min(16*size+1<<20, c.MaxBytes) }
