@@ -11,7 +11,9 @@ import (
 
 	"github.com/agentrl/agentrl/algo"
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/env/dataset"
 	"github.com/agentrl/agentrl/env/mcp"
+	envremote "github.com/agentrl/agentrl/env/remote"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/hub"
 	"github.com/agentrl/agentrl/infer/local"
@@ -85,6 +87,11 @@ type EnvWeight struct {
 	// Difficulty draws this environment's tasks at its difficulty levels (env.Difficulty;
 	// absent: its default tasks). Evaluation then reports success per level (difficulty.go).
 	Difficulty *env.Difficulty `yaml:"difficulty,omitempty"`
+	// Remote defines this environment as one served over HTTP (env/remote's protocol,
+	// docs/env-protocol.md) by the servers it names; the name is the run's own for it.
+	Remote *envremote.PoolConfig `yaml:"remote,omitempty"`
+	// Tasks defines this environment as a file of tasks with reference answers (env/dataset).
+	Tasks *dataset.Config `yaml:"tasks,omitempty"`
 }
 
 // Phase is one stage of a run.
@@ -321,6 +328,7 @@ func (c *Config) Validate(envs *env.Registry) error {
 	if c.Chat != nil {
 		errs = append(errs, c.Chat.validate()...) // chat.go
 	}
+	errs = append(errs, c.validateUserEnvs(envs)...) // userenvs.go
 	if c.MCP != nil {
 		used := map[string]bool{}
 		for _, n := range c.EnvNames() {
@@ -339,7 +347,7 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 		return errors.New("envs: at least one environment is needed")
 	}
 	for _, e := range p.Envs {
-		spec, err := envs.Lookup(e.Name)
+		spec, err := c.lookupEnv(envs, e.Name)
 		if err != nil {
 			return err
 		}

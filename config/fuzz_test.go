@@ -22,6 +22,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("seed: [[[[[]]]]]\n"), "seed=&a 1")
 	f.Add([]byte("a: &a {b: *a}\n"), "mcp.servers.x.command=[a, b]")
 	f.Add([]byte("phases: [{name: rl, kind: rl, rl: {group_size: 1}}]\n"), "phases.rl.rl.dynamic_sampling=null")
+	f.Add(good, "phases.rl.envs=[{name: myenv, weight: 1, remote: {url: 'http://127.0.0.1:9', replicas: ['http://[::1]:9'], timeout: 1s}}]")
+	f.Add(good, "phases.rl.envs=[{name: t, weight: 1, tasks: {path: x.csv, prompt: '{a} {{b}}', answer: a, split: {held_out: s}, verifier: set, tools: [calculator]}}]")
 	envs := all.Builtins()
 	f.Fuzz(func(t *testing.T, data []byte, set string) {
 		c, err := Decode(data)

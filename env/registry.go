@@ -113,3 +113,15 @@ func (r *Registry) New(name string) (Env, error) {
 	}
 	return spec.New()
 }
+
+// Clone returns a new registry holding the same specs, for a caller that adds its own
+// environments without changing what anyone else sees.
+func (r *Registry) Clone() *Registry {
+	out := NewRegistry()
+	if r != nil {
+		for n, s := range r.specs {
+			out.specs[n] = s
+		}
+	}
+	return out
+}

@@ -219,9 +219,8 @@ func (r *Run) buildTokenizer() error {
 	return tok.Save(filepath.Join(r.Dir, "tokenizer"))
 }
 
-// Train runs the phases, evaluating on held-out tasks before training and after each phase.
-// A run opened by Resume continues where its latest checkpoint left off.
-func (r *Run) Train(ctx context.Context) (*Summary, error) {
+// train runs the phases (Train, remote.go, opens the remote environments first).
+func (r *Run) train(ctx context.Context) (*Summary, error) {
 	defer r.Close()
 	r.start = r.now()
 	// MCP servers first: one that does not start fails the run before any work. They stay

@@ -24,6 +24,8 @@ type ClientOptions struct {
 	Timeout time.Duration
 	// MaxResponseBytes bounds a response body (64 MiB).
 	MaxResponseBytes int64
+	// APIKey, when set, is sent as "Authorization: Bearer <key>" with every request.
+	APIKey string
 	// Transport replaces the client's own tuned transport (tests, proxies). A client closes idle
 	// connections only of a transport it made itself.
 	Transport http.RoundTripper
@@ -205,6 +207,9 @@ func (c *Client) call(ctx context.Context, op, method, path string, in, out any)
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.opts.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opts.APIKey)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

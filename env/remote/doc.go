@@ -10,6 +10,7 @@
 //	GET    /health    → {"status": "ok", "env", "sessions"}
 //	GET    /metadata  → {"protocol", "name", "description", "train", "heldout", "max_body_bytes", …}
 //	GET    /schema    → JSON schemas of the action, observation, transition and state
+//	POST   /expert    {"seed", "noise", "rng_seed", "observations"} → {"action"} (when the spec has an expert)
 //
 // Every error is a JSON body {"error": {"code", "message"}} with a 4xx status for a bad request
 // (bad JSON, unknown fields, wrong method, unknown, expired or evicted session, body over the
@@ -28,6 +29,12 @@
 // session, and every transport failure, non-2xx answer or timeout is an error — never a reward —
 // so a rollout records the episode as env_error or timeout. Requests are not retried: a step is
 // not idempotent.
+//
+// A Pool (OpenPool, Register) is how a training run uses remote environments: one environment
+// served by one or more replicas, each episode's session on the replica with the fewest open,
+// bounded per replica, resets moved off a replica that does not answer (which then backs off),
+// the pool declared dead when none has answered for a while; failures counted by reason. The
+// whole protocol, for implementing a server in another language, is docs/env-protocol.md.
 //
 // The package does not authenticate or encrypt: the server listens on loopback unless told
 // otherwise, and anything wider belongs behind a proxy that does both.

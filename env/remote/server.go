@@ -148,6 +148,7 @@ func NewServer(spec env.Spec, opts ServerOptions) (*Server, error) {
 		"/health":   {[]string{http.MethodGet}, s.handleHealth},
 		"/metadata": {[]string{http.MethodGet}, s.handleMetadata},
 		"/schema":   {[]string{http.MethodGet}, s.handleSchema},
+		"/expert":   {[]string{http.MethodPost}, s.handleExpert},
 	}
 	s.metrics = newServerMetrics(s)
 	s.reaperWG.Add(1)
@@ -178,7 +179,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rt, ok := s.routes[r.URL.Path]
 	if !ok {
-		writeError(w, errorf(http.StatusNotFound, CodeNotFound, "no endpoint %s (have /reset /step /state /close /health /metadata /schema /metrics)", r.URL.Path))
+		writeError(w, errorf(http.StatusNotFound, CodeNotFound, "no endpoint %s (have /reset /step /state /close /health /metadata /schema /expert /metrics)", r.URL.Path))
 		return
 	}
 	t0 := time.Now()
@@ -275,7 +276,7 @@ func (s *Server) handleMetadata(w http.ResponseWriter, r *http.Request) error {
 		Train:        Range{s.spec.Train.Lo, s.spec.Train.Hi},
 		Heldout:      Range{s.spec.Heldout.Lo, s.spec.Heldout.Hi},
 		MaxBodyBytes: s.opts.MaxBodyBytes, MaxSessions: s.opts.MaxSessions,
-		IdleTimeoutMS: s.opts.IdleTimeout.Milliseconds(),
+		IdleTimeoutMS: s.opts.IdleTimeout.Milliseconds(), Expert: s.spec.Expert != nil,
 	})
 	return nil
 }

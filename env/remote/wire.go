@@ -1,6 +1,8 @@
 package remote
 
 import (
+	"encoding/json"
+
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/traj"
 )
@@ -105,6 +107,33 @@ type Metadata struct {
 	MaxBodyBytes  int64  `json:"max_body_bytes"`
 	MaxSessions   int    `json:"max_sessions"`
 	IdleTimeoutMS int64  `json:"idle_timeout_ms"`
+	// Expert says the server answers POST /expert with a demonstrating policy's actions.
+	Expert bool `json:"expert,omitempty"`
+	// Tools lists the tools the environment's episodes offer, as their system prompt describes
+	// them; a transition naming a tool that is not listed is a protocol error when the list is
+	// not empty.
+	Tools []ToolInfo `json:"tools,omitempty"`
+}
+
+// ToolInfo is one tool of Metadata.Tools.
+type ToolInfo struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"` // a JSON Schema of the arguments
+}
+
+// expertRequest asks for the expert's next action in the episode of seed whose observations so
+// far (the reset's text first) are Observations: the server plays a fresh expert for seed,
+// noise and rng_seed through them, so the route keeps no state.
+type expertRequest struct {
+	Seed         *int64  `json:"seed"`
+	Noise        float64 `json:"noise"`
+	RNGSeed      uint64  `json:"rng_seed"`
+	Observations []text  `json:"observations"`
+}
+
+type expertResponse struct {
+	Action *text `json:"action"`
 }
 
 type health struct {

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -17,11 +18,17 @@ type EnvCmd struct {
 
 // EnvListCmd prints every registered environment.
 type EnvListCmd struct {
-	JSON bool `help:"Print one JSON object per environment instead of a table."`
+	JSON   bool   `help:"Print one JSON object per environment instead of a table."`
+	Config string `help:"Run configuration (YAML) whose remote environments to list too; their servers are asked for their metadata." type:"existingfile" placeholder:"FILE"`
 }
 
 // Run prints the registry.
 func (c *EnvListCmd) Run(g *Globals) error {
+	g, user, err := withConfiguredEnvs(g, "env list", c.Config) // userenvs.go
+	if err != nil {
+		return err
+	}
+	defer user.Close()
 	names := g.Envs.Names()
 	if c.JSON {
 		enc := json.NewEncoder(g.Stdout)
@@ -30,8 +37,14 @@ func (c *EnvListCmd) Run(g *Globals) error {
 			if err != nil {
 				return err
 			}
-			if err := enc.Encode(remote.Metadata{Protocol: remote.ProtocolVersion, Name: s.Name, Description: s.Description,
-				Train: remote.Range{Lo: s.Train.Lo, Hi: s.Train.Hi}, Heldout: remote.Range{Lo: s.Heldout.Lo, Hi: s.Heldout.Hi}}); err != nil {
+			md := remote.Metadata{Protocol: remote.ProtocolVersion, Name: s.Name, Description: s.Description,
+				Train: remote.Range{Lo: s.Train.Lo, Hi: s.Train.Hi}, Heldout: remote.Range{Lo: s.Heldout.Lo, Hi: s.Heldout.Hi}}
+			if p := user.Pools[n]; p != nil {
+				md = p.Metadata()
+				md.Name = n // the run's name for it; the servers' is in the description
+				md.Description = fmt.Sprintf("remote %q: %s", p.Metadata().Name, p.Metadata().Description)
+			}
+			if err := enc.Encode(md); err != nil {
 				return fmt.Errorf("env list: %w", err)
 			}
 		}
@@ -48,7 +61,12 @@ func (c *EnvListCmd) Run(g *Globals) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(tw, "%s\t[%d, %d)\t[%d, %d)\t%s\n", s.Name, s.Train.Lo, s.Train.Hi, s.Heldout.Lo, s.Heldout.Hi, s.Description)
+		desc := s.Description
+		if p := user.Pools[n]; p != nil {
+			md := p.Metadata()
+			desc = fmt.Sprintf("remote %q at %s (%d tools, expert %v): %s", md.Name, strings.Join(p.URLs(), ", "), len(md.Tools), md.Expert, desc)
+		}
+		fmt.Fprintf(tw, "%s\t[%d, %d)\t[%d, %d)\t%s\n", s.Name, s.Train.Lo, s.Train.Hi, s.Heldout.Lo, s.Heldout.Hi, desc)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("env list: %w", err)

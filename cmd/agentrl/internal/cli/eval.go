@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/env/mcp"
 	"github.com/agentrl/agentrl/eval"
 	"github.com/agentrl/agentrl/hub"
 	"github.com/agentrl/agentrl/pipeline"
@@ -28,7 +29,7 @@ type EvalCmd struct {
 	Slots      int    `help:"Sequences decoded together." default:"64"`
 	Levels     []int  `help:"Difficulty levels of --env to pose its tasks at, in equal shares (none: its default tasks); success is reported per level." placeholder:"L,..."`
 	JSON       bool   `help:"Print the result as JSON."`
-	Config     string `help:"Run configuration (YAML, e.g. the run's config.yaml) whose mcp block attaches MCP servers' tools to --env as in training; its other settings are not used." type:"existingfile" placeholder:"FILE"`
+	Config     string `help:"Run configuration (YAML, e.g. the run's config.yaml) that defines --env (a remote environment's entry) or whose mcp block attaches MCP servers' tools to --env, as in training; its other settings are not used." type:"existingfile" placeholder:"FILE"`
 }
 
 // Run prints pass@1 (greedy and sampled), pass@k, the episodes that did not end ok, tool-use
@@ -58,9 +59,16 @@ func (c *EvalCmd) Run(g *Globals) (err error) {
 		}
 		rc.MaxContext = c.MaxContext
 	}
-	tools, err := connectMCP(g, "eval", c.Config, c.Env)
+	g, user, err := withConfiguredEnvs(g, "eval", c.Config) // userenvs.go
 	if err != nil {
 		return err
+	}
+	defer user.Close()
+	var tools *mcp.Toolbox
+	if user.Pools[c.Env] == nil && user.Data[c.Env] == nil { // remote and dataset environments take no MCP tools here
+		if tools, err = connectMCP(g, "eval", c.Config, c.Env); err != nil {
+			return err
+		}
 	}
 	defer func() {
 		if cerr := tools.Close(); cerr != nil && err == nil {

@@ -28,6 +28,7 @@ type WorkerCmd struct {
 	Metrics     string        `help:"Serve Prometheus metrics (tasks stored, returned and terminated, the policy version, the process) on this address's /metrics, e.g. 127.0.0.1:9464." placeholder:"ADDR"`
 	Verbose     bool          `short:"v" help:"Print a line per episode started."`
 	Wait        time.Duration `help:"How long to wait for the learner's server to answer and for it to set up the run, retrying with a backoff of up to 30s (a worker may start before its learner)." default:"24h"`
+	Config      string        `help:"Run configuration (YAML) whose remote environment entries the worker opens, so it can run their episodes (their servers must be reachable from the worker); its other settings are not used." type:"existingfile" placeholder:"FILE"`
 }
 
 // Run pulls the run's weights, then takes tasks and runs them with the rollout loop over a local
@@ -50,6 +51,11 @@ func (c *WorkerCmd) Run(g *Globals) error {
 	if err := dist.CheckRun(c.RunName); err != nil {
 		return fmt.Errorf("worker: --run: %w", err)
 	}
+	g, user, err := withConfiguredEnvs(g, "worker", c.Config) // userenvs.go
+	if err != nil {
+		return err
+	}
+	defer user.Close()
 	conn, err := dialLearner(g.Ctx, c.Connect, auth, c.Wait, g.Stderr)
 	if err != nil {
 		return err

@@ -1,0 +1,143 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/agentrl/agentrl/config"
+	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/env/dataset"
+	"github.com/agentrl/agentrl/env/remote"
+)
+
+// Train runs the phases, evaluating on held-out tasks before training and after each phase.
+// A run opened by Resume continues where its latest checkpoint left off. The environments the
+// configuration defines (entries with a remote or a tasks block) are opened first and registered
+// under their names beside Options.Envs, for this run only; when every server of a remote one
+// stops answering for its unreachable window, the run stops with that error.
+func (r *Run) Train(ctx context.Context) (*Summary, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	user, err := OpenUserEnvs(ctx, r.opts.Envs, r.Cfg, func(err error) { cancel(err) })
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	defer func() {
+		for _, line := range user.Pools.Describe() {
+			r.printf("%s\n", line)
+		}
+		user.Close()
+	}()
+	if err := user.checkExperts(r.Cfg); err != nil {
+		r.Close()
+		return nil, err
+	}
+	for _, line := range user.Describe() {
+		r.printf("%s\n", line)
+	}
+	r.opts.Envs = user.Envs
+	sum, err := r.train(ctx)
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, remote.ErrUnreachable) {
+		err = cause
+	}
+	return sum, err
+}
+
+// UserEnvs are the environments a configuration defines, open: remote ones (Pools) and task
+// datasets (Data), registered in Envs beside the base registry's.
+type UserEnvs struct {
+	Envs  *env.Registry
+	Pools remote.Pools
+	Data  map[string]*dataset.Data
+}
+
+// OpenUserEnvs reads the configuration's task datasets and opens its remote environments
+// (onDead, when not nil, hears of a remote one none of whose servers answers any more), and
+// returns them registered in a copy of base. With none, Envs is base itself.
+func OpenUserEnvs(ctx context.Context, base *env.Registry, cfg config.Config, onDead func(error)) (*UserEnvs, error) {
+	u := &UserEnvs{Envs: base, Data: map[string]*dataset.Data{}}
+	remotes, tasks := cfg.RemoteEnvs(), cfg.TaskEnvs()
+	if len(remotes) == 0 && len(tasks) == 0 {
+		return u, nil
+	}
+	u.Envs = base.Clone()
+	names := make([]string, 0, len(tasks))
+	for n := range tasks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		d, err := dataset.Load(tasks[n])
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: env %s: %w", n, err)
+		}
+		if err := u.Envs.Register(d.Spec(n)); err != nil {
+			return nil, fmt.Errorf("pipeline: %w", err)
+		}
+		u.Data[n] = d
+	}
+	pools, err := remote.Register(ctx, u.Envs, remotes, onDead)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	u.Pools = pools
+	return u, nil
+}
+
+// Close releases the remote environments' connections.
+func (u *UserEnvs) Close() { u.Pools.Close() }
+
+// Describe says what each opened environment is, one line each.
+func (u *UserEnvs) Describe() []string {
+	var out []string
+	names := make([]string, 0, len(u.Data))
+	for n := range u.Data {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		d := u.Data[n]
+		line := fmt.Sprintf("env %s: tasks of %s, %d train and %d held-out rows, graded %s", n, d.Config.Path, d.Train, len(d.Tasks)-d.Train, d.Config.Verifier)
+		if l := d.Levels(); l != nil {
+			line += fmt.Sprintf(", levels %v", l)
+		}
+		if s := d.DescribeSkips(); s != "" {
+			line += "; skipped rows: " + s
+		}
+		out = append(out, line)
+	}
+	names = names[:0]
+	for n := range u.Pools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p := u.Pools[n]
+		md := p.Metadata()
+		out = append(out, fmt.Sprintf("env %s: remote %q at %v, train seeds [%d, %d), held-out [%d, %d), expert %v, %d tools",
+			n, md.Name, p.URLs(), md.Train.Lo, md.Train.Hi, md.Heldout.Lo, md.Heldout.Hi, md.Expert, len(md.Tools)))
+	}
+	return out
+}
+
+// checkExperts refuses a supervised phase on an environment with no demonstrations: a remote
+// one whose servers offer no expert, or a regex-graded dataset.
+func (u *UserEnvs) checkExperts(cfg config.Config) error {
+	for _, p := range cfg.Phases {
+		if p.Kind != "sft" {
+			continue
+		}
+		for _, e := range p.Envs {
+			if pool := u.Pools[e.Name]; pool != nil && !pool.Metadata().Expert {
+				return fmt.Errorf("pipeline: phase %s: env %s: its servers offer no expert (metadata \"expert\": false), so a supervised phase has no demonstrations of it", p.Name, e.Name)
+			}
+			if d := u.Data[e.Name]; d != nil && d.Config.Verifier == "regex" {
+				return fmt.Errorf("pipeline: phase %s: env %s: a regex-graded dataset's answers are patterns, not demonstrations", p.Name, e.Name)
+			}
+		}
+	}
+	return nil
+}
