@@ -30,9 +30,11 @@ type Config struct {
 	Seed    uint64 `yaml:"seed"`
 	RunsDir string `yaml:"runs_dir"`
 	// Init starts the run from a checkpoint's weights and tokenizer instead of a fresh model
-	// (e.g. RL from an earlier run's supervised checkpoint); model must describe the same
-	// architecture. hf:ORG/NAME[@REVISION] names a model on the Hugging Face Hub, downloaded
-	// into the huggingface_hub cache when the run starts (package hub, docs/hub.md).
+	// (e.g. RL from an earlier run's supervised checkpoint); the model block may be absent and
+	// is then the checkpoint's architecture (TakeModel, initmodel.go), and a setting it names
+	// must agree with the checkpoint. hf:ORG/NAME[@REVISION] names a model on the Hugging Face
+	// Hub, downloaded into the huggingface_hub cache when the run starts (package hub,
+	// docs/hub.md).
 	Init       string           `yaml:"init,omitempty"`
 	Model      model.Config     `yaml:"model"` // the vocabulary comes from the tokenizer
 	Tokenizer  TokenizerConfig  `yaml:"tokenizer"`
@@ -45,6 +47,8 @@ type Config struct {
 	MCP *mcp.Config `yaml:"mcp,omitempty"`
 	// Learner is the learner RL phases train through (absent: the built-in model in-process).
 	Learner learn.BackendConfig `yaml:"learner,omitzero"`
+
+	modelTaken bool // the model block is init's architecture (TakeModel)
 }
 
 // TokenizerConfig says how the run's tokenizer is trained from the environments' text.
@@ -235,8 +239,9 @@ func (c *Config) Validate(envs *env.Registry) error {
 		}
 	}
 	mc := c.ModelConfig(vocab)
-	modelOK := mc.Validate() == nil
-	if err := mc.Validate(); err != nil {
+	pending := c.ModelPending() // the model's checks wait for the checkpoint's (initmodel.go)
+	modelOK := !pending && mc.Validate() == nil
+	if err := mc.Validate(); err != nil && !pending {
 		errs = append(errs, err)
 	}
 	if err := c.Learner.Validate(); err != nil {
@@ -251,7 +256,7 @@ func (c *Config) Validate(envs *env.Registry) error {
 	if err := r.Config.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if r.MaxContext > c.Model.MaxSeq {
+	if r.MaxContext > c.Model.MaxSeq && !pending {
 		bad("rollout.max_context %d exceeds model.max_seq %d", r.MaxContext, c.Model.MaxSeq)
 	}
 	if r.EngineSlots < 1 || r.EngineSlots > local.MaxSlots {

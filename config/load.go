@@ -141,8 +141,12 @@ func Load(envs *env.Registry, preset, path string, sets []string) (Config, error
 	}
 	if len(sets) > 0 {
 		var err error
+		def := c.Model
 		if c, err = Override(c, sets); err != nil {
 			return c, err
+		}
+		if path == "" && c.Init != "" {
+			c.unsetDefaults(def, sets) // the preset's model is no statement about init's (initmodel.go)
 		}
 	}
 	if err := c.Validate(envs); err != nil {
@@ -169,9 +173,14 @@ func DecodeFile(path string) (Config, error) {
 // fraction where an integer belongs is an error naming the key, and input over MaxConfigBytes
 // or nested deeper than MaxConfigDepth is refused before it is parsed.
 func Decode(data []byte) (Config, error) {
-	// norm_eps is absent from configurations written before it was a setting.
+	// norm_eps is absent from configurations written before it was a setting; with init, an
+	// absent setting is the checkpoint's (initmodel.go).
 	c := Config{Model: model.Config{NormEps: model.DefaultNormEps}}
 	err := decodeYAML(data, &c)
+	if err == nil && c.Init != "" {
+		c = Config{}
+		err = decodeYAML(data, &c)
+	}
 	fillRewardDefaults(&c)
 	return c, err
 }
