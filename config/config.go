@@ -47,6 +47,8 @@ type Config struct {
 	MCP *mcp.Config `yaml:"mcp,omitempty"`
 	// Learner is the learner RL phases train through (absent: the built-in model in-process).
 	Learner learn.BackendConfig `yaml:"learner,omitzero"`
+	// Limits bounds what the run may take of the machine (limits.go; absent: its memory alone).
+	Limits *LimitsConfig `yaml:"limits,omitempty"`
 
 	modelTaken bool // the model block is init's architecture (TakeModel)
 }
@@ -313,6 +315,11 @@ func (c *Config) Validate(envs *env.Registry) error {
 		}
 	}
 	errs = append(errs, c.validatePrecision()...) // precision.go
+	if c.Limits != nil {
+		if err := c.Limits.validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.Checkpoint.Every < 1 || c.Checkpoint.Keep < 1 {
 		bad("checkpoint.every and checkpoint.keep must be positive")
 	}

@@ -165,3 +165,42 @@ func TestInitConfigFileWithoutModel(t *testing.T) {
 		t.Fatalf("got %v, want the checkpoint's max_seq to bound rollout.max_context", err)
 	}
 }
+
+// limits.memory refuses a run whose estimate exceeds it at start, naming the estimate's parts,
+// before the model is allocated: with init, before the weights are read (here a truncated
+// weights file that loading would refuse).
+func TestMemoryCeiling(t *testing.T) {
+	work := t.TempDir()
+	t.Chdir(work)
+	ck := filepath.Join(work, "ck")
+	saveQwen3Tiny(t, ck)
+	if err := os.Truncate(filepath.Join(ck, "model.safetensors"), 100); err != nil {
+		t.Fatal(err)
+	}
+	for _, sets := range [][]string{
+		append([]string{"init=" + ck, "limits.memory=64KiB"}, tinyRunSets...),
+		append([]string{"limits={memory: 64KiB}", "model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=320"}, tinyRunSets...),
+	} {
+		c, err := config.Load(all.Builtins(), "", "", sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		run, err := NewRun(c, Options{Envs: all.Builtins(), Out: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = run.Train(context.Background())
+		if err == nil {
+			t.Fatalf("%v: trained over the ceiling", sets[:2])
+		}
+		for _, w := range []string{"limits.memory", "weights", "gradients", "AdamW moments", "activations", "KV cache", "a ceiling of 0.00 GiB"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: error %q does not name %q", sets[:2], err, w)
+			}
+		}
+		if !strings.Contains(out.String(), "(limits.memory 64KiB)") {
+			t.Errorf("the start line does not say the ceiling:\n%s", out.String())
+		}
+	}
+}

@@ -323,11 +323,15 @@ func (r *Run) initModel(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("init: %w", err)
 	}
-	ck, err := checkpoint.Load(dir)
+	mc, err := checkpoint.ReadConfig(dir) // the memory is checked before the weights load
 	if err != nil {
 		return fmt.Errorf("init: %w", err)
 	}
-	if err := r.checkMemory(ck.Model.Cfg); err != nil {
+	if err := r.checkMemory(mc); err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	ck, err := checkpoint.Load(dir)
+	if err != nil {
 		return fmt.Errorf("init: %w", err)
 	}
 	// The model block is the checkpoint's config.json as NewRun read it (TakeInitModel); the
