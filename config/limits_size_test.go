@@ -68,3 +68,22 @@ func TestLimitsMemory(t *testing.T) {
 		t.Errorf("limits: {}: %v", err)
 	}
 }
+
+// ParseByteSize never panics, and what it reads prints as a size that reads back the same.
+func FuzzParseByteSize(f *testing.F) {
+	for _, s := range []string{"12GiB", "1.5 GB", "4096", "", "-1", "1e400", "0.5B", "9223372036854775807", "8TiB", "NaNGiB", "0x10MiB"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, err := ParseByteSize(s)
+		if err != nil {
+			return
+		}
+		if b < 0 {
+			t.Fatalf("%q read as %d", s, b)
+		}
+		if back, err := ParseByteSize(b.String()); err != nil || back != b {
+			t.Fatalf("%q read as %d, printed %q, read back as %d, %v", s, b, b, back, err)
+		}
+	})
+}
