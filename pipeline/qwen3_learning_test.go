@@ -23,16 +23,17 @@ import (
 // projection, the base frozen, which lifts held-out sampled pass@1 over the SFT checkpoint's as
 // the calc preset's RL does.
 //
-// The sizes are the smallest that keep it meaningful: the copying the task hinges on forms
-// after ~1,000 SFT steps at this width (BENCHMARKS.md, "Why the calc preset's model is 0.13 M
-// parameters"), so SFT takes 1,500; RL takes 30 of the preset's steps (16 groups of 8), and
-// evaluation 100 held-out tasks × 4 samples, whose standard error (~2.5 points) is well under
-// the margin asserted.
+// The sizes are about the smallest that keep it meaningful: the copying the task hinges on
+// forms after ~500 SFT steps here (the loss falls below 0.4 nats), so SFT takes 800; RL takes 30
+// of the preset's steps (16 groups of 8) at a LoRA learning rate, and evaluation 100 held-out
+// tasks × 4 samples. Measured (BENCHMARKS.md): seed 1 (the test's) 16.8% → 32.0% sampled pass@1,
+// seed 2 44.2% → 65.0%; with 1,500 SFT steps seed 1 42.0% → 88.2%. About 4 minutes on two
+// shared cores.
 func TestQwen3SFTThenLoRARLLearnsCalc(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long tier: SFT and RL of a Qwen3-shaped model on calc (minutes)")
 	}
-	const sftSteps, rlSteps, margin = 1500, 30, 0.10
+	const sftSteps, rlSteps, margin = 800, 30, 0.10
 	runs := t.TempDir()
 	envs := all.Builtins()
 	opts := Options{Envs: envs}
