@@ -50,7 +50,8 @@ type Config struct {
 	// Limits bounds what the run may take of the machine (limits.go; absent: its memory alone).
 	Limits *LimitsConfig `yaml:"limits,omitempty"`
 
-	modelTaken bool // the model block is init's architecture (TakeModel)
+	modelTaken bool            // the model block is init's architecture (TakeModel)
+	modelNamed map[string]bool // with init, the model settings the file or --set named (initmodel.go)
 }
 
 // TokenizerConfig says how the run's tokenizer is trained from the environments' text.

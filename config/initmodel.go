@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentrl/agentrl/model"
+	"github.com/goccy/go-yaml"
 )
 
 // A run with init takes its model from the checkpoint's config.json: the model block may be
@@ -18,12 +19,13 @@ import (
 func (c *Config) ModelPending() bool { return c.Init != "" && !c.modelTaken }
 
 // TakeModel makes the model block the init checkpoint's architecture from (its config.json, as
-// checkpoint.ReadConfig reads it). A setting the block names (nonzero) with another value than
-// the checkpoint's is refused, naming the key and both values; the vocabulary is the
-// checkpoint's and never a setting.
+// checkpoint.ReadConfig reads it). A setting the block states — nonzero, or named in the file or
+// by --set even at its zero value (tie_embeddings: false) — with another value than the
+// checkpoint's is refused, naming the key and both values; the vocabulary is the checkpoint's
+// and never a setting.
 func (c *Config) TakeModel(from model.Config) error {
 	var errs []error
-	for _, k := range modelKeys(c.Model, from) {
+	for _, k := range modelKeys(c.Model, from, c.modelNamed) {
 		errs = append(errs, fmt.Errorf("model.%s: the config says %s but init %s has %s (remove the setting to take the checkpoint's)", k.key, k.mine, c.Init, k.theirs))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -37,12 +39,12 @@ func (c *Config) TakeModel(from model.Config) error {
 
 type modelConflict struct{ key, mine, theirs string }
 
-// modelKeys lists the settings mine names (nonzero) with another value than from's, by their
-// YAML keys (nested ones dotted: rope_scaling.factor).
-func modelKeys(mine, from model.Config) []modelConflict {
+// modelKeys lists the settings mine states (nonzero, or a top-level key in named) with another
+// value than from's, by their YAML keys (nested ones dotted: rope_scaling.factor).
+func modelKeys(mine, from model.Config, named map[string]bool) []modelConflict {
 	var out []modelConflict
-	var walk func(prefix string, a, b reflect.Value)
-	walk = func(prefix string, a, b reflect.Value) {
+	var walk func(prefix string, a, b reflect.Value, stated bool)
+	walk = func(prefix string, a, b reflect.Value, stated bool) {
 		t := a.Type()
 		for i := range t.NumField() {
 			f := t.Field(i)
@@ -51,17 +53,18 @@ func modelKeys(mine, from model.Config) []modelConflict {
 				continue
 			}
 			av, bv := a.Field(i), b.Field(i)
+			here := stated || (prefix == "" && named[name])
 			if f.Type.Kind() == reflect.Struct {
-				walk(prefix+name+".", av, bv)
+				walk(prefix+name+".", av, bv, here)
 				continue
 			}
-			if av.IsZero() || av.Equal(bv) {
+			if (av.IsZero() && !here) || av.Equal(bv) {
 				continue
 			}
 			out = append(out, modelConflict{prefix + name, fmt.Sprint(av.Interface()), fmt.Sprint(bv.Interface())})
 		}
 	}
-	walk("", reflect.ValueOf(mine), reflect.ValueOf(from))
+	walk("", reflect.ValueOf(mine), reflect.ValueOf(from), false)
 	return out
 }
 
@@ -89,4 +92,44 @@ func (c *Config) unsetDefaults(def model.Config, sets []string) {
 			f.SetZero()
 		}
 	}
+}
+
+// namedModelKeys lists the keys of the model block of the YAML document data (none when it has
+// none or is not a mapping; decodeYAML has read it strictly already).
+func namedModelKeys(data []byte) map[string]bool {
+	var doc struct {
+		Model map[string]any `yaml:"model"`
+	}
+	if yaml.Unmarshal(data, &doc) != nil {
+		return nil
+	}
+	named := map[string]bool{}
+	for k := range doc.Model {
+		named[k] = true
+	}
+	return named
+}
+
+// setModelKeys adds to named the model settings that the overrides in sets name: model.KEY, or
+// the keys of a whole model={…}.
+func setModelKeys(named map[string]bool, sets []string) map[string]bool {
+	out := map[string]bool{}
+	for k := range named {
+		out[k] = true
+	}
+	for _, s := range sets {
+		key, val, _ := strings.Cut(s, "=")
+		if rest, ok := strings.CutPrefix(key, "model."); ok {
+			top, _, _ := strings.Cut(rest, ".")
+			out[top] = true
+		} else if key == "model" {
+			v, err := parseSetValue(val)
+			if m, ok := v.(map[string]any); err == nil && ok {
+				for k := range m {
+					out[k] = true
+				}
+			}
+		}
+	}
+	return out
 }

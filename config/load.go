@@ -141,12 +141,15 @@ func Load(envs *env.Registry, preset, path string, sets []string) (Config, error
 	}
 	if len(sets) > 0 {
 		var err error
-		def := c.Model
+		def, named := c.Model, c.modelNamed
 		if c, err = Override(c, sets); err != nil {
 			return c, err
 		}
-		if path == "" && c.Init != "" {
-			c.unsetDefaults(def, sets) // the preset's model is no statement about init's (initmodel.go)
+		if c.Init != "" {
+			if path == "" {
+				c.unsetDefaults(def, sets) // the preset's model is no statement about init's (initmodel.go)
+			}
+			c.modelNamed = setModelKeys(named, sets)
 		}
 	}
 	if err := c.Validate(envs); err != nil {
@@ -179,7 +182,9 @@ func Decode(data []byte) (Config, error) {
 	err := decodeYAML(data, &c)
 	if err == nil && c.Init != "" {
 		c = Config{}
-		err = decodeYAML(data, &c)
+		if err = decodeYAML(data, &c); err == nil {
+			c.modelNamed = namedModelKeys(data) // a setting at its zero value still states it
+		}
 	}
 	fillRewardDefaults(&c)
 	return c, err

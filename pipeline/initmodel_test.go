@@ -106,6 +106,8 @@ func TestInitRefusesAContradictingModel(t *testing.T) {
 		{[]string{"model.dim=64"}, []string{"model.dim", "64", "32"}}, // 64 is also the preset's
 		{[]string{"model.head_dim=16", "model.rope_theta=10000"}, []string{"model.head_dim", "16", "24", "model.rope_theta", "10000", "1e+06"}},
 		{[]string{"model.family=llama"}, []string{"model.family", "llama", "qwen3"}},
+		{[]string{"model.tie_embeddings=false"}, []string{"model.tie_embeddings", "false", "true"}}, // stated at its zero value
+		{[]string{"model={qk_norm: false, dim: 32}"}, []string{"model.qk_norm", "false", "true"}},
 		{[]string{"model.dim=32", "model.qk_norm=true", "model.max_seq=320"}, nil},
 	} {
 		c, err := config.Load(all.Builtins(), "", "", append(append([]string{"init=" + ck}, tinyRunSets...), tc.sets...))
@@ -149,6 +151,7 @@ func TestInitConfigFileWithoutModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	data = dropBlock(data, "model")
 	c, err := config.Decode(data)
 	if err != nil {
 		t.Fatal(err)
@@ -158,6 +161,14 @@ func TestInitConfigFileWithoutModel(t *testing.T) {
 	}
 	if err := c.Validate(all.Builtins()); err != nil {
 		t.Fatal(err)
+	}
+	// A setting at its zero value in the file states it too.
+	stated, err := config.Decode([]byte("model:\n  tie_embeddings: false\n" + string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := TakeInitModel(context.Background(), &stated, all.Builtins(), nil); err == nil || !strings.Contains(err.Error(), "model.tie_embeddings: the config says false") {
+		t.Fatalf("tie_embeddings: false in the file against a tied checkpoint: %v", err)
 	}
 	// calc's max_context is 384; the checkpoint's max_seq is 320.
 	err = TakeInitModel(context.Background(), &c, all.Builtins(), nil)
@@ -203,4 +214,21 @@ func TestMemoryCeiling(t *testing.T) {
 			t.Errorf("the start line does not say the ceiling:\n%s", out.String())
 		}
 	}
+}
+
+// dropBlock removes the top-level key and its indented block from a YAML document.
+func dropBlock(data []byte, key string) []byte {
+	var out []string
+	in := false
+	for _, l := range strings.SplitAfter(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(l, key+":"):
+			in = true
+		case in && (strings.HasPrefix(l, " ") || strings.TrimSpace(l) == ""):
+		default:
+			in = false
+			out = append(out, l)
+		}
+	}
+	return []byte(strings.Join(out, ""))
 }
