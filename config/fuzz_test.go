@@ -22,6 +22,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("seed: [[[[[]]]]]\n"), "seed=&a 1")
 	f.Add([]byte("a: &a {b: *a}\n"), "mcp.servers.x.command=[a, b]")
 	f.Add([]byte("phases: [{name: rl, kind: rl, rl: {group_size: 1}}]\n"), "phases.rl.rl.dynamic_sampling=null")
+	f.Add([]byte("init: ck\nmodel: {tie_embeddings: false, rope_scaling: {factor: 0}}\nlimits: {memory: 1.5GiB}\n"), "model={dim: 32}")
+	f.Add(good, "limits.memory=512MiB")
 	envs := all.Builtins()
 	f.Fuzz(func(t *testing.T, data []byte, set string) {
 		c, err := Decode(data)
