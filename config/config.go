@@ -32,9 +32,11 @@ type Config struct {
 	Seed    uint64 `yaml:"seed"`
 	RunsDir string `yaml:"runs_dir"`
 	// Init starts the run from a checkpoint's weights and tokenizer instead of a fresh model
-	// (e.g. RL from an earlier run's supervised checkpoint); model must describe the same
-	// architecture. hf:ORG/NAME[@REVISION] names a model on the Hugging Face Hub, downloaded
-	// into the huggingface_hub cache when the run starts (package hub, docs/hub.md).
+	// (e.g. RL from an earlier run's supervised checkpoint); the model block may be absent and
+	// is then the checkpoint's architecture (TakeModel, initmodel.go), and a setting it names
+	// must agree with the checkpoint. hf:ORG/NAME[@REVISION] names a model on the Hugging Face
+	// Hub, downloaded into the huggingface_hub cache when the run starts (package hub,
+	// docs/hub.md).
 	Init       string           `yaml:"init,omitempty"`
 	Model      model.Config     `yaml:"model"` // the vocabulary comes from the tokenizer
 	Tokenizer  TokenizerConfig  `yaml:"tokenizer"`
@@ -50,6 +52,11 @@ type Config struct {
 	// Chat chooses the chat template and tool-call format episodes are rendered with (chat.go;
 	// absent: template auto, tool_format auto).
 	Chat *ChatConfig `yaml:"chat,omitempty"`
+	// Limits bounds what the run may take of the machine (limits.go; absent: its memory alone).
+	Limits *LimitsConfig `yaml:"limits,omitempty"`
+
+	modelTaken bool            // the model block is init's architecture (TakeModel)
+	modelNamed map[string]bool // with init, the model settings the file or --set named (initmodel.go)
 }
 
 // TokenizerConfig says how the run's tokenizer is trained from the environments' text.
@@ -247,8 +254,9 @@ func (c *Config) Validate(envs *env.Registry) error {
 		}
 	}
 	mc := c.ModelConfig(vocab)
-	modelOK := mc.Validate() == nil
-	if err := mc.Validate(); err != nil {
+	pending := c.ModelPending() // the model's checks wait for the checkpoint's (initmodel.go)
+	modelOK := !pending && mc.Validate() == nil
+	if err := mc.Validate(); err != nil && !pending {
 		errs = append(errs, err)
 	}
 	if err := c.Learner.Validate(); err != nil {
@@ -263,7 +271,7 @@ func (c *Config) Validate(envs *env.Registry) error {
 	if err := r.Config.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if r.MaxContext > c.Model.MaxSeq {
+	if r.MaxContext > c.Model.MaxSeq && !pending {
 		bad("rollout.max_context %d exceeds model.max_seq %d", r.MaxContext, c.Model.MaxSeq)
 	}
 	if r.EngineSlots < 1 || r.EngineSlots > local.MaxSlots {
@@ -321,6 +329,11 @@ func (c *Config) Validate(envs *env.Registry) error {
 	}
 	errs = append(errs, c.validatePrecision()...) // precision.go
 	errs = append(errs, c.validateDistill()...)   // distill.go
+	if c.Limits != nil {
+		if err := c.Limits.validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.Checkpoint.Every < 1 || c.Checkpoint.Keep < 1 {
 		bad("checkpoint.every and checkpoint.keep must be positive")
 	}

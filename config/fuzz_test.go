@@ -24,6 +24,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("phases: [{name: rl, kind: rl, rl: {group_size: 1}}]\n"), "phases.rl.rl.dynamic_sampling=null")
 	f.Add(good, "phases.rl.envs=[{name: myenv, weight: 1, remote: {url: 'http://127.0.0.1:9', replicas: ['http://[::1]:9'], timeout: 1s}}]")
 	f.Add(good, "phases.rl.envs=[{name: t, weight: 1, tasks: {path: x.csv, prompt: '{a} {{b}}', answer: a, split: {held_out: s}, verifier: set, tools: [calculator]}}]")
+	f.Add([]byte("init: ck\nmodel: {tie_embeddings: false, rope_scaling: {factor: 0}}\nlimits: {memory: 1.5GiB}\n"), "model={dim: 32}")
+	f.Add(good, "limits.memory=512MiB")
 	envs := all.Builtins()
 	f.Fuzz(func(t *testing.T, data []byte, set string) {
 		c, err := Decode(data)

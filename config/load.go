@@ -159,8 +159,15 @@ func Load(envs *env.Registry, preset, path string, sets []string) (Config, error
 	}
 	if len(sets) > 0 {
 		var err error
+		def, named := c.Model, c.modelNamed
 		if c, err = Override(c, sets); err != nil {
 			return c, err
+		}
+		if c.Init != "" {
+			if path == "" {
+				c.unsetDefaults(def, sets) // the preset's model is no statement about init's (initmodel.go)
+			}
+			c.modelNamed = setModelKeys(named, sets)
 		}
 	}
 	if err := c.Validate(envs); err != nil {
@@ -187,9 +194,16 @@ func DecodeFile(path string) (Config, error) {
 // fraction where an integer belongs is an error naming the key, and input over MaxConfigBytes
 // or nested deeper than MaxConfigDepth is refused before it is parsed.
 func Decode(data []byte) (Config, error) {
-	// norm_eps is absent from configurations written before it was a setting.
+	// norm_eps is absent from configurations written before it was a setting; with init, an
+	// absent setting is the checkpoint's (initmodel.go).
 	c := Config{Model: model.Config{NormEps: model.DefaultNormEps}}
 	err := decodeYAML(data, &c)
+	if err == nil && c.Init != "" {
+		c = Config{}
+		if err = decodeYAML(data, &c); err == nil {
+			c.modelNamed = namedModelKeys(data) // a setting at its zero value still states it
+		}
+	}
 	fillRewardDefaults(&c)
 	return c, err
 }

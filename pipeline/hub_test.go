@@ -35,7 +35,9 @@ func TestInitFromTheHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := model.New(c.ModelConfig(tok.VocabSize()), 1)
+	// The run's model block is the checkpoint's (config.Load leaves it to init).
+	m, err := model.New(model.Config{Vocab: tok.VocabSize(), Dim: 32, Layers: 1, Heads: 2, KVHeads: 1, Hidden: 64, MaxSeq: 320,
+		RopeTheta: 10000, NormEps: model.DefaultNormEps, TieEmbeddings: true}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,6 +129,10 @@ func NewRun(cfg config.Config, opts Options) (*Run, error) {
 	if err := cfg.Validate(opts.Envs); err != nil {
 		return nil, err
 	}
+	// The model is init's architecture, in the config.yaml written below (initmodel.go).
+	if err := TakeInitModel(context.Background(), &cfg, opts.Envs, opts.Out); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.RunsDir, 0o755); err != nil {
 		return nil, fmt.Errorf("pipeline: create runs dir: %w", err)
 	}
@@ -348,15 +352,21 @@ func (r *Run) initModel(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("init: %w", err)
 	}
+	mc, err := checkpoint.ReadConfig(dir) // the memory is checked before the weights load
+	if err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	if err := r.checkMemory(mc); err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
 	ck, err := checkpoint.Load(dir)
 	if err != nil {
 		return fmt.Errorf("init: %w", err)
 	}
-	if err := r.checkMemory(ck.Model.Cfg); err != nil {
-		return fmt.Errorf("init: %w", err)
-	}
-	if want := r.Cfg.ModelConfig(ck.Tokenizer.VocabSize()); ck.Model.Cfg != want {
-		return fmt.Errorf("init: checkpoint %s has model %+v; the config describes %+v", r.Cfg.Init, ck.Model.Cfg, want)
+	// The model block is the checkpoint's config.json as NewRun read it (TakeInitModel); the
+	// vocabulary is the checkpoint's embedding rows, which may pad the tokenizer's ids.
+	if want := r.Cfg.ModelConfig(ck.Model.Cfg.Vocab); ck.Model.Cfg != want {
+		return fmt.Errorf("init: checkpoint %s has model %+v; the config describes %+v (did config.json change since the run started?)", r.Cfg.Init, ck.Model.Cfg, want)
 	}
 	r.model, r.tok = ck.Model, ck.Tokenizer
 	return r.tok.Save(filepath.Join(r.Dir, "tokenizer"))

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"github.com/agentrl/agentrl/config"
+	"github.com/agentrl/agentrl/pipeline"
 )
 
 // ConfigCmd inspects configurations.
@@ -16,10 +17,14 @@ type ConfigShowCmd struct {
 	Set    []string `help:"Override a setting, one KEY=VALUE per flag (the value is YAML, commas included)." placeholder:"KEY=VALUE" sep:"none"`
 }
 
-// Run prints the configuration.
+// Run prints the configuration; with init, its model is the checkpoint's architecture, as a
+// run takes it.
 func (c *ConfigShowCmd) Run(g *Globals) error {
 	cfg, err := config.Load(g.Envs, c.Preset, c.Config, c.Set)
 	if err != nil {
+		return err
+	}
+	if err := pipeline.TakeInitModel(g.Ctx, &cfg, g.Envs, g.Stderr); err != nil {
 		return err
 	}
 	data, err := config.Encode(cfg)

@@ -13,6 +13,7 @@ import (
 // ServeCmd serves a checkpoint as an OpenAI-compatible HTTP server.
 type ServeCmd struct {
 	Checkpoint string `help:"Checkpoint folder (model.safetensors, config.json, tokenizer.json), or hf:ORG/NAME[@REVISION] to download from the Hugging Face Hub (docs/hub.md)." required:"" placeholder:"DIR"`
+	Adapter    string `help:"A LoRA adapter folder in PEFT's format (adapter_config.json, adapter_model.safetensors) to serve on the --checkpoint base; an adapter for another base is refused." type:"existingdir" placeholder:"DIR"`
 	Addr       string `default:"127.0.0.1:8000" help:"Listen address. A non-loopback address needs an API key or --insecure."`
 	APIKey     string `name:"api-key" env:"AGENTRL_API_KEY" help:"Bearer key required on /v1 and /agentrl routes (weight updates are disabled without one)." placeholder:"KEY"`
 	Insecure   bool   `help:"Allow a non-loopback address without an API key: anyone who can connect may generate."`
@@ -43,11 +44,21 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	srv, err := serve.Open(dir, serve.Options{
+	opts := serve.Options{
 		ModelName: c.ModelName, Slots: c.Slots, MaxLen: c.MaxLen, Version: c.Version, APIKey: c.APIKey,
 		MaxBodyBytes: c.MaxBodyBytes, MaxWeightBytes: c.MaxWeightBytes, MaxPending: c.MaxPending, RequestTimeout: c.RequestTimeout,
 		ReadTimeout: c.ReadTimeout, ChatSpecialTokens: c.ChatSpecialTokens, ResponseStore: c.ResponseStore,
-	})
+	}
+	var srv *serve.Server
+	if c.Adapter != "" {
+		name := ""
+		if ref, err := hub.ParseRef(c.Checkpoint); err == nil {
+			name = ref.Repo
+		}
+		srv, err = serve.OpenAdapter(dir, name, c.Adapter, opts)
+	} else {
+		srv, err = serve.Open(dir, opts)
+	}
 	if err != nil {
 		return err
 	}
@@ -59,6 +70,9 @@ func (c *ServeCmd) Run(g *Globals) error {
 	auth := "no API key"
 	if c.APIKey != "" {
 		auth = "API key required"
+	}
+	if c.Adapter != "" {
+		fmt.Fprintf(g.Stdout, "adapter %s on the base %s\n", c.Adapter, c.Checkpoint)
 	}
 	fmt.Fprintf(g.Stdout, "serving %s (version %d) as %q on http://%s (%s, %d slots)\n", c.Checkpoint, srv.Version(), c.ModelName, ln.Addr(), auth, c.Slots)
 	if c.APIKey == "" && c.Insecure {
