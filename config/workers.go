@@ -49,6 +49,11 @@ type WorkersConfig struct {
 	GroupTimeout time.Duration `yaml:"group_timeout,omitempty"`
 }
 
+// maxWorkerGroups bounds groups_per_step × dynamic_sampling.max_rounds with workers: a step's
+// groups are numbered in 16 bits on the wire, and task_sampling's oversample draws up to 8 times
+// the groups a round misses.
+const maxWorkerGroups = 1 << 13
+
 func (w *WorkersConfig) validate(r *RLConfig) error {
 	switch {
 	case (w.Listen == "") == (w.URL == ""):
@@ -63,8 +68,9 @@ func (w *WorkersConfig) validate(r *RLConfig) error {
 		return errors.New("rl.async.workers.worker_nkeys configures the server the learner embeds (listen); an external server lists its users itself (docs/wire.md)")
 	case w.TaskAckWait < 0 || w.GroupTimeout < 0:
 		return errors.New("rl.async.workers: task_ack_wait and group_timeout must not be negative")
-	case r.DynamicSampling != nil:
-		return errors.New("rl.async.workers: dynamic sampling with remote workers is not supported yet (it would publish more tasks when too few groups are informative); set rl.dynamic_sampling: null")
+	case r.DynamicSampling != nil && r.GroupsPerStep*r.DynamicSampling.MaxRounds > maxWorkerGroups:
+		return fmt.Errorf("rl.async.workers: groups_per_step %d × dynamic_sampling.max_rounds %d groups a step exceed the %d the data plane numbers (with task_sampling's oversample up to 8 times that)",
+			r.GroupsPerStep, r.DynamicSampling.MaxRounds, maxWorkerGroups)
 	}
 	if w.Listen != "" {
 		host, port, err := net.SplitHostPort(w.Listen)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentrl/agentrl/dist"
 	"github.com/agentrl/agentrl/monitor"
 	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -406,6 +408,30 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p config.Phase, start int) 
 		return err
 	}
 	admitted := start // the next step to admit
+	// publish admits tasks as groups first, first+1, … of step and sends them to the workers.
+	publish := func(step, first int, tasks []rollout.Task) ([]uint64, error) {
+		ids := make([]uint64, len(tasks))
+		s.mu.Lock()
+		for i := range tasks {
+			id := distGroupID(pi, step, first+i)
+			ids[i] = id
+			s.live[id] = &distGroup{id: id, step: step, members: map[int]*dist.Delivery{}}
+		}
+		s.mu.Unlock()
+		for i, t := range tasks {
+			for k := range c.GroupSize {
+				task := dist.Task{Run: s.run, TaskID: fmt.Sprintf("%d-%d", ids[i], k), Env: t.Env, Seed: t.Seed, EnvConfig: envCfg[t.Env],
+					GroupID: ids[i], Sample: k, Epoch: s.epoch, AdmitVersion: r.version}
+				if err := s.conn.PublishTask(ctx, task); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return ids, nil
+	}
+	// stepRNGs keeps each admitted step's task stream past its first round: dynamic sampling
+	// draws the step's later rounds from it, as the in-process sampler does.
+	stepRNGs := map[int]*rand.Rand{}
 	admit := func(trained int) error {
 		for ; admitted < p.Steps && admitted-trained <= eta; admitted++ {
 			rng := r.stepRNG(pi, admitted, 3)
@@ -414,22 +440,10 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p config.Phase, start int) 
 			if err != nil {
 				return err
 			}
-			s.mu.Lock()
-			for i := range tasks {
-				id := distGroupID(pi, admitted, i)
-				s.live[id] = &distGroup{id: id, step: admitted, members: map[int]*dist.Delivery{}}
+			if _, err := publish(admitted, 0, tasks); err != nil {
+				return err
 			}
-			s.mu.Unlock()
-			for i, t := range tasks {
-				id := distGroupID(pi, admitted, i)
-				for k := range c.GroupSize {
-					task := dist.Task{Run: s.run, TaskID: fmt.Sprintf("%d-%d", id, k), Env: t.Env, Seed: t.Seed, EnvConfig: envCfg[t.Env],
-						GroupID: id, Sample: k, Epoch: s.epoch, AdmitVersion: r.version}
-					if err := s.conn.PublishTask(ctx, task); err != nil {
-						return err
-					}
-				}
-			}
+			stepRNGs[admitted] = rng
 		}
 		return nil
 	}
@@ -491,68 +505,51 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p config.Phase, start int) 
 		}
 		g.members[sample] = d
 	}
-	full := func(step int) bool {
+	full := func(ids []uint64) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		for i := range c.GroupsPerStep {
-			if g := s.live[distGroupID(pi, step, i)]; g != nil && len(g.members) < c.GroupSize {
+		for _, id := range ids {
+			if g := s.live[id]; g != nil && len(g.members) < c.GroupSize {
 				return false
 			}
 		}
 		return true
 	}
 
-	trainable := func(step int) bool {
+	trainable := func(ids []uint64) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		for i := range c.GroupsPerStep {
-			if g := s.live[distGroupID(pi, step, i)]; g != nil && len(g.members) >= minMembers {
+		for _, id := range ids {
+			if g := s.live[id]; g != nil && len(g.members) >= minMembers {
 				return true
 			}
 		}
 		return false
 	}
-
-	for step := start; step < p.Steps; step++ {
-		w0 := r.now()
-		deadline := time.NewTimer(timeout)
-		timedOut := false
-		for waits := 1; ; waits++ {
-			for !full(step) && !timedOut {
-				select {
-				case d := <-deliveries:
-					take(d)
-				case err := <-recvErr:
-					deadline.Stop()
-					return fmt.Errorf("step %d: %w", step, err)
-				case <-deadline.C:
-					timedOut = true
-				case <-ctx.Done():
-					deadline.Stop()
-					return ctx.Err()
-				}
+	// wait takes deliveries until the groups ids are full or timeout passes.
+	wait := func(ids []uint64, deadline *time.Timer) (timedOut bool, err error) {
+		for !full(ids) {
+			select {
+			case d := <-deliveries:
+				take(d)
+			case err := <-recvErr:
+				return false, err
+			case <-deadline.C:
+				return true, nil
+			case <-ctx.Done():
+				return false, ctx.Err()
 			}
-			if !timedOut || trainable(step) {
-				break
-			}
-			// A step with no group to train is not a step: wait again, a bounded number of times.
-			if err := r.noDistData(s, p, step, waits, timeout); err != nil {
-				return err
-			}
-			timedOut = false
-			deadline.Reset(timeout)
 		}
-		deadline.Stop()
-		st0 := r.now()
-		// The step's groups, in order, members by sample index; they leave the admitted set.
-		var sampled []*traj.Trajectory
-		var groups [][]*traj.Trajectory
-		consumed := unclaimed
-		unclaimed = nil
-		partial, givenUp := 0, 0
+		return false, nil
+	}
+	var consumed []*dist.Delivery
+	partial, givenUp := 0, 0
+	// collect takes the groups ids out of the admitted set, in order, members by sample index:
+	// every member is sampled (and consumed); a group of fewer than minMembers is given up.
+	collect := func(ids []uint64) (sampled []*traj.Trajectory, groups [][]*traj.Trajectory) {
 		s.mu.Lock()
-		for i := range c.GroupsPerStep {
-			id := distGroupID(pi, step, i)
+		defer s.mu.Unlock()
+		for _, id := range ids {
 			g := s.live[id]
 			delete(s.live, id)
 			if g == nil {
@@ -576,13 +573,81 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p config.Phase, start int) 
 				s.filtered["group_timeout"] += int64(len(trajs))
 			}
 		}
-		s.mu.Unlock()
+		return sampled, groups
+	}
+
+	for step := start; step < p.Steps; step++ {
+		w0 := r.now()
+		deadline := time.NewTimer(timeout)
+		timedOut := false
+		ids := make([]uint64, c.GroupsPerStep)
+		for i := range ids {
+			ids[i] = distGroupID(pi, step, i)
+		}
+		for waits := 1; ; waits++ {
+			var err error
+			if timedOut, err = wait(ids, deadline); err != nil {
+				deadline.Stop()
+				if ctx.Err() != nil {
+					return err
+				}
+				return fmt.Errorf("step %d: %w", step, err)
+			}
+			if !timedOut || trainable(ids) {
+				break
+			}
+			// A step with no group to train is not a step: wait again, a bounded number of times.
+			if err := r.noDistData(s, p, step, waits, timeout); err != nil {
+				return err
+			}
+			timedOut = false
+			deadline.Reset(timeout)
+		}
+		deadline.Stop()
+		st0 := r.now()
+		// The step's groups, in order, members by sample index; they leave the admitted set.
+		consumed = unclaimed
+		unclaimed = nil
+		partial, givenUp = 0, 0
+		sampled, groups := collect(ids)
 		as := &asyncStats{learnerWait: st0.Sub(w0).Seconds(), ahead: admitted - step - 1}
 		// The reward blocks rescore what the workers returned, as the in-process sampler's
 		// episodes are rescored, before they are recorded and trained.
 		if err := r.shapeRewards(ctx, nil, p, step, sampled); err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
+		fill := reward.FillStats{Rounds: 1, Sampled: c.GroupsPerStep}
+		if ds := c.DynamicSampling; ds != nil {
+			// Dynamic sampling: too few informative groups draw more rounds of tasks from the
+			// step's stream, published to the workers and awaited as the first round was.
+			rounds := distRounds{rng: stepRNGs[step], next: c.GroupsPerStep, first: groups}
+			groups, fill, err = rounds.fill(ctx, c.GroupsPerStep, ds.MaxRounds, func(n int) ([][]*traj.Trajectory, error) {
+				tasks, first, err := rounds.draw(r, p, n)
+				if err != nil {
+					return nil, err
+				}
+				ids, err := publish(step, first, tasks)
+				if err != nil {
+					return nil, err
+				}
+				deadline.Reset(timeout)
+				_, err = wait(ids, deadline)
+				deadline.Stop()
+				if err != nil {
+					return nil, err
+				}
+				more, groups := collect(ids)
+				if err := r.shapeRewards(ctx, nil, p, step, more); err != nil {
+					return nil, err
+				}
+				sampled = append(sampled, more...)
+				return groups, nil
+			})
+			if err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
+			}
+		}
+		delete(stepRNGs, step)
 		if err := r.record(p.Name, step+1, sampled); err != nil {
 			return err
 		}
@@ -590,7 +655,7 @@ func (r *Run) runRLDist(ctx context.Context, pi int, p config.Phase, start int) 
 		as.droppedStale, as.partialStale = dropped, partialStale
 		s.stale += int64(dropped)
 		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: monitor.Measure(sampled, groups),
-			fill: reward.FillStats{Rounds: 1, Sampled: c.GroupsPerStep}, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(sampled), samples: r.sampleMetrics(sampled)}
+			fill: fill, async: as, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(sampled), samples: r.sampleMetrics(sampled)}
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
 			rep, err := r.learnStep(upd, trajs, step, r.stepRNG(pi, step, 4))
 			if err != nil {

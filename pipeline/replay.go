@@ -156,10 +156,9 @@ func (r *Run) replayRL(ctx context.Context, pi int, p config.Phase, byStep map[i
 		var fill reward.FillStats
 		var as *asyncStats
 		if a := p.RL.Async; a != nil && a.Workers != nil {
-			if groups, as, err = r.replayDistStep(pi, p, step, rec); err != nil {
+			if groups, fill, as, err = r.replayDistStep(pi, p, step, rec); err != nil {
 				return step, err
 			}
-			fill = reward.FillStats{Rounds: 1, Sampled: p.RL.GroupsPerStep}
 			rng = r.stepRNG(pi, step, 4)
 		} else if a != nil && a.Mode == config.ModeContinuous {
 			f, err := r.replayContinuous(pi, p, rec)
