@@ -7,6 +7,9 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +21,8 @@ import (
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/infer/remote"
+	"github.com/agentrl/agentrl/learn"
+	lremote "github.com/agentrl/agentrl/learn/remote"
 )
 
 // vllmLoRAServer stands in for vLLM serving a base model with runtime LoRA updating (vLLM has
@@ -206,6 +211,19 @@ func TestVLLMLoRARun(t *testing.T) {
 	srv, url := newVLLMLoRAServer(t, ref.checkpointDir("sft-p0.s000030"))
 	got := train(vllmGenerator(url))
 	sameRun(t, ref.Dir, got.Dir)
+	// What is published is the adapter alone: the server holds the base.
+	entries, err := os.ReadDir(filepath.Join(got.Dir, publishedDir))
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("published/: %v, %v", entries, err)
+	}
+	files, _ := os.ReadDir(filepath.Join(got.Dir, publishedDir, entries[0].Name()))
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name())
+	}
+	if !slices.Equal(names, []string{"adapter_config.json", "adapter_model.safetensors"}) {
+		t.Fatalf("published/%s holds %v, want the adapter alone", entries[0].Name(), names)
+	}
 	// Every version was loaded, generated with once loaded, and unloaded once the next served
 	// (the probe at the phase's start generates with the base).
 	loaded, generated := "m", 0
@@ -229,7 +247,7 @@ func TestVLLMLoRARun(t *testing.T) {
 		}
 	}
 	srv.mu.Lock()
-	names := slices.Sorted(maps.Keys(srv.engines))
+	names = slices.Sorted(maps.Keys(srv.engines))
 	srv.mu.Unlock()
 	if generated == 0 || !slices.Equal(names, []string{"m", loaded}) {
 		t.Fatalf("%d completions; the server holds %v at the end, want m and %s", generated, names, loaded)
@@ -264,5 +282,109 @@ func TestVLLMLoRAGeneratorConfig(t *testing.T) {
 				t.Fatalf("got %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// goAdapterLearner is goLearner for a phase that trains LoRA: it loads the base and the adapter
+// from the run's start folder, trains the adapter alone, and writes for the sampler the adapter
+// alone in PEFT's format, as the torch learner started with --adapter does.
+type goAdapterLearner struct{ goLearner }
+
+func (g *goAdapterLearner) LoadState(_ context.Context, dir string) error {
+	m, err := checkpoint.LoadWeights(dir)
+	if err != nil {
+		return err
+	}
+	if !m.HasLoRA() {
+		return fmt.Errorf("%s holds no adapter", dir)
+	}
+	l, err := learn.New(m, g.cfg, 4, 320)
+	if err != nil {
+		return err
+	}
+	if err := loadTensors(m, l.Opt, dir, true); err != nil {
+		return err
+	}
+	g.b = &learn.Builtin{Model: m, Opt: l.Opt, RowLen: 320}
+	return nil
+}
+
+// A phase that trains LoRA through an external learner (backend http) and generates on vLLM:
+// the learner's sampler folders hold the adapter alone, the run loads it after every update,
+// checks the sync with the probe and publishes it to vLLM through its LoRA routes; the run
+// records what the in-process run records, bit for bit. A learner that trains other parameters
+// than the phase's adapter is refused at the start.
+func TestVLLMLoRARunThroughHTTPLearner(t *testing.T) {
+	ref, err := NewRun(tinyConfig(t, t.TempDir(), loraSets...), Options{Envs: testEnvs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ref.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv, url := newVLLMLoRAServer(t, ref.checkpointDir("sft-p0.s000030"))
+
+	cfg := tinyConfig(t, t.TempDir(), loraSets...)
+	g := &goAdapterLearner{goLearner{cfg: cfg.Phases[1].Optim}}
+	var sampled []string
+	ls, err := lremote.NewServer(g, "", 0, 0, lremote.Info{Params: int64(len(ref.model.LoRA.Data))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls.SaveWeights = func(dir string, _ int32) (int64, error) {
+		sampled = append(sampled, dir)
+		return 0, checkpoint.SaveAdapter(dir, g.b.Model, "")
+	}
+	hs := httptest.NewServer(ls)
+	defer hs.Close()
+	cfg.Learner = learn.BackendConfig{Backend: learn.BackendHTTP, URL: hs.URL}
+	cfg.Rollout.Generator = vllmGenerator(url)
+	run, err := NewRun(cfg, Options{Envs: testEnvs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.run = run.Dir
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(sampled) != 4 {
+		t.Fatalf("the learner wrote %d sampler folders, want one per RL step (4)", len(sampled))
+	}
+	want, got := metricLines(t, ref.Dir), metricLines(t, run.Dir)
+	if len(got) != len(want) {
+		t.Fatalf("%d metric lines, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if d, ok := got[i]["sync/probe_max_abs_diff"]; ok {
+			if d != 0.0 {
+				t.Fatalf("metrics line %d: probe difference %v", i+1, d)
+			}
+			delete(got[i], "sync/probe_max_abs_diff")
+		}
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("metrics line %d differs:\nthrough the learner and vLLM %v\nin-process                   %v", i+1, got[i], want[i])
+		}
+	}
+	if n := len(srv.log()); n == 0 {
+		t.Fatal("nothing was generated on the vLLM stand-in")
+	}
+
+	// A learner of the full weights for a LoRA phase is refused, naming both counts.
+	full := &goLearner{cfg: cfg.Phases[1].Optim}
+	ls2, err := lremote.NewServer(full, "", 0, 0, lremote.Info{Params: int64(ref.model.NumParams())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs2 := httptest.NewServer(ls2)
+	defer hs2.Close()
+	cfg2 := tinyConfig(t, t.TempDir(), loraSets...)
+	cfg2.Learner = learn.BackendConfig{Backend: learn.BackendHTTP, URL: hs2.URL}
+	run2, err := NewRun(cfg2, Options{Envs: testEnvs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full.run = run2.Dir
+	if _, err := run2.Train(context.Background()); err == nil || !strings.Contains(err.Error(), "the phase's LoRA adapter has") {
+		t.Fatalf("a full-weights learner for a LoRA phase: %v", err)
 	}
 }
