@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -386,5 +388,62 @@ func TestVLLMLoRARunThroughHTTPLearner(t *testing.T) {
 	full.run = run2.Dir
 	if _, err := run2.Train(context.Background()); err == nil || !strings.Contains(err.Error(), "the phase's LoRA adapter has") {
 		t.Fatalf("a full-weights learner for a LoRA phase: %v", err)
+	}
+}
+
+// A phase that trains LoRA through the PyTorch learner (started with --adapter): every step
+// trains, the first update's loss and gradient norm are the built-in learner's, and every
+// sync's probe agrees. Long (Debian's torch on CPU): not in -short.
+func TestRunThroughTorchLearnerLoRA(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a run through the PyTorch learner takes minutes on CPU")
+	}
+	const python = "/usr/bin/python3"
+	if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
+		t.Skipf("needs %s with torch (Debian's python3-torch): %v", python, err)
+	}
+	root, err := filepath.Abs("../learners/torch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := NewRun(tinyConfig(t, t.TempDir(), loraSets...), Options{Envs: testEnvs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := tinyConfig(t, t.TempDir(), loraSets...)
+	cfg.Learner = learn.BackendConfig{Backend: learn.BackendTorch, Python: python, Path: root, Device: "cpu"}
+	run2, err := NewRun(cfg, Options{Envs: testEnvs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run2.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	steps := func(dir string) []map[string]any {
+		var out []map[string]any
+		for _, m := range metricLines(t, dir) {
+			if m["phase"] == "rl" && m["optim/lr"] != nil {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	want, got := steps(run.Dir), steps(run2.Dir)
+	if len(got) != len(want) || len(got) == 0 {
+		t.Fatalf("%d RL steps through torch, %d in-process", len(got), len(want))
+	}
+	for _, k := range []string{"loss/total", "signal/grad_norm"} {
+		a, b := want[0][k].(float64), got[0][k].(float64)
+		if math.Abs(a-b) > 1e-6+1e-4*math.Abs(a) {
+			t.Errorf("first update's %s: torch %v, built-in %v", k, b, a)
+		}
+	}
+	for i, m := range got {
+		if d, ok := m["sync/probe_max_abs_diff"].(float64); !ok || d > 1e-3 {
+			t.Errorf("step %d: probe difference %v", i+1, m["sync/probe_max_abs_diff"])
+		}
 	}
 }
