@@ -25,8 +25,9 @@ type ServerConfig struct {
 	Server `yaml:",inline"`
 	// Key is "${NAME}": the API key is the environment variable NAME, read at connect time.
 	Key string `yaml:"api_key,omitempty"`
-	// SharedDisk declares that an SGLang server reads the trainer's disk at the same paths (one
-	// host, or a shared file system): weights are published to it as a folder it loads from disk.
+	// SharedDisk declares that an SGLang or vLLM server reads the trainer's disk at the same paths
+	// (one host, or a shared file system): weights (SGLang) or LoRA adapters (vLLM) are published
+	// to it as a folder it loads from disk.
 	SharedDisk bool `yaml:"shared_disk,omitempty"`
 }
 
