@@ -323,7 +323,7 @@ func (c *Config) Validate(envs *env.Registry) error {
 	if g := r.Generator; g != nil {
 		if !hasRL {
 			bad("rollout.generator does nothing without an rl phase (supervised phases and evaluation run in-process)")
-		} else if err := g.Validate("rollout.generator", true, r.Sampling.Exact()); err != nil {
+		} else if err := g.ValidatePublish("rollout.generator", c.publishes(), r.Sampling.Exact()); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -122,6 +122,9 @@ type Artifact struct {
 	// (adapter_config.json, adapter_model.safetensors); empty for the in-process backend, whose
 	// weights are the model itself.
 	Dir string
+	// URI names weights that stay on a remote learner (learn/tinker: a tinker:// path); empty
+	// otherwise.
+	URI string
 }
 
 // ErrLearner is wrapped by every error of a learner that failed or stopped answering (as

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/infer/local"
@@ -145,7 +144,8 @@ func (s *policySampler) toServers(ctx context.Context) error {
 	return s.send(ctx, v, dir)
 }
 
-// save writes the current weights once as published/vN, for the servers to load.
+// save writes the current weights once as published/vN, for the servers to load (a model with
+// adapters: the adapter alone).
 func (s *policySampler) save() (int32, string, error) {
 	r := s.r
 	v := r.version
@@ -153,7 +153,7 @@ func (s *policySampler) save() (int32, string, error) {
 	if err != nil {
 		return 0, "", err
 	}
-	if err := checkpoint.Save(dir, r.model, r.tok, nil); err != nil {
+	if err := savePublished(dir, r.model, r.tok); err != nil { // learner_lora.go
 		return 0, "", fmt.Errorf("publishing version %d: %w", v, err)
 	}
 	return v, dir, nil

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -45,9 +44,6 @@ func (r *Run) attachLearner(l *learn.Learner, p config.Phase, ref string) error 
 	if !c.External() {
 		return nil
 	}
-	if r.model.HasLoRA() {
-		return errors.New("learner: backend http and torch train full weights; LoRA adapters train on the builtin backend")
-	}
 	ctx := context.Background()
 	dir := filepath.Join(r.Dir, "learner")
 	start := filepath.Join(dir, "start-"+p.Name)
@@ -85,6 +81,9 @@ func (r *Run) attachLearner(l *learn.Learner, p config.Phase, ref string) error 
 		if c.MaxTokens > 0 {
 			args = append(args, "--max-tokens", strconv.Itoa(c.MaxTokens))
 		}
+		if r.model.HasLoRA() {
+			args = append(args, "--adapter", start) // learner_lora.go
+		}
 		var env []string
 		if key != "" {
 			args = append(args, "--key-env", "AGENTRL_LEARNER_KEY")
@@ -103,6 +102,10 @@ func (r *Run) attachLearner(l *learn.Learner, p config.Phase, ref string) error 
 		return err
 	}
 	s.client = client
+	if err := checkAdapterLearner(r.model, client); err != nil {
+		s.stop()
+		return err
+	}
 	if c.Backend == learn.BackendHTTP {
 		if ref != "" && !client.Learner().Reference {
 			s.stop()
@@ -236,6 +239,9 @@ func (s *learnerSession) stop() {
 // always, and with state the value head (when m has one) and, into opt, the optimizer's
 // moments and update count.
 func loadTensors(m *model.Model, opt *optim.AdamW, dir string, state bool) error {
+	if m.HasLoRA() {
+		return loadAdapterTensors(m, opt, dir, state)
+	}
 	read := func(name string) (map[string]checkpoint.Tensor, map[string]string, error) {
 		return checkpoint.ReadSafetensors(filepath.Join(dir, name))
 	}

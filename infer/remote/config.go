@@ -25,17 +25,37 @@ type ServerConfig struct {
 	Server `yaml:",inline"`
 	// Key is "${NAME}": the API key is the environment variable NAME, read at connect time.
 	Key string `yaml:"api_key,omitempty"`
-	// SharedDisk declares that an SGLang server reads the trainer's disk at the same paths (one
-	// host, or a shared file system): weights are published to it as a folder it loads from disk.
+	// SharedDisk declares that an SGLang or vLLM server reads the trainer's disk at the same paths
+	// (one host, or a shared file system): weights (SGLang) or LoRA adapters (vLLM) are published
+	// to it as a folder it loads from disk.
 	SharedDisk bool `yaml:"shared_disk,omitempty"`
 }
 
-// Validate checks the block; prefix names it in errors ("rollout.generator"). publish says that
-// the trainer must publish weights to every server (an RL phase): then each must be an agentrl
-// server (with an api_key: its weight route always wants one) or an SGLang server with
-// shared_disk. exact says the rollout samples exactly (temperature 1, no top-k or top-p), which
-// servers that return raw logprobs need.
+// Publish says what the trainer publishes to every server: nothing, full weights (an RL phase
+// that trains them), LoRA adapters (one that trains adapters), or both (several RL phases).
+type Publish uint8
+
+const (
+	PublishWeights Publish = 1 << iota
+	PublishAdapters
+)
+
+// Validate is ValidatePublish with publish PublishWeights when publish is true, nothing otherwise.
 func (c *Config) Validate(prefix string, publish, exact bool) error {
+	var p Publish
+	if publish {
+		p = PublishWeights
+	}
+	return c.ValidatePublish(prefix, p, exact)
+}
+
+// ValidatePublish checks the block; prefix names it in errors ("rollout.generator"). publish says what
+// the trainer publishes to every server: full weights go to an agentrl server (with an api_key:
+// its weight route always wants one) or an SGLang server with shared_disk; adapters go to a vLLM
+// server with shared_disk (it loads them from its disk through its LoRA routes). exact says the
+// rollout samples exactly (temperature 1, no top-k or top-p), which servers that return raw
+// logprobs need.
+func (c *Config) ValidatePublish(prefix string, publish Publish, exact bool) error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(prefix+"."+format, a...)) }
 	if len(c.Servers) == 0 {
@@ -77,13 +97,23 @@ func (c *Config) Validate(prefix string, publish, exact bool) error {
 		if s.Key != "" && !envref.IsRef(s.Key) {
 			bad("%s.api_key must name an environment variable as ${NAME}: keys are never written in a run's config", where)
 		}
-		if s.SharedDisk && s.Dialect != SGLang {
-			bad("%s.shared_disk is for sglang servers (agentrl servers receive the weights over HTTP)", where)
+		if s.SharedDisk && s.Dialect == Agentrl {
+			bad("%s.shared_disk is for sglang and vllm servers (agentrl servers receive the weights over HTTP)", where)
 		}
-		if publish {
+		if publish&PublishAdapters != 0 {
+			switch {
+			case s.Dialect == Agentrl:
+				bad("%s: an RL phase that trains LoRA publishes adapters, and an agentrl server receives the base weights alone; use vLLM with shared_disk", where)
+			case s.Dialect == SGLang:
+				bad("%s: an RL phase that trains LoRA publishes adapters, and SGLang's update_weights_from_disk loads the base weights alone; use vLLM with shared_disk", where)
+			case !s.SharedDisk:
+				bad("%s: an RL phase that trains LoRA publishes each adapter as a folder vLLM loads from its own disk (/v1/load_lora_adapter), so it must read the trainer's disk at the same paths: set shared_disk: true (one host or a shared file system)", where)
+			}
+		}
+		if publish&PublishWeights != 0 {
 			switch {
 			case s.Dialect == VLLM:
-				bad("%s: the trainer publishes weights after every RL update and vLLM has no stock route to load them; use agentrl serve, or SGLang with shared_disk", where)
+				bad("%s: the trainer publishes full weights after every update of an RL phase without lora, and vLLM has no stock route to load them (it loads LoRA adapters: train the phase with a lora block); use agentrl serve, or SGLang with shared_disk", where)
 			case s.Dialect == SGLang && !s.SharedDisk:
 				bad("%s: an RL phase publishes weights after every update; an SGLang server loads them from disk, so it must read the trainer's disk at the same paths: set shared_disk: true (one host or a shared file system), or use agentrl serve", where)
 			case s.Dialect == Agentrl && s.Key == "":

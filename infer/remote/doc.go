@@ -11,7 +11,8 @@
 //   - "vllm": POST /v1/completions with the prompt as token ids, logprobs 0 (the sampled token's),
 //     return_token_ids and return_tokens_as_token_ids (vLLM ≥ 0.10.2). vLLM reports no version
 //     per token: a completion carries the version last confirmed for that server (SetVersion,
-//     called after a weight update succeeded there).
+//     called after a weight update succeeded there), or, once the server serves a LoRA adapter
+//     the router loaded, the version of the adapter the request named.
 //   - "sglang": POST /generate with input_ids and return_logprob (SGLang ≥ 0.4.6); tokens and
 //     logprobs come from meta_info.output_token_logprobs, the version from
 //     meta_info.weight_version when the server reports one.
@@ -31,7 +32,8 @@
 //
 // PublishWeights sends a trainer's weights to every server: agentrl servers receive the file
 // under the router's epoch (Options.Epoch), within which versions only go up, SGLang servers load
-// the folder from a shared disk.
+// the folder from a shared disk, vLLM servers load the LoRA adapter in it under a versioned name
+// through their stock LoRA routes and requests switch to that name (lora.go).
 //
 // The agentrl dialect's JSON is written and read by infer/wire, without reflection; anything
 // outside the shape it reads is left to encoding/json.

@@ -18,8 +18,9 @@ import (
 // model.safetensors file at path (POST /agentrl/v1/weights?version=N&epoch=E, always with the
 // key; E is Options.Epoch, left out when 0); an SGLang server loads the checkpoint folder dir
 // from its own disk (POST /update_weights_from_disk with weight_version and abort_all_requests
-// false, so generations in flight continue). vLLM has no stock route to load weights from disk,
-// so a vLLM server is refused. Servers are updated concurrently; each that succeeds serves
+// false, so generations in flight continue); a vLLM server loads the LoRA adapter in dir under
+// a versioned name through its stock LoRA routes (lora.go) and is refused a folder without
+// one: it has no stock route that loads full weights from disk. Servers are updated concurrently; each that succeeds serves
 // version from then on (SetVersion), and the error names each that failed. A server that failed
 // serves an older policy: it gets no requests until a later update succeeds there (Stats reports
 // it Behind; Current counts the others). Requests in flight continue under the new weights.
@@ -33,10 +34,10 @@ func (r *Router) PublishWeights(ctx context.Context, version int32, path, dir st
 	errs := make([]error, len(r.servers))
 	for i, s := range r.servers {
 		wg.Go(func() {
-			err := r.publish(ctx, s, version, path, dir)
+			switched, err := r.publish(ctx, s, version, path, dir)
 			r.mu.Lock()
-			s.behind = err != nil
-			if err == nil {
+			s.behind = err != nil && !switched
+			if err == nil || switched {
 				s.version = version
 			}
 			r.mu.Unlock()
@@ -65,7 +66,15 @@ func (r *Router) Current(version int32) int {
 	return n
 }
 
-func (r *Router) publish(ctx context.Context, s *server, version int32, path, dir string) error {
+func (r *Router) publish(ctx context.Context, s *server, version int32, path, dir string) (switched bool, err error) {
+	if s.Dialect == VLLM {
+		return r.publishLoRA(ctx, s, version, dir)
+	}
+	err = r.publishFull(ctx, s, version, path, dir)
+	return err == nil, err
+}
+
+func (r *Router) publishFull(ctx context.Context, s *server, version int32, path, dir string) error {
 	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
 	var req *http.Request
@@ -91,6 +100,9 @@ func (r *Router) publish(ctx context.Context, s *server, version int32, path, di
 		req.ContentLength = st.Size()
 		req.Header.Set("Content-Type", "application/octet-stream")
 	case SGLang:
+		if HasAdapter(dir) {
+			return errors.New("update_weights_from_disk loads the base weights alone, not the LoRA adapter beside them")
+		}
 		body, err := json.Marshal(map[string]any{"model_path": dir, "weight_version": strconv.Itoa(int(version)), "abort_all_requests": false, "flush_cache": true})
 		if err != nil {
 			return err

@@ -522,7 +522,7 @@ func TestPublishWeights(t *testing.T) {
 		t.Fatalf("publish with an epoch: %v; server got version %q epoch %q", err, gotVersion, gotEpoch)
 	}
 	v := newRouter(t, Options{Servers: []Server{{Name: "v", URL: ag.URL, Dialect: VLLM, Model: "m"}}})
-	if err := v.PublishWeights(context.Background(), 5, path, ""); err == nil || !strings.Contains(err.Error(), "no route to load them") {
+	if err := v.PublishWeights(context.Background(), 5, path, ""); err == nil || !strings.Contains(err.Error(), "no stock route that loads full weights") {
 		t.Fatalf("publishing to vLLM: %v", err)
 	}
 }

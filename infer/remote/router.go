@@ -74,8 +74,12 @@ type server struct {
 	fails       int // consecutive
 	version     int32
 	behind      bool // a weight update failed here: it serves an older policy and gets no requests
-	requests    int
-	failures    int
+	// adapter is the LoRA adapter a vLLM server's requests name as their model (lora.go), of
+	// policy adapterVersion; empty: the served model.
+	adapter        string
+	adapterVersion int32
+	requests       int
+	failures       int
 }
 
 // ServerStats is one server's counters.
@@ -294,7 +298,8 @@ func (r *Router) call(ctx context.Context, i int, req infer.Request) (c infer.Co
 	if s.Dialect != Agentrl && !s.ProcessedLogprobs && !req.Sampling.Exact() {
 		return c, &requestError{status: 400, msg: "this server returns logprobs before temperature, top-k and top-p; declare processed_logprobs (vLLM: --logprobs-mode processed_logprobs) or sample exactly"}
 	}
-	body, err := s.dialect.encode(make([]byte, 0, 160+12*(len(req.Prompt)+len(req.Stop))), &s.Server, req)
+	srv, exactVersion, exact := r.requestServer(s)
+	body, err := s.dialect.encode(make([]byte, 0, 160+12*(len(req.Prompt)+len(req.Stop))), srv, req)
 	if err != nil {
 		return c, err
 	}
@@ -332,6 +337,9 @@ func (r *Router) call(ctx context.Context, i int, req infer.Request) (c infer.Co
 	r.mu.Lock()
 	version := s.version
 	r.mu.Unlock()
+	if exact {
+		version = exactVersion
+	}
 	return s.dialect.decode(data, resp.Header.Get("Content-Type"), version)
 }
 

@@ -293,7 +293,8 @@ func TestTorchLearnerFaults(t *testing.T) {
 	out := learn.Outputs{Logprobs: make([]float32, len(s.Tokens))}
 	err = quick.Forward(ctx, s, learn.ForwardOptions{}, &out)
 	p.Resume()
-	if !errors.Is(err, learn.ErrLearner) || !strings.Contains(err.Error(), "did not answer") {
+	// Paused before or while it writes its answer: either way the call ends at its deadline.
+	if !errors.Is(err, learn.ErrLearner) || !strings.Contains(err.Error(), "did not answer") && !strings.Contains(err.Error(), "did not finish its answer") {
 		t.Fatalf("paused learner: err = %v", err)
 	}
 

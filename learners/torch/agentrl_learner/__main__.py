@@ -6,8 +6,9 @@ import sys
 
 import torch
 
+from . import dist
 from .learner import Learner
-from .server import Server
+from .server import Server, serve_follower
 
 
 def parse_listen(s):
@@ -36,6 +37,9 @@ def main(argv=None):
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--ready-file", help="written with HOST:PORT once listening")
+    ap.add_argument("--fsdp", action="store_true",
+                    help="FSDP2 under torchrun: each block and the model fully_shard-ed over the ranks, rank 0 serves (torch >= 2.4)")
+    ap.add_argument("--dist-timeout", type=float, default=600, help="seconds a collective may wait for the other ranks (--fsdp)")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args(argv)
     key = ""
@@ -46,13 +50,22 @@ def main(argv=None):
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     torch.manual_seed(0)
+    fsdp, rank, device = None, 0, a.device
     try:
-        learner = Learner(a.model, device=a.device, bf16=a.bf16, max_tokens=a.max_tokens, reference_dir=a.reference,
+        if a.fsdp:
+            fsdp = dist.require_fsdp2()
+            rank, _, device = dist.init(a.device, a.dist_timeout)
+        learner = Learner(a.model, device=device, bf16=a.bf16, max_tokens=a.max_tokens, reference_dir=a.reference,
                           beta1=a.beta1, beta2=a.beta2, eps=a.eps, weight_decay=a.weight_decay, value_head=a.value_head,
-                          adapter_dir=a.adapter, activation_checkpointing=a.activation_checkpointing)
+                          adapter_dir=a.adapter, activation_checkpointing=a.activation_checkpointing, fsdp=fsdp, rank=rank)
         if a.state:
             learner.load_state(a.state)
+        if rank != 0:
+            serve_follower(learner)
+            return 0
         srv = Server(a.listen, learner, key=key, verbose=a.verbose)
+        if fsdp is not None:
+            srv.fanout = dist.broadcast_request
     except (ValueError, OSError) as e:
         print(f"agentrl_learner: {e}", file=sys.stderr)
         return 2
@@ -70,6 +83,8 @@ def main(argv=None):
         pass
     finally:
         srv.server_close()
+        if fsdp is not None:
+            dist.broadcast_request(dist.STOP, b"")
     return 0
 
 

@@ -144,6 +144,7 @@ def main(argv=None):
     ap.add_argument("--max-len", type=int, default=1024)
     ap.add_argument("--max-tokens", type=int, default=16384)
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--fsdp", type=int, default=0, help="run the learner under torchrun on this many GPUs with --fsdp (FSDP2)")
     a = ap.parse_args(argv)
     bf16 = a.device.startswith("cuda")
     for size in a.sizes.split(","):
@@ -156,10 +157,15 @@ def main(argv=None):
             tokens = sum(sum(m for m in b[2]) for b in bs[1:])
             ready = os.path.join(tmp, "ready")
             log = open(os.path.join(tmp, "learner.log"), "w")
-            cmd = [sys.executable, "-m", "agentrl_learner", "--listen", "127.0.0.1:0", "--ready-file", ready,
+            launcher = [sys.executable]
+            if a.fsdp > 0:
+                launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(a.fsdp)]
+            cmd = launcher + ["-m", "agentrl_learner", "--listen", "127.0.0.1:0", "--ready-file", ready,
                    "--model", mdir, "--device", a.device, "--max-tokens", str(a.max_tokens), "--beta2", "0.99"]
             if bf16:
                 cmd.append("--bf16")
+            if a.fsdp > 0:
+                cmd.append("--fsdp")
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
             try:
                 t0 = time.time()
@@ -182,7 +188,7 @@ def main(argv=None):
                 log.close()
             plain_s = plain_loop(mdir, bs, a.device, bf16)
             per = tokens / (len(bs) - 1)
-            print(json.dumps({"size": size, "device": a.device, "gpu": torch.cuda.get_device_name() if bf16 else "",
+            print(json.dumps({"size": size, "device": a.device, "fsdp_ranks": a.fsdp, "gpu": torch.cuda.get_device_name() if bf16 else "",
                               "trained_tokens_per_step": per,
                               "learner_tokens_per_s": per / learner_s, "plain_tokens_per_s": per / plain_s,
                               "learner_over_plain": plain_s / learner_s, "sync_s": sync_s,

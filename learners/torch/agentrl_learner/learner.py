@@ -25,7 +25,7 @@ import tempfile
 
 import torch
 
-from . import modeling
+from . import dist, modeling
 from .wire import BadRequest
 
 VALUE_WEIGHT, VALUE_BIAS = "value_head.weight", "value_head.bias"
@@ -150,7 +150,7 @@ def attach_adapter(model, adapter_dir):
 class Learner:
     def __init__(self, model_dir, device="cpu", bf16=False, max_tokens=16384, reference_dir=None,
                  beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.0, value_head=False, adapter_dir=None,
-                 activation_checkpointing=False):
+                 activation_checkpointing=False, fsdp=None, rank=0):
         self.device = torch.device(device)
         self.activation_checkpointing = bool(activation_checkpointing)
         self.bf16 = bool(bf16)
@@ -172,7 +172,13 @@ class Learner:
                 raise ValueError("a value head beside LoRA adapters is not supported")
             self.adapter_cfg, self.adapter = attach_adapter(self.model, adapter_dir)
         self.model = self.model.to(self.device)
-        if self.adapter is not None:  # the parameters moved with the model
+        self.rank = rank  # under --fsdp, rank 0 alone writes folders (dist.py)
+        self.sharded = fsdp is not None
+        if fsdp is not None and self.activation_checkpointing:
+            raise ValueError("--activation-checkpointing with --fsdp is not supported yet")
+        if fsdp is not None:
+            dist.shard(self.model, fsdp)
+        if self.adapter is not None:  # the parameters moved with the model (and were sharded)
             self.adapter = {n: p for n, p in self._adapter_params()}
         with open(os.path.join(model_dir, "config.json")) as f:
             self.config = json.load(f)
@@ -190,6 +196,8 @@ class Learner:
             self.reference = load_causal_lm(reference_dir).to(self.device)
             for p in self.reference.parameters():
                 p.requires_grad_(False)
+            if fsdp is not None:
+                dist.shard(self.reference, fsdp)
         self.steps = 0
         self.pending = 0
         self._init_optimizer()
@@ -223,8 +231,9 @@ class Learner:
                       VALUE_BIAS: b.to(self.device).requires_grad_(True)}
 
     def _init_optimizer(self):
-        self.m = {n: torch.zeros_like(p, dtype=torch.float32) for n, p in self.named_tensors().items()}
-        self.v = {n: torch.zeros_like(p, dtype=torch.float32) for n, p in self.named_tensors().items()}
+        # Under --fsdp each rank holds the moments of its shard (dist.local).
+        self.m = {n: torch.zeros_like(dist.local(p), dtype=torch.float32) for n, p in self.named_tensors().items()}
+        self.v = {n: torch.zeros_like(dist.local(p), dtype=torch.float32) for n, p in self.named_tensors().items()}
 
     def num_params(self):
         return sum(p.numel() for p in self.named_tensors().values())
@@ -307,7 +316,7 @@ class Learner:
 
     @staticmethod
     def _logits(model, h):
-        if isinstance(model, HFModel):
+        if isinstance(model, HFModel) or hasattr(model, "logits"):  # logits: set by dist.shard
             return model.logits(h)
         if model.lm_head is None:
             return h @ model.model.embed_tokens.weight.t()
@@ -382,10 +391,12 @@ class Learner:
         for n, p in named.items():
             g = p.grad
             if g is None:
-                g = torch.zeros_like(p, dtype=torch.float32)
-            g = g.float()
+                g = torch.zeros_like(dist.local(p), dtype=torch.float32)
+            g = dist.local(g).float()
             grads[n] = g
             total += float((g.double() ** 2).sum())
+        if self.sharded:
+            total = dist.all_sum(total, self.device)  # the shards' squares, summed over the ranks
         norm = f32(math.sqrt(total)) if math.isfinite(total) else float("nan")
         if not math.isfinite(norm):
             self.zero_grad()
@@ -408,42 +419,54 @@ class Learner:
                 v.mul_(b2).add_((g * omb2) * g)
                 decay = f32(1 - f32(lr * self.wd)) if p.dim() == 2 else 1.0
                 upd = (m * step) / (torch.sqrt(v * inv_bc2) + self.eps)
-                p.mul_(decay).sub_(upd.to(p.dtype))
+                pl = dist.local(p)
+                pl.mul_(decay).sub_(upd.to(pl.dtype))
         self.zero_grad()
         for n, p in named.items():
-            if not bool(torch.isfinite(p).all()):
+            if not bool(torch.isfinite(dist.local(p)).all()):
                 raise BrokenWeights(f"the update made tensor {n!r} non-finite at learning rate {lr} (gradient norm {norm})")
         return norm, lr
 
     # ----- files -------------------------------------------------------------------------
 
     def _weights(self):
-        sd = {n: p.detach().float().cpu() for n, p in self.named_tensors().items()}
+        sd = {n: dist.full(p.detach()).float().cpu() for n, p in self.named_tensors().items()}
         head = {n: sd.pop(n) for n in (VALUE_WEIGHT, VALUE_BIAS) if n in sd}
         return sd, head
 
     def _write_folder(self, dir, state):
+        # Every tensor is gathered first: under --fsdp a collective every rank joins; rank 0
+        # alone then writes.
+        named = self.named_tensors()
+        if self.adapter is not None:
+            # The adapter, in PEFT's format; a state folder also holds the adapter's moments.
+            adapter = {n: dist.full(p.detach()).float().cpu() for n, p in named.items()}
+            sd, head = {}, {}
+        else:
+            sd, head = self._weights()
+        opt = {}
+        if state:
+            for n, p in named.items():
+                opt["exp_avg." + n] = dist.full(dist.like(self.m[n], p)).cpu()
+                opt["exp_avg_sq." + n] = dist.full(dist.like(self.v[n], p)).cpu()
+        if self.rank != 0:
+            return 0
         dir = os.path.abspath(dir)
         parent = os.path.dirname(dir)
         os.makedirs(parent, exist_ok=True)
         tmp = tempfile.mkdtemp(prefix="." + os.path.basename(dir) + ".tmp-", dir=parent)
         try:
             if self.adapter is not None:
-                # The adapter, in PEFT's format; a state folder also holds the adapter's moments.
-                self._write_adapter(tmp)
-                sd, head = {}, {}
+                with open(os.path.join(tmp, "adapter_config.json"), "w") as f:
+                    json.dump(self.adapter_cfg, f, indent=2)
+                modeling.write_safetensors(os.path.join(tmp, "adapter_model.safetensors"), adapter, torch.float32, {"format": "pt"})
             else:
-                sd, head = self._weights()
                 with open(os.path.join(tmp, "config.json"), "w") as f:
                     json.dump(self.config, f, indent=2)
                 modeling.write_safetensors(os.path.join(tmp, "model.safetensors"), sd, torch.float32, {"format": "pt"})
             if head and state:
                 modeling.write_safetensors(os.path.join(tmp, "value_head.safetensors"), head, torch.float32, {"format": "pt"})
             if state:
-                opt = {}
-                for n in self.named_tensors():
-                    opt["exp_avg." + n] = self.m[n].cpu()
-                    opt["exp_avg_sq." + n] = self.v[n].cpu()
                 modeling.write_safetensors(os.path.join(tmp, "optimizer.safetensors"), opt, torch.float32,
                                            {"format": "pt", "step": str(self.steps)})
                 with open(os.path.join(tmp, "trainer_state.json"), "w") as f:
@@ -460,12 +483,6 @@ class Learner:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-
-    def _write_adapter(self, tmp):
-        with open(os.path.join(tmp, "adapter_config.json"), "w") as f:
-            json.dump(self.adapter_cfg, f, indent=2)
-        modeling.write_safetensors(os.path.join(tmp, "adapter_model.safetensors"),
-                                   {n: p.detach().float().cpu() for n, p in self.adapter.items()}, torch.float32, {"format": "pt"})
 
     def save_for_sampler(self, dir):
         return self._write_folder(dir, state=False)
@@ -507,12 +524,12 @@ class Learner:
             for n, p in named.items():
                 if tuple(sd[n].shape) != tuple(p.shape):
                     raise BadRequest(f"{dir}: tensor {n} has shape {list(sd[n].shape)}, the model {list(p.shape)}")
-                p.copy_(sd[n])
+                dist.local(p).copy_(dist.shard_of(sd[n], p))  # under --fsdp, this rank's shard
         self._init_optimizer()
         if has_opt:
-            for n in named:
-                self.m[n].copy_(m[n])
-                self.v[n].copy_(v[n])
+            for n, p in named.items():
+                self.m[n].copy_(dist.shard_of(m[n], p))
+                self.v[n].copy_(dist.shard_of(v[n], p))
         self.steps = steps
         self.zero_grad()
         return steps

@@ -8,6 +8,7 @@ import secrets
 import socket
 import sys
 import threading
+import types
 import traceback
 
 from . import wire
@@ -124,6 +125,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def _route(self, body):
         L = self.server.learner
         p = self.path
+        if self.server.fanout is not None:  # --fsdp: the other ranks handle it too (dist.py)
+            self.server.fanout(p, body)
         if p == "/v1/forward":
             req = wire.decode_request(body, L.vocab)
             if req.kind != wire.KIND_FORWARD:
@@ -178,6 +181,7 @@ class Server(http.server.ThreadingHTTPServer):
         self.address_family = family
         super().__init__(addr, Handler)
         self.learner, self.key, self.verbose = learner, key, verbose
+        self.fanout = None  # under --fsdp: sends each request's route and body to the other ranks
         self.epoch = secrets.randbits(63) | 1
         self.lock = threading.Lock()
 
@@ -189,3 +193,29 @@ class Server(http.server.ThreadingHTTPServer):
             "max_tokens": L.max_tokens, "device": str(L.device), "dtype": "bfloat16" if L.bf16 else "float32",
             "model": L.config, "adapter": L.adapter_cfg,
         }
+
+
+class _Follower(Handler):
+    """A request rank 0 broadcast, run on another rank (--fsdp): the same code, no answer."""
+
+    def __init__(self, server, path):  # no connection
+        self.server, self.path = server, path
+
+    def _send(self, status, body, ctype):
+        pass
+
+
+def serve_follower(learner):
+    """Ranks other than 0 under --fsdp: handle each request rank 0 broadcasts until it stops.
+    An error is rank 0's to answer (the same request fails there the same way)."""
+    from . import dist
+
+    srv = types.SimpleNamespace(learner=learner, fanout=None)
+
+    def handle(route, body):
+        try:
+            _Follower(srv, route)._route(body)
+        except Exception:
+            pass
+
+    dist.follow(handle)
