@@ -146,7 +146,7 @@ type Server struct {
 	met        *metrics
 	routes     map[string]route
 
-	stopIDs []int32 // the end of a chat turn and of text: default stop tokens
+	stopIDs []int32       // the end of a chat turn and of text: default stop tokens
 	chatTpl *chatTemplate // the checkpoint's own chat template; nil: agentrl's ChatML
 
 	maxPiece    int            // the most bytes one token decodes to (textBound)
