@@ -282,3 +282,26 @@ func FuzzForeignTemplateChat(f *testing.F) {
 		}
 	})
 }
+
+// /v1/responses builds the same prompt through the template, and parses its calls in the
+// template's format.
+func TestServeForeignTemplateResponses(t *testing.T) {
+	srv, tok, dir := foreignServer(t, "llama3_1", Options{})
+	body := `{"instructions": "You are a careful calculator.", "input": [
+		{"role": "user", "content": "` + testQuestion + `"},
+		{"type": "function_call", "call_id": "call_1", "name": "calculator", "arguments": "{\"expression\": \"12 + 30\"}"},
+		{"type": "function_call_output", "call_id": "call_1", "output": "42"}],
+		"tools": [{"type": "function", "name": "calculator", "description": "Evaluate an arithmetic expression.",
+		"parameters": {"type":"object","properties":{"expression":{"type":"string"}},"required":["expression"]}}]}`
+	p, err := srv.parseResponses([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := expectedRender(t, dir, testQuestion, "42")
+	if !slices.Equal(p.chat.prompt, tok.Encode(text)) {
+		t.Fatalf("responses prompt differs from the template's render:\n got %q\nwant %q", tok.Decode(p.chat.prompt), text)
+	}
+	if p.chat.format != tool.Llama3JSON {
+		t.Fatalf("tool-call format %v", p.chat.format)
+	}
+}
