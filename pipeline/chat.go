@@ -63,7 +63,7 @@ func NewChatRendering(cc config.ChatConfig, tok *tokenizer.Tokenizer, tools []js
 			}
 			return ChatRendering{}, fmt.Errorf("chat: template auto: %w", err)
 		}
-		if isChatML(tpl) && tok.ChatML() == nil {
+		if chat.IsChatML(tpl) && tok.ChatML() == nil {
 			return chatML("the tokenizer's template is ChatML")
 		}
 		from = "the tokenizer's own template"
@@ -138,34 +138,6 @@ func writeChatFiles(dir string, tok *tokenizer.Tokenizer) error {
 
 // specialNames are the special tokens a template may read by name.
 var specialNames = []string{"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}
-
-// isChatML reports whether tpl renders the messages the agent loop writes — a system prompt or
-// none, user, assistant (with a <think> block and a tool call in its text), tool, and a further
-// user turn, with and without the generation prompt — exactly as tokenizer.RenderChat does, so
-// that the loop's ChatML path gives the same tokens.
-func isChatML(tpl *chat.Template) bool {
-	convs := [][]tokenizer.Message{
-		{{Role: "user", Content: "u1"}},
-		{{Role: "system", Content: "s"}, {Role: "user", Content: "u1"}},
-		{{Role: "system", Content: "s"}, {Role: "user", Content: "u1"},
-			{Role: "assistant", Content: "<think>\nr\n</think>\n\na " + tool.OpenTag + `{"name": "f", "arguments": {}}` + tool.CloseTag},
-			{Role: "tool", Content: "<tool_response>t</tool_response>"},
-			{Role: "assistant", Content: "b"}, {Role: "user", Content: "u2"}},
-	}
-	for _, conv := range convs {
-		msgs := make([]chat.Message, len(conv))
-		for i, m := range conv {
-			msgs[i] = chat.Message{Role: m.Role, Content: m.Content}
-		}
-		for _, gen := range []bool{true, false} {
-			out, err := tpl.Apply(msgs, nil, gen)
-			if err != nil || out != tokenizer.RenderChat(conv, gen) {
-				return false
-			}
-		}
-	}
-	return true
-}
 
 // setupChat resolves the run's chat block once its tokenizer is known (fresh, from init or
 // from a checkpoint) and sets Options.NewConversation, unless the caller set one. It refuses a

@@ -113,6 +113,7 @@ type chatPlan struct {
 	req    chatRequest
 	prompt []int32
 	tools  map[string]bool // the declared tools, when tool calls are parsed
+	format tool.CallFormat // the format tool calls are parsed in; nil: Hermes, as ChatML writes them
 	specs  []genSpec
 }
 
@@ -145,12 +146,30 @@ func (s *Server) planChatFormat(creq chatRequest, names chatParams) (*chatPlan, 
 	if err := s.checkModel(req.Model); err != nil {
 		return nil, err
 	}
-	msgs, ts, err := renderMessages(req)
-	if err != nil {
-		return nil, err
+	var text string
+	var lits [][2]int
+	var ts *toolSet
+	var err error
+	if s.chatTpl == nil {
+		msgs, t, err := renderMessages(req)
+		if err != nil {
+			return nil, err
+		}
+		ts = t
+		text, lits = renderPrompt(msgs)
+	} else {
+		if ts, err = checkMessages(req); err != nil {
+			return nil, err
+		}
+		if ts.force != "" && s.chatTpl.format() != tool.Hermes {
+			return nil, unsupported("tool_choice", "a forced tool call is supported for Hermes-format models only; this model's chat template writes %s calls", s.chatTpl.format().Name())
+		}
+		if text, lits, err = s.renderTemplate(req, ts); err != nil {
+			return nil, err
+		}
+		p.format = s.chatTpl.format()
 	}
 	p.tools = ts.declared
-	text, lits := renderPrompt(msgs)
 	if err := s.checkText(len(text), msgParam); err != nil {
 		return nil, err
 	}
@@ -198,7 +217,7 @@ func (s *Server) planChatFormat(creq chatRequest, names chatParams) (*chatPlan, 
 	}
 	var hold []string
 	if p.tools != nil {
-		hold = []string{tool.OpenTag}
+		hold = holdFor(p.format)
 	}
 	seed := req.seed()
 	for c := range n {
@@ -325,13 +344,7 @@ func parseTools(tools []chatTool, choice json.RawMessage) (*toolSet, error) {
 // literal (see encodeChat). It returns the tools to parse calls of (declared nil when there are
 // none or tool_choice is "none").
 func renderMessages(req *chatRequest) ([]promptMessage, *toolSet, error) {
-	if len(req.Messages) == 0 {
-		return nil, nil, badRequest("messages", "messages must not be empty")
-	}
-	if len(req.Messages) > maxMessages {
-		return nil, nil, badRequest("messages", "at most %d messages, got %d", maxMessages, len(req.Messages))
-	}
-	ts, err := parseTools(req.Tools, req.ToolChoice)
+	ts, err := checkMessages(req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -399,6 +412,29 @@ func renderMessages(req *chatRequest) ([]promptMessage, *toolSet, error) {
 	return out, ts, nil
 }
 
+// checkMessages bounds a request's messages and reads its tools.
+func checkMessages(req *chatRequest) (*toolSet, error) {
+	if len(req.Messages) == 0 {
+		return nil, badRequest("messages", "messages must not be empty")
+	}
+	if len(req.Messages) > maxMessages {
+		return nil, badRequest("messages", "at most %d messages, got %d", maxMessages, len(req.Messages))
+	}
+	return parseTools(req.Tools, req.ToolChoice)
+}
+
+// holdFor is what streaming holds back from, for a tool-call format (nil: Hermes).
+func holdFor(f tool.CallFormat) []string {
+	switch {
+	case f == nil || f == tool.Hermes:
+		return []string{tool.OpenTag}
+	case f == tool.Mistral:
+		return []string{tool.MistralTag}
+	default: // Llama 3.1's JSON call
+		return []string{`{"`, "<|python_tag|>"}
+	}
+}
+
 func isObject(raw json.RawMessage) bool {
 	var m map[string]json.RawMessage
 	return json.Unmarshal(raw, &m) == nil && m != nil
@@ -453,8 +489,28 @@ func renderCall(tc chatToolCall, param string) (string, error) {
 // toolCalls splits a completion into its content and tool calls. ok is false when the text has
 // no call, a malformed one, or one of a tool not declared: then it is all content.
 func toolCalls(text string, declared map[string]bool, idPrefix string) (content string, calls []chatToolCall, ok bool) {
+	return toolCallsIn(nil, text, declared, idPrefix)
+}
+
+// toolCallsIn is toolCalls for the tool-call format f (nil: Hermes).
+func toolCallsIn(f tool.CallFormat, text string, declared map[string]bool, idPrefix string) (content string, calls []chatToolCall, ok bool) {
 	if declared == nil {
 		return text, nil, false
+	}
+	if f != nil && f != tool.Hermes {
+		parsed := f.Parse(text, tool.ParseLimits{MaxCalls: maxToolCalls, MaxArgBytes: maxToolArgSize})
+		if len(parsed) == 0 {
+			return text, nil, false
+		}
+		for i, c := range parsed {
+			if c.Err != nil || !declared[c.Name] {
+				return text, nil, false
+			}
+			tc := chatToolCall{ID: fmt.Sprintf("%s-%d", idPrefix, i), Type: "function"}
+			tc.Function.Name, tc.Function.Arguments = c.Name, string(c.Arguments)
+			calls = append(calls, tc)
+		}
+		return f.Content(text), calls, true
 	}
 	parsed := tool.ParseCalls(text, tool.ParseLimits{MaxCalls: maxToolCalls, MaxArgBytes: maxToolArgSize})
 	if len(parsed) == 0 {
@@ -535,7 +591,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 	for i, res := range results {
 		finish := res.finish
 		msg := &chatOut{Role: "assistant"}
-		content, calls, ok := toolCalls(res.text, p.tools, fmt.Sprintf("call_%s_%d", strings.TrimPrefix(id, "chatcmpl-"), i))
+		content, calls, ok := toolCallsIn(p.format, res.text, p.tools, fmt.Sprintf("call_%s_%d", strings.TrimPrefix(id, "chatcmpl-"), i))
 		if ok && finish == "stop" {
 			msg.ToolCalls, finish = calls, "tool_calls"
 		} else {
@@ -632,7 +688,7 @@ func (s *Server) finishChatStream(p *chatPlan, res genResult, shown, index int, 
 	finish := res.finish
 	rest := res.text[min(shown, len(res.text)):]
 	if rest != "" {
-		content, calls, ok := toolCalls(res.text, p.tools, idPrefix)
+		content, calls, ok := toolCallsIn(p.format, res.text, p.tools, idPrefix)
 		if ok && finish == "stop" {
 			// The content shown is the text before the first call; what content follows the calls
 			// comes now, then the calls.

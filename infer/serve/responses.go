@@ -295,7 +295,7 @@ func inputText(raw json.RawMessage, param string) (string, error) {
 // after any calls) and the function calls parsed from the completion.
 func (s *Server) responseOutput(p *responsePlan, res genResult) ([]outputItem, []chatToolCall, string) {
 	var items []outputItem
-	content, calls, ok := toolCalls(res.text, p.chat.tools, "")
+	content, calls, ok := toolCallsIn(p.chat.format, res.text, p.chat.tools, "")
 	if !ok || res.finish != "stop" {
 		content, calls = res.text, nil
 	}

@@ -146,7 +146,8 @@ type Server struct {
 	met        *metrics
 	routes     map[string]route
 
-	stopIDs []int32 // the end of a chat turn and of text: default stop tokens
+	stopIDs []int32       // the end of a chat turn and of text: default stop tokens
+	chatTpl *chatTemplate // the checkpoint's own chat template; nil: agentrl's ChatML
 
 	maxPiece    int            // the most bytes one token decodes to (textBound)
 	tokenizeSem chan struct{}  // bounds the texts tokenized at once
@@ -234,6 +235,12 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, configJSON []byte, opts Optio
 	s.stopIDs = []int32{tok.EndOfTurn()}
 	if id, ok := tok.SpecialID(tokenizer.EndOfText); ok && id != tok.EndOfTurn() {
 		s.stopIDs = append(s.stopIDs, id)
+	}
+	if s.chatTpl, err = loadChatTemplate(tok); err != nil {
+		return nil, err
+	}
+	if s.chatTpl != nil {
+		s.stopIDs = s.chatTpl.plain.Stop()
 	}
 	s.maxPiece = longestPiece(tok)
 	s.tokenizeSem = make(chan struct{}, tokenizeSlots())
