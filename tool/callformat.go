@@ -373,6 +373,15 @@ func pyValue(b *strings.Builder, dec *json.Decoder, depth int) error {
 // pyString quotes s as json.dumps(s, ensure_ascii=False) does.
 func pyString(s string) string {
 	var b strings.Builder
+	WritePyJSONString(&b, s, false)
+	return b.String()
+}
+
+// WritePyJSONString writes s quoted as Python's json.dumps(s, ensure_ascii=ensureASCII) does:
+// the short escapes, \u escapes for the other control characters and, with ensureASCII, for
+// every rune past '~' (as a surrogate pair past U+FFFF). Chat templates' tojson writes strings
+// with it too.
+func WritePyJSONString(b *strings.Builder, s string, ensureASCII bool) {
 	b.WriteByte('"')
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
@@ -393,11 +402,17 @@ func pyString(s string) string {
 		case r == '\f':
 			b.WriteString(`\f`)
 		case r < 0x20:
-			fmt.Fprintf(&b, `\u%04x`, r)
+			fmt.Fprintf(b, `\u%04x`, r)
+		case ensureASCII && r > 0x7e:
+			if r > 0xffff {
+				r -= 0x10000
+				fmt.Fprintf(b, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
+			} else {
+				fmt.Fprintf(b, `\u%04x`, r)
+			}
 		default:
 			b.WriteRune(r)
 		}
 	}
 	b.WriteByte('"')
-	return b.String()
 }
