@@ -149,7 +149,7 @@ func (f llama3Format) Parse(text string, lim ParseLimits) []Call {
 			calls = append(calls, Call{Err: fmt.Errorf("%w: at most %d per turn, the rest were ignored", ErrTooManyCalls, lim.MaxCalls)})
 			break
 		}
-		calls = append(calls, parseObject(string(raw), lim.MaxArgBytes, "parameters", "arguments"))
+		calls = append(calls, parseObject(string(raw), lim.MaxArgBytes, true, "parameters", "arguments"))
 		// Calls are separated by ";" (and whitespace); anything else is not a call.
 		rest := body[dec.InputOffset():]
 		trimmed := strings.TrimLeftFunc(rest, unicode.IsSpace)
@@ -219,7 +219,7 @@ func (f mistralFormat) Parse(text string, lim ParseLimits) []Call {
 			calls = append(calls, Call{Err: fmt.Errorf("%w: at most %d per turn, the rest were ignored", ErrTooManyCalls, lim.MaxCalls)})
 			break
 		}
-		calls = append(calls, parseObject(string(raw), lim.MaxArgBytes, "arguments", "parameters"))
+		calls = append(calls, parseObject(string(raw), lim.MaxArgBytes, true, "arguments", "parameters"))
 	}
 	if rest := strings.TrimSpace(body[dec.InputOffset():]); rest != "" && rest != "</s>" {
 		calls = append(calls, Call{Raw: capRaw(rest), Err: fmt.Errorf("%w: text after the %s list", ErrBadJSON, MistralTag)})
@@ -260,8 +260,9 @@ func (l ParseLimits) sane() ParseLimits {
 	return l.withDefaults()
 }
 
-// parseObject reads one JSON call object whose arguments are under argKey (or altKey).
-func parseObject(raw string, maxBytes int, argKey, altKey string) Call {
+// parseObject reads one JSON call object whose arguments are under the first of argKeys it
+// holds; withID reads its "id" too (which must then be a string).
+func parseObject(raw string, maxBytes int, withID bool, argKeys ...string) Call {
 	raw = strings.TrimSpace(raw)
 	if len(raw) > maxBytes {
 		return Call{Raw: capRaw(raw), Err: fmt.Errorf("%w: %d bytes, limit %d", ErrArgsTooLarge, len(raw), maxBytes)}
@@ -282,20 +283,24 @@ func parseObject(raw string, maxBytes int, argKey, altKey string) Call {
 		c.Err = fmt.Errorf("%w: name must be a non-empty string", ErrNoName)
 		return c
 	}
-	if idJSON, ok := obj["id"]; ok {
+	if idJSON, ok := obj["id"]; withID && ok {
 		if json.Unmarshal(idJSON, &c.ID) != nil {
 			c.Err = fmt.Errorf("%w: id must be a string", ErrBadJSON)
 			return c
 		}
 	}
-	args, ok := obj[argKey]
-	if !ok {
-		args, ok = obj[altKey]
+	var args json.RawMessage
+	found := false
+	for _, k := range argKeys {
+		if args, found = obj[k]; found {
+			break
+		}
 	}
-	if !ok || bytes.Equal(args, []byte("null")) {
+	if !found || bytes.Equal(args, []byte("null")) {
 		c.Arguments = json.RawMessage("{}")
 		return c
 	}
+	// Some chat formats send arguments as a string holding the JSON object; accept that too.
 	var s string
 	if json.Unmarshal(args, &s) == nil {
 		args = json.RawMessage(s)
