@@ -11,18 +11,7 @@ import (
 // re-rendered context of user tokens and has its own turn.
 func twoSamples(task Task, n int) *traj.Trajectory {
 	t := synthTraj(task, n, 2)
-	second := synthTraj(task, n, 3)
-	at := t.Len()
-	t.Samples = []int{at}
-	t.Tokens = append(t.Tokens, second.Tokens...)
-	t.Roles = append(t.Roles, second.Roles...)
-	t.LossMask = append(t.LossMask, second.LossMask...)
-	t.Logprobs = append(t.Logprobs, second.Logprobs...)
-	t.Versions = append(t.Versions, second.Versions...)
-	for _, tu := range second.Turns {
-		tu.Start, tu.End, tu.ObsEnd = tu.Start+at, tu.End+at, tu.ObsEnd+at
-		t.Turns = append(t.Turns, tu)
-	}
+	t.AppendSamples(synthTraj(task, n, 3))
 	return t
 }
 
