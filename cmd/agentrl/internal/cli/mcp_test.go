@@ -6,11 +6,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -71,18 +69,7 @@ func TestMCPFromConfig(t *testing.T) {
 	go func() {
 		done <- Main(ctx, []string{"env", "serve", "--env", "calc", "--addr", "127.0.0.1:0", "--config", path}, &served, &served)
 	}()
-	addr := regexp.MustCompile(`serving calc on (http://127\.0\.0\.1:\d+)`)
-	var url string
-	for wait := time.Millisecond; url == ""; wait = min(2*wait, 100*time.Millisecond) {
-		select {
-		case err := <-done:
-			t.Fatalf("serve ended early: %v\n%s", err, served.String())
-		case <-time.After(wait):
-		}
-		if m := addr.FindStringSubmatch(served.String()); m != nil {
-			url = m[1]
-		}
-	}
+	url := servingURL(t, "calc", &served, done)
 	spec, err := remote.Spec(url, remote.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
