@@ -189,14 +189,7 @@ func TestDelegateParallel(t *testing.T) {
 	if SubEpisodeSamples(tr) != 2 {
 		t.Fatalf("sub-episode samples %d", SubEpisodeSamples(tr))
 	}
-	b, err := tr.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back traj.Trajectory
-	if err := back.UnmarshalBinary(b); err != nil || !traj.Equal(tr, &back) {
-		t.Fatalf("binary round trip: %v", err)
-	}
+	checkBinaryRoundTrip(t, tr)
 }
 
 // TestDelegateParentReward: with reward parent the sub-episodes' turns carry no reward of
