@@ -19,17 +19,8 @@ func twoSamples(task Task, n int) *traj.Trajectory {
 // samples intact, inline and by reference.
 func TestMultiSampleTrajectory(t *testing.T) {
 	ctx := ctxFor(t, 30*time.Second)
-	s, err := StartServer(ServerConfig{StoreDir: t.TempDir(), MaxPayload: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown()
-	l := connect(t, s.URL(), s.LearnerToken())
 	const run = "samples"
-	if err := l.SetupRun(ctx, RunConfig{Run: run}); err != nil {
-		t.Fatal(err)
-	}
-	w := connect(t, s.URL(), s.WorkerToken())
+	l, w := smallPayloadRun(t, ctx, run)
 	k, err := l.NewConsumer(ctx, ConsumerConfig{Run: run})
 	if err != nil {
 		t.Fatal(err)
