@@ -44,36 +44,15 @@ func aggregate(coef []float64, b *Batch, include []bool, mode string, norm float
 		if !include[i] {
 			continue
 		}
-		lo, hi := b.Seq(i)
-		n := 0
-		for t := lo; t < hi; t++ {
-			if b.Mask[t] {
-				n++
-			}
-		}
-		if n > 0 {
+		if n := b.maskedTokens(i); n > 0 {
 			tokens += n
 			seqs++
 			coef[i] = float64(n) // the masked-token count, turned into a coefficient below
 		}
 	}
 	for i, n := range coef {
-		if n == 0 {
-			continue
-		}
-		switch mode {
-		case AggTokenMean:
-			coef[i] = 1 / float64(tokens)
-		case AggTokenSum:
-			coef[i] = 1
-		case AggSeqMeanTokenSum:
-			coef[i] = 1 / float64(seqs)
-		case AggSeqMeanTokenMean:
-			coef[i] = 1 / (float64(seqs) * n)
-		case AggSeqMeanTokenSumNm:
-			coef[i] = 1 / norm
-		case AggDrGRPO:
-			coef[i] = 1 / (float64(seqs) * norm)
+		if n != 0 {
+			coef[i] = aggCoef(mode, tokens, seqs, n, norm)
 		}
 	}
 	return tokens, seqs
@@ -90,13 +69,7 @@ func aggregateEpisodes(coef []float64, b *Batch, include []bool, mode string, no
 			if !include[i] {
 				continue
 			}
-			lo, hi := b.Seq(i)
-			n := 0
-			for t := lo; t < hi; t++ {
-				if b.Mask[t] {
-					n++
-				}
-			}
+			n := b.maskedTokens(i)
 			coef[i] = float64(n)
 			perEp[e] += n
 		}
@@ -107,24 +80,43 @@ func aggregateEpisodes(coef []float64, b *Batch, include []bool, mode string, no
 	}
 	for e, ne := range perEp {
 		for i := first[e]; i < first[e+1]; i++ {
-			if coef[i] == 0 {
-				continue
-			}
-			switch mode {
-			case AggTokenMean:
-				coef[i] = 1 / float64(tokens)
-			case AggTokenSum:
-				coef[i] = 1
-			case AggSeqMeanTokenSum:
-				coef[i] = 1 / float64(seqs)
-			case AggSeqMeanTokenMean:
-				coef[i] = 1 / (float64(seqs) * float64(ne))
-			case AggSeqMeanTokenSumNm:
-				coef[i] = 1 / norm
-			case AggDrGRPO:
-				coef[i] = 1 / (float64(seqs) * norm)
+			if coef[i] != 0 {
+				coef[i] = aggCoef(mode, tokens, seqs, float64(ne), norm)
 			}
 		}
 	}
 	return tokens, seqs
+}
+
+// maskedTokens is the number of masked tokens of sequence i.
+func (b *Batch) maskedTokens(i int) int {
+	lo, hi := b.Seq(i)
+	n := 0
+	for t := lo; t < hi; t++ {
+		if b.Mask[t] {
+			n++
+		}
+	}
+	return n
+}
+
+// aggCoef is the weight under mode of each masked token of a sequence that counts, n being its
+// masked-token count (its episode's, when episodes stand in for sequences), of tokens masked
+// tokens and seqs sequences that count in all. mode is one of aggModes (NewLoss checks).
+func aggCoef(mode string, tokens, seqs int, n, norm float64) float64 {
+	switch mode {
+	case AggTokenMean:
+		return 1 / float64(tokens)
+	case AggTokenSum:
+		return 1
+	case AggSeqMeanTokenSum:
+		return 1 / float64(seqs)
+	case AggSeqMeanTokenMean:
+		return 1 / (float64(seqs) * n)
+	case AggSeqMeanTokenSumNm:
+		return 1 / norm
+	case AggDrGRPO:
+		return 1 / (float64(seqs) * norm)
+	}
+	return n
 }

@@ -50,11 +50,7 @@ func FromTrajectories(ts []*traj.Trajectory) (*Batch, error) {
 		Turns:       make([]Turn, 0, nt),
 	}
 	for i, t := range ts {
-		b.Tokens = append(b.Tokens, t.Tokens...)
-		b.Mask = append(b.Mask, t.LossMask...)
-		b.Roles = append(b.Roles, t.Roles...)
-		b.Behaviour = append(b.Behaviour, t.Logprobs...)
-		b.Versions = append(b.Versions, t.Versions...)
+		b.appendTokens(t)
 		b.Offsets = append(b.Offsets, len(b.Mask))
 		b.IDs[i], b.Groups[i], b.Status[i], b.Rewards[i] = t.ID, t.GroupID, t.Status, t.Reward
 		prevEnd := 0
@@ -68,6 +64,15 @@ func FromTrajectories(ts []*traj.Trajectory) (*Batch, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// appendTokens appends t's tokens, loss mask, roles, behaviour logprobs and versions to b's.
+func (b *Batch) appendTokens(t *traj.Trajectory) {
+	b.Tokens = append(b.Tokens, t.Tokens...)
+	b.Mask = append(b.Mask, t.LossMask...)
+	b.Roles = append(b.Roles, t.Roles...)
+	b.Behaviour = append(b.Behaviour, t.Logprobs...)
+	b.Versions = append(b.Versions, t.Versions...)
 }
 
 // fromSamples is FromTrajectories for trajectories of which some have several samples: ns
@@ -89,11 +94,7 @@ func fromSamples(ts []*traj.Trajectory, n, nt, ns int) (*Batch, error) {
 		Episodes:    make([]int, 0, ns),
 	}
 	for i, t := range ts {
-		b.Tokens = append(b.Tokens, t.Tokens...)
-		b.Mask = append(b.Mask, t.LossMask...)
-		b.Roles = append(b.Roles, t.Roles...)
-		b.Behaviour = append(b.Behaviour, t.Logprobs...)
-		b.Versions = append(b.Versions, t.Versions...)
+		b.appendTokens(t)
 		turns := t.Turns
 		for k := range t.NumSamples() {
 			lo, hi := t.Sample(k)

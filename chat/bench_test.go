@@ -7,17 +7,8 @@ import (
 // BenchmarkRender renders the tool conversation of the peer test (system, tools, two tool calls
 // and responses, eight messages) with each family's template, with the generation prompt.
 func BenchmarkRender(b *testing.B) {
-	conv := peerConversations()[3]
 	for _, f := range realFamilies(b) {
-		tpl, err := Parse(f.source)
-		if err != nil {
-			b.Fatal(err)
-		}
-		tpl.specials = f.specials
-		ctx, err := Context(conv.msgs, conv.tools, true)
-		if err != nil {
-			b.Fatal(err)
-		}
+		tpl, ctx := benchTemplate(b, f)
 		if _, err := tpl.Render(ctx); err != nil && f.name != "llama2" && f.name != "mistral_tools" && f.name != "llama3_1_tools" && f.name != "gemma" {
 			b.Fatalf("%s: %v", f.name, err)
 		}
@@ -49,15 +40,7 @@ func BenchmarkRenderVsPeer(b *testing.B) {
 	ctxs := make([]*Map, len(fams))
 	tpls := make([]*Template, len(fams))
 	for i, f := range fams {
-		tpl, err := Parse(f.source)
-		if err != nil {
-			b.Fatal(err)
-		}
-		tpl.specials = f.specials
-		ctx, err := Context(conv.msgs, conv.tools, true)
-		if err != nil {
-			b.Fatal(err)
-		}
+		tpl, ctx := benchTemplate(b, f)
 		tpls[i], ctxs[i] = tpl, ctx
 		peerCtx, _ := Context(conv.msgs, conv.tools, true)
 		for k, v := range f.specials {
@@ -79,4 +62,21 @@ func BenchmarkRenderVsPeer(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchTemplate is family f's template, parsed, and the context of the peer test's tool
+// conversation with the generation prompt, which the render benchmarks time.
+func benchTemplate(b *testing.B, f family) (*Template, *Map) {
+	b.Helper()
+	tpl, err := Parse(f.source)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tpl.specials = f.specials
+	conv := peerConversations()[3]
+	ctx, err := Context(conv.msgs, conv.tools, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tpl, ctx
 }

@@ -8,7 +8,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/agentrl/agentrl/tool"
 )
 
 // Template values are Go values of a few kinds, as Python's are in Jinja2: nil (None), bool,
@@ -343,7 +344,7 @@ func writeJSON(b *strings.Builder, v any, o jsonOpts, depth, guard int) error {
 			b.WriteString(pyFloat(v))
 		}
 	case string:
-		writeJSONString(b, v, o.ensureASCII)
+		tool.WritePyJSONString(b, v, o.ensureASCII)
 	case []any:
 		if len(v) == 0 {
 			b.WriteString("[]")
@@ -381,7 +382,7 @@ func writeJSON(b *strings.Builder, v any, o jsonOpts, depth, guard int) error {
 				b.WriteString(o.itemSep)
 			}
 			newline(depth + 1)
-			writeJSONString(b, k, o.ensureASCII)
+			tool.WritePyJSONString(b, k, o.ensureASCII)
 			b.WriteString(o.keySep)
 			if err := writeJSON(b, m.vals[k], o, depth+1, guard+1); err != nil {
 				return err
@@ -393,43 +394,6 @@ func writeJSON(b *strings.Builder, v any, o jsonOpts, depth, guard int) error {
 		return fmt.Errorf("object of type %s is not JSON serializable", typeName(v))
 	}
 	return nil
-}
-
-// writeJSONString writes s as Python's json.dumps does.
-func writeJSONString(b *strings.Builder, s string, ensureASCII bool) {
-	b.WriteByte('"')
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-		switch {
-		case r == '"':
-			b.WriteString(`\"`)
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\b':
-			b.WriteString(`\b`)
-		case r == '\f':
-			b.WriteString(`\f`)
-		case r < 0x20:
-			fmt.Fprintf(b, `\u%04x`, r)
-		case ensureASCII && r > 0x7e:
-			if r > 0xffff {
-				r -= 0x10000
-				fmt.Fprintf(b, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
-			} else {
-				fmt.Fprintf(b, `\u%04x`, r)
-			}
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('"')
 }
 
 func sortStrings(s []string) {

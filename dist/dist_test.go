@@ -234,17 +234,8 @@ func mapsEqual(a, b map[string]int64) bool {
 // TestLargeTrajectory: a trajectory larger than a message goes through the blobs store.
 func TestLargeTrajectory(t *testing.T) {
 	ctx := ctxFor(t, 30*time.Second)
-	s, err := StartServer(ServerConfig{StoreDir: t.TempDir(), MaxPayload: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown()
-	l := connect(t, s.URL(), s.LearnerToken())
 	const run = "big"
-	if err := l.SetupRun(ctx, RunConfig{Run: run}); err != nil {
-		t.Fatal(err)
-	}
-	w := connect(t, s.URL(), s.WorkerToken())
+	l, w := smallPayloadRun(t, ctx, run)
 	task := testTask(run, 7, 0)
 	big := synthTraj(task, 100_000, 3)
 	if _, err := w.PublishTrajectory(ctx, task, 0, "w", big); err != nil {

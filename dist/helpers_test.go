@@ -45,6 +45,23 @@ func startServer(t testing.TB) *Server {
 	return s
 }
 
+// smallPayloadRun starts an embedded server whose messages hold at most 64 KiB (a larger
+// trajectory goes by reference, through the blobs store), sets up run on it and returns a
+// learner's and a worker's connection.
+func smallPayloadRun(t testing.TB, ctx context.Context, run string) (l, w *Conn) {
+	t.Helper()
+	s, err := StartServer(ServerConfig{StoreDir: t.TempDir(), MaxPayload: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	l = connect(t, s.URL(), s.LearnerToken())
+	if err := l.SetupRun(ctx, RunConfig{Run: run}); err != nil {
+		t.Fatal(err)
+	}
+	return l, connect(t, s.URL(), s.WorkerToken())
+}
+
 func connect(t testing.TB, url, token string) *Conn {
 	t.Helper()
 	c, err := Connect(url, token, t.Name())

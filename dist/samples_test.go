@@ -11,18 +11,7 @@ import (
 // re-rendered context of user tokens and has its own turn.
 func twoSamples(task Task, n int) *traj.Trajectory {
 	t := synthTraj(task, n, 2)
-	second := synthTraj(task, n, 3)
-	at := t.Len()
-	t.Samples = []int{at}
-	t.Tokens = append(t.Tokens, second.Tokens...)
-	t.Roles = append(t.Roles, second.Roles...)
-	t.LossMask = append(t.LossMask, second.LossMask...)
-	t.Logprobs = append(t.Logprobs, second.Logprobs...)
-	t.Versions = append(t.Versions, second.Versions...)
-	for _, tu := range second.Turns {
-		tu.Start, tu.End, tu.ObsEnd = tu.Start+at, tu.End+at, tu.ObsEnd+at
-		t.Turns = append(t.Turns, tu)
-	}
+	t.AppendSamples(synthTraj(task, n, 3))
 	return t
 }
 
@@ -30,17 +19,8 @@ func twoSamples(task Task, n int) *traj.Trajectory {
 // samples intact, inline and by reference.
 func TestMultiSampleTrajectory(t *testing.T) {
 	ctx := ctxFor(t, 30*time.Second)
-	s, err := StartServer(ServerConfig{StoreDir: t.TempDir(), MaxPayload: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown()
-	l := connect(t, s.URL(), s.LearnerToken())
 	const run = "samples"
-	if err := l.SetupRun(ctx, RunConfig{Run: run}); err != nil {
-		t.Fatal(err)
-	}
-	w := connect(t, s.URL(), s.WorkerToken())
+	l, w := smallPayloadRun(t, ctx, run)
 	k, err := l.NewConsumer(ctx, ConsumerConfig{Run: run})
 	if err != nil {
 		t.Fatal(err)

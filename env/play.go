@@ -54,3 +54,30 @@ func Play(ctx context.Context, e Env, agent Agent, seed int64, maxSteps int) (Ep
 	}
 	return ep, nil
 }
+
+// PlayedCorpus is n samples of the text of played episodes, for training a tokenizer: first,
+// then the start text, actions and non-empty observations of episodes on seeds 0, 1, 2, ... (at
+// most maxSteps actions each), each played by the agent on the environment play returns for its
+// seed. It is nil when n <= 0 or a play fails (a background play of an expert does not fail;
+// stopping keeps a broken one from looping).
+func PlayedCorpus(first string, n, maxSteps int, play func(seed int64) (Env, Agent)) []string {
+	if n <= 0 {
+		return nil
+	}
+	out := []string{first}
+	for seed := int64(0); len(out) < n; seed++ {
+		e, agent := play(seed)
+		ep, err := Play(context.Background(), e, agent, seed, maxSteps)
+		if err != nil {
+			return nil
+		}
+		out = append(out, ep.Start.Text)
+		for _, st := range ep.Steps {
+			out = append(out, st.Action)
+			if st.Transition.Observation != "" {
+				out = append(out, st.Transition.Observation)
+			}
+		}
+	}
+	return out[:n]
+}

@@ -18,17 +18,14 @@ func SubtaskGraderOf(e Env) SubtaskGrader {
 		if g, ok := e.(SubtaskGrader); ok {
 			return g
 		}
-		switch w := e.(type) {
-		case *toolEnv:
+		if w, ok := e.(*toolEnv); ok {
 			e = w.inner
-		case *turnLimitEnv:
-			e = w.inner
-		case *timeoutEnv:
-			e = w.inner
-		case *obsCapEnv:
-			e = w.inner
-		default:
+			continue
+		}
+		p := innerOf(e)
+		if p == nil {
 			return nil
 		}
+		e = *p
 	}
 }

@@ -271,19 +271,8 @@ func AttachTools(e Env, tools []tool.Tool) (Env, error) {
 	}
 	// No tool wrapper: put one beneath this package's wrappers, on the bare environment.
 	cur := &e
-	for {
-		switch w := (*cur).(type) {
-		case *turnLimitEnv:
-			cur = &w.inner
-			continue
-		case *timeoutEnv:
-			cur = &w.inner
-			continue
-		case *obsCapEnv:
-			cur = &w.inner
-			continue
-		}
-		break
+	for p := innerOf(*cur); p != nil; p = innerOf(*cur) {
+		cur = p
 	}
 	*cur = WithTools(*cur, shared, ToolLimits{})
 	return e, nil
@@ -302,19 +291,29 @@ func ToolsOf(e Env) []tool.Tool {
 // findToolEnv returns the WithTools wrapper of e under this package's other wrappers, or nil.
 func findToolEnv(e Env) *toolEnv {
 	for {
-		switch w := e.(type) {
-		case *toolEnv:
+		if w, ok := e.(*toolEnv); ok {
 			return w
-		case *turnLimitEnv:
-			e = w.inner
-		case *timeoutEnv:
-			e = w.inner
-		case *obsCapEnv:
-			e = w.inner
-		default:
+		}
+		p := innerOf(e)
+		if p == nil {
 			return nil
 		}
+		e = *p
 	}
+}
+
+// innerOf returns where this package's turn-limit, step-timeout and observation-cap wrappers
+// hold the environment they wrap, or nil when e is none of them.
+func innerOf(e Env) *Env {
+	switch w := e.(type) {
+	case *turnLimitEnv:
+		return &w.inner
+	case *timeoutEnv:
+		return &w.inner
+	case *obsCapEnv:
+		return &w.inner
+	}
+	return nil
 }
 
 // sharedTool hides a tool's Close from the tool wrapper, which closes the tools it owns.

@@ -462,26 +462,18 @@ func TestParseRef(t *testing.T) {
 }
 
 func TestHostileNamesAreRefused(t *testing.T) {
-	files := modelFiles()
-	files["../../../escape"] = []byte("x")
-	h := hubtest.New(t, testRepo, files, lfsFiles...)
-	_, err := testClient(t, h, t.TempDir()).Download(context.Background(), mustRef(t, "hf:"+testRepo), Checkpoint)
-	if err == nil || !strings.Contains(err.Error(), "would leave the snapshot folder") {
-		t.Fatalf("hostile sibling: %v", err)
-	}
-	files = modelFiles()
-	files["model.safetensors.index.json"] = []byte(`{"weight_map":{"a":"../../blobs/x.safetensors"}}`)
-	h = hubtest.New(t, testRepo, files, lfsFiles...)
-	_, err = testClient(t, h, t.TempDir()).Download(context.Background(), mustRef(t, "hf:"+testRepo), Checkpoint)
-	if err == nil || !strings.Contains(err.Error(), "is not a file of the folder") {
-		t.Fatalf("hostile shard: %v", err)
-	}
-	files = modelFiles()
-	files["model.safetensors.index.json"] = []byte(`{"weight_map":{"a":"model-00003-of-00003.safetensors"}}`)
-	h = hubtest.New(t, testRepo, files, lfsFiles...)
-	_, err = testClient(t, h, t.TempDir()).Download(context.Background(), mustRef(t, "hf:"+testRepo), Checkpoint)
-	if err == nil || !strings.Contains(err.Error(), "does not hold") {
-		t.Fatalf("index naming a missing shard: %v", err)
+	for _, c := range []struct{ what, file, content, want string }{
+		{"hostile sibling", "../../../escape", "x", "would leave the snapshot folder"},
+		{"hostile shard", "model.safetensors.index.json", `{"weight_map":{"a":"../../blobs/x.safetensors"}}`, "is not a file of the folder"},
+		{"index naming a missing shard", "model.safetensors.index.json", `{"weight_map":{"a":"model-00003-of-00003.safetensors"}}`, "does not hold"},
+	} {
+		files := modelFiles()
+		files[c.file] = []byte(c.content)
+		h := hubtest.New(t, testRepo, files, lfsFiles...)
+		_, err := testClient(t, h, t.TempDir()).Download(context.Background(), mustRef(t, "hf:"+testRepo), Checkpoint)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: %v", c.what, err)
+		}
 	}
 }
 

@@ -180,14 +180,7 @@ func TestConversationSplitsSamples(t *testing.T) {
 		}
 	}
 	// Both codecs keep the samples.
-	b, err := tr.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back traj.Trajectory
-	if err := back.UnmarshalBinary(b); err != nil || !traj.Equal(tr, &back) {
-		t.Fatalf("binary round trip: %v", err)
-	}
+	checkBinaryRoundTrip(t, tr)
 }
 
 // TestConversationPrefixStable: a Conversation that never needs to split gives the tokens of
@@ -368,5 +361,18 @@ func TestCheckShapes(t *testing.T) {
 	}
 	if _, err := CheckShapes(context.Background(), think, tk, &stepEnv{turns: 4, failAt: 2}, &thinkAgent{}, 12, 8); err == nil || errors.Is(err, ErrRender) {
 		t.Fatalf("a failing environment: err %v", err)
+	}
+}
+
+// checkBinaryRoundTrip fails the test unless tr comes back equal from the binary codec.
+func checkBinaryRoundTrip(t *testing.T, tr *traj.Trajectory) {
+	t.Helper()
+	b, err := tr.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back traj.Trajectory
+	if err := back.UnmarshalBinary(b); err != nil || !traj.Equal(tr, &back) {
+		t.Fatalf("binary round trip: %v", err)
 	}
 }

@@ -538,24 +538,10 @@ func (d *delegator) attach(t *traj.Trajectory) {
 		var inner []traj.KV
 		if !ct.Status.Failed() && ct.Len() > 0 {
 			off := t.Len()
-			t.Samples = append(t.Samples, off)
-			for _, k := range ct.Samples {
-				t.Samples = append(t.Samples, off+k)
-			}
 			s.Samples = ct.NumSamples()
-			t.Tokens = append(t.Tokens, ct.Tokens...)
-			t.Roles = append(t.Roles, ct.Roles...)
-			t.LossMask = append(t.LossMask, ct.LossMask...)
-			t.Logprobs = append(t.Logprobs, ct.Logprobs...)
-			t.Versions = append(t.Versions, ct.Versions...)
-			for i, tu := range ct.Turns {
-				tu.Start += off
-				tu.End += off
-				tu.ObsEnd += off
-				if i == len(ct.Turns)-1 && c.sub.cfg.Reward == RewardOwn {
-					tu.Reward += ct.Reward
-				}
-				t.Turns = append(t.Turns, tu)
+			t.AppendSamples(ct)
+			if c.sub.cfg.Reward == RewardOwn && len(ct.Turns) > 0 {
+				t.Turns[len(t.Turns)-1].Reward += ct.Reward
 			}
 			s.End = t.Len()
 			// The sub-episode's own sub-episodes, moved to their place in t.

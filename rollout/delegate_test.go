@@ -136,10 +136,10 @@ func delegateRunner(t *testing.T, dc *DelegateConfig, reply func(context.Context
 	return &Runner{Tok: tok(t), Cfg: cfg, Gen: g}, g
 }
 
-func TestDelegateParallel(t *testing.T) {
-	var wait sync.WaitGroup
-	wait.Add(2)
-	r, g := delegateRunner(t, &DelegateConfig{MaxDepth: 1, Reward: RewardOwn}, adder(&wait))
+// solvedSum plays sum's task of seed 1 with r and fails the test unless the episode is valid and
+// solved.
+func solvedSum(t *testing.T, r *Runner) *traj.Trajectory {
+	t.Helper()
 	tr, err := r.Episode(context.Background(), sumEnv{}, Task{Env: "sum", Seed: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -150,6 +150,14 @@ func TestDelegateParallel(t *testing.T) {
 	if err := tr.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	return tr
+}
+
+func TestDelegateParallel(t *testing.T) {
+	var wait sync.WaitGroup
+	wait.Add(2)
+	r, g := delegateRunner(t, &DelegateConfig{MaxDepth: 1, Reward: RewardOwn}, adder(&wait))
+	tr := solvedSum(t, r)
 	if tc := tr.Turns[0].ToolCalls; len(tc) != 2 || tc[0].Result != "5" || tc[1].Result != "9" {
 		t.Fatalf("the delegations answered %+v", tc)
 	}
@@ -189,14 +197,7 @@ func TestDelegateParallel(t *testing.T) {
 	if SubEpisodeSamples(tr) != 2 {
 		t.Fatalf("sub-episode samples %d", SubEpisodeSamples(tr))
 	}
-	b, err := tr.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back traj.Trajectory
-	if err := back.UnmarshalBinary(b); err != nil || !traj.Equal(tr, &back) {
-		t.Fatalf("binary round trip: %v", err)
-	}
+	checkBinaryRoundTrip(t, tr)
 }
 
 // TestDelegateParentReward: with reward parent the sub-episodes' turns carry no reward of
@@ -289,16 +290,7 @@ func TestDelegateBadInput(t *testing.T) {
 				return "14", nil
 			}
 			r, _ := delegateRunner(t, &c.dc, reply)
-			tr, err := r.Episode(context.Background(), sumEnv{}, Task{Env: "sum", Seed: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tr.Status != traj.StatusOK || tr.Reward != 1 {
-				t.Fatalf("status %s (%q) reward %v", tr.Status, tr.Error, tr.Reward)
-			}
-			if err := tr.Validate(); err != nil {
-				t.Fatal(err)
-			}
+			tr := solvedSum(t, r)
 			found := false
 			for _, tc := range tr.Turns[0].ToolCalls {
 				found = found || strings.Contains(tc.Error, c.want)

@@ -78,14 +78,7 @@ func TestFoldAction(t *testing.T) {
 		t.Fatalf("fold stats %+v", s)
 	}
 	// The codecs keep the samples and the meta.
-	b, err := tr.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back traj.Trajectory
-	if err := back.UnmarshalBinary(b); err != nil || !traj.Equal(tr, &back) {
-		t.Fatalf("binary round trip: %v", err)
-	}
+	checkBinaryRoundTrip(t, tr)
 }
 
 // TestFoldKeepsNothing: keep_turns 0 folds to the opening messages and the summary, and the

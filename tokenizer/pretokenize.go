@@ -91,21 +91,7 @@ func gpt2WordEnd(s string, i int) int {
 		}
 	}
 	if cls != clsSpace {
-		for j < len(s) {
-			if b := s[j]; b < utf8.RuneSelf { // inlined ASCII path; classAt is not inlinable
-				if asciiClass[b] != cls {
-					break
-				}
-				j++
-				continue
-			}
-			c, w := classAt(s, j)
-			if c != cls {
-				break
-			}
-			j += w
-		}
-		return j
+		return extendClass(s, j, cls)
 	}
 	// A whitespace run. \s+(?!\S) takes it all at the end of the text and otherwise backtracks by
 	// one character, leaving the last one to prefix the next word; a single whitespace character

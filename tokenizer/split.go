@@ -193,7 +193,7 @@ func qwenWordEnd(s string, i int) int   { return llamaFamilyWordEnd(s, i, 1) }
 // extendClass returns the end of the run of characters of class cls starting at j.
 func extendClass(s string, j int, cls uint8) int {
 	for j < len(s) {
-		if b := s[j]; b < utf8.RuneSelf {
+		if b := s[j]; b < utf8.RuneSelf { // inlined ASCII path; classAt is not inlinable
 			if asciiClass[b] != cls {
 				break
 			}

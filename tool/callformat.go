@@ -149,7 +149,7 @@ func (f llama3Format) Parse(text string, lim ParseLimits) []Call {
 			calls = append(calls, Call{Err: fmt.Errorf("%w: at most %d per turn, the rest were ignored", ErrTooManyCalls, lim.MaxCalls)})
 			break
 		}
-		calls = append(calls, parseObject(string(raw), lim.MaxArgBytes, "parameters", "arguments"))
+		calls = append(calls, parseObject(string(raw), lim.MaxArgBytes, true, "parameters", "arguments"))
 		// Calls are separated by ";" (and whitespace); anything else is not a call.
 		rest := body[dec.InputOffset():]
 		trimmed := strings.TrimLeftFunc(rest, unicode.IsSpace)
@@ -219,7 +219,7 @@ func (f mistralFormat) Parse(text string, lim ParseLimits) []Call {
 			calls = append(calls, Call{Err: fmt.Errorf("%w: at most %d per turn, the rest were ignored", ErrTooManyCalls, lim.MaxCalls)})
 			break
 		}
-		calls = append(calls, parseObject(string(raw), lim.MaxArgBytes, "arguments", "parameters"))
+		calls = append(calls, parseObject(string(raw), lim.MaxArgBytes, true, "arguments", "parameters"))
 	}
 	if rest := strings.TrimSpace(body[dec.InputOffset():]); rest != "" && rest != "</s>" {
 		calls = append(calls, Call{Raw: capRaw(rest), Err: fmt.Errorf("%w: text after the %s list", ErrBadJSON, MistralTag)})
@@ -260,8 +260,9 @@ func (l ParseLimits) sane() ParseLimits {
 	return l.withDefaults()
 }
 
-// parseObject reads one JSON call object whose arguments are under argKey (or altKey).
-func parseObject(raw string, maxBytes int, argKey, altKey string) Call {
+// parseObject reads one JSON call object whose arguments are under the first of argKeys it
+// holds; withID reads its "id" too (which must then be a string).
+func parseObject(raw string, maxBytes int, withID bool, argKeys ...string) Call {
 	raw = strings.TrimSpace(raw)
 	if len(raw) > maxBytes {
 		return Call{Raw: capRaw(raw), Err: fmt.Errorf("%w: %d bytes, limit %d", ErrArgsTooLarge, len(raw), maxBytes)}
@@ -282,20 +283,24 @@ func parseObject(raw string, maxBytes int, argKey, altKey string) Call {
 		c.Err = fmt.Errorf("%w: name must be a non-empty string", ErrNoName)
 		return c
 	}
-	if idJSON, ok := obj["id"]; ok {
+	if idJSON, ok := obj["id"]; withID && ok {
 		if json.Unmarshal(idJSON, &c.ID) != nil {
 			c.Err = fmt.Errorf("%w: id must be a string", ErrBadJSON)
 			return c
 		}
 	}
-	args, ok := obj[argKey]
-	if !ok {
-		args, ok = obj[altKey]
+	var args json.RawMessage
+	found := false
+	for _, k := range argKeys {
+		if args, found = obj[k]; found {
+			break
+		}
 	}
-	if !ok || bytes.Equal(args, []byte("null")) {
+	if !found || bytes.Equal(args, []byte("null")) {
 		c.Arguments = json.RawMessage("{}")
 		return c
 	}
+	// Some chat formats send arguments as a string holding the JSON object; accept that too.
 	var s string
 	if json.Unmarshal(args, &s) == nil {
 		args = json.RawMessage(s)
@@ -373,6 +378,15 @@ func pyValue(b *strings.Builder, dec *json.Decoder, depth int) error {
 // pyString quotes s as json.dumps(s, ensure_ascii=False) does.
 func pyString(s string) string {
 	var b strings.Builder
+	WritePyJSONString(&b, s, false)
+	return b.String()
+}
+
+// WritePyJSONString writes s quoted as Python's json.dumps(s, ensure_ascii=ensureASCII) does:
+// the short escapes, \u escapes for the other control characters and, with ensureASCII, for
+// every rune past '~' (as a surrogate pair past U+FFFF). Chat templates' tojson writes strings
+// with it too.
+func WritePyJSONString(b *strings.Builder, s string, ensureASCII bool) {
 	b.WriteByte('"')
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
@@ -393,11 +407,17 @@ func pyString(s string) string {
 		case r == '\f':
 			b.WriteString(`\f`)
 		case r < 0x20:
-			fmt.Fprintf(&b, `\u%04x`, r)
+			fmt.Fprintf(b, `\u%04x`, r)
+		case ensureASCII && r > 0x7e:
+			if r > 0xffff {
+				r -= 0x10000
+				fmt.Fprintf(b, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
+			} else {
+				fmt.Fprintf(b, `\u%04x`, r)
+			}
 		default:
 			b.WriteRune(r)
 		}
 	}
 	b.WriteByte('"')
-	return b.String()
 }

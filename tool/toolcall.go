@@ -185,44 +185,9 @@ func indexFrom(s, sub string, from int) int {
 	return from + i
 }
 
-// parseBody decodes the JSON between the tags.
+// parseBody decodes the JSON between the tags (its "id", if any, is not read).
 func parseBody(body string, maxBytes int) Call {
-	raw := strings.TrimSpace(body)
-	if len(raw) > maxBytes {
-		return Call{Raw: capRaw(raw), Err: fmt.Errorf("%w: %d bytes, limit %d", ErrArgsTooLarge, len(raw), maxBytes)}
-	}
-	c := Call{Raw: raw}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(raw), &obj); err != nil || obj == nil {
-		c.Err = fmt.Errorf("%w: %s", ErrBadJSON, jsonProblem(err))
-		return c
-	}
-	nameJSON, ok := obj["name"]
-	if !ok {
-		c.Err = ErrNoName
-		return c
-	}
-	if err := json.Unmarshal(nameJSON, &c.Name); err != nil || strings.TrimSpace(c.Name) == "" {
-		c.Name = ""
-		c.Err = fmt.Errorf("%w: name must be a non-empty string", ErrNoName)
-		return c
-	}
-	args, ok := obj["arguments"]
-	if !ok || bytes.Equal(args, []byte("null")) {
-		c.Arguments = json.RawMessage("{}")
-		return c
-	}
-	// Some chat formats send arguments as a string holding the JSON object; accept that too.
-	var s string
-	if json.Unmarshal(args, &s) == nil {
-		args = json.RawMessage(s)
-	}
-	if !isObject(args) {
-		c.Err = fmt.Errorf("%w, got %s", ErrArgsNotObject, kindOf(args))
-		return c
-	}
-	c.Arguments = args
-	return c
+	return parseObject(body, maxBytes, false, "arguments")
 }
 
 func isObject(raw json.RawMessage) bool {

@@ -14,18 +14,7 @@ import (
 func multiSample(rng *rand.Rand, samples, n int, vocab int32) *Trajectory {
 	t := genTrajectory(rng, n, vocab)
 	for k := 1; k < samples; k++ {
-		next := genTrajectory(rng, n, vocab)
-		at := len(t.Tokens)
-		t.Samples = append(t.Samples, at)
-		t.Tokens = append(t.Tokens, next.Tokens...)
-		t.Roles = append(t.Roles, next.Roles...)
-		t.LossMask = append(t.LossMask, next.LossMask...)
-		t.Logprobs = append(t.Logprobs, next.Logprobs...)
-		t.Versions = append(t.Versions, next.Versions...)
-		for _, tu := range next.Turns {
-			tu.Start, tu.End, tu.ObsEnd = tu.Start+at, tu.End+at, tu.ObsEnd+at
-			t.Turns = append(t.Turns, tu)
-		}
+		t.AppendSamples(genTrajectory(rng, n, vocab))
 	}
 	return t
 }

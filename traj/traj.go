@@ -155,6 +155,26 @@ func (t *Trajectory) Len() int { return len(t.Tokens) }
 // NumSamples is the number of training samples of the episode (at least 1).
 func (t *Trajectory) NumSamples() int { return len(t.Samples) + 1 }
 
+// AppendSamples appends next's samples to t as further samples of its episode: next's tokens and
+// per-token arrays after t's, its turns moved to their place in t, its first token starting a
+// new sample of t. next is left as it was.
+func (t *Trajectory) AppendSamples(next *Trajectory) {
+	off := t.Len()
+	t.Samples = append(t.Samples, off)
+	for _, k := range next.Samples {
+		t.Samples = append(t.Samples, off+k)
+	}
+	t.Tokens = append(t.Tokens, next.Tokens...)
+	t.Roles = append(t.Roles, next.Roles...)
+	t.LossMask = append(t.LossMask, next.LossMask...)
+	t.Logprobs = append(t.Logprobs, next.Logprobs...)
+	t.Versions = append(t.Versions, next.Versions...)
+	for _, tu := range next.Turns {
+		tu.Start, tu.End, tu.ObsEnd = tu.Start+off, tu.End+off, tu.ObsEnd+off
+		t.Turns = append(t.Turns, tu)
+	}
+}
+
 // Sample returns the half-open token range of sample k (0 ≤ k < NumSamples).
 func (t *Trajectory) Sample(k int) (lo, hi int) {
 	if k > 0 {

@@ -241,24 +241,7 @@ func (x *Expert) Act(_ context.Context, _ string) (string, error) {
 }
 
 func corpus(level int, n int) []string {
-	if n <= 0 {
-		return nil
-	}
-	out := []string{System}
-	for seed := int64(0); len(out) < n; seed++ {
-		e := New(level)
-		x := &Expert{t: newTask(seed, level), noise: 0.3, rng: rand.New(rand.NewPCG(uint64(seed), 7))}
-		ep, err := env.Play(context.Background(), e, x, seed, 64)
-		if err != nil {
-			return nil
-		}
-		out = append(out, ep.Start.Text)
-		for _, st := range ep.Steps {
-			out = append(out, st.Action)
-			if st.Transition.Observation != "" {
-				out = append(out, st.Transition.Observation)
-			}
-		}
-	}
-	return out[:n]
+	return env.PlayedCorpus(System, n, 64, func(seed int64) (env.Env, env.Agent) {
+		return New(level), &Expert{t: newTask(seed, level), noise: 0.3, rng: rand.New(rand.NewPCG(uint64(seed), 7))}
+	})
 }

@@ -105,6 +105,23 @@ func TestEnvList(t *testing.T) {
 	}
 }
 
+// servingURL waits for env serve, writing to out, to say where it serves name, and returns that
+// address; it fails the test if the command ends (done) first.
+func servingURL(t *testing.T, name string, out *syncBuffer, done <-chan error) string {
+	t.Helper()
+	addr := regexp.MustCompile(`serving ` + regexp.QuoteMeta(name) + ` on (http://127\.0\.0\.1:\d+)`)
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended early: %v\n%s", err, out.String())
+		case <-time.After(wait):
+		}
+		if m := addr.FindStringSubmatch(out.String()); m != nil {
+			return m[1]
+		}
+	}
+}
+
 func TestEnvServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -113,18 +130,7 @@ func TestEnvServe(t *testing.T) {
 	go func() {
 		done <- mainWith(ctx, []string{"env", "serve", "--env", "clitest-echo", "--addr", "127.0.0.1:0", "--idle-timeout", "1m"}, &out, &out, testEnvs())
 	}()
-	addr := regexp.MustCompile(`serving clitest-echo on (http://127\.0\.0\.1:\d+)`)
-	var url string
-	for wait := time.Millisecond; url == ""; wait = min(2*wait, 100*time.Millisecond) {
-		select {
-		case err := <-done:
-			t.Fatalf("serve ended early: %v\n%s", err, out.String())
-		case <-time.After(wait):
-		}
-		if m := addr.FindStringSubmatch(out.String()); m != nil {
-			url = m[1]
-		}
-	}
+	url := servingURL(t, "clitest-echo", &out, done)
 	resp, err := http.Get(url + "/health")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("health: %v %v", resp, err)

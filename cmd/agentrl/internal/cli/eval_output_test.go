@@ -9,9 +9,7 @@ import (
 
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/eval"
-	"github.com/agentrl/agentrl/model"
 	"github.com/agentrl/agentrl/rollout"
-	"github.com/agentrl/agentrl/tokenizer"
 )
 
 // The table counts the episodes that did not end ok beside pass@1, so 0% from failing
@@ -58,14 +56,7 @@ func TestEvalTableShowsFailures(t *testing.T) {
 // A checkpoint with a NaN weight is refused with the tensor's name, instead of evaluating to 0%.
 func TestEvalRefusesBrokenWeights(t *testing.T) {
 	ck := filepath.Join(t.TempDir(), "ck")
-	tok, err := tokenizer.Train([]string{"What is 1 + 2? Answer: 3"}, tokenizer.TrainOptions{VocabSize: 300})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.New(model.Config{Vocab: tok.VocabSize(), Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, Hidden: 32, MaxSeq: 384, RopeTheta: 10000, NormEps: 1e-5, TieEmbeddings: true}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, tok := tinyModel(t, "What is 1 + 2? Answer: 3")
 	for _, tn := range m.Params.Tensors() {
 		if tn.Name == "model.norm.weight" {
 			tn.Data[3] = float32(math.NaN())

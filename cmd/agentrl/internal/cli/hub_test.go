@@ -12,12 +12,11 @@ import (
 	"github.com/agentrl/agentrl/tokenizer"
 )
 
-// hubCheckpoint publishes a small checkpoint on a local test Hub as org/tiny and points the
-// HF_* variables at it and at a fresh cache.
-func hubCheckpoint(t *testing.T) (local string, h *hubtest.Hub) {
+// tinyModel is a model of one small layer, at its seeded initial weights, and a tokenizer trained
+// on corpus.
+func tinyModel(t *testing.T, corpus string) (*model.Model, *tokenizer.Tokenizer) {
 	t.Helper()
-	local = filepath.Join(t.TempDir(), "ck")
-	tok, err := tokenizer.Train([]string{"What is 1 + 2? Answer: 3"}, tokenizer.TrainOptions{VocabSize: 300})
+	tok, err := tokenizer.Train([]string{corpus}, tokenizer.TrainOptions{VocabSize: 300})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,9 +24,25 @@ func hubCheckpoint(t *testing.T) (local string, h *hubtest.Hub) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checkpoint.Save(local, m, tok, nil); err != nil {
+	return m, tok
+}
+
+// tinyCheckpoint saves tinyModel(corpus) as a checkpoint in a fresh directory and returns it.
+func tinyCheckpoint(t *testing.T, corpus string) string {
+	t.Helper()
+	m, tok := tinyModel(t, corpus)
+	ck := filepath.Join(t.TempDir(), "ck")
+	if err := checkpoint.Save(ck, m, tok, nil); err != nil {
 		t.Fatal(err)
 	}
+	return ck
+}
+
+// hubCheckpoint publishes a small checkpoint on a local test Hub as org/tiny and points the
+// HF_* variables at it and at a fresh cache.
+func hubCheckpoint(t *testing.T) (local string, h *hubtest.Hub) {
+	t.Helper()
+	local = tinyCheckpoint(t, "What is 1 + 2? Answer: 3")
 	files := map[string][]byte{}
 	entries, err := os.ReadDir(local)
 	if err != nil {

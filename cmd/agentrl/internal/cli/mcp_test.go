@@ -6,20 +6,15 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/remote"
-	"github.com/agentrl/agentrl/model"
-	"github.com/agentrl/agentrl/tokenizer"
 )
 
 // mcpConfig writes the calc preset with an mcp block attaching, to calc, the lookup tool of an
@@ -74,18 +69,7 @@ func TestMCPFromConfig(t *testing.T) {
 	go func() {
 		done <- Main(ctx, []string{"env", "serve", "--env", "calc", "--addr", "127.0.0.1:0", "--config", path}, &served, &served)
 	}()
-	addr := regexp.MustCompile(`serving calc on (http://127\.0\.0\.1:\d+)`)
-	var url string
-	for wait := time.Millisecond; url == ""; wait = min(2*wait, 100*time.Millisecond) {
-		select {
-		case err := <-done:
-			t.Fatalf("serve ended early: %v\n%s", err, served.String())
-		case <-time.After(wait):
-		}
-		if m := addr.FindStringSubmatch(served.String()); m != nil {
-			url = m[1]
-		}
-	}
+	url := servingURL(t, "calc", &served, done)
 	spec, err := remote.Spec(url, remote.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -112,18 +96,7 @@ func TestMCPFromConfig(t *testing.T) {
 		t.Fatalf("env serve opened %d MCP sessions and closed %d, want 1 and 1", opened, closed)
 	}
 
-	ck := filepath.Join(t.TempDir(), "ck")
-	tok, err := tokenizer.Train([]string{"What is 1 + 2? Answer: 3"}, tokenizer.TrainOptions{VocabSize: 300})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.New(model.Config{Vocab: tok.VocabSize(), Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, Hidden: 32, MaxSeq: 384, RopeTheta: 10000, NormEps: 1e-5, TieEmbeddings: true}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := checkpoint.Save(ck, m, tok, nil); err != nil {
-		t.Fatal(err)
-	}
+	ck := tinyCheckpoint(t, "What is 1 + 2? Answer: 3")
 	out, err = runCLI(t, "eval", "--checkpoint", ck, "--env", "calc", "--tasks", "2", "--k", "0", "--max-turns", "2", "--config", path)
 	if err != nil || !strings.Contains(out, "pass@1 greedy") {
 		t.Fatalf("eval --config: %v\n%s", err, out)

@@ -6,27 +6,14 @@ import (
 	"testing"
 
 	"github.com/agentrl/agentrl/rollout"
-	"github.com/agentrl/agentrl/tokenizer"
 	"github.com/agentrl/agentrl/traj"
 )
 
 // traj show prints the tree of an episode's sub-episodes and names what each later sample is:
 // a folded context, a sub-episode.
 func TestTrajShowsSubEpisodeTreeAndFolds(t *testing.T) {
-	tok, err := tokenizer.Train([]string{"task 12 answer 12", "call the tool"}, tokenizer.TrainOptions{VocabSize: 300})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &traj.Trajectory{ID: "e", Env: "calc", Status: traj.StatusOK, Reward: 1}
-	push := func(role traj.Role, text string) (int, int) {
-		start := tr.Len()
-		for _, id := range tok.Encode(text) {
-			asst := role == traj.RoleAssistant
-			tr.Tokens, tr.Roles, tr.LossMask = append(tr.Tokens, id), append(tr.Roles, role), append(tr.LossMask, asst)
-			tr.Logprobs, tr.Versions = append(tr.Logprobs, 0), append(tr.Versions, traj.NoVersion)
-		}
-		return start, tr.Len()
-	}
+	tok, tr := showTestEpisode(t)
+	push := func(role traj.Role, text string) (int, int) { return pushText(tr, tok, role, text, 0, traj.NoVersion) }
 	push(traj.RoleUser, "task 12")
 	s, e := push(traj.RoleAssistant, "call the tool")
 	tr.Turns = append(tr.Turns, traj.Turn{Start: s, End: e, ObsEnd: e, ToolCalls: []traj.ToolCall{{Name: "fold", Arguments: `{"summary":"12"}`, Result: "folded 9 tokens into 7"}}})

@@ -9,11 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/env/remote"
 	"github.com/agentrl/agentrl/env/remote/remotetest"
-	"github.com/agentrl/agentrl/model"
-	"github.com/agentrl/agentrl/tokenizer"
 )
 
 // remoteConfig writes a configuration whose rl phase defines arith as the server at url.
@@ -54,18 +51,7 @@ func TestConfiguredRemoteEnv(t *testing.T) {
 		t.Fatalf("env list --json lacks arith:\n%s", out)
 	}
 
-	ck := filepath.Join(t.TempDir(), "ck")
-	tok, err := tokenizer.Train([]string{"What is 1 + 2? <tool_call> calculator 3"}, tokenizer.TrainOptions{VocabSize: 300})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.New(model.Config{Vocab: tok.VocabSize(), Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, Hidden: 32, MaxSeq: 384, RopeTheta: 10000, NormEps: 1e-5, TieEmbeddings: true}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := checkpoint.Save(ck, m, tok, nil); err != nil {
-		t.Fatal(err)
-	}
+	ck := tinyCheckpoint(t, "What is 1 + 2? <tool_call> calculator 3")
 	out, err = runCLI(t, "eval", "--checkpoint", ck, "--env", "arith", "--config", cfg, "--tasks", "3", "--k", "0", "--max-turns", "2", "--json")
 	if err != nil {
 		t.Fatalf("eval --env arith: %v\n%s", err, out)

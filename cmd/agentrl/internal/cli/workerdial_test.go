@@ -3,16 +3,12 @@ package cli
 import (
 	"context"
 	"net"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/dist"
-	"github.com/agentrl/agentrl/model"
-	"github.com/agentrl/agentrl/tokenizer"
 )
 
 func freePort(t *testing.T) int {
@@ -111,18 +107,7 @@ func TestWorkerDiagnostics(t *testing.T) {
 // Item 26 of issue 29: eval refuses a --max-context that leaves no room for the prompt, as train
 // does.
 func TestEvalRefusesAContextWithoutRoomForThePrompt(t *testing.T) {
-	ck := filepath.Join(t.TempDir(), "ck")
-	tok, err := tokenizer.Train([]string{"What is 1 + 2? Answer: 3"}, tokenizer.TrainOptions{VocabSize: 300})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.New(model.Config{Vocab: tok.VocabSize(), Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, Hidden: 32, MaxSeq: 384, RopeTheta: 10000, NormEps: 1e-5, TieEmbeddings: true}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := checkpoint.Save(ck, m, tok, nil); err != nil {
-		t.Fatal(err)
-	}
+	ck := tinyCheckpoint(t, "What is 1 + 2? Answer: 3")
 	out, err := runCLI(t, "eval", "--checkpoint", ck, "--env", "calc", "--tasks", "2", "--k", "0", "--max-context", "10")
 	if err == nil || !strings.Contains(err.Error(), "--max-context 10 leaves no room for calc's prompt") {
 		t.Fatalf("eval --max-context 10: %v\n%s", err, out)
