@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 // others wait on the file lock and then find the blob.
 func TestConcurrentProcessesFetchEachFileOnce(t *testing.T) {
 	h := hubtest.New(t, testRepo, modelFiles(), lfsFiles...)
-	h.Slow = 100 * time.Millisecond
+	h.SetSlow(100 * time.Millisecond)
 	cache := t.TempDir()
 	const n = 4
 	cmds := make([]*exec.Cmd, n)

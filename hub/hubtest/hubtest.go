@@ -36,12 +36,11 @@ type Hub struct {
 	// Opaque makes the Hub a mirror that lists no checksums and answers ETags that are not
 	// sha1 or sha256 ("opaque-" and 16 hex digits).
 	Opaque bool
-	// Slow delays each GET of a file's content, so that concurrent downloads overlap.
-	Slow time.Duration
 
 	API, CDN *httptest.Server
 
 	mu        sync.Mutex
+	slow      time.Duration  // SetSlow
 	gets      map[string]int // full or partial GETs of each file's content
 	ranges    []string       // Range headers seen
 	apiAuth   []string       // Authorization headers at the endpoint
@@ -239,8 +238,9 @@ func (h *Hub) serveBytes(w http.ResponseWriter, r *http.Request, name string) {
 	h.ranges = append(h.ranges, r.Header.Get("Range"))
 	cut, cutting := h.Cut[name]
 	delete(h.Cut, name)
+	slow := h.slow
 	h.mu.Unlock()
-	time.Sleep(h.Slow)
+	time.Sleep(slow)
 	w.WriteHeader(status)
 	if cutting {
 		w.Write(body[start : start+cut])
@@ -276,4 +276,12 @@ func (h *Hub) APICalls() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.apiCalls
+}
+
+// SetSlow delays each later GET of a file's content by d, so that concurrent downloads overlap.
+// It is safe to call while clients (in this process or others) are downloading.
+func (h *Hub) SetSlow(d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.slow = d
 }
