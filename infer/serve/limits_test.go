@@ -308,3 +308,25 @@ func TestTricklingBodies(t *testing.T) {
 		}
 	}
 }
+
+// A refused request whose body the client has already sent gets its answer, not a connection
+// reset: the server reads (a bounded part of) what arrived before it closes the connection.
+func TestRefusedBodyGetsItsAnswer(t *testing.T) {
+	_, hs := testServer(t, Options{APIKey: "k"})
+	body := bytes.Repeat([]byte("x"), 200<<10)
+	for i := range 20 {
+		req, err := http.NewRequest(http.MethodPost, hs.URL+"/agentrl/v1/weights?version=1", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer wrong")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("request %d: %v (want the refusal)", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("request %d: status %d", i, resp.StatusCode)
+		}
+	}
+}

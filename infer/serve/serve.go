@@ -308,11 +308,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.met.observe(name, rec.status, time.Since(start))
 	}()
 	// A request refused before its body is read closes the connection: the server would
-	// otherwise read the unread body to reuse it, for as long as the client trickles it.
+	// otherwise read the unread body to reuse it, for as long as the client trickles it
+	// (closeAfterDraining bounds what is read of it).
 	refuse := func(err error) {
 		if r.ContentLength != 0 {
-			rec.Header().Set("Connection", "close")
-			_ = http.NewResponseController(rec).SetReadDeadline(time.Now()) // read none of it
+			closeAfterDraining(rec, r.Body)
 		}
 		writeError(rec, err)
 	}
@@ -344,8 +344,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if r.ContentLength != 0 && !body.eof {
 				// The body was not read to its end (too large, trickled past the read timeout,
 				// or refused first): close rather than read the rest to reuse the connection.
-				rec.Header().Set("Connection", "close")
-				_ = http.NewResponseController(rec).SetReadDeadline(time.Now())
+				closeAfterDraining(rec, r.Body)
 			}
 			writeError(rec, err)
 		}
@@ -451,4 +450,25 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // newID returns a response id with prefix.
 func newID(prefix string) string {
 	return fmt.Sprintf("%s-%016x", prefix, rand.Uint64())
+}
+
+// What closeAfterDraining reads of a refused request's body at most.
+const (
+	drainBytes = 1 << 20
+	drainTime  = 500 * time.Millisecond
+)
+
+// closeAfterDraining marks the connection to close after the answer, first reading what the
+// client has sent of the body, at most drainBytes within drainTime. Closing a socket whose
+// received data is unread makes the kernel reset the connection, which can discard the answer
+// before the client reads it (a client still writing its body then sees "connection reset" instead
+// of the refusal); a client that trickles its body is held no longer than drainTime.
+func closeAfterDraining(w http.ResponseWriter, body io.Reader) {
+	w.Header().Set("Connection", "close")
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(drainTime))
+	if body != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(body, drainBytes))
+	}
+	_ = rc.SetReadDeadline(time.Now())
 }
