@@ -144,7 +144,10 @@ func (p *Process) Stop() {
 
 // Pause stops the process (SIGSTOP) without ending it: a learner that stops answering. Resume
 // continues it.
-func (p *Process) Pause() { p.signal(sigStop) }
+func (p *Process) Pause() {
+	p.signal(sigStop)
+	p.waitStopped(2 * time.Second)
+}
 
 // Resume continues a paused process.
 func (p *Process) Resume() { p.signal(sigCont) }

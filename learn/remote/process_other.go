@@ -2,7 +2,10 @@
 
 package remote
 
-import "os/exec"
+import (
+	"os/exec"
+	"time"
+)
 
 type sysSignal int
 
@@ -22,3 +25,6 @@ func (p *Process) signal(sig sysSignal) {
 		_ = p.cmd.Process.Kill()
 	}
 }
+
+// waitStopped has nothing to wait for where a process cannot be paused.
+func (p *Process) waitStopped(time.Duration) {}
