@@ -422,16 +422,7 @@ func TestRunThroughTorchLearnerLoRA(t *testing.T) {
 	if _, err := run2.Train(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	steps := func(dir string) []map[string]any {
-		var out []map[string]any
-		for _, m := range metricLines(t, dir) {
-			if m["phase"] == "rl" && m["optim/lr"] != nil {
-				out = append(out, m)
-			}
-		}
-		return out
-	}
-	want, got := steps(run.Dir), steps(run2.Dir)
+	want, got := phaseLines(t, run.Dir, "rl"), phaseLines(t, run2.Dir, "rl")
 	if len(got) != len(want) || len(got) == 0 {
 		t.Fatalf("%d RL steps through torch, %d in-process", len(got), len(want))
 	}
