@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -16,8 +17,10 @@ import (
 )
 
 // torchPython is Debian's python3 with PyTorch, the peer of TestFamiliesMatchPyTorch; the test
-// is skipped, saying why, where it is absent.
-const torchPython = "/usr/bin/python3"
+// is skipped, saying why, where it is absent. AGENTRL_TORCH_PYTHON names another interpreter,
+// and AGENTRL_REFERENCE=transformers makes the reference Hugging Face transformers (with PEFT
+// for adapters) on AGENTRL_REFERENCE_DEVICE: scripts/gpu-check runs the tests so on a GPU machine.
+var torchPython = cmp.Or(os.Getenv("AGENTRL_TORCH_PYTHON"), "/usr/bin/python3")
 
 func requireTorch(t *testing.T) {
 	t.Helper()
@@ -237,9 +240,13 @@ func torchFixture(t *testing.T) *torchRun {
 		}
 		cmd := exec.Command(torchPython, append([]string{filepath.Join("testdata", "torch_reference.py")}, all...)...)
 		cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1") // nothing written into the source tree
-		if out, err := cmd.CombinedOutput(); err != nil {
+		out, err := cmd.CombinedOutput()
+		if err != nil {
 			torchErr = fmt.Errorf("PyTorch reference failed: %v\n%s", err, out)
 			return
+		}
+		if os.Getenv("AGENTRL_REFERENCE") != "" {
+			t.Logf("the reference said: %s", strings.TrimSpace(string(out)))
 		}
 		torchFix = f
 	})

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +20,9 @@ import (
 	"github.com/agentrl/agentrl/model"
 )
 
-const python = "/usr/bin/python3"
+// python is Debian's python3 with torch, or the interpreter AGENTRL_TORCH_PYTHON names
+// (scripts/gpu-check runs these tests with a GPU machine's current PyTorch).
+var python = cmp.Or(os.Getenv("AGENTRL_TORCH_PYTHON"), "/usr/bin/python3")
 
 // skipWithoutTorch skips the test when Debian's python3 with torch is absent (err is the
 // learner's start error, which quotes its log).
