@@ -45,6 +45,7 @@ def load_transformers(d, device):
         import peft
 
         m = peft.PeftModel.from_pretrained(m, os.path.join(d, "adapter")).merge_and_unload()
+        m.requires_grad_(True)  # PEFT froze the base; the test compares the merged weights' gradients
     m = m.to(device)
     m.config.use_cache = False
     return m

@@ -4,7 +4,8 @@ For each model size it writes a random Qwen2.5-shaped checkpoint, starts the lea
 (``python -m agentrl_learner``) on it, and times through the protocol, on the same random batches:
 forward (the proximal logprobs) + forward_backward + optim_step per step, and save_for_sampler (a
 weight sync's write). Then it times a plain PyTorch loop on the same model and batches: bf16
-autocast forward, the same logprob surrogate, backward, torch.optim.AdamW. It prints one JSON
+autocast forward, the same logprob surrogate, backward with gradient accumulation over the
+learner's micro-batches (the same memory bound), torch.optim.AdamW. It prints one JSON
 line per size with tokens/s of both and their ratio. Written for a CUDA machine
 (scripts/gpu-check); ``--device cpu --sizes tiny`` runs it anywhere.
 """
@@ -95,8 +96,42 @@ def autocast(bf16):
     return torch.autocast("cuda", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
 
-def plain_loop(model_dir, bs, device, bf16, lr=1e-5):
-    """The same work as a plain PyTorch loop; returns seconds per step after one warm-up step."""
+def microbatches(offs, max_tokens):
+    """The learner's grouping (learner.Learner._microbatches): sequences longest first, into
+    micro-batches of at most max_tokens padded positions, none split."""
+    lens = [b - a for a, b in zip(offs, offs[1:])]
+    order = sorted(range(len(lens)), key=lambda i: (-lens[i], i))
+    groups, cur, width = [], [], 0
+    for i in order:
+        w = max(width, lens[i] - 1, 1)
+        if cur and w * (len(cur) + 1) > max_tokens:
+            groups.append(cur)
+            cur, w = [], max(lens[i] - 1, 1)
+        cur.append(i)
+        width = w
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def padded(offs, toks, coef, idx, device):
+    L = max(offs[i + 1] - offs[i] for i in idx) - 1
+    inp = torch.zeros(len(idx), L, dtype=torch.long)
+    tgt = torch.zeros(len(idx), L, dtype=torch.long)
+    c = torch.zeros(len(idx), L)
+    for r, i in enumerate(idx):
+        a, b = offs[i], offs[i + 1]
+        inp[r, : b - a - 1] = torch.tensor(toks[a : b - 1])
+        tgt[r, : b - a - 1] = torch.tensor(toks[a + 1 : b])
+        c[r, : b - a - 1] = torch.tensor(coef[a + 1 : b])
+    return inp.to(device), tgt.to(device), c.to(device)
+
+
+def plain_loop(model_dir, bs, device, bf16, max_tokens, lr=1e-5):
+    """The same work as a plain PyTorch loop with gradient accumulation over the same
+    micro-batches (the same memory bound): a no-grad forward of every micro-batch (the proximal
+    logprobs), then forward + backward of each, clipping and torch.optim.AdamW. Returns seconds
+    per step after one warm-up step."""
     m = modeling.load_model(model_dir).to(device)
     opt = torch.optim.AdamW(m.parameters(), lr=lr, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.0)
     times = []
@@ -104,23 +139,17 @@ def plain_loop(model_dir, bs, device, bf16, lr=1e-5):
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         t = time.time()
-        L = max(b - a for a, b in zip(offs, offs[1:])) - 1
-        B = len(offs) - 1
-        inp = torch.zeros(B, L, dtype=torch.long)
-        tgt = torch.zeros(B, L, dtype=torch.long)
-        c = torch.zeros(B, L)
-        for r in range(B):
-            a, b = offs[r], offs[r + 1]
-            inp[r, : b - a - 1] = torch.tensor(toks[a : b - 1])
-            tgt[r, : b - a - 1] = torch.tensor(toks[a + 1 : b])
-            c[r, : b - a - 1] = torch.tensor(coef[a + 1 : b])
-        inp, tgt, c = inp.to(device), tgt.to(device), c.to(device)
+        groups = [padded(offs, toks, coef, idx, device) for idx in microbatches(offs, max_tokens)]
         with torch.no_grad(), autocast(bf16):
-            m(inp)  # the proximal logprobs' forward, as the learner's /v1/forward
-        with autocast(bf16):
-            logits = m(inp)
-        lp = torch.log_softmax(logits.float(), -1).gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
-        (c * lp).sum().backward()
+            for inp, tgt, c in groups:
+                logits = m(inp)
+                torch.log_softmax(logits.float(), -1).gather(-1, tgt.unsqueeze(-1))
+        for inp, tgt, c in groups:
+            with autocast(bf16):
+                logits = m(inp)
+            lp = torch.log_softmax(logits.float(), -1).gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
+            (c * lp).sum().backward()
+        del logits, lp
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -186,7 +215,7 @@ def main(argv=None):
                 proc.terminate()
                 proc.wait(timeout=60)
                 log.close()
-            plain_s = plain_loop(mdir, bs, a.device, bf16)
+            plain_s = plain_loop(mdir, bs, a.device, bf16, a.max_tokens)
             per = tokens / (len(bs) - 1)
             print(json.dumps({"size": size, "device": a.device, "fsdp_ranks": a.fsdp, "gpu": torch.cuda.get_device_name() if bf16 else "",
                               "trained_tokens_per_step": per,

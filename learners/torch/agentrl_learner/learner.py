@@ -387,14 +387,15 @@ class Learner:
             raise BadRequest(f"learning rate must be finite and non-negative, got {lr}")
         named = self.named_tensors()
         grads = {}
-        total = 0.0
+        squares = []  # summed on the device: one synchronization per step, not one per tensor
         for n, p in named.items():
             g = p.grad
             if g is None:
                 g = torch.zeros_like(dist.local(p), dtype=torch.float32)
             g = dist.local(g).float()
             grads[n] = g
-            total += float((g.double() ** 2).sum())
+            squares.append((g.double() ** 2).sum())
+        total = float(torch.stack(squares).sum()) if squares else 0.0
         if self.sharded:
             total = dist.all_sum(total, self.device)  # the shards' squares, summed over the ranks
         norm = f32(math.sqrt(total)) if math.isfinite(total) else float("nan")
@@ -422,7 +423,10 @@ class Learner:
                 pl = dist.local(p)
                 pl.mul_(decay).sub_(upd.to(pl.dtype))
         self.zero_grad()
+        finite = torch.stack([torch.isfinite(dist.local(p)).all() for p in named.values()]) if named else None
         for n, p in named.items():
+            if finite is not None and bool(finite.all()):
+                break
             if not bool(torch.isfinite(dist.local(p)).all()):
                 raise BrokenWeights(f"the update made tensor {n!r} non-finite at learning rate {lr} (gradient norm {norm})")
         return norm, lr
