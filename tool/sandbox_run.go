@@ -137,7 +137,7 @@ func (s *Sandbox) Run(ctx context.Context, code string) (RunResult, error) {
 	if res.Limit == LimitNone {
 		// bwrap reports a child killed by signal n as exit status 128+n. (RLIMIT_FSIZE shows
 		// up as an OSError instead: Python ignores SIGXFSZ so that write fails with EFBIG.)
-		if res.ExitCode == 128+int(syscall.SIGXCPU) {
+		if res.ExitCode == 128+int(sigXCPU) {
 			res.Limit = LimitCPU
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -104,7 +103,7 @@ func ConnectCommand(ctx context.Context, name string, args []string, opts Option
 // ends it, and a failed connection has ended it already.
 func ConnectExec(ctx context.Context, cmd *exec.Cmd, opts Options) (*Client, error) {
 	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		cmd.SysProcAttr = dieWithParent()
 	}
 	var stderr *tool.CappedBuffer
 	if cmd.Stderr == nil {

@@ -1,14 +1,12 @@
 package mcptest
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -73,9 +71,4 @@ func ServerPID(t testing.TB, dir string) int {
 		t.Fatal(err)
 	}
 	return pid
-}
-
-// ProcessGone reports whether pid no longer exists (the server exited and was reaped).
-func ProcessGone(pid int) bool {
-	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
