@@ -40,7 +40,12 @@ func LoadFrom(envs *env.Registry, preset, path, init string, only, sets []string
 		c.Phases = keep
 		notes = append(notes, fmt.Sprintf("phases kept: %s (of %s)", strings.Join(only, ", "), strings.Join(names, ", ")))
 	}
-	if init != "" {
+	if strings.HasPrefix(init, "hf:") {
+		// A model on the Hub: as the configuration's init key, the run downloads it and takes
+		// its architecture and tokenizer when it starts.
+		c.Init = init
+		notes = append(notes, fmt.Sprintf("init: %s, downloaded (or read from the cache) when the run starts", init))
+	} else if init != "" {
 		abs, err := filepath.Abs(init)
 		if err != nil {
 			return c, nil, err

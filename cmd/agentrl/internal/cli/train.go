@@ -19,7 +19,7 @@ type TrainCmd struct {
 	Config string   `help:"YAML configuration file (instead of a preset)." type:"existingfile" placeholder:"FILE"`
 	Set    []string `help:"Override a setting, one KEY=VALUE per flag (the value is YAML, commas included), e.g. --set seed=2 --set phases.rl.steps=100 --set 'phases.rl.envs=[{name: calc, weight: 1}]'." placeholder:"KEY=VALUE" sep:"none"`
 	Resume string   `help:"Continue the run in this directory from its latest checkpoint (its own config is used)." type:"existingdir" placeholder:"DIR"`
-	Init   string   `help:"Start from this checkpoint's weights and tokenizer (its architecture becomes the model block), e.g. a supervised run's checkpoints/best." type:"existingdir" placeholder:"DIR"`
+	Init   string   `help:"Start from this checkpoint's weights and tokenizer (its architecture becomes the model block): a folder, e.g. a supervised run's checkpoints/best, or hf:ORG/NAME[@REVISION] from the Hugging Face Hub." placeholder:"DIR|hf:ORG/NAME"`
 	Only   []string `help:"Train only these phases of the preset or file, with their defaults, e.g. --only rl (with --init: RL from a checkpoint)." placeholder:"PHASE"`
 
 	Dashboard       string `help:"Serve the run's dashboard (and Prometheus metrics on /metrics) on this address while it trains, e.g. 127.0.0.1:8090." placeholder:"ADDR"`
