@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -82,5 +83,41 @@ func TestSyncProbeStopsOnServerWithOtherWeights(t *testing.T) {
 	}
 	if rl := phaseLines(t, run.Dir, "rl"); len(rl) != 0 {
 		t.Fatalf("%d RL steps after a failed sync", len(rl))
+	}
+}
+
+// An asynchronous phase on a server checks every publish too: a step that trains logs the probe
+// of the publish before it (which it waited for), and the server agrees with the learner.
+func TestSyncProbeAsync(t *testing.T) {
+	t.Setenv(testKeyVar, "k")
+	other, err := NewRun(tinyConfig(t, t.TempDir(), "phases.sft.steps=2", "phases.rl.steps=1"), Options{Envs: testEnvs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, other.checkpointDir("sft-p0.s000002"), "k")
+	c := tinyConfig(t, t.TempDir(), append(slices.Clone(updateSets), "phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token")...)
+	c.Rollout.Generator = generatorConfig(srv)
+	run, err := NewRun(c, Options{Envs: testEnvs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A step that trains publishes; the next step that trains logs that publish's probe.
+	checked := 0
+	for i, m := range phaseLines(t, run.Dir, "rl") {
+		if d, ok := m["sync/server_probe_max_abs_diff"].(float64); ok {
+			if d > 1e-3 {
+				t.Fatalf("step %d: the servers' probe differs by %v", i+1, d)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no step logs the servers' probe")
 	}
 }
