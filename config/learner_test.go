@@ -12,5 +12,9 @@ func TestLearnerConfigErrors(t *testing.T) {
 		{name: "unknown key", sets: []string{"learner.backend=torch", "learner.pyton=/usr/bin/python3"}, want: "pyton"},
 		{name: "torch with async", sets: []string{"learner.backend=torch", "learner.python=/usr/bin/python3", "phases.rl.rl.async.max_staleness=1"},
 			want: "backend http and torch train the synchronous RL loop only"},
+		{name: "probe tolerance without a sync to check", sets: []string{"learner.probe_tolerance.bfloat16=0.5"}, want: "learner.probe_tolerance does nothing"},
+		{name: "probe tolerance not positive", sets: []string{"learner.backend=http", "learner.url=http://127.0.0.1:1", "learner.probe_tolerance.float32=0"}, want: "probe_tolerance.float32 must be a finite number > 0"},
+		{name: "restart of a learner the run did not start", sets: []string{"learner.backend=http", "learner.url=http://127.0.0.1:1", "learner.restart=2"}, want: "restart are settings of the torch backend"},
+		{name: "probe tolerance of another precision", sets: []string{"learner.backend=http", "learner.url=http://127.0.0.1:1", "learner.probe_tolerance.float16=0.1"}, want: "float16"},
 	})
 }

@@ -3,6 +3,7 @@ package learn
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/agentrl/agentrl/internal/envref"
@@ -41,6 +42,43 @@ type BackendConfig struct {
 	// ActivationCheckpointing recomputes each block's activations in the backward pass instead
 	// of keeping them (torch).
 	ActivationCheckpointing bool `yaml:"activation_checkpointing,omitempty"`
+	// ProbeTolerance bounds the weight-sync probe: the largest |Δ logprob| allowed, per
+	// precision, between the learner and what samples its weights (the run's model, and every
+	// inference server of rollout.generator). Absent: DefaultProbeTolerance.
+	ProbeTolerance *ProbeTolerance `yaml:"probe_tolerance,omitempty"`
+	// Restart is how many times a run restarts a torch learner that died, stopped answering
+	// within the timeout or restarted by itself: the new process gets the state saved before the
+	// step (one save_state per step while restarts are left) and the step is done again. 0: the
+	// run stops, resumable from its last checkpoint (torch).
+	Restart int `yaml:"restart,omitempty"`
+}
+
+// ProbeTolerance is the sync probe's bound per precision: a comparison is judged in the lower of
+// the two sides' precisions (a bfloat16 server against a float32 learner: bfloat16).
+type ProbeTolerance struct {
+	Float32  *float64 `yaml:"float32,omitempty"`
+	BFloat16 *float64 `yaml:"bfloat16,omitempty"`
+}
+
+// DefaultProbeTolerance is the bound where probe_tolerance does not set one: float32 sides
+// agree to rounding over a sequence's forward pass; bfloat16's 8-bit mantissa moves a logprob
+// by up to a few tenths on a long random sequence.
+var DefaultProbeTolerance = map[string]float64{"float32": 1e-3, "bfloat16": 0.25}
+
+// Tolerance is the bound for a comparison judged in precision (float32, bfloat16; any other
+// format below float32 is judged as bfloat16).
+func (c BackendConfig) Tolerance(precision string) float64 {
+	t := c.ProbeTolerance
+	if precision == "float32" {
+		if t != nil && t.Float32 != nil {
+			return *t.Float32
+		}
+		return DefaultProbeTolerance["float32"]
+	}
+	if t != nil && t.BFloat16 != nil {
+		return *t.BFloat16
+	}
+	return DefaultProbeTolerance["bfloat16"]
 }
 
 // External reports whether RL steps train outside this process.
@@ -57,18 +95,34 @@ func (c BackendConfig) Validate() error {
 	if c.Key != "" && !envref.IsRef(c.Key) {
 		return errors.New(`learner.key must name an environment variable as "${NAME}", not hold the key`)
 	}
-	torchOnly := c.Python != "" || c.Path != "" || c.Device != "" || c.BF16 || c.MaxTokens != 0 || c.ActivationCheckpointing
+	if t := c.ProbeTolerance; t != nil {
+		if t.Float32 == nil && t.BFloat16 == nil {
+			return errors.New("learner.probe_tolerance sets neither float32 nor bfloat16")
+		}
+		for _, x := range []struct {
+			name string
+			v    *float64
+		}{{"float32", t.Float32}, {"bfloat16", t.BFloat16}} {
+			if x.v != nil && !(*x.v > 0 && *x.v < math.Inf(1)) {
+				return fmt.Errorf("learner.probe_tolerance.%s must be a finite number > 0, got %v", x.name, *x.v)
+			}
+		}
+	}
+	if c.Restart < 0 {
+		return fmt.Errorf("learner.restart must not be negative, got %d", c.Restart)
+	}
+	torchOnly := c.Python != "" || c.Path != "" || c.Device != "" || c.BF16 || c.MaxTokens != 0 || c.ActivationCheckpointing || c.Restart != 0
 	switch c.Backend {
 	case "", BackendBuiltin:
 		if c.URL != "" || c.Key != "" || c.Timeout != 0 || torchOnly {
-			return errors.New("learner: url, key, timeout, python, path, device, bf16, max_tokens and activation_checkpointing do nothing with the builtin backend")
+			return errors.New("learner: url, key, timeout, python, path, device, bf16, max_tokens, activation_checkpointing and restart do nothing with the builtin backend")
 		}
 	case BackendHTTP:
 		if c.URL == "" {
 			return errors.New("learner.url is required with backend http")
 		}
 		if torchOnly {
-			return errors.New("learner: python, path, device, bf16, max_tokens and activation_checkpointing are settings of the torch backend (the http learner is configured where it runs)")
+			return errors.New("learner: python, path, device, bf16, max_tokens, activation_checkpointing and restart are settings of the torch backend (the http learner is configured and restarted where it runs)")
 		}
 	case BackendTorch:
 		if c.Python == "" {

@@ -1,6 +1,7 @@
 package learn
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,9 @@ func TestBackendConfigValidate(t *testing.T) {
 		{Backend: "http", URL: "http://127.0.0.1:9000", Timeout: time.Minute},
 		{Backend: "http", URL: "http://10.0.0.2:9000", Key: "${LEARNER_KEY}"},
 		{Backend: "torch", Python: "/usr/bin/python3", Path: "learners/torch", Device: "cuda", BF16: true, MaxTokens: 8192, ActivationCheckpointing: true},
+		{Backend: "torch", Python: "python3", Restart: 2},
+		{Backend: "builtin", ProbeTolerance: &ProbeTolerance{BFloat16: ptr(0.5)}},
+		{Backend: "http", URL: "http://127.0.0.1:9000", ProbeTolerance: &ProbeTolerance{Float32: ptr(1e-5), BFloat16: ptr(0.1)}},
 	}
 	for _, c := range ok {
 		if err := c.Validate(); err != nil {
@@ -35,11 +39,32 @@ func TestBackendConfigValidate(t *testing.T) {
 		{BackendConfig{Backend: "torch", Python: "p", Device: "cpu", BF16: true}, "bf16"},
 		{BackendConfig{Backend: "torch", Python: "p", MaxTokens: 1}, "max_tokens"},
 		{BackendConfig{Backend: "http", URL: "http://x:1", Timeout: -time.Second}, "timeout"},
+		{BackendConfig{ProbeTolerance: &ProbeTolerance{}}, "sets neither"},
+		{BackendConfig{Backend: "http", URL: "http://x:1", Restart: 1}, "settings of the torch backend"},
+		{BackendConfig{Backend: "torch", Python: "p", Restart: -1}, "restart must not be negative"},
+		{BackendConfig{ProbeTolerance: &ProbeTolerance{Float32: ptr(0)}}, "probe_tolerance.float32 must be a finite number > 0"},
+		{BackendConfig{ProbeTolerance: &ProbeTolerance{BFloat16: ptr(math.Inf(1))}}, "probe_tolerance.bfloat16"},
 	}
 	for _, b := range bad {
 		err := b.c.Validate()
 		if err == nil || !strings.Contains(err.Error(), b.want) {
 			t.Errorf("%+v: err = %v, want one mentioning %q", b.c, err, b.want)
+		}
+	}
+}
+
+func ptr(x float64) *float64 { return &x }
+
+// The sync probe's tolerance is the configured one per precision, the default otherwise.
+func TestProbeTolerance(t *testing.T) {
+	c := BackendConfig{ProbeTolerance: &ProbeTolerance{BFloat16: ptr(0.5)}}
+	for _, x := range []struct {
+		c    BackendConfig
+		prec string
+		want float64
+	}{{BackendConfig{}, "float32", 1e-3}, {BackendConfig{}, "bfloat16", 0.25}, {BackendConfig{}, "float16", 0.25}, {c, "bfloat16", 0.5}, {c, "float32", 1e-3}} {
+		if got := x.c.Tolerance(x.prec); got != x.want {
+			t.Errorf("%+v: tolerance of %s %v, want %v", x.c.ProbeTolerance, x.prec, got, x.want)
 		}
 	}
 }

@@ -140,7 +140,7 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p config.Phase, start int)
 				return fmt.Errorf("step %d: %w", step, err)
 			}
 			st.learn = rep
-			if err := l.smp.publish(ctx, false); err != nil {
+			if err := l.smp.publish(ctx, false, rep.Metrics); err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
 		}
@@ -150,7 +150,8 @@ func (r *Run) runRLAsync(ctx context.Context, pi int, p config.Phase, start int)
 			return err
 		}
 	}
-	return l.smp.settle() // the last publish to servers, if one is in flight
+	_, err = l.smp.settle() // the last publish to servers, if one is in flight
+	return err
 }
 
 // dropStale removes from groups every trajectory whose oldest policy token lags version by more

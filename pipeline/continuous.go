@@ -329,7 +329,7 @@ func (r *Run) runRLContinuous(ctx context.Context, pi int, p config.Phase, start
 				return fmt.Errorf("step %d: %w", step, err)
 			}
 			st.learn = rep
-			if err := l.smp.publish(ctx, false); err != nil {
+			if err := l.smp.publish(ctx, false, rep.Metrics); err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
 		}
@@ -352,5 +352,6 @@ func (r *Run) runRLContinuous(ctx context.Context, pi int, p config.Phase, start
 			return err
 		}
 	}
-	return l.smp.settle()
+	_, err = l.smp.settle()
+	return err
 }

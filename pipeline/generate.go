@@ -4,16 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/agentrl/agentrl/algo"
 	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/infer/local"
 	"github.com/agentrl/agentrl/infer/remote"
+	"github.com/agentrl/agentrl/learn"
 )
 
 // publishedDir holds, under the run directory, the weights last published to inference servers
@@ -30,7 +33,14 @@ type policySampler struct {
 	router *remote.Router // on servers
 	r      *Run
 	// pending carries the outcome of an asynchronous publish to the servers, when one is in flight.
-	pending chan error
+	pending chan published
+}
+
+// published is the outcome of a publish to the servers: its error, and its figures (the sync's
+// time, the probe's differences).
+type published struct {
+	m   algo.Metrics
+	err error
 }
 
 // newSampler starts phase p's generator. Servers are brought to the run's current policy
@@ -62,9 +72,9 @@ func (r *Run) newSampler(ctx context.Context, p config.Phase) (*policySampler, e
 		return nil, err
 	}
 	s := &policySampler{gen: router, router: router, r: r}
-	if err := s.toServers(ctx); err != nil {
+	if out := s.toServers(ctx); out.err != nil {
 		router.Close()
-		return nil, err
+		return nil, out.err
 	}
 	return s, nil
 }
@@ -98,7 +108,12 @@ func (r *Run) probeServers(ctx context.Context, router *remote.Router) error {
 // publish makes r.model, as r.version, the policy that generates next. With wait it returns once
 // every server (or the engine) uses it; without, once the weights are copied (the local engine)
 // or written to disk (servers), and the update continues while the caller goes on.
-func (s *policySampler) publish(ctx context.Context, wait bool) error {
+//
+// Every server checks the version it loads before it serves it (remote.SyncProbe): a server
+// whose probe differs from the learner's beyond the tolerance stops the run. The sync's time and
+// the probe's largest and mean differences over the servers go into m: with wait, this
+// publish's; without, those of the publish before it, which this one waits for first.
+func (s *policySampler) publish(ctx context.Context, wait bool, m algo.Metrics) error {
 	if s.eng != nil {
 		applied, err := s.eng.LoadWeights(s.r.model, s.r.version)
 		if err != nil {
@@ -109,39 +124,53 @@ func (s *policySampler) publish(ctx context.Context, wait bool) error {
 		}
 		return nil
 	}
-	if err := s.settle(); err != nil {
+	prev, err := s.settle()
+	if err != nil {
 		return err
 	}
 	if wait {
-		return s.toServers(ctx)
+		out := s.toServers(ctx)
+		maps.Copy(m, out.m)
+		return out.err
+	}
+	maps.Copy(m, prev)
+	t0 := time.Now()
+	probe, err := s.r.publishProbe(ctx)
+	if err != nil {
+		return err
 	}
 	v, dir, err := s.save()
 	if err != nil {
 		return err
 	}
-	done := make(chan error, 1)
+	done := make(chan published, 1)
 	s.pending = done
-	go func() { done <- s.send(ctx, v, dir) }()
+	go func() { done <- s.send(ctx, v, dir, probe, t0) }()
 	return nil
 }
 
-// settle waits for an asynchronous publish in flight and returns its error.
-func (s *policySampler) settle() error {
+// settle waits for an asynchronous publish in flight and returns its figures and its error.
+func (s *policySampler) settle() (algo.Metrics, error) {
 	if s.pending == nil {
-		return nil
+		return nil, nil
 	}
-	err := <-s.pending
+	out := <-s.pending
 	s.pending = nil
-	return err
+	return out.m, out.err
 }
 
-// toServers writes the weights and publishes them, waiting.
-func (s *policySampler) toServers(ctx context.Context) error {
+// toServers writes the weights and publishes them, checked, waiting.
+func (s *policySampler) toServers(ctx context.Context) published {
+	t0 := time.Now()
+	probe, err := s.r.publishProbe(ctx)
+	if err != nil {
+		return published{err: err}
+	}
 	v, dir, err := s.save()
 	if err != nil {
-		return err
+		return published{err: err}
 	}
-	return s.send(ctx, v, dir)
+	return s.send(ctx, v, dir, probe, t0)
 }
 
 // save writes the current weights once as published/vN, for the servers to load (a model with
@@ -159,20 +188,64 @@ func (s *policySampler) save() (int32, string, error) {
 	return v, dir, nil
 }
 
-// send publishes the folder dir as version v. A server the update did not reach gets no more
-// requests until a later one reaches it; the run goes on while at least one server serves v.
-// Older published folders are removed once v is published.
-func (s *policySampler) send(ctx context.Context, v int32, dir string) error {
-	if err := s.router.PublishWeights(ctx, v, filepath.Join(dir, "model.safetensors"), dir); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+// send publishes the folder dir as version v, checked with probe on every server that loads it.
+// A server the update did not reach gets no more requests until a later one reaches it; the run
+// goes on while at least one server serves v. A server that loaded v and does not serve its
+// weights stops the run. Older published folders are removed once v is published. t0 is when
+// the sync began.
+func (s *policySampler) send(ctx context.Context, v int32, dir string, probe *remote.SyncProbe, t0 time.Time) published {
+	res, err := s.router.PublishChecked(ctx, v, filepath.Join(dir, "model.safetensors"), dir, probe)
+	out := published{m: algo.Metrics{"time/server_sync_s": time.Since(t0).Seconds()}}
+	if len(res) > 0 {
+		var worst, mean float64
+		for _, x := range res {
+			worst, mean = max(worst, x.MaxDiff), max(mean, x.MeanDiff)
 		}
-		if s.router.Current(v) == 0 {
-			return fmt.Errorf("no inference server serves policy version %d: %w", v, err)
+		out.m["sync/server_probe_max_abs_diff"] = worst
+		out.m["sync/server_probe_mean_abs_diff"] = mean
+	}
+	if err != nil {
+		var pe *remote.SyncProbeError
+		switch {
+		case ctx.Err() != nil:
+			out.err = ctx.Err()
+			return out
+		case errors.As(err, &pe):
+			out.err = err
+			return out
+		case s.router.Current(v) == 0:
+			out.err = fmt.Errorf("no inference server serves policy version %d: %w", v, err)
+			return out
 		}
 		s.r.printf("warning: %v (generation continues on the other servers)\n", err)
 	}
-	return pruneDirs(filepath.Dir(dir), filepath.Base(dir))
+	out.err = pruneDirs(filepath.Dir(dir), filepath.Base(dir))
+	return out
+}
+
+// publishProbe is the check of a publish of the run's current version to the inference servers:
+// the probe sequence and the learner's logprobs of it under that version (an external
+// learner's Forward, or, with the built-in learner, the run's model, which is its weights).
+func (r *Run) publishProbe(ctx context.Context) (*remote.SyncProbe, error) {
+	probe := r.probeSeqs()
+	p := &remote.SyncProbe{Tokens: probe.Tokens, Tolerance: r.Cfg.Learner.Tolerance}
+	var lps []float32
+	if s := r.learner; s != nil {
+		var err error
+		if lps, err = s.probe(ctx, probe, r.version); err != nil {
+			return nil, err
+		}
+		p.Learner, p.Precision = "the learner at "+s.client.URL(), s.dtype()
+	} else {
+		out := learn.Outputs{Logprobs: make([]float32, len(probe.Tokens))}
+		if err := (&learn.Builtin{Model: r.model, RowLen: len(probe.Tokens)}).Forward(ctx, probe, learn.ForwardOptions{}, &out); err != nil {
+			return nil, fmt.Errorf("weight sync probe: %w", err)
+		}
+		lps = out.Logprobs
+		p.Learner, p.Precision = "the learner (the run's model)", remote.Float32
+	}
+	p.Want = lps[1:]
+	return p, nil
 }
 
 // lastEpoch is the epoch publishEpoch gave last.
@@ -213,7 +286,7 @@ func (s *policySampler) close() error {
 	if s.eng != nil {
 		return s.eng.Close()
 	}
-	err := s.settle()
+	_, err := s.settle()
 	s.router.Close()
 	return err
 }

@@ -2,11 +2,13 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentrl/agentrl/algo"
@@ -35,6 +37,16 @@ type learnerSession struct {
 	proc   *remote.Process // nil for backend http
 	dir    string          // <run>/learner
 	last   string          // the sampler folder loaded last
+	// probeLps is the learner's Forward of the probe under version probeVersion.
+	probeLps     []float32
+	probeVersion int32
+	// A torch learner the run may restart (learner.restart): how it was started, the restarts
+	// left, and the state saved before the step in progress (restartDir, at update
+	// restartSteps).
+	procOpts     remote.ProcessOptions
+	restartsLeft int
+	restartDir   string
+	restartSteps int64
 }
 
 // attachLearner makes l train through the configured external learner (nothing for builtin).
@@ -89,12 +101,13 @@ func (r *Run) attachLearner(l *learn.Learner, p config.Phase, ref string) error 
 			args = append(args, "--key-env", "AGENTRL_LEARNER_KEY")
 			env = append(env, "AGENTRL_LEARNER_KEY="+key)
 		}
-		proc, err := remote.Start(ctx, remote.ProcessOptions{Python: c.Python, Path: c.Path, Args: args, Env: env,
-			Log: filepath.Join(dir, "learner.log")})
+		s.procOpts = remote.ProcessOptions{Python: c.Python, Path: c.Path, Args: args, Env: env,
+			Log: filepath.Join(dir, "learner.log")}
+		proc, err := remote.Start(ctx, s.procOpts)
 		if err != nil {
 			return err
 		}
-		s.proc, url = proc, proc.URL
+		s.proc, url, s.restartsLeft = proc, proc.URL, c.Restart
 	}
 	client, err := remote.Dial(ctx, remote.Options{URL: url, Key: key, Timeout: c.Timeout, SamplerDir: filepath.Join(dir, "sampler")})
 	if err != nil {
@@ -126,8 +139,10 @@ func (r *Run) attachLearner(l *learn.Learner, p config.Phase, ref string) error 
 
 // syncLearner loads the weights the learner has after the update into the run's model (the one
 // the engine samples with), as version, then checks the sync: a fixed probe sequence is scored by
-// the learner and by the run's model, and a difference beyond the learner's precision's tolerance
-// stops the run with both numbers. The sync's time and the probe's difference go into m.
+// the learner and by the run's model, and a difference beyond the tolerance of the learner's
+// precision (learner.probe_tolerance) stops the run with both numbers. The sync's time and the
+// probe's difference go into m. The learner's logprobs are kept for the check of the servers
+// the version is then published to (publishProbe).
 func (r *Run) syncLearner(version int32, m algo.Metrics) error {
 	s := r.learner
 	if s == nil {
@@ -147,32 +162,70 @@ func (r *Run) syncLearner(version int32, m algo.Metrics) error {
 	}
 	s.last = art.Dir
 	m["time/learner_sync_s"] = time.Since(t0).Seconds()
-	probe := probeSeqs(r.model.Cfg.Vocab, min(r.model.Cfg.MaxSeq, 64))
-	n := len(probe.Tokens)
-	theirs := learn.Outputs{Logprobs: make([]float32, n)}
-	ours := learn.Outputs{Logprobs: make([]float32, n)}
-	if err := s.client.Forward(ctx, probe, learn.ForwardOptions{}, &theirs); err != nil {
-		return fmt.Errorf("weight sync probe: %w", err)
+	probe := r.probeSeqs()
+	theirs, err := s.probe(ctx, probe, version)
+	if err != nil {
+		return err
 	}
+	ours := learn.Outputs{Logprobs: make([]float32, len(probe.Tokens))}
 	if err := (&learn.Builtin{Model: r.model, RowLen: len(probe.Tokens)}).Forward(ctx, probe, learn.ForwardOptions{}, &ours); err != nil {
 		return fmt.Errorf("weight sync probe: %w", err)
 	}
-	worst, at := 0.0, 0
-	for i := range ours.Logprobs {
-		if d := math.Abs(float64(ours.Logprobs[i]) - float64(theirs.Logprobs[i])); d > worst {
+	worst, mean, at := probeDiff(theirs[1:], ours.Logprobs[1:])
+	m["sync/probe_max_abs_diff"] = worst
+	m["sync/probe_mean_abs_diff"] = mean
+	dtype := s.dtype()
+	if tol := r.Cfg.Learner.Tolerance(dtype); !(worst <= tol) {
+		return fmt.Errorf("weight sync probe after v%d: the learner at %s scores probe token %d at logprob %v, the run's model (what the engine samples with) at %v: |Δ| %.3g (mean %.3g) beyond the %s tolerance %g; the weights loaded are not the learner's",
+			version, s.client.URL(), at+1, theirs[at+1], ours.Logprobs[at+1], worst, mean, dtype, tol)
+	}
+	return nil
+}
+
+// probe is the learner's Forward of the probe sequence under version's weights, asked once.
+func (s *learnerSession) probe(ctx context.Context, probe *learn.Seqs, version int32) ([]float32, error) {
+	if s.probeLps != nil && s.probeVersion == version {
+		return s.probeLps, nil
+	}
+	out := learn.Outputs{Logprobs: make([]float32, len(probe.Tokens))}
+	if err := s.client.Forward(ctx, probe, learn.ForwardOptions{}, &out); err != nil {
+		return nil, fmt.Errorf("weight sync probe: %w", err)
+	}
+	s.probeLps, s.probeVersion = out.Logprobs, version
+	return out.Logprobs, nil
+}
+
+// dtype is the precision the learner computes in.
+func (s *learnerSession) dtype() string {
+	if d := s.client.Learner().DType; d != "" {
+		return d
+	}
+	return "float32"
+}
+
+// probeDiff is the largest and the mean |a[i] − b[i]|, and where the largest is.
+func probeDiff(a, b []float32) (worst, mean float64, at int) {
+	for i := range a {
+		d := math.Abs(float64(a[i]) - float64(b[i]))
+		mean += d
+		if d > worst || math.IsNaN(d) {
 			worst, at = d, i
 		}
 	}
-	m["sync/probe_max_abs_diff"] = worst
-	dtype := s.client.Learner().DType
-	if dtype == "" {
-		dtype = "float32"
+	if len(a) > 0 {
+		mean /= float64(len(a))
 	}
-	if tol := probeTolerance(dtype); worst > tol {
-		return fmt.Errorf("weight sync probe after v%d: the learner at %s scores probe token %d at logprob %v, the run's model (what the engine samples with) at %v: |Δ| %.3g beyond the %s tolerance %g; the weights loaded are not the learner's",
-			version, s.client.URL(), at, theirs.Logprobs[at], ours.Logprobs[at], worst, dtype, tol)
+	return worst, mean, at
+}
+
+// probeSeqs is the run's probe: one fixed sequence of up to 64 token ids spread over the
+// vocabulary the model and the tokenizer share, every token scored.
+func (r *Run) probeSeqs() *learn.Seqs {
+	vocab := r.model.Cfg.Vocab
+	if r.tok != nil {
+		vocab = min(vocab, r.tok.VocabSize())
 	}
-	return nil
+	return probeSeqs(vocab, min(r.model.Cfg.MaxSeq, 64))
 }
 
 // probeSeqs is the fixed probe: one sequence of n token ids spread over the vocabulary, every
@@ -188,15 +241,6 @@ func probeSeqs(vocab, n int) *learn.Seqs {
 		s.Mask[i] = true
 	}
 	return s
-}
-
-// probeTolerance is the largest |Δ logprob| on the probe that a sync may show between a learner
-// computing in dtype and the run's float32 model.
-func probeTolerance(dtype string) float64 {
-	if dtype == "bfloat16" {
-		return 0.25
-	}
-	return 1e-3
 }
 
 // fetchLearner brings the learner's whole state (weights, value head, optimizer) into the run's
@@ -227,6 +271,57 @@ func (r *Run) closeLearner(opt *optim.AdamW) error {
 	s.stop()
 	r.learner = nil
 	return err
+}
+
+// learnerFailed says whether err is the learner's failure (it died, stopped answering, or
+// restarted by itself), which a restart may mend, rather than a request it refused.
+func learnerFailed(err error) bool {
+	return errors.Is(err, learn.ErrLearner) || errors.Is(err, remote.ErrRestarted)
+}
+
+// canRestart says whether the session restarts its learner when it fails.
+func (s *learnerSession) canRestart() bool { return s != nil && s.proc != nil && s.restartsLeft > 0 }
+
+// keepRestartState has the learner save its state before a step, for a restart to start from.
+// A step that left the update count where it was keeps the folder it had.
+func (s *learnerSession) keepRestartState(ctx context.Context) error {
+	steps := s.client.OptimizerSteps()
+	if s.restartDir != "" && s.restartSteps == steps {
+		return nil
+	}
+	dir := filepath.Join(s.dir, fmt.Sprintf("restart-%d", steps))
+	os.RemoveAll(dir)
+	if err := s.client.SaveState(ctx, dir); err != nil {
+		return fmt.Errorf("saving the learner's state for a restart: %w", err)
+	}
+	if s.restartDir != "" {
+		os.RemoveAll(s.restartDir)
+	}
+	s.restartDir, s.restartSteps = dir, steps
+	return nil
+}
+
+// restart replaces the learner, which failed with cause, by a new process on the same address
+// loaded with the state saved before the step: the client adopts its epoch and checks that its
+// update count is the one saved (remote.Client.Recover), so the step can be done again with
+// nothing trained twice or lost.
+func (s *learnerSession) restart(ctx context.Context, cause error) error {
+	s.restartsLeft--
+	addr := strings.TrimPrefix(s.proc.URL, "http://")
+	s.proc.Kill() // a learner that stopped answering is still there
+	s.proc.Stop()
+	opts := s.procOpts
+	opts.Listen = addr
+	proc, err := remote.Start(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("%w; restarting it: %w", cause, err)
+	}
+	s.proc = proc
+	s.probeLps = nil
+	if err := s.client.Recover(ctx, s.restartDir, s.restartSteps); err != nil {
+		return fmt.Errorf("%w; the restarted learner: %w", cause, err)
+	}
+	return nil
 }
 
 func (s *learnerSession) stop() {

@@ -125,6 +125,10 @@ func TestRunThroughHTTPLearner(t *testing.T) {
 				t.Fatalf("metrics line %d: probe difference %v, want 0", i+1, d)
 			}
 			delete(got[i], "sync/probe_max_abs_diff")
+			if d := got[i]["sync/probe_mean_abs_diff"]; d != 0.0 {
+				t.Fatalf("metrics line %d: mean probe difference %v, want 0", i+1, d)
+			}
+			delete(got[i], "sync/probe_mean_abs_diff")
 		} else if want[i]["phase"] == "rl" && want[i]["optim/lr"] != nil {
 			t.Fatalf("metrics line %d: a trained step without sync/probe_max_abs_diff", i+1)
 		}
@@ -309,6 +313,7 @@ func TestResumeAfterLearnerDies(t *testing.T) {
 	}
 	for i := range want {
 		delete(got[i], "sync/probe_max_abs_diff")
+		delete(got[i], "sync/probe_mean_abs_diff")
 		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Fatalf("metrics line %d differs:\nresumed       %v\nuninterrupted %v", i+1, got[i], want[i])
 		}

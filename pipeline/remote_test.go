@@ -84,6 +84,11 @@ func TestGeneratorConfig(t *testing.T) {
 		{"bad url", func(c *config.Config) { c.Rollout.Generator.Servers[0].URL = "127.0.0.1:1" }, "must start with http://"},
 		{"attempts", func(c *config.Config) { c.Rollout.Generator.Attempts = 3 }, "rollout.generator.attempts must be in [0, 2]"},
 		{"no RL phase", func(c *config.Config) { c.Phases = c.Phases[:1] }, "rollout.generator does nothing without an rl phase"},
+		{"precision of an agentrl server", func(c *config.Config) { c.Rollout.Generator.Servers[0].Precision = "bfloat16" }, "servers[0].precision does nothing for an agentrl server"},
+		{"unknown precision", func(c *config.Config) {
+			c.Rollout.Generator.Servers[0].Dialect, c.Rollout.Generator.Servers[0].SharedDisk = remote.SGLang, true
+			c.Rollout.Generator.Servers[0].Precision = "fp8"
+		}, `servers[0].precision must be float32 or bfloat16, got "fp8"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tinyConfig(t, t.TempDir())
@@ -166,6 +171,15 @@ func sameRun(t *testing.T, a, b string) {
 	ma, mb := metricLines(t, a), metricLines(t, b)
 	if len(ma) != len(mb) {
 		t.Fatalf("%d metric lines, want %d", len(mb), len(ma))
+	}
+	// The runs on servers check every sync with the probe: the figures of the servers' sync
+	// are theirs alone, and each server scored the probe as the learner did.
+	for i := range mb {
+		if d, ok := mb[i]["sync/server_probe_max_abs_diff"].(float64); ok && d > 1e-3 {
+			t.Fatalf("metric line %d: the servers' probe differs by %v", i+1, d)
+		}
+		delete(mb[i], "sync/server_probe_max_abs_diff")
+		delete(mb[i], "sync/server_probe_mean_abs_diff")
 	}
 	for i := range ma {
 		if !reflect.DeepEqual(ma[i], mb[i]) {

@@ -44,7 +44,8 @@ func (r *Run) runRL(ctx context.Context, pi int, p config.Phase, start int) erro
 			return err
 		}
 		st0 := r.now()
-		rng := r.stepRNG(pi, step, 3)
+		src := r.stepSource(pi, step, 3)
+		rng := rand.New(src)
 		sampled, groups, fill, err := r.sampleRL(ctx, l.smp.gen, p, step, rng)
 		if err != nil {
 			return fmt.Errorf("step %d: sample: %w", step, err)
@@ -56,12 +57,12 @@ func (r *Run) runRL(ctx context.Context, pi int, p config.Phase, start int) erro
 		st := &rlStep{phase: p.Name, step: step + 1, version: r.version, sample: monitor.Measure(sampled, groups), fill: fill, simLatency: simulatedLatency(p.Envs), rewards: rewardMetrics(sampled), samples: r.sampleMetrics(sampled)}
 		tt := r.now()
 		if trajs := slices.Concat(groups...); len(trajs) > 0 {
-			rep, err := r.learnStep(l.upd, trajs, step, rng)
+			rep, err := r.learnStepRestartable(l.upd, trajs, step, rng, src)
 			if err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
 			st.learn = rep
-			if err := l.smp.publish(ctx, true); err != nil {
+			if err := l.smp.publish(ctx, true, rep.Metrics); err != nil {
 				return fmt.Errorf("step %d: %w", step, err)
 			}
 		}
@@ -212,21 +213,68 @@ func (r *Run) newKLPenalty(c *algo.KLPenaltyConfig, start int) (*learn.KLPenalty
 // version; publishing the weights is the caller's. The learning-rate schedule counts the phase's
 // steps, trained on or not, so the step is set here rather than counted by the learner.
 func (r *Run) learnStep(upd *learn.RL, trajs []*traj.Trajectory, step int, rng *rand.Rand) (*learn.RLReport, error) {
+	return r.learnStepRestartable(upd, trajs, step, rng, nil)
+}
+
+// learnStepRestartable is learnStep where rng draws from src: a torch learner that fails during
+// the step is restarted from the state it saved before it (learner.restart) and the step is
+// done again from the same random state and KL coefficient, as many times as restarts are left.
+// Without restarts left, a learner's failure stops the run with what to do.
+func (r *Run) learnStepRestartable(upd *learn.RL, trajs []*traj.Trajectory, step int, rng *rand.Rand, src *rand.PCG) (*learn.RLReport, error) {
 	upd.Learner.Step = step
 	if err := r.act.Configure(upd); err != nil {
 		return nil, err
 	}
-	rep, err := upd.Step(trajs, r.version, rng)
-	r.noteTeacher(&rep)
-	if err != nil {
-		return nil, err
+	s := r.learner
+	restarts := 0
+	for {
+		var rngState []byte
+		var klCoef float64
+		restartable := src != nil && s.canRestart()
+		if restartable {
+			var err error
+			if rngState, err = src.MarshalBinary(); err != nil {
+				return nil, err
+			}
+			if upd.KLPenalty != nil {
+				klCoef = upd.KLPenalty.Coef
+			}
+			if err := s.keepRestartState(context.Background()); err != nil {
+				return nil, err
+			}
+		}
+		rep, err := upd.Step(trajs, r.version, rng)
+		if err == nil {
+			err = r.syncLearner(r.version+1, rep.Metrics)
+		}
+		if err != nil && restartable && learnerFailed(err) {
+			r.printf("warning: %v: restarting the learner from its state at update %d and training the step again (%d restart(s) left)\n", err, s.restartSteps, s.restartsLeft-1)
+			if err := s.restart(context.Background(), err); err != nil {
+				return nil, err
+			}
+			if err := src.UnmarshalBinary(rngState); err != nil {
+				return nil, err
+			}
+			if upd.KLPenalty != nil {
+				upd.KLPenalty.Coef = klCoef
+			}
+			restarts++
+			continue
+		}
+		r.noteTeacher(&rep)
+		if err != nil {
+			if s != nil && learnerFailed(err) {
+				err = fmt.Errorf("%w; the run stops here: resume it from its last checkpoint (agentrl train --resume %s)", err, r.Dir)
+			}
+			return nil, err
+		}
+		if restarts > 0 {
+			rep.Metrics["learner/restarts"] = float64(restarts)
+		}
+		r.keepKLCoef(upd.KLPenalty)
+		r.version++
+		return &rep, nil
 	}
-	if err := r.syncLearner(r.version+1, rep.Metrics); err != nil {
-		return nil, err
-	}
-	r.keepKLCoef(upd.KLPenalty)
-	r.version++
-	return &rep, nil
 }
 
 // keepKLCoef records an adaptive penalty's coefficient in the progress state, so that a checkpoint

@@ -194,7 +194,12 @@ func (r *Run) envFactory() rollout.EnvFactory {
 
 // stepRNG is the random source of one step of one phase (or of phase setup with step -1).
 func (r *Run) stepRNG(phase, step int, salt uint64) *rand.Rand {
-	return rand.New(rand.NewPCG(r.Cfg.Seed^0x9E3779B97F4A7C15*uint64(phase+1), uint64(step+1)<<20^salt))
+	return rand.New(r.stepSource(phase, step, salt))
+}
+
+// stepSource is the source of stepRNG, whose state can be saved and restored.
+func (r *Run) stepSource(phase, step int, salt uint64) *rand.PCG {
+	return rand.NewPCG(r.Cfg.Seed^0x9E3779B97F4A7C15*uint64(phase+1), uint64(step+1)<<20^salt)
 }
 
 // buildTokenizer trains the run's tokenizer on text from every environment of the run.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"net/http"
@@ -25,6 +26,7 @@ import (
 	"github.com/agentrl/agentrl/infer/remote"
 	"github.com/agentrl/agentrl/learn"
 	lremote "github.com/agentrl/agentrl/learn/remote"
+	"github.com/agentrl/agentrl/model"
 )
 
 // vllmLoRAServer stands in for vLLM serving a base model with runtime LoRA updating (vLLM has
@@ -39,15 +41,21 @@ type vllmLoRAServer struct {
 
 	mu      sync.Mutex
 	engines map[string]*local.Engine
+	models  map[string]*model.Model // what each engine computes with, for prompt_logprobs
 	calls   []string
+	// stale answers a load with success and serves the adapter loaded before under the new name
+	// (an adapter that never reached the server: verl #7495).
+	stale    bool
+	lastPath string
 }
 
 func newVLLMLoRAServer(t *testing.T, base string) (*vllmLoRAServer, string) {
-	f := &vllmLoRAServer{t: t, base: base, engines: map[string]*local.Engine{}}
+	f := &vllmLoRAServer{t: t, base: base, engines: map[string]*local.Engine{}, models: map[string]*model.Model{}}
 	m, err := checkpoint.LoadModel(base)
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.models["m"] = m
 	if f.engines["m"], err = local.NewEngine(m, 0, local.EngineConfig{Slots: 8}); err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +112,7 @@ func (f *vllmLoRAServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			e.Close()
 			delete(f.engines, req.Name)
+			delete(f.models, req.Name)
 			fmt.Fprintf(w, "Success: LoRA adapter '%s' removed successfully.", req.Name)
 			return
 		}
@@ -117,14 +126,21 @@ func (f *vllmLoRAServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fail(400, "adapter name without a version")
 			return
 		}
+		path := req.Path
+		if f.stale && f.lastPath != "" {
+			path = f.lastPath
+		} else {
+			f.lastPath = path
+		}
 		m, err := checkpoint.LoadModel(f.base)
 		if err == nil {
-			_, err = checkpoint.LoadAdapter(req.Path, m)
+			_, err = checkpoint.LoadAdapter(path, m)
 		}
 		if err != nil {
 			fail(400, err.Error())
 			return
 		}
+		f.models[req.Name] = m
 		if f.engines[req.Name], err = local.NewEngine(m, int32(v), local.EngineConfig{Slots: 8}); err != nil {
 			fail(500, err.Error())
 			return
@@ -140,17 +156,28 @@ func (f *vllmLoRAServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			TopK      int     `json:"top_k"`
 			Seed      uint64  `json:"seed"`
 			Stop      []int32 `json:"stop_token_ids"`
+			// PromptLogprobs asks for the prompt's logprobs (the weight-sync probe).
+			PromptLogprobs *int `json:"prompt_logprobs"`
 		}
 		if json.NewDecoder(r.Body).Decode(&req) != nil {
 			fail(400, "bad body")
 			return
 		}
 		f.mu.Lock()
-		e := f.engines[req.Model]
-		f.calls = append(f.calls, "generate "+req.Model)
+		e, em := f.engines[req.Model], f.models[req.Model]
+		op := "generate "
+		if req.PromptLogprobs != nil {
+			op = "score "
+		}
+		f.calls = append(f.calls, op+req.Model)
 		f.mu.Unlock()
 		if e == nil {
 			fail(404, fmt.Sprintf("The model `%s` does not exist.", req.Model))
+			return
+		}
+		if req.PromptLogprobs != nil {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, promptLogprobsAnswer(f.t, em, req.Prompt))
 			return
 		}
 		s := infer.Sampling{Temperature: req.Temp, TopP: req.TopP, TopK: max(req.TopK, 0)}
@@ -178,6 +205,35 @@ func (f *vllmLoRAServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// promptLogprobsAnswer is vLLM's answer to a scoring of prompt (prompt_logprobs: 0) under m,
+// in the shape of infer/remote/testdata/vllm_prompt_logprobs.json.
+func promptLogprobsAnswer(t *testing.T, m *model.Model, prompt []int32) string {
+	b, err := os.ReadFile("../infer/remote/testdata/vllm_prompt_logprobs.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	s := &learn.Seqs{Tokens: prompt, Offsets: []int{0, len(prompt)}, Mask: make([]bool, len(prompt))}
+	for i := range s.Mask {
+		s.Mask[i] = true
+	}
+	out := learn.Outputs{Logprobs: make([]float32, len(prompt))}
+	if err := (&learn.Builtin{Model: m, RowLen: len(prompt)}).Forward(context.Background(), s, learn.ForwardOptions{}, &out); err != nil {
+		t.Error(err)
+	}
+	pl := []any{nil}
+	for i := 1; i < len(prompt); i++ {
+		pl = append(pl, map[string]any{strconv.Itoa(int(prompt[i])): map[string]any{"logprob": out.Logprobs[i], "rank": 1, "decoded_token": "x"}})
+	}
+	ch := doc["choices"].([]any)[0].(map[string]any)
+	ch["prompt_logprobs"], ch["prompt_token_ids"] = pl, prompt
+	b, _ = json.Marshal(doc)
+	return string(b)
 }
 
 func (f *vllmLoRAServer) log() []string {
@@ -228,7 +284,7 @@ func TestVLLMLoRARun(t *testing.T) {
 	}
 	// Every version was loaded, generated with once loaded, and unloaded once the next served
 	// (the probe at the phase's start generates with the base).
-	loaded, generated := "m", 0
+	loaded, generated, scored := "m", 0, 0
 	for _, c := range srv.log() {
 		op, name, _ := strings.Cut(c, " ")
 		switch op {
@@ -246,15 +302,52 @@ func TestVLLMLoRARun(t *testing.T) {
 				t.Fatalf("generated with %s while %s was the latest loaded", name, loaded)
 			}
 			generated++
+		case "score": // the sync probe, of each adapter as it is loaded
+			if name != loaded {
+				t.Fatalf("scored with %s while %s was the latest loaded", name, loaded)
+			}
+			scored++
 		}
 	}
 	srv.mu.Lock()
 	names = slices.Sorted(maps.Keys(srv.engines))
 	srv.mu.Unlock()
+	if scored != 5 { // the phase's start and its 4 updates
+		t.Fatalf("%d sync probes, want 5", scored)
+	}
 	if generated == 0 || !slices.Equal(names, []string{"m", loaded}) {
 		t.Fatalf("%d completions; the server holds %v at the end, want m and %s", generated, names, loaded)
 	}
 	t.Logf("last adapter %s, %d completions, %d calls", loaded, generated, len(srv.log()))
+
+	// An adapter that never reached the server (it answers the load and keeps the adapter it
+	// had under the new name: verl #7495) stops the run at the first update's sync, before any
+	// episode samples it, naming the server, the adapter and both logprobs.
+	stale, url2 := newVLLMLoRAServer(t, ref.checkpointDir("sft-p0.s000030"))
+	stale.stale = true // from the second load on: the phase's start loads v30 as it should
+	// The stand-in computes in float32, as the learner does, and agrees with it exactly; one
+	// update moves the probe by less than bfloat16's default tolerance, so the test declares the
+	// server's precision and bounds float32's tightly.
+	c := tinyConfig(t, t.TempDir(), loraSets...)
+	tight := 1e-6
+	c.Learner.ProbeTolerance = &learn.ProbeTolerance{Float32: &tight}
+	c.Rollout.Generator = vllmGenerator(url2)
+	c.Rollout.Generator.Servers[0].Precision = remote.Float32
+	run, err := NewRun(c, Options{Envs: testEnvs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = run.Train(context.Background())
+	for _, want := range []string{"server vllm0 (vllm, " + url2 + ", model m-v31)", "scores probe token", "the learner (the run's model) at", "float32 tolerance 1e-06", "the server does not serve the weights of v31"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("a stale adapter: %v, want an error saying %q", err, want)
+		}
+	}
+	for _, c := range stale.log() {
+		if c == "generate m-v31" {
+			t.Fatal("an episode sampled the adapter that failed the probe")
+		}
+	}
 }
 
 // The generator block refuses what cannot receive what the RL phases publish.
@@ -356,19 +449,26 @@ func TestVLLMLoRARunThroughHTTPLearner(t *testing.T) {
 	if len(got) != len(want) {
 		t.Fatalf("%d metric lines, want %d", len(got), len(want))
 	}
+	synced := 0
 	for i := range want {
-		if d, ok := got[i]["sync/probe_max_abs_diff"]; ok {
-			if d != 0.0 {
-				t.Fatalf("metrics line %d: probe difference %v", i+1, d)
+		// The learner, the run's model and the server compute alike: every probe agrees exactly.
+		if _, ok := got[i]["sync/server_probe_max_abs_diff"]; ok {
+			synced++
+		}
+		for k, d := range got[i] {
+			if strings.HasPrefix(k, "sync/") {
+				if d != 0.0 {
+					t.Fatalf("metrics line %d: %s %v", i+1, k, d)
+				}
+				delete(got[i], k)
 			}
-			delete(got[i], "sync/probe_max_abs_diff")
 		}
 		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Fatalf("metrics line %d differs:\nthrough the learner and vLLM %v\nin-process                   %v", i+1, got[i], want[i])
 		}
 	}
-	if n := len(srv.log()); n == 0 {
-		t.Fatal("nothing was generated on the vLLM stand-in")
+	if n := len(srv.log()); n == 0 || synced != 4 {
+		t.Fatalf("%d calls to the vLLM stand-in, %d steps with the servers' probe, want 4", n, synced)
 	}
 
 	// A learner of the full weights for a LoRA phase is refused, naming both counts.

@@ -94,6 +94,12 @@ func (c *Config) ValidatePublish(prefix string, publish Publish, exact bool) err
 		if s.Dialect != Agentrl && !s.ProcessedLogprobs && !exact {
 			bad("%s: a %s server returns logprobs before temperature, top-k and top-p; sample exactly or declare processed_logprobs (vLLM: --logprobs-mode processed_logprobs)", where, s.Dialect)
 		}
+		switch {
+		case s.Precision != "" && s.Precision != Float32 && s.Precision != BFloat16:
+			bad("%s.precision must be float32 or bfloat16, got %q", where, s.Precision)
+		case s.Precision != "" && s.Dialect == Agentrl:
+			bad("%s.precision does nothing for an agentrl server (it computes in float32)", where)
+		}
 		if s.Key != "" && !envref.IsRef(s.Key) {
 			bad("%s.api_key must name an environment variable as ${NAME}: keys are never written in a run's config", where)
 		}

@@ -35,6 +35,27 @@ type Server struct {
 	// server is used only with exact sampling (temperature 1, no top-k or top-p), where raw and
 	// processed logprobs are the same.
 	ProcessedLogprobs bool `yaml:"processed_logprobs,omitempty"`
+	// Precision is the number format a vLLM or SGLang server computes in, float32 or bfloat16
+	// (default bfloat16, their usual --dtype for the models RL trains); an agentrl server
+	// computes in float32. It sets the tolerance of the weight-sync probe (syncprobe.go).
+	Precision string `yaml:"precision,omitempty"`
+}
+
+// Precisions a server may declare.
+const (
+	Float32  = "float32"
+	BFloat16 = "bfloat16"
+)
+
+// precision is the number format s computes in.
+func (s *Server) precision() string {
+	switch {
+	case s.Precision != "":
+		return s.Precision
+	case s.Dialect == Agentrl:
+		return Float32
+	}
+	return BFloat16
 }
 
 // errProtocol marks a response that breaks the dialect's contract: refused, never retried.

@@ -65,9 +65,9 @@ func (e *loraError) Error() string {
 // publishLoRA loads the adapter in dir on the vLLM server s as version and switches its
 // requests to it, then unloads the adapter it replaces. switched reports whether s serves
 // version (an error with switched true is an unload that failed: the old adapter stays loaded).
-func (r *Router) publishLoRA(ctx context.Context, s *server, version int32, dir string) (switched bool, err error) {
+func (r *Router) publishLoRA(ctx context.Context, s *server, version int32, dir string, probe *SyncProbe) (switched bool, res *SyncResult, err error) {
 	if !HasAdapter(dir) {
-		return false, errors.New("vLLM has no stock route that loads full weights from disk: it serves a policy the run trains only as a LoRA adapter (a lora block on the RL phase), through /v1/load_lora_adapter")
+		return false, nil, errors.New("vLLM has no stock route that loads full weights from disk: it serves a policy the run trains only as a LoRA adapter (a lora block on the RL phase), through /v1/load_lora_adapter")
 	}
 	name := AdapterName(s.Model, version)
 	load := map[string]string{"lora_name": name, "lora_path": dir}
@@ -81,19 +81,40 @@ func (r *Router) publishLoRA(ctx context.Context, s *server, version int32, dir 
 		}
 	}
 	if err != nil {
-		return false, fmt.Errorf("loading adapter %s from %s: %w", name, dir, err)
+		return false, nil, fmt.Errorf("loading adapter %s from %s: %w", name, dir, err)
+	}
+	if probe != nil {
+		// Checked under its own name before any request is sent to it; a failed check unloads
+		// it (best effort: the server keeps serving the adapter it had).
+		srv := s.Server
+		srv.Model = name
+		sr, err := r.checkSync(ctx, s, &srv, version, probe)
+		if err != nil {
+			r.mu.Lock()
+			inUse := s.adapter == name
+			r.mu.Unlock()
+			if !inUse {
+				r.loraCall(ctx, s, "/v1/unload_lora_adapter", map[string]string{"lora_name": name})
+			}
+			var pe *SyncProbeError
+			if errors.As(err, &pe) && pe.Err == nil {
+				return false, &sr, err
+			}
+			return false, nil, err
+		}
+		res = &sr
 	}
 	r.mu.Lock()
 	old := s.adapter
 	s.adapter, s.adapterVersion = name, version
 	r.mu.Unlock()
 	if old == "" || old == name {
-		return true, nil
+		return true, res, nil
 	}
 	if err := r.loraCall(ctx, s, "/v1/unload_lora_adapter", map[string]string{"lora_name": old}); err != nil {
-		return true, fmt.Errorf("serving adapter %s, but the adapter it replaced, %s, stays loaded: %w", name, old, err)
+		return true, res, fmt.Errorf("serving adapter %s, but the adapter it replaced, %s, stays loaded: %w", name, old, err)
 	}
-	return true, nil
+	return true, res, nil
 }
 
 // loraCall posts body to one of vLLM's LoRA routes under the router's deadline. vLLM answers

@@ -35,6 +35,11 @@ type fakeVLLM struct {
 	failOff  string            // an unload answered 500 with this message
 	hang     time.Duration     // each LoRA route answers after this long
 	noRoutes bool              // VLLM_ALLOW_RUNTIME_LORA_UPDATING unset
+	// stale answers a load with success but keeps the previously loaded adapter's weights under
+	// the new name (an adapter that never reached the server: verl #7495); skipLoad answers it
+	// with success and loads nothing.
+	stale, skipLoad bool
+	last            string // the path loaded last
 }
 
 func (f *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -54,6 +59,9 @@ func (f *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		LoRAName string  `json:"lora_name"`
 		LoRAPath string  `json:"lora_path"`
 		Model    *string `json:"model"`
+		Prompt   []int32 `json:"prompt"`
+		// PromptLogprobs asks for the prompt's logprobs (a scoring: the sync probe).
+		PromptLogprobs *int `json:"prompt_logprobs"`
 	}
 	if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&body) != nil {
 		http.Error(w, "bad request", http.StatusBadRequest)
@@ -89,7 +97,14 @@ func (f *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case !HasAdapter(body.LoRAPath):
 			http.Error(w, `{"error": {"message": "No adapter found for `+body.LoRAPath+`", "type": "NotFoundError", "code": 404}}`, http.StatusNotFound)
 		default:
-			f.loaded[body.LoRAName] = body.LoRAPath
+			switch {
+			case f.skipLoad:
+			case f.stale && f.last != "":
+				f.loaded[body.LoRAName] = f.last
+			default:
+				f.loaded[body.LoRAName] = body.LoRAPath
+				f.last = body.LoRAPath
+			}
 			io.WriteString(w, strings.ReplaceAll(read("vllm_load_lora_adapter.txt"), "agentrl-calc-v1", body.LoRAName))
 		}
 	case "/v1/unload_lora_adapter":
@@ -114,6 +129,15 @@ func (f *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
+		if body.PromptLogprobs != nil {
+			// Scored under the weights of the version the adapter's folder holds (the base: v0).
+			v := 0
+			if model != f.base {
+				v = folderVersion(f.t, f.loaded[model])
+			}
+			io.WriteString(w, vllmPromptLogprobs(f.t, body.Prompt, probeLogprobs(v, len(body.Prompt))))
+			return
+		}
 		io.WriteString(w, read("vllm_completions.json"))
 	default:
 		http.NotFound(w, r)

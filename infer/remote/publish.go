@@ -30,11 +30,27 @@ import (
 // the servers to its version even when they serve a higher one; one whose epoch is older than
 // the server's is refused there (see agentrl serve's weights route).
 func (r *Router) PublishWeights(ctx context.Context, version int32, path, dir string) error {
+	_, err := r.PublishChecked(ctx, version, path, dir, nil)
+	return err
+}
+
+// PublishChecked is PublishWeights that, with probe non-nil, checks every server that loaded
+// the version before it serves it (syncprobe.go): it returns each such server's probe result,
+// and an error that wraps a *SyncProbeError for each server that does not serve the weights
+// published. Such a server is left behind (no requests); the caller should stop.
+func (r *Router) PublishChecked(ctx context.Context, version int32, path, dir string, probe *SyncProbe) ([]SyncResult, error) {
+	if probe != nil {
+		if err := probe.Validate(); err != nil {
+			return nil, err
+		}
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(r.servers))
+	results := make([]*SyncResult, len(r.servers))
 	for i, s := range r.servers {
 		wg.Go(func() {
-			switched, err := r.publish(ctx, s, version, path, dir)
+			switched, res, err := r.publish(ctx, s, version, path, dir, probe)
+			results[i] = res
 			r.mu.Lock()
 			s.behind = err != nil && !switched
 			if err == nil || switched {
@@ -47,10 +63,16 @@ func (r *Router) PublishWeights(ctx context.Context, version int32, path, dir st
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("remote: publishing version %d: %w", version, err)
+	var out []SyncResult
+	for _, res := range results {
+		if res != nil {
+			out = append(out, *res)
+		}
 	}
-	return nil
+	if err := errors.Join(errs...); err != nil {
+		return out, fmt.Errorf("remote: publishing version %d: %w", version, err)
+	}
+	return out, nil
 }
 
 // Current counts the servers that serve version and are not behind.
@@ -66,12 +88,29 @@ func (r *Router) Current(version int32) int {
 	return n
 }
 
-func (r *Router) publish(ctx context.Context, s *server, version int32, path, dir string) (switched bool, err error) {
+// publish loads version on s and, with probe, checks it there (res is then the probe's result
+// when the server answered it). switched reports whether s serves version.
+func (r *Router) publish(ctx context.Context, s *server, version int32, path, dir string, probe *SyncProbe) (switched bool, res *SyncResult, err error) {
 	if s.Dialect == VLLM {
-		return r.publishLoRA(ctx, s, version, dir)
+		return r.publishLoRA(ctx, s, version, dir, probe)
 	}
-	err = r.publishFull(ctx, s, version, path, dir)
-	return err == nil, err
+	if err = r.publishFull(ctx, s, version, path, dir); err != nil {
+		return false, nil, err
+	}
+	if probe == nil {
+		return true, nil, nil
+	}
+	// The server computes with the new weights from here on; one that fails the check is left
+	// behind, so nothing more is sampled from it.
+	sr, err := r.checkSync(ctx, s, &s.Server, version, probe)
+	if err != nil {
+		var pe *SyncProbeError
+		if errors.As(err, &pe) && pe.Err == nil {
+			return false, &sr, err
+		}
+		return false, nil, err
+	}
+	return true, &sr, nil
 }
 
 func (r *Router) publishFull(ctx context.Context, s *server, version int32, path, dir string) error {

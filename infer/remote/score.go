@@ -84,16 +84,25 @@ func (r *Router) scoreCall(ctx context.Context, i int, req infer.ScoreRequest) (
 		var refused *requestError
 		r.done1(i, err == nil || ctx.Err() != nil || errors.As(err, &refused))
 	}()
+	lps, _, err = r.scoreOn(ctx, s, &s.Server, req)
+	return lps, err
+}
+
+// scoreOn sends req to s under the per-call deadline, encoded for srv (s's own Server, or a copy
+// that names a LoRA adapter as its model), outside the router's accounting. It returns the
+// logprobs, checked against req, and the policy version an agentrl server names in its answer
+// (-1 for dialects that name none).
+func (r *Router) scoreOn(ctx context.Context, s *server, srv *Server, req infer.ScoreRequest) ([]float32, int32, error) {
 	d := scoreDialectOf(s.Dialect)
-	body, err := d.encodeScore(&s.Server, req)
+	body, err := d.encodeScore(srv, req)
 	if err != nil {
-		return nil, err
+		return nil, -1, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
 	hr, err := http.NewRequestWithContext(cctx, http.MethodPost, s.URL+d.scorePath(), bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return nil, -1, err
 	}
 	hr.Header["Content-Type"] = jsonType
 	if s.APIKey != "" {
@@ -101,27 +110,36 @@ func (r *Router) scoreCall(ctx context.Context, i int, req infer.ScoreRequest) (
 	}
 	resp, err := r.client.Do(hr)
 	if err != nil {
-		return nil, err
+		return nil, -1, err
 	}
 	defer resp.Body.Close()
 	buf := buffers.Get().(*[]byte)
 	defer putBuffer(buf)
 	data, err := readAll(resp.Body, resp.ContentLength, r.opts.MaxResponse, buf)
 	if err != nil {
-		return nil, err
+		return nil, -1, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg := errorMessage(data)
 		if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusRequestTimeout {
-			return nil, &requestError{status: resp.StatusCode, msg: msg}
+			return nil, -1, &requestError{status: resp.StatusCode, msg: msg}
 		}
-		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, msg)
+		return nil, -1, fmt.Errorf("HTTP %d: %s", resp.StatusCode, msg)
 	}
-	lps, err = d.decodeScore(data, req)
+	lps, err := d.decodeScore(data, req)
 	if err != nil {
-		return nil, err
+		return nil, -1, err
 	}
-	return lps, infer.CheckScores(req, lps)
+	version := int32(-1)
+	if s.Dialect == Agentrl {
+		var v struct {
+			Version *int32 `json:"version"`
+		}
+		if json.Unmarshal(data, &v) == nil && v.Version != nil {
+			version = *v.Version
+		}
+	}
+	return lps, version, infer.CheckScores(req, lps)
 }
 
 func (agentrlDialect) scorePath() string { return "/agentrl/v1/score" }

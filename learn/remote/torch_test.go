@@ -419,3 +419,79 @@ func TestTorchLoRAParity(t *testing.T) {
 		t.Fatalf("only %d of %d adapter weights moved", moved, len(trained.LoRA.Data))
 	}
 }
+
+// What a run's learner.restart does, on the PyTorch learner: killed in the middle of a step
+// (after its forward_backward), restarted on the same address, bound to its new epoch and loaded
+// with the state saved before the step, the step done again ends where a learner that never
+// failed ends: same update count, same logprobs (nothing trained twice, nothing lost). A learner
+// that stops answering is killed and restarted the same way.
+func TestTorchLearnerRestart(t *testing.T) {
+	skipWithoutTorch(t, nil)
+	ctx := context.Background()
+	m := tinyModel(t, 14)
+	dir := filepath.Join(t.TempDir(), "init")
+	writeFolder(t, dir, m)
+	s := oneSeq()
+	co := learn.Coefficients{DLogprobs: []float32{0, 0, -0.5, -0.5}}
+	step := func(c *Client) error {
+		if err := c.ForwardBackward(ctx, s, co); err != nil {
+			return err
+		}
+		_, err := c.OptimStep(ctx, learn.OptimStep{LR: 1e-2, GradClip: 1})
+		return err
+	}
+	logprobs := func(c *Client) []float32 {
+		out := learn.Outputs{Logprobs: make([]float32, len(s.Tokens))}
+		if err := c.Forward(ctx, s, learn.ForwardOptions{}, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.Logprobs
+	}
+	_, ref := startTorch(t, dir, "", 20*time.Second)
+	for range 3 {
+		if err := step(ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := logprobs(ref)
+
+	p, c := startTorch(t, dir, "", 2*time.Second)
+	addr := strings.TrimPrefix(p.URL, "http://")
+	if err := step(c); err != nil {
+		t.Fatal(err)
+	}
+	restart := func(fail func()) {
+		t.Helper()
+		saved := filepath.Join(t.TempDir(), "restart")
+		if err := c.SaveState(ctx, saved); err != nil {
+			t.Fatal(err)
+		}
+		before := c.OptimizerSteps()
+		fail()
+		if err := step(c); !errors.Is(err, learn.ErrLearner) {
+			t.Fatalf("a step on a failed learner: %v", err)
+		}
+		p.Kill()
+		p.Stop()
+		p, _ = startTorch(t, dir, addr, time.Second)
+		if err := c.Recover(ctx, saved, before); err != nil {
+			t.Fatal(err)
+		}
+		if err := step(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Killed mid-step: its forward_backward was applied, its optim_step never is.
+	restart(func() {
+		if err := c.ForwardBackward(ctx, s, co); err != nil {
+			t.Fatal(err)
+		}
+		p.Kill()
+	})
+	// Stops answering: the step's first call ends at its deadline.
+	restart(p.Pause)
+	if c.OptimizerSteps() != 3 {
+		t.Fatalf("after two restarts the learner is at update %d, want 3", c.OptimizerSteps())
+	}
+	compare(t, "logprobs after the restarted steps", logprobs(c), want, 0, 0)
+}
