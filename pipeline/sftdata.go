@@ -161,7 +161,7 @@ type demoPlay struct {
 	system      string
 	user        string
 	completions []string
-	ends        []int32 // the stop token each completion ends with
+	ends        []int32          // the stop token each completion ends with
 	obs         []env.Transition // after each completion; the last is Done
 }
 

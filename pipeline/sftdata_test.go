@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -373,4 +374,168 @@ func TestDemoRenderIsTheLoop(t *testing.T) {
 		}
 		t.Logf("template %q: %d tokens as the loop renders them: %q", template, len(got.Tokens), tok.Decode(got.Tokens))
 	}
+}
+
+// writeDemos writes n demonstrations of calc-style tool use (a calculator call, its result,
+// then the answer) into dir/demos.jsonl, with extra lines appended as they are.
+func writeDemos(t *testing.T, dir string, n int, extra ...string) string {
+	t.Helper()
+	var b strings.Builder
+	for i := range n {
+		a, c := 3+i%17, 11+i%13
+		fmt.Fprintf(&b, `{"messages": [{"role": "system", "content": "Use the calculator."}, {"role": "user", "content": "What is %d * %d?"}, `+
+			`{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "calculator", "arguments": "{\"expression\": \"%d*%d\"}"}}]}, `+
+			`{"role": "tool", "tool_call_id": "c", "content": "%d"}, {"role": "assistant", "content": "Answer: %d"}], "tools": [%s]}`+"\n",
+			a, c, a, c, a*c, a*c, demoCalcTool)
+	}
+	for _, e := range extra {
+		b.WriteString(e + "\n")
+	}
+	path := filepath.Join(dir, "demos.jsonl")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// sftDataConfig is a run of one SFT phase on the file of demonstrations at data.
+func sftDataConfig(t *testing.T, data string, steps int, sft string, extra ...string) (config.Config, error) {
+	optim := "optim: {lr: 0.01, min_lr_ratio: 1, warmup: 0, weight_decay: 0, grad_clip: 1, beta1: 0.9, beta2: 0.99}"
+	return config.Load(testEnvs(), "", "", append([]string{
+		"runs_dir=" + t.TempDir(), "name=sftdata",
+		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=256",
+		"rollout.max_context=256", "rollout.engine_slots=16", "tokenizer.vocab_size=320", "tokenizer.corpus_samples=200",
+		fmt.Sprintf("phases=[{name: sft, kind: sft, envs: [{name: calc, weight: 1}], steps: %d, %s, sft: {data: %q, batch_size: 8%s}}]", steps, optim, data, sft),
+		"eval.tasks=4", "eval.samples=1", "checkpoint.every=100",
+	}, extra...))
+}
+
+// An SFT phase trains on a file of demonstrations: the loss on the demonstrated assistant
+// tokens (tool-call text and answers) falls, the rendered demonstrations are recorded, and the
+// rows the configuration drops are counted in the log.
+func TestSFTFromFile(t *testing.T) {
+	bad := []string{
+		`{"messages": [{"role": "user", "content": "x"}, {"role": "robot", "content": "y"}]}`,
+		`{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [{"id": "1", "function": {"name": "calculator", "arguments": "{}"}}]}]}`,
+		`{"messages": [{"role": "user", "content": "` + strings.Repeat("long ", 400) + `"}, {"role": "assistant", "content": "y"}]}`,
+	}
+	steps := 40
+	if testing.Short() {
+		steps = 16
+	}
+	data := writeDemos(t, t.TempDir(), 48, bad...)
+	cfg, err := sftDataConfig(t, data, steps, ", bad_rows: drop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out lockedBuilder
+	run, err := NewRun(cfg, Options{Envs: testEnvs(), Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	log := out.String()
+	if !strings.Contains(log, "48 demonstrations from "+data) || !strings.Contains(log, "3 rows dropped (bad_rows drop): over_max_context 1, unanswered_tool_call 1, unknown_role 1") {
+		t.Fatalf("the log does not describe the file:\n%s", log)
+	}
+	var loss []float64
+	for _, m := range metricLines(t, run.Dir) {
+		if v, ok := m["sft/loss"].(float64); ok {
+			loss = append(loss, v)
+		}
+	}
+	if len(loss) != steps {
+		t.Fatalf("%d sft steps logged, want %d", len(loss), steps)
+	}
+	first, last := (loss[0]+loss[1]+loss[2])/3, (loss[steps-1]+loss[steps-2]+loss[steps-3])/3
+	t.Logf("sft/loss on the demonstrated tokens: first three steps %.3f, last three %.3f", first, last)
+	if !(last < 0.6*first) {
+		t.Fatalf("the loss on the demonstrated tokens did not fall: %v", loss)
+	}
+	f, err := os.Open(filepath.Join(run.Dir, "trajectories.atrs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rd, err := traj.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for tr, err := range rd.All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Env != "sft:demos.jsonl" || len(tr.Turns) != 2 || len(tr.Turns[0].ToolCalls) != 1 {
+			t.Fatalf("recorded demonstration %s: env %q, %d turns", tr.ID, tr.Env, len(tr.Turns))
+		}
+		n++
+	}
+	if n != 48 {
+		t.Fatalf("%d demonstrations recorded, want 48", n)
+	}
+}
+
+// A bad row stops the run at the start with the file, its line and why (bad_rows refuse, the
+// default); the configuration refuses the experts' settings beside data, settings without it,
+// and a missing file; a relative path is the configuration file's folder's.
+func TestSFTFromFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	data := writeDemos(t, dir, 10, `{"messages": [{"role": "user", "content": "x"}, {"role": "tool", "content": "y"}]}`)
+	cfg, err := sftDataConfig(t, data, 2, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := NewRun(cfg, Options{Envs: testEnvs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Train(context.Background()); err == nil || !strings.Contains(err.Error(), "line 11: unexpected_tool") {
+		t.Fatalf("a bad row with bad_rows refuse: %v", err)
+	}
+	long := writeDemos(t, t.TempDir(), 10, `{"messages": [{"role": "user", "content": "`+strings.Repeat("long ", 400)+`"}, {"role": "assistant", "content": "y"}]}`)
+	cfg, _ = sftDataConfig(t, long, 2, "")
+	run, _ = NewRun(cfg, Options{Envs: testEnvs()})
+	if _, err := run.Train(context.Background()); err == nil || !strings.Contains(err.Error(), "line 11: over_max_context") {
+		t.Fatalf("an over-long row with overlong refuse: %v", err)
+	}
+	for _, c := range []struct{ sft, want string }{
+		{", demos: 10", "do nothing with sft.data"},
+		{", bad_rows: skip", "sft.bad_rows"},
+		{", overlong: cut", "sft.overlong"},
+	} {
+		if _, err := sftDataConfig(t, data, 2, c.sft); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("sft %s: %v", c.sft, err)
+		}
+	}
+	if _, err := sftDataConfig(t, filepath.Join(dir, "none.jsonl"), 2, ""); err == nil || !strings.Contains(err.Error(), "sft.data") {
+		t.Errorf("a missing file: %v", err)
+	}
+	if _, err := tinyConfigErr(t, "phases.sft.sft.overlong=truncate"); err == nil || !strings.Contains(err.Error(), "without sft.data") {
+		t.Errorf("overlong without data: %v", err)
+	}
+	// A configuration file naming demos.jsonl finds it beside itself, from any working folder.
+	cfgPath := filepath.Join(dir, "run.yaml")
+	c, _ := sftDataConfig(t, data, 2, "")
+	c.Phases[0].SFT.Data = "demos.jsonl"
+	yml, err := config.Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, yml, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := config.Load(testEnvs(), "", cfgPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := loaded.Phases[0].SFT.Data; got != data {
+		t.Fatalf("sft.data demos.jsonl in %s is %q, want %q", cfgPath, got, data)
+	}
+}
+
+func tinyConfigErr(t *testing.T, extra ...string) (config.Config, error) {
+	return config.Load(testEnvs(), "", "", append([]string{"runs_dir=" + t.TempDir()}, extra...))
 }
