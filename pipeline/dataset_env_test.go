@@ -107,3 +107,56 @@ func TestDatasetEnvErrors(t *testing.T) {
 		t.Fatalf("a missing file: %v", err)
 	}
 }
+
+// A run with a json-schema-graded dataset: the supervised phase trains on a file of
+// demonstrations (the dataset's answers are schemas, not replies, so it has no expert), RL
+// steps are graded by the schema, and evaluation runs on its held-out rows.
+func TestSchemaDatasetRun(t *testing.T) {
+	dir := t.TempDir()
+	var tasks, demos strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&tasks, `{"id": "p%d", "q": "Describe person %d as JSON.", "schema": {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name", "age"]}}`+"\n", i, i)
+		fmt.Fprintf(&demos, `{"messages": [{"role": "system", "content": "Reply with JSON only."}, {"role": "user", "content": "Describe person %d as JSON."}, {"role": "assistant", "content": "{\"name\": \"P%d\", \"age\": %d}"}]}`+"\n", i, i, 20+i)
+	}
+	taskPath, demoPath := filepath.Join(dir, "people.jsonl"), filepath.Join(dir, "demos.jsonl")
+	os.WriteFile(taskPath, []byte(tasks.String()), 0o644)
+	os.WriteFile(demoPath, []byte(demos.String()), 0o644)
+	entry := fmt.Sprintf(`[{name: people, weight: 1, tasks: {path: %q, prompt: q, answer: schema, id: id, system: "Reply with JSON only.", split: {held_out: 0.25}, verifier: json-schema}}]`, taskPath)
+	optim := "optim: {lr: 0.01, min_lr_ratio: 1, warmup: 0, weight_decay: 0, grad_clip: 1, beta1: 0.9, beta2: 0.99}"
+	cfg, err := config.Load(testEnvs(), "", "", []string{
+		"runs_dir=" + t.TempDir(), "name=schema",
+		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=192",
+		"rollout.max_context=192", "rollout.max_tokens_per_turn=24", "rollout.max_turns=1", "rollout.engine_slots=16",
+		"tokenizer.vocab_size=300", "tokenizer.corpus_samples=100",
+		fmt.Sprintf("phases=[{name: sft, kind: sft, envs: %s, steps: 30, %s, sft: {data: %q, batch_size: 8}}, "+
+			"{name: rl, kind: rl, envs: [{name: people, weight: 1}], steps: 2, %s, rl: {groups_per_step: 2, group_size: 4, epochs: 1, minibatches: 1, advantage: {name: grpo}, loss: {policy: ppo, ppo: {clip_low: 0.2, clip_high: 0.2}, agg: token-mean}}}]",
+			entry, optim, demoPath, optim),
+		"eval.tasks=4", "eval.samples=1", "checkpoint.every=100",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out lockedBuilder
+	run, err := NewRun(cfg, Options{Envs: testEnvs(), Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "graded json-schema") || !strings.Contains(out.String(), "40 demonstrations from "+demoPath) {
+		t.Fatalf("the log:\n%s", out.String())
+	}
+	rl := 0
+	for _, m := range metricLines(t, run.Dir) {
+		if m["phase"] == "rl" {
+			if r, ok := m["reward/mean"].(float64); !ok || r < 0 || r > 1 {
+				t.Fatalf("rl step %v", m)
+			}
+			rl++
+		}
+	}
+	if rl != 2 {
+		t.Fatalf("%d rl steps logged", rl)
+	}
+}
