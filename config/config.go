@@ -359,7 +359,7 @@ func (c *Config) Validate(envs *env.Registry) error {
 		for _, n := range c.EnvNames() {
 			used[n] = true
 		}
-		if err := c.MCP.Validate(envs, used); err != nil {
+		if err := c.MCP.Validate(c.withUserEnvs(envs), used); err != nil {
 			errs = append(errs, err)
 		}
 	}

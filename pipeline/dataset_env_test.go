@@ -11,6 +11,8 @@ import (
 
 	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env/calc"
+	"github.com/agentrl/agentrl/env/mcp"
+	"github.com/agentrl/agentrl/env/mcp/mcptest"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -158,5 +160,68 @@ func TestSchemaDatasetRun(t *testing.T) {
 	}
 	if rl != 2 {
 		t.Fatalf("%d rl steps logged", rl)
+	}
+}
+
+// A task dataset takes an MCP server's tools through the mcp block as any environment does:
+// the configuration accepts the attachment to the dataset's name, the episodes see the tool,
+// its calls are answered by the server, and the answer after them is graded.
+func TestDatasetEnvMCPTools(t *testing.T) {
+	dir := t.TempDir()
+	var rows strings.Builder
+	for i, w := range []string{"kiwi", "plum", "fig", "pear", "lime", "date", "yuzu", "sloe"} {
+		fmt.Fprintf(&rows, `{"id": "w%d", "q": "Word: %s", "a": "Echo: %s"}`+"\n", i, w, w)
+	}
+	data := filepath.Join(dir, "words.jsonl")
+	os.WriteFile(data, []byte(rows.String()), 0o644)
+	c, err := config.Load(testEnvs(), "", "", []string{
+		"runs_dir=" + t.TempDir(), "name=mcpdata",
+		fmt.Sprintf(`phases.sft.envs=[{name: echotasks, weight: 1, tasks: {path: %q, prompt: q, answer: a, id: id, `+
+			`system: "Pass the word through ev_echo, then reply with its result.", split: {held_out: 0.5}, verifier: exact}}]`, data),
+		"phases.rl.envs=[{name: echotasks, weight: 1}]",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yml, err := config.Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := strings.Replace(mcptest.StdioBlock(t, t.TempDir()), "test-mcp-echo:", "echotasks:", 1)
+	path := filepath.Join(dir, "run.yaml")
+	if err := os.WriteFile(path, append(yml, block...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(testEnvs(), "", path, nil)
+	if err != nil {
+		t.Fatalf("an mcp attachment to a dataset: %v", err)
+	}
+	ctx := context.Background()
+	user, err := OpenUserEnvs(ctx, testEnvs(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer user.Close()
+	tb, err := mcp.Connect(ctx, user.Envs, cfg.MCP, cfg.EnvNames()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	e, err := tb.Factory()("echotasks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := e.Reset(ctx, 0)
+	if err != nil || !strings.Contains(obs.System, "ev_echo(") {
+		t.Fatalf("the episode's tools: %q %v", obs.System, err)
+	}
+	word := strings.TrimPrefix(obs.Text, "Word: ")
+	tr, err := e.Step(ctx, `<tool_call>{"name": "ev_echo", "arguments": {"message": "`+word+`"}}</tool_call>`)
+	if err != nil || tr.Done || tr.Role != traj.RoleTool || !strings.Contains(tr.Observation, "Echo: "+word) {
+		t.Fatalf("the tool turn: %+v %v", tr, err)
+	}
+	tr, err = e.Step(ctx, "Echo: "+word)
+	if err != nil || !tr.Done || tr.Reward != 1 {
+		t.Fatalf("the answer after the tool: %+v %v", tr, err)
 	}
 }
