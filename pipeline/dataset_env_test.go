@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentrl/agentrl/config"
@@ -223,5 +226,64 @@ func TestDatasetEnvMCPTools(t *testing.T) {
 	tr, err = e.Step(ctx, "Echo: "+word)
 	if err != nil || !tr.Done || tr.Reward != 1 {
 		t.Fatalf("the answer after the tool: %+v %v", tr, err)
+	}
+}
+
+// RL on a judge-graded dataset: every episode's answer goes to the OpenAI-compatible judge
+// server with the rubric, its reply's score is the reward, and the run's last lines count the
+// judgements.
+func TestJudgeDatasetRun(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct{ Content string }
+		}
+		if json.NewDecoder(r.Body).Decode(&req) != nil || len(req.Messages) != 1 || !strings.Contains(req.Messages[0].Content, "Reference: ") {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		calls.Add(1)
+		score := 3 + len(req.Messages[0].Content)%5
+		fmt.Fprintf(w, `{"choices": [{"index": 0, "message": {"role": "assistant", "content": "Fair.\nScore: %d"}}]}`, score)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	var rows strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&rows, `{"id": "c%d", "q": "Name city %d.", "a": "City %d"}`+"\n", i, i, i)
+	}
+	data := filepath.Join(dir, "cities.jsonl")
+	os.WriteFile(data, []byte(rows.String()), 0o644)
+	optim := "optim: {lr: 0.001, min_lr_ratio: 1, warmup: 0, weight_decay: 0, grad_clip: 1, beta1: 0.9, beta2: 0.99}"
+	entry := fmt.Sprintf(`[{name: cities, weight: 1, tasks: {path: %q, prompt: q, answer: a, id: id, split: {held_out: 0.25}, verifier: judge, `+
+		`judge: {url: %q, model: judge-1, rubric: "Question: {{.Prompt}}\nReference: {{.Answer}}\nReply: {{.Response}}\nScore: N (0-10)", max_score: 10, timeout: 5s}}}]`, data, srv.URL+"/v1")
+	cfg, err := config.Load(testEnvs(), "", "", []string{
+		"runs_dir=" + t.TempDir(), "name=judge",
+		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64", "model.max_seq=128",
+		"rollout.max_context=128", "rollout.max_tokens_per_turn=8", "rollout.max_turns=1", "rollout.engine_slots=16",
+		"tokenizer.vocab_size=300", "tokenizer.corpus_samples=50",
+		fmt.Sprintf("phases=[{name: rl, kind: rl, envs: %s, steps: 2, %s, rl: {groups_per_step: 2, group_size: 4, epochs: 1, minibatches: 1, "+
+			"advantage: {name: grpo}, loss: {policy: ppo, ppo: {clip_low: 0.2, clip_high: 0.2}, agg: token-mean}}}]", entry, optim),
+		"eval.tasks=2", "eval.samples=1", "checkpoint.every=100",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out lockedBuilder
+	run, err := NewRun(cfg, Options{Envs: testEnvs(), Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	want := fmt.Sprintf("env cities: judge: %d judged, 0 unparseable and 0 timed out", calls.Load())
+	if calls.Load() < 16 || !strings.Contains(out.String(), want) {
+		t.Fatalf("%d judge calls; the log does not say %q:\n%s", calls.Load(), want, out.String())
+	}
+	for _, m := range metricLines(t, run.Dir) {
+		if r, ok := m["reward/mean"].(float64); ok && (r < 0.3 || r > 0.7) {
+			t.Fatalf("rewards are the judge's scores over 10 (0.3 to 0.7): %v", m)
+		}
 	}
 }

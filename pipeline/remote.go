@@ -29,6 +29,9 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		for _, line := range user.Pools.Describe() {
 			r.printf("%s\n", line)
 		}
+		for _, line := range user.describeJudges() {
+			r.printf("%s\n", line)
+		}
 		user.Close()
 	}()
 	if err := user.checkExperts(r.Cfg); err != nil {
@@ -119,6 +122,23 @@ func (u *UserEnvs) Describe() []string {
 		md := p.Metadata()
 		out = append(out, fmt.Sprintf("env %s: remote %q at %v, train seeds [%d, %d), held-out [%d, %d), expert %v, %d tools",
 			n, md.Name, p.URLs(), md.Train.Lo, md.Train.Hi, md.Heldout.Lo, md.Heldout.Hi, md.Expert, len(md.Tools)))
+	}
+	return out
+}
+
+// describeJudges says how each judge-graded dataset's judgements went, one line each.
+func (u *UserEnvs) describeJudges() []string {
+	var out []string
+	names := make([]string, 0, len(u.Data))
+	for n, d := range u.Data {
+		if d.Config.Verifier == "judge" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		j, unparseable, timedOut := u.Data[n].JudgeVerdicts()
+		out = append(out, fmt.Sprintf("env %s: judge: %d judged, %d unparseable and %d timed out (scored its fallback)", n, j, unparseable, timedOut))
 	}
 	return out
 }

@@ -539,3 +539,35 @@ func TestSFTFromFileErrors(t *testing.T) {
 func tinyConfigErr(t *testing.T, extra ...string) (config.Config, error) {
 	return config.Load(testEnvs(), "", "", append([]string{"runs_dir=" + t.TempDir()}, extra...))
 }
+
+// BenchmarkDemoRender renders the tool-call demonstration through Qwen2.5's template and
+// through agentrl's ChatML (rows per second, ns per row).
+func BenchmarkDemoRender(b *testing.B) {
+	dir := filepath.Join("..", "scripts", "peers", "node_modules", "@lenml", "tokenizer-qwen2_5", "models")
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		b.Skipf("the real qwen2_5 tokenizer files are not installed: %v", err)
+	}
+	demo, _, err := dataset.ParseDemo([]byte(peerDemoRows[0].line))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, template := range []string{"", config.ChatChatML} {
+		name := "template"
+		if template != "" {
+			name = "chatml"
+		}
+		b.Run(name, func(b *testing.B) {
+			cr, err := NewChatRendering(config.ChatConfig{Template: template}, tok, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			dr := &demoRender{tok: tok, renderer: cr.Renderer, maxContext: 4096, strict: true, env: "sft:bench", maxTokens: 1 << 30}
+			for b.Loop() {
+				if _, reason, err := dr.render(context.Background(), &demo, 0); err != nil || reason != "" {
+					b.Fatal(err, reason)
+				}
+			}
+		})
+	}
+}
