@@ -571,3 +571,43 @@ func BenchmarkDemoRender(b *testing.B) {
 		})
 	}
 }
+
+// overlong truncate keeps a long row's whole assistant turns that fit in max_context, each
+// ending with its end-of-turn token; refuse (and truncate, when not even the first turn fits)
+// refuses the row.
+func TestDemoRenderOverlong(t *testing.T) {
+	tok, err := tokenizer.Train([]string{"Capital of France? Lyon. No. Marseille. Still no. Paris."}, tokenizer.DefaultTrainOptions(300))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := `{"messages": [{"role": "user", "content": "Capital of France?"}, {"role": "assistant", "content": "Lyon."}, {"role": "user", "content": "No."}, ` +
+		`{"role": "assistant", "content": "Marseille."}, {"role": "user", "content": "Still no."}, {"role": "assistant", "content": "Paris."}]}`
+	demo, _, err := dataset.ParseDemo([]byte(row))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, reason, err := (&demoRender{tok: tok, maxContext: 4096, env: "sft:t", maxTokens: 1 << 20}).render(context.Background(), &demo, 0)
+	if err != nil || reason != "" || len(full.Turns) != 3 {
+		t.Fatalf("the whole row: %v %s %+v", err, reason, full)
+	}
+	limit := full.Turns[1].End + 2 // the third turn's completion does not fit
+	got, reason, err := (&demoRender{tok: tok, maxContext: limit, truncate: true, env: "sft:t", maxTokens: 1 << 20}).render(context.Background(), &demo, 0)
+	if err != nil || reason != "" {
+		t.Fatalf("truncate: %v %s %s", err, reason, got.Error)
+	}
+	if len(got.Turns) != 2 || got.Len() != full.Turns[1].End || !slicesEqual(got.Tokens, full.Tokens[:got.Len()]) ||
+		!slicesEqual(got.LossMask, full.LossMask[:got.Len()]) || got.Tokens[got.Len()-1] != tok.EndOfTurn() {
+		t.Fatalf("truncated to %d tokens and %d turns, want the first %d tokens (2 whole turns)", got.Len(), len(got.Turns), full.Turns[1].End)
+	}
+	if err := got.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got, reason, _ = (&demoRender{tok: tok, maxContext: limit, env: "sft:t", maxTokens: 1 << 20}).render(context.Background(), &demo, 0)
+	if reason != reasonOverlong || !strings.Contains(got.Error, "overlong: truncate") {
+		t.Fatalf("refuse: %s %q", reason, got.Error)
+	}
+	got, reason, _ = (&demoRender{tok: tok, maxContext: full.Turns[0].Start + 1, truncate: true, env: "sft:t", maxTokens: 1 << 20}).render(context.Background(), &demo, 0)
+	if reason != reasonOverlong || !strings.Contains(got.Error, "first assistant turn") {
+		t.Fatalf("truncate with no whole turn: %s %q", reason, got.Error)
+	}
+}
