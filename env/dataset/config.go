@@ -4,7 +4,9 @@
 // fraction or by a field, with difficulty levels from a field. Files are read streaming with
 // their size, line length and row count bounded; a malformed row is skipped and counted, or
 // refused with its line number when Strict. Episodes are single-turn (the prompt, then the
-// answer, graded), or multi-turn with built-in tools before the answer.
+// answer, graded), or multi-turn with built-in tools before the answer. Files of
+// demonstrations in OpenAI's chat format are read here too (ReadDemos), checked against the
+// agent loop's episodes.
 package dataset
 
 import (
