@@ -57,7 +57,10 @@ func (r *Run) newDemoRender(s *config.SFTConfig) *demoRender {
 func (dr *demoRender) load(ctx context.Context, path string) ([]*traj.Trajectory, *dataset.Demos, error) {
 	d, err := dataset.LoadDemos(dataset.DemoConfig{Path: path, Strict: dr.strict, MaxRows: config.MaxDemos})
 	if err != nil {
-		return nil, nil, fmt.Errorf("sft.data: %w", err)
+		if dr.strict && errors.As(err, new(*dataset.RowError)) {
+			return nil, nil, fmt.Errorf("%w (bad_rows: drop leaves such rows out)", err)
+		}
+		return nil, nil, err
 	}
 	out := make([]*traj.Trajectory, 0, len(d.Rows))
 	var total int64

@@ -125,11 +125,11 @@ func LoadDemos(c DemoConfig) (*Demos, error) {
 	if st, err := f.Stat(); err != nil {
 		return nil, fmt.Errorf("sft.data: %w", err)
 	} else if st.Mode().IsRegular() && st.Size() > c.MaxBytes {
-		return nil, fmt.Errorf("%s: %w: %d bytes, over %d", c.Path, ErrTooLarge, st.Size(), c.MaxBytes)
+		return nil, fmt.Errorf("sft.data %s: %w: %d bytes, over %d", c.Path, ErrTooLarge, st.Size(), c.MaxBytes)
 	}
 	d, err := ReadDemos(f, c)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.Path, err)
+		return nil, fmt.Errorf("sft.data %s: %w", c.Path, err)
 	}
 	return d, nil
 }
