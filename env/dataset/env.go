@@ -15,9 +15,10 @@ import (
 // and held-out seeds [Train, len(Tasks)) the held-out ones, a seed being a row. An episode shows
 // the prompt (System as its system prompt) and grades the one answer turn with the verifier:
 // reward the score, success when it is full (reward.Solved). The expert answers the reference
-// answer, after the demo field's turn when there is one (with probability noise, a wrong one); a dataset graded by regex,
-// json-schema or test-cases has no expert, as its answers are patterns, schemas and tests. With a level field, the spec has the rows' levels: at level l, a seed
-// picks among the rows of that level in its split.
+// answer, after the demo field's turn when there is one (with probability noise, a wrong one);
+// a dataset graded by regex, json-schema or test-cases has no expert, as its answers are
+// patterns, schemas and tests. With a level field, the spec has the rows' levels: at level l,
+// a seed picks among the rows of that level in its split.
 func (d *Data) Spec(name string) env.Spec {
 	s := d.spec(name, nil)
 	if levels := d.Levels(); levels != nil {
