@@ -118,11 +118,11 @@ type Phase struct {
 // SFTConfig is supervised training on demonstrations synthesized by each environment's noisy
 // expert; the loss covers assistant tokens only.
 type SFTConfig struct {
-	Demos     int     `yaml:"demos"`      // demonstrations synthesized for the phase
-	Noise     float64 `yaml:"noise"`      // how often the expert errs or skips a tool, in [0, 1]
-	BatchSize int     `yaml:"batch_size"` // demonstrations per update
+	Demos     int     `yaml:"demos,omitempty"` // demonstrations synthesized for the phase
+	Noise     float64 `yaml:"noise,omitempty"` // how often the expert errs or skips a tool, in [0, 1]
+	BatchSize int     `yaml:"batch_size"`      // demonstrations per update
 	// Keep is "all" (train on every demonstration, right or wrong) or "successful".
-	Keep string `yaml:"keep"`
+	Keep string `yaml:"keep,omitempty"`
 	// Data is a file of demonstrations the phase trains on instead of the experts' (demos, noise
 	// and keep are then not set): JSONL, one conversation a line in OpenAI's chat format
 	// ({"messages": [...], "tools": [...]}, assistant tool_calls answered by tool messages),

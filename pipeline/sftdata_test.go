@@ -611,3 +611,74 @@ func TestDemoRenderOverlong(t *testing.T) {
 		t.Fatalf("truncate with no whole turn: %s %q", reason, got.Error)
 	}
 }
+
+// The example of examples/datasets trains (shrunk): the configuration's relative paths are its
+// folder's, the demonstrations show the episodes' very system prompt (the tools described as the
+// dataset's tool wrapper describes them), and the RL phase is graded by each row's schema.
+func TestDatasetsExample(t *testing.T) {
+	path := filepath.Join("..", "examples", "datasets", "run.yaml")
+	cfg, err := config.Load(testEnvs(), "", path, []string{
+		"runs_dir=" + t.TempDir(),
+		"model.dim=32", "model.layers=1", "model.heads=2", "model.kv_heads=1", "model.hidden=64",
+		"tokenizer.vocab_size=320", "tokenizer.corpus_samples=100",
+		"phases.sft.steps=10", "phases.sft.optim.warmup=1", "phases.rl.steps=1", "phases.rl.optim.warmup=0", "phases.rl.rl.groups_per_step=2", "phases.rl.rl.group_size=2", "phases.rl.rl.minibatches=1",
+		"eval.tasks=2", "eval.samples=1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	user, err := OpenUserEnvs(ctx, testEnvs(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer user.Close()
+	spec, err := user.Envs.Lookup("people")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := os.ReadFile(cfg.Phases[0].SFT.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	demo, _, err := dataset.ParseDemo(bytes.SplitN(first, []byte("\n"), 2)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Train([]string{"name age"}, tokenizer.DefaultTrainOptions(300))
+	if err != nil {
+		t.Fatal(err)
+	}
+	play, _, why := (&demoRender{tok: tok}).script(&demo)
+	if why != "" {
+		t.Fatal(why)
+	}
+	e, _ := spec.New()
+	found := false
+	for seed := spec.Train.Lo; seed < spec.Heldout.Hi && !found; seed++ {
+		obs, err := e.Reset(ctx, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if obs.Text == play.user {
+			found = true
+			if obs.System != play.system {
+				t.Fatalf("the demonstration's system prompt %q, the episode's %q", play.system, obs.System)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no task of the dataset asks %q", play.user)
+	}
+	var out lockedBuilder
+	run, err := NewRun(cfg, Options{Envs: testEnvs(), Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Train(ctx); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "60 demonstrations from") || !strings.Contains(out.String(), "100% use a tool") || !strings.Contains(out.String(), "graded json-schema") {
+		t.Fatalf("the log:\n%s", out.String())
+	}
+}
