@@ -237,6 +237,16 @@ func turnPrefix(t *traj.Trajectory, limit int) *traj.Trajectory {
 		n++
 	}
 	p.Turns = t.Turns[:n:n]
+	if len(t.Samples) > 0 { // the samples that start before the cut (a template's splits)
+		k := 0
+		for k < len(t.Samples) && t.Samples[k] < cut {
+			k++
+		}
+		p.Samples = t.Samples[:k:k]
+		if k == 0 {
+			p.Samples = nil
+		}
+	}
 	if n > 0 && p.Turns[n-1].ObsEnd > cut {
 		p.Turns = slices.Clone(p.Turns)
 		p.Turns[n-1].ObsEnd = cut
