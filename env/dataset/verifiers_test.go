@@ -128,7 +128,32 @@ func TestTestCasesVerifier(t *testing.T) {
 	if d.grade.sb == nil {
 		t.Fatal("no sandbox was made")
 	}
-	for _, bad := range []string{`{"inputs": ["1"], "outputs": []}`, `{"inputs": [], "outputs": []}`, `{"inputs": ["1"], "outputs": ["2"], "fn_name": "f"}`, `[1, 2]`, `{"inputs": [1], "outputs": [2]}`} {
+	// Call-based cases: the function (or Solution's method) is called with each argument list.
+	crow := `{"id": "a", "q": "Write add(a, b).", "tests": {"fn_name": "add", "inputs": [[1, 2], [2.5, 0.5], [-1, 1]], "outputs": [3, [3], 0]}}`
+	var crows strings.Builder
+	for i := range 8 {
+		crows.WriteString(strings.Replace(crow, `"id": "a"`, fmt.Sprintf(`"id": "r%d"`, i), 1) + "\n")
+	}
+	_, playCall := grade(t, c, crows.String())
+	for _, c := range []struct {
+		name, answer string
+		want         float64
+	}{
+		{"function", fence("def add(a, b):\n    print('noise')\n    return a + b"), 1},
+		{"method", fence("class Solution:\n    def add(self, a, b):\n        return a + b"), 1},
+		{"wrong", fence("def add(a, b):\n    return a - b"), 0},
+		{"no such function", fence("def plus(a, b):\n    return a + b"), 0},
+		{"not JSON", fence("def add(a, b):\n    return {a + b}"), 0},
+	} {
+		if got, err := playCall(c.answer); err != nil || got != c.want {
+			t.Errorf("call %s: %v %v, want %v", c.name, got, err, c.want)
+		}
+	}
+	if !sameReturn(`[1, 2.0, {"a": true}]`, `[1.0, 2, {"a": true}]`) || sameReturn(`true`, `1`) || sameReturn(`"1"`, `1`) || !sameReturn(`1e5000`, `1e5000`) || sameReturn(`1e5000`, `1e5001`) {
+		t.Error("sameReturn")
+	}
+	for _, bad := range []string{`{"inputs": ["1"], "outputs": []}`, `{"inputs": [], "outputs": []}`, `{"inputs": ["1"], "outputs": ["2"], "fn_name": "f x"}`,
+		`{"inputs": [1], "outputs": [2], "fn_name": "f"}`, `[1, 2]`, `{"inputs": [1], "outputs": [2]}`, `{"inputs": ["1"], "outputs": ["2"], "x": 1}`} {
 		if _, err := parseTestCases(bad); err == nil {
 			t.Errorf("test cases %s accepted", bad)
 		}
