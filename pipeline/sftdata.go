@@ -157,6 +157,36 @@ func wholeTurns(t *traj.Trajectory, stops []int32) bool {
 	return true
 }
 
+// demoCorpus is the text of the run's files of demonstrations for a fresh tokenizer's corpus:
+// up to tokenizer.corpus_samples rows of each, every message's text and tool calls, as a
+// supervised phase will show them. Bad rows are left out here; the phase reports them.
+func (r *Run) demoCorpus() ([]string, error) {
+	var out []string
+	for _, p := range r.Cfg.Phases {
+		if p.SFT == nil || p.SFT.Data == "" {
+			continue
+		}
+		d, err := dataset.LoadDemos(dataset.DemoConfig{Path: p.SFT.Data, MaxRows: config.MaxDemos})
+		if err != nil {
+			return nil, err
+		}
+		for i, row := range d.Rows {
+			if i >= r.Cfg.Tokenizer.CorpusSamples {
+				break
+			}
+			var b strings.Builder
+			for _, m := range row.Messages {
+				b.WriteString(m.Content + "\n")
+				for _, c := range m.ToolCalls {
+					fmt.Fprintf(&b, `{"name": %q, "arguments": %s}`+"\n", c.Name, c.Arguments)
+				}
+			}
+			out = append(out, b.String())
+		}
+	}
+	return out, nil
+}
+
 // demoPlay is a row as the loop plays it: the opening messages, each turn's completion text, and
 // each observation as the environment gives it.
 type demoPlay struct {

@@ -433,6 +433,11 @@ func TestSFTFromFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The fresh tokenizer learns the demonstrations' text too (tool calls included): the rows the
+	// reader keeps, the over-long one among them.
+	if corpus, err := run.demoCorpus(); err != nil || len(corpus) != 49 || !strings.Contains(corpus[0], `{"name": "calculator", "arguments": {"expression": "3*11"}}`) {
+		t.Fatalf("the demonstrations' corpus: %d texts, %v: %q", len(corpus), err, corpus)
+	}
 	if _, err := run.Train(context.Background()); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
