@@ -181,6 +181,18 @@ const eomID = "<|eom_id|>"
 // the eos token when it differs, then Llama 3.1's <|eom_id|> when the template writes it.
 func (r *Renderer) Stop() []int32 { return append([]int32(nil), r.stop...) }
 
+// WithTools returns the renderer with tools (OpenAI's function format; nil for none) as the
+// template's tools variable in place of its own: its template, tokenizer, variables, tool-call
+// format and stop tokens are shared.
+func (r *Renderer) WithTools(tools []json.RawMessage) *Renderer {
+	c := *r
+	c.tools = tools
+	return &c
+}
+
+// Tools returns the tool schemas the template is given (nil: none).
+func (r *Renderer) Tools() []json.RawMessage { return r.tools }
+
 // NewConversation starts an episode.
 func (r *Renderer) NewConversation() *Conversation { return &Conversation{r: r} }
 

@@ -118,11 +118,23 @@ type Phase struct {
 // SFTConfig is supervised training on demonstrations synthesized by each environment's noisy
 // expert; the loss covers assistant tokens only.
 type SFTConfig struct {
-	Demos     int     `yaml:"demos"`      // demonstrations synthesized for the phase
-	Noise     float64 `yaml:"noise"`      // how often the expert errs or skips a tool, in [0, 1]
-	BatchSize int     `yaml:"batch_size"` // demonstrations per update
+	Demos     int     `yaml:"demos,omitempty"` // demonstrations synthesized for the phase
+	Noise     float64 `yaml:"noise,omitempty"` // how often the expert errs or skips a tool, in [0, 1]
+	BatchSize int     `yaml:"batch_size"`      // demonstrations per update
 	// Keep is "all" (train on every demonstration, right or wrong) or "successful".
-	Keep string `yaml:"keep"`
+	Keep string `yaml:"keep,omitempty"`
+	// Data is a file of demonstrations the phase trains on instead of the experts' (demos, noise
+	// and keep are then not set): JSONL, one conversation a line in OpenAI's chat format
+	// ({"messages": [...], "tools": [...]}, assistant tool_calls answered by tool messages),
+	// rendered as the agent loop renders the same conversation (sftdata.go). A relative path is
+	// relative to the configuration file's folder.
+	Data string `yaml:"data,omitempty"`
+	// BadRows is what a row of data that cannot be trained on does: refuse (the default: the
+	// run stops, naming its line and why) or drop (left out and counted by reason).
+	BadRows string `yaml:"bad_rows,omitempty"`
+	// Overlong is what a row longer than rollout.max_context does: refuse (the default: a bad
+	// row, as bad_rows says) or truncate (its whole assistant turns that fit are kept).
+	Overlong string `yaml:"overlong,omitempty"`
 	// Curriculum, when positive, is sequence-length warmup over that many steps: step s trains on
 	// each demonstration's prefix (whole turns) of at most max_context·(1/4 + 3/4·s/Curriculum)
 	// tokens, so the lookups a long episode needs first form where fewer tokens dilute attention.
@@ -350,7 +362,7 @@ func (c *Config) Validate(envs *env.Registry) error {
 		for _, n := range c.EnvNames() {
 			used[n] = true
 		}
-		if err := c.MCP.Validate(envs, used); err != nil {
+		if err := c.MCP.Validate(c.withUserEnvs(envs), used); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -412,6 +424,15 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 		s := p.SFT
 		if s == nil {
 			return errors.New("an sft phase needs an sft block")
+		}
+		if s.Data != "" {
+			if err := s.validateData(c, p); err != nil {
+				return err
+			}
+			break
+		}
+		if s.BadRows != "" || s.Overlong != "" {
+			return errors.New("sft.bad_rows and sft.overlong do nothing without sft.data")
 		}
 		if s.Demos < 1 || s.BatchSize < 1 || s.BatchSize > s.Demos {
 			return fmt.Errorf("sft: demos (%d) and batch_size (%d) must be positive, batch_size <= demos", s.Demos, s.BatchSize)

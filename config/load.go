@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -148,6 +149,9 @@ func Load(envs *env.Registry, preset, path string, sets []string) (Config, error
 		if c, err = Decode(data); err != nil {
 			return c, fmt.Errorf("pipeline: %s: %w", path, err)
 		}
+		if err := c.resolvePaths(filepath.Dir(path)); err != nil {
+			return c, err
+		}
 	} else {
 		if preset == "" {
 			preset = "calc"
@@ -169,6 +173,9 @@ func Load(envs *env.Registry, preset, path string, sets []string) (Config, error
 			}
 			c.modelNamed = setModelKeys(named, sets)
 		}
+		if err := c.resolvePaths("."); err != nil { // paths --set gave are the working folder's
+			return c, err
+		}
 	}
 	if err := c.Validate(envs); err != nil {
 		return c, fmt.Errorf("pipeline: invalid config:\n%w", err)
@@ -186,6 +193,9 @@ func DecodeFile(path string) (Config, error) {
 	c, err := Decode(data)
 	if err != nil {
 		return c, fmt.Errorf("pipeline: %s: %w", path, err)
+	}
+	if err := c.resolvePaths(filepath.Dir(path)); err != nil {
+		return c, err
 	}
 	return c, nil
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"reflect"
 	"sort"
@@ -141,4 +142,29 @@ func (c *Config) lookupEnv(envs *env.Registry, name string) (env.Spec, error) {
 // that part of a run's configuration.
 func (c *Config) ValidateUserEnvs(envs *env.Registry) error {
 	return errors.Join(c.validateUserEnvs(envs)...)
+}
+
+// withUserEnvs returns envs with the environments the run defines (remote and task datasets)
+// registered under their names, as stand-ins for checks that need only the names (the mcp
+// block's attachments); envs itself when the run defines none.
+func (c *Config) withUserEnvs(envs *env.Registry) *env.Registry {
+	names := c.RemoteEnvNames()
+	for n := range c.TaskEnvs() {
+		names = append(names, n)
+	}
+	if len(names) == 0 {
+		return envs
+	}
+	reg := envs.Clone()
+	for _, n := range names {
+		_ = reg.Register(env.Spec{ // a name a registered environment has is refused by validateUserEnvs
+			Name:    n,
+			New:     func() (env.Env, error) { return nil, fmt.Errorf("env %s: opened when the run starts", n) },
+			Expert:  func(int64, float64, *rand.Rand) env.Agent { return nil },
+			Corpus:  func(int) []string { return nil },
+			Train:   env.SeedRange{Lo: 0, Hi: 1},
+			Heldout: env.SeedRange{Lo: 1, Hi: 2},
+		})
+	}
+	return reg
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -99,7 +100,7 @@ func TestTaskEnvEntry(t *testing.T) {
 	}
 	for _, tc := range []struct{ entry, want string }{
 		{"{name: t, weight: 1, tasks: {path: /nonexistent.jsonl, prompt: q, answer: a, split: {held_out: 0.1}, verifier: exact}}", "tasks.path"},
-		{"{name: t, weight: 1, tasks: {path: '" + path + "', prompt: q, answer: a, split: {held_out: 0.1}, verifier: judge}}", "not available"},
+		{"{name: t, weight: 1, tasks: {path: '" + path + "', prompt: q, answer: a, split: {held_out: 0.1}, verifier: judge}}", "needs the judge block"},
 		{"{name: t, weight: 1, tasks: {path: '" + path + "', prompt: q, answer: a, split: {held_out: 2}, verifier: exact}}", "held_out"},
 		{"{name: t, weight: 1, tasks: {path: '" + path + "', prompt: q, answer: a, split: {held_out: 0.1}, verifier: exact, colour: red}}", "colour"},
 		{"{name: t, weight: 1, remote: {url: 'http://a:1'}, tasks: {path: '" + path + "', prompt: q, answer: a, split: {held_out: 0.1}, verifier: exact}}", "not both"},
@@ -109,5 +110,43 @@ func TestTaskEnvEntry(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error saying %q", tc.entry, err, tc.want)
 		}
+	}
+}
+
+// A dataset's relative path is the configuration file's folder's, whatever the working folder;
+// one given by --set is the working folder's; both are kept absolute.
+func TestTaskPathRelativeToConfig(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "d.jsonl"), []byte(`{"q": "x", "a": "y"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	envs := all.Builtins()
+	c, err := Load(envs, "", "", []string{
+		"phases.sft.envs=[{name: mytasks, weight: 1, tasks: {path: '" + filepath.Join(dir, "d.jsonl") + "', prompt: q, answer: a, split: {held_out: 0.5}, verifier: exact}}]",
+		"phases.rl.envs=[{name: mytasks, weight: 1}]",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Phases[0].Envs[0].Tasks.Path = "d.jsonl"
+	data, _ := Encode(c)
+	cfgPath := filepath.Join(dir, "run.yaml")
+	if err := os.WriteFile(cfgPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Load(envs, "", cfgPath, nil)
+	if err != nil {
+		t.Fatalf("d.jsonl beside the configuration: %v", err)
+	}
+	if got := back.TaskEnvs()["mytasks"].Path; got != filepath.Join(dir, "d.jsonl") {
+		t.Fatalf("path %q", got)
+	}
+	t.Chdir(dir)
+	set, err := Load(envs, "", "", []string{
+		"phases.sft.envs=[{name: mytasks, weight: 1, tasks: {path: d.jsonl, prompt: q, answer: a, split: {held_out: 0.5}, verifier: exact}}]",
+		"phases.rl.envs=[{name: mytasks, weight: 1}]",
+	})
+	if err != nil || !filepath.IsAbs(set.TaskEnvs()["mytasks"].Path) {
+		t.Fatalf("a --set path: %v %+v", err, set.TaskEnvs())
 	}
 }

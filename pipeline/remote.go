@@ -29,6 +29,9 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		for _, line := range user.Pools.Describe() {
 			r.printf("%s\n", line)
 		}
+		for _, line := range user.describeJudges() {
+			r.printf("%s\n", line)
+		}
 		user.Close()
 	}()
 	if err := user.checkExperts(r.Cfg); err != nil {
@@ -123,19 +126,38 @@ func (u *UserEnvs) Describe() []string {
 	return out
 }
 
+// describeJudges says how each judge-graded dataset's judgements went, one line each.
+func (u *UserEnvs) describeJudges() []string {
+	var out []string
+	names := make([]string, 0, len(u.Data))
+	for n, d := range u.Data {
+		if d.Config.Verifier == "judge" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		j, unparseable, timedOut := u.Data[n].JudgeVerdicts()
+		out = append(out, fmt.Sprintf("env %s: judge: %d judged, %d unparseable and %d timed out (scored its fallback)", n, j, unparseable, timedOut))
+	}
+	return out
+}
+
 // checkExperts refuses a supervised phase on an environment with no demonstrations: a remote
-// one whose servers offer no expert, or a regex-graded dataset.
+// one whose servers offer no expert, or a dataset whose answers are not replies (regex,
+// json-schema, test-cases). A phase that trains on a file of demonstrations (sft.data) asks no
+// expert.
 func (u *UserEnvs) checkExperts(cfg config.Config) error {
 	for _, p := range cfg.Phases {
-		if p.Kind != "sft" {
+		if p.Kind != "sft" || p.SFT != nil && p.SFT.Data != "" {
 			continue
 		}
 		for _, e := range p.Envs {
 			if pool := u.Pools[e.Name]; pool != nil && !pool.Metadata().Expert {
 				return fmt.Errorf("pipeline: phase %s: env %s: its servers offer no expert (metadata \"expert\": false), so a supervised phase has no demonstrations of it", p.Name, e.Name)
 			}
-			if d := u.Data[e.Name]; d != nil && d.Config.Verifier == "regex" {
-				return fmt.Errorf("pipeline: phase %s: env %s: a regex-graded dataset's answers are patterns, not demonstrations", p.Name, e.Name)
+			if d := u.Data[e.Name]; d != nil && !d.Config.HasExpert() {
+				return fmt.Errorf("pipeline: phase %s: env %s: a %s-graded dataset's answers are not demonstrations (train the phase on a file of them: sft.data)", p.Name, e.Name, d.Config.Verifier)
 			}
 		}
 	}

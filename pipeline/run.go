@@ -220,6 +220,11 @@ func (r *Run) buildTokenizer() error {
 			}
 		}
 	}
+	demos, err := r.demoCorpus()
+	if err != nil {
+		return err
+	}
+	corpus = append(corpus, demos...)
 	tok, err := tokenizer.Train(corpus, tokenizer.DefaultTrainOptions(r.Cfg.Tokenizer.VocabSize))
 	if err != nil {
 		return fmt.Errorf("pipeline: train tokenizer: %w", err)

@@ -60,6 +60,13 @@ func (r *Run) synthesize(ctx context.Context, envs []config.EnvWeight, tasks []r
 // runSFT is phase 1: supervised training on the noisy expert's demonstrations.
 func (r *Run) runSFT(ctx context.Context, pi int, p config.Phase, start int) error {
 	s := p.SFT
+	if s.Data != "" {
+		demos, err := r.fileDemos(ctx, p, start)
+		if err != nil {
+			return err
+		}
+		return r.trainSFT(ctx, pi, p, start, demos)
+	}
 	t0 := r.now()
 	tasks, err := monitor.SampleTasks(r.opts.Envs, r.stepRNG(pi, -1, 1), p.Envs, s.Demos, 0)
 	if err != nil {
@@ -106,7 +113,53 @@ func (r *Run) runSFT(ctx context.Context, pi int, p config.Phase, start int) err
 	}
 	r.printf("%s: %d demonstrations (expert noise %.2f): %.0f%% successful, %.0f%% use a tool, %d assistant tokens (%.1fs)\n",
 		p.Name, len(demos), s.Noise, pct(ok, len(all)), pct(tools, len(all)), tokens, r.now().Sub(t0).Seconds())
+	return r.trainSFT(ctx, pi, p, start, demos)
+}
 
+// fileDemos renders the demonstrations of the phase's sft.data file (sftdata.go), records them
+// when the phase starts, and says what was kept and dropped.
+func (r *Run) fileDemos(ctx context.Context, p config.Phase, start int) ([]*traj.Trajectory, error) {
+	s := p.SFT
+	t0 := r.now()
+	demos, d, err := r.newDemoRender(s).load(ctx, s.Data)
+	if err != nil {
+		return nil, err
+	}
+	if len(demos) < s.BatchSize {
+		return nil, fmt.Errorf("sft.data %s: only %d usable demonstrations for a batch of %d (dropped: %s)", s.Data, len(demos), s.BatchSize, d.DescribeSkips())
+	}
+	if start == 0 {
+		if err := r.record(p.Name, 0, demos); err != nil {
+			return nil, err
+		}
+	}
+	var tools, tokens, splits int
+	for _, t := range demos {
+		if eval.UsedTool(t) {
+			tools++
+		}
+		splits += t.NumSamples() - 1
+		for _, m := range t.LossMask {
+			if m {
+				tokens++
+			}
+		}
+	}
+	r.printf("%s: %d demonstrations from %s: %.0f%% use a tool, %d assistant tokens, %d template splits (%.1fs)\n",
+		p.Name, len(demos), s.Data, pct(tools, len(demos)), tokens, splits, r.now().Sub(t0).Seconds())
+	if why := d.DescribeSkips(); why != "" {
+		dropped := 0
+		for _, n := range d.Skipped {
+			dropped += n
+		}
+		r.printf("%s: %d rows dropped (bad_rows drop): %s\n", p.Name, dropped, why)
+	}
+	return demos, nil
+}
+
+// trainSFT runs the phase's steps on demos.
+func (r *Run) trainSFT(ctx context.Context, pi int, p config.Phase, start int, demos []*traj.Trajectory) error {
+	s := p.SFT
 	l, err := r.newLearner(p, start)
 	if err != nil {
 		return err
@@ -184,6 +237,16 @@ func turnPrefix(t *traj.Trajectory, limit int) *traj.Trajectory {
 		n++
 	}
 	p.Turns = t.Turns[:n:n]
+	if len(t.Samples) > 0 { // the samples that start before the cut (a template's splits)
+		k := 0
+		for k < len(t.Samples) && t.Samples[k] < cut {
+			k++
+		}
+		p.Samples = t.Samples[:k:k]
+		if k == 0 {
+			p.Samples = nil
+		}
+	}
 	if n > 0 && p.Turns[n-1].ObsEnd > cut {
 		p.Turns = slices.Clone(p.Turns)
 		p.Turns[n-1].ObsEnd = cut

@@ -53,3 +53,21 @@ func TestTurnPrefix(t *testing.T) {
 		t.Fatal("turnPrefix changed the demonstration it cut")
 	}
 }
+
+// A demonstration the template split into samples keeps only the samples that start before the
+// cut, so every sample of the prefix lies within it.
+func TestTurnPrefixSamples(t *testing.T) {
+	n := 16
+	tr := &traj.Trajectory{Tokens: make([]int32, n), Roles: make([]traj.Role, n), LossMask: make([]bool, n),
+		Logprobs: make([]float32, n), Versions: make([]int32, n), Samples: []int{9},
+		Turns: []traj.Turn{{Start: 4, End: 6, ObsEnd: 9}, {Start: 12, End: 14, ObsEnd: 16}}}
+	if p := turnPrefix(tr, 10); p.Len() != 6 || p.Samples != nil || p.NumSamples() != 1 {
+		t.Fatalf("cut at 6: %d tokens, samples %v", p.Len(), p.Samples)
+	}
+	if p := turnPrefix(tr, 15); p.Len() != 14 || len(p.Samples) != 1 || p.Samples[0] != 9 {
+		t.Fatalf("cut at 14: %d tokens, samples %v", p.Len(), p.Samples)
+	}
+	if len(tr.Samples) != 1 {
+		t.Fatal("turnPrefix changed the demonstration it cut")
+	}
+}

@@ -4,7 +4,9 @@
 // fraction or by a field, with difficulty levels from a field. Files are read streaming with
 // their size, line length and row count bounded; a malformed row is skipped and counted, or
 // refused with its line number when Strict. Episodes are single-turn (the prompt, then the
-// answer, graded), or multi-turn with built-in tools before the answer.
+// answer, graded), or multi-turn with built-in tools before the answer. Files of
+// demonstrations in OpenAI's chat format are read here too (ReadDemos), checked against the
+// agent loop's episodes.
 package dataset
 
 import (
@@ -29,7 +31,7 @@ const (
 var Tools = []string{"calculator"}
 
 // Verifiers lists the graders a dataset may name.
-var Verifiers = []string{"exact", "numeric", "rational", "set", "regex"}
+var Verifiers = []string{"exact", "numeric", "rational", "set", "regex", "json-schema", "test-cases", "judge"}
 
 // Config is an environment entry's `tasks:` block.
 type Config struct {
@@ -48,8 +50,15 @@ type Config struct {
 	Split Split `yaml:"split"`
 	// Verifier grades the final turn against the answer: exact (normalised text), numeric
 	// (within a tolerance), rational (exactly equal numbers), set (comma-separated items in any
-	// order), regex (the answer field is a pattern the whole final turn must match).
+	// order), regex (the answer field is a pattern the whole final turn must match),
+	// json-schema (the answer field is a JSON Schema the final turn's JSON must satisfy),
+	// test-cases (the answer field is {"inputs": [...], "outputs": [...]}: the final turn's
+	// ```python program, run in the bubblewrap sandbox with time and memory limits, must print
+	// each output from its input), judge (a model behind an OpenAI-compatible endpoint grades
+	// by a rubric: Judge).
 	Verifier string `yaml:"verifier"`
+	// Judge is the judge verifier's server and rubric (only with verifier judge).
+	Judge *JudgeConfig `yaml:"judge,omitempty"`
 	// Tolerance is numeric's relative tolerance (1e-6).
 	Tolerance float64 `yaml:"tolerance,omitempty"`
 	// Level is the field of a row's difficulty level, an integer in [1, env.MaxLevel].
@@ -90,6 +99,16 @@ func (c Config) Format() string {
 		return "parquet"
 	}
 	return ""
+}
+
+// HasExpert reports whether the reference answers are replies an expert can demonstrate: not
+// for regex, json-schema and test-cases, whose answers are patterns, schemas and tests.
+func (c Config) HasExpert() bool {
+	switch c.Verifier {
+	case "regex", "json-schema", "test-cases":
+		return false
+	}
+	return true
 }
 
 // fraction and field read Split.HeldOut.
@@ -154,11 +173,21 @@ func (c Config) Validate() error {
 	for _, v := range Verifiers {
 		known = known || v == c.Verifier
 	}
-	switch {
-	case c.Verifier == "json-schema" || c.Verifier == "test-cases" || c.Verifier == "judge":
-		bad("verifier %q is not available for datasets yet (have %s)", c.Verifier, strings.Join(Verifiers, ", "))
-	case !known:
+	if !known {
 		bad("verifier %q: one of %s", c.Verifier, strings.Join(Verifiers, ", "))
+	}
+	switch {
+	case c.Verifier == "judge" && c.Judge == nil:
+		bad("judge: verifier judge needs the judge block (url, model, rubric, …)")
+	case c.Verifier == "judge":
+		if err := c.Judge.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("tasks.%w", err))
+		}
+	case c.Judge != nil:
+		bad("judge does nothing unless verifier is judge")
+	}
+	if c.Demo != "" && !c.HasExpert() {
+		bad("demo: a %s-graded dataset has no expert (its answers are not replies)", c.Verifier)
 	}
 	if c.Tolerance != 0 && (c.Verifier != "numeric" || !(c.Tolerance > 0 && c.Tolerance < 1)) {
 		bad("tolerance %v: numeric's relative tolerance, in (0, 1)", c.Tolerance)

@@ -2,7 +2,6 @@ package dataset
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 
@@ -16,9 +15,10 @@ import (
 // and held-out seeds [Train, len(Tasks)) the held-out ones, a seed being a row. An episode shows
 // the prompt (System as its system prompt) and grades the one answer turn with the verifier:
 // reward the score, success when it is full (reward.Solved). The expert answers the reference
-// answer, after the demo field's turn when there is one (with probability noise, a wrong one); a regex-graded dataset has no expert, as its
-// answers are patterns. With a level field, the spec has the rows' levels: at level l, a seed
-// picks among the rows of that level in its split.
+// answer, after the demo field's turn when there is one (with probability noise, a wrong one);
+// a dataset graded by regex, json-schema or test-cases has no expert, as its answers are
+// patterns, schemas and tests. With a level field, the spec has the rows' levels: at level l,
+// a seed picks among the rows of that level in its split.
 func (d *Data) Spec(name string) env.Spec {
 	s := d.spec(name, nil)
 	if levels := d.Levels(); levels != nil {
@@ -86,8 +86,8 @@ type expert struct {
 
 func (e *expert) Act(context.Context, string) (string, error) {
 	e.turn++
-	if e.d.Config.Verifier == "regex" {
-		return "", errors.New("dataset: a regex-graded dataset has no demonstrations (its answers are patterns)")
+	if !e.d.Config.HasExpert() {
+		return "", fmt.Errorf("dataset: a %s-graded dataset has no demonstrations (its answers are not replies)", e.d.Config.Verifier)
 	}
 	t, err := e.task(e.seed)
 	if err != nil {
@@ -151,6 +151,29 @@ func (d *Data) score(ctx context.Context, t *Task, response string) (float64, er
 		return reward.SetMatch{}.Score(ctx, s)
 	case "regex":
 		return reward.Format{Pattern: t.pattern}.Score(ctx, reward.Sample{Response: trimSpace(response)})
+	case "json-schema":
+		return t.schema.Score(ctx, s)
+	case "test-cases":
+		sb, err := d.sandbox()
+		if err != nil {
+			return 0, err
+		}
+		passed, _, err := runCases(ctx, sb, t.cases, response)
+		if err != nil {
+			return 0, fmt.Errorf("dataset: test cases: %w", err)
+		}
+		return gradeCases(passed, len(t.cases.Inputs)), nil
+	case "judge":
+		j, err := d.judge()
+		if err != nil {
+			return 0, err
+		}
+		v, verdict, err := j.Judge(ctx, s)
+		if err != nil {
+			return 0, err
+		}
+		d.verdicts[verdict].Add(1)
+		return v, nil
 	}
 	return 0, fmt.Errorf("dataset: unknown verifier %q", d.Config.Verifier)
 }

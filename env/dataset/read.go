@@ -15,10 +15,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/reward"
+	"github.com/agentrl/agentrl/tool"
 )
 
 // Task is one row kept.
@@ -29,7 +32,9 @@ type Task struct {
 	HeldOut            bool
 	Line               int // the row's line (JSONL, CSV) or row number (Parquet), from 1
 
-	pattern *regexp.Regexp // the regex verifier's compiled answer
+	pattern *regexp.Regexp     // the regex verifier's compiled answer
+	schema  *reward.JSONSchema // the json-schema verifier's
+	cases   *testCases         // the test-cases verifier's
 }
 
 // Data is a dataset read: its tasks, train rows first, and what was skipped.
@@ -42,6 +47,45 @@ type Data struct {
 	Skipped map[string]int
 	// Examples holds the first few skipped rows, "line N: reason: detail".
 	Examples []string
+
+	grade    graders
+	verdicts [3]atomic.Int64 // the judge's verdicts, by reward.Verdict
+}
+
+// graders are what the test-cases and judge verifiers need, made at the first use (Load makes
+// them at once, so that a missing sandbox or key stops the run at its start).
+type graders struct {
+	once  sync.Once
+	sb    *tool.Sandbox
+	judge *reward.Judge
+	err   error
+}
+
+func (d *Data) prepare() error {
+	d.grade.once.Do(func() {
+		switch d.Config.Verifier {
+		case "test-cases":
+			if d.grade.sb, d.grade.err = tool.NewSandbox(caseLimits()); d.grade.err != nil {
+				d.grade.err = fmt.Errorf("dataset: the test-cases verifier runs programs in the bubblewrap sandbox: %w", d.grade.err)
+			}
+		case "judge":
+			d.grade.judge, d.grade.err = newChatJudge(*d.Config.Judge)
+		}
+	})
+	return d.grade.err
+}
+
+func (d *Data) sandbox() (*tool.Sandbox, error) { return d.grade.sb, d.prepare() }
+
+func (d *Data) judge() (*reward.Judge, error) {
+	err := d.prepare()
+	return d.grade.judge, err
+}
+
+// JudgeVerdicts counts the judge's judgements so far: scored, unparseable (fallback) and timed
+// out (fallback).
+func (d *Data) JudgeVerdicts() (judged, unparseable, timedOut int64) {
+	return d.verdicts[reward.Judged].Load(), d.verdicts[reward.Unparseable].Load(), d.verdicts[reward.TimedOut].Load()
 }
 
 // RowError is a malformed row, as Strict reports it.
@@ -85,6 +129,9 @@ func Load(c Config) (*Data, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.Path, err)
+	}
+	if err := d.prepare(); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
@@ -237,6 +284,13 @@ func (b *builder) addJSON(line int, text []byte) error {
 		v, ok := m[f]
 		if !ok {
 			return "", missing(f)
+		}
+		if f == b.c.Answer && (b.c.Verifier == "json-schema" || b.c.Verifier == "test-cases") {
+			switch v.(type) {
+			case map[string]any, []any, bool: // a schema or test cases written as JSON
+				out, err := json.Marshal(v)
+				return string(out), err
+			}
 		}
 		return jsonValue(f, v)
 	})
@@ -455,6 +509,18 @@ func (b *builder) checkAnswer(t *Task) error {
 			return fmt.Errorf("answer is not a regular expression: %v", err)
 		}
 		t.pattern = re
+	case "json-schema":
+		s, err := reward.CompileJSONSchema(t.Answer)
+		if err != nil {
+			return fmt.Errorf("answer is not a JSON Schema: %v", err)
+		}
+		t.schema = s
+	case "test-cases":
+		tc, err := parseTestCases(t.Answer)
+		if err != nil {
+			return err
+		}
+		t.cases = tc
 	}
 	if t.Answer == "" && b.c.Verifier != "regex" {
 		return errors.New("the answer is empty")
