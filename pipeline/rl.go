@@ -313,6 +313,11 @@ func simulatedLatency(envs []config.EnvWeight) string {
 func (r *Run) logRL(st *rlStep, mon *monitor.Monitor, bar *progress) error {
 	m := st.fields()
 	warnings := mon.Check(st.learn, st.sample)
+	if a := st.async; a != nil && a.latencyBiasOK {
+		if w := mon.CheckLatencyBias(a.latencyBias); w != "" {
+			warnings = append(warnings, w)
+		}
+	}
 	if len(warnings) > 0 {
 		m["warnings"] = warnings
 	}
