@@ -59,9 +59,9 @@ type admission struct {
 	mu        sync.Mutex
 	eta, B    int
 	order     string // rl.async.order
-	admitted  int // groups started
-	discarded int // groups that will not be part of a trained batch
-	trained   int // steps the learner trained since the producer began
+	admitted  int    // groups started
+	discarded int    // groups that will not be part of a trained batch
+	trained   int    // steps the learner trained since the producer began
 	version   int32
 	inflight  map[int]*admitted
 	ready     []*admitted // finished, in admission order
