@@ -1,11 +1,16 @@
 package pipeline
 
 import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/agentrl/agentrl/config"
+	"github.com/agentrl/agentrl/env/all"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -175,5 +180,44 @@ func TestLatencyBiasRatio(t *testing.T) {
 	b.cancelled(2, 7*time.Second)
 	if r, ok := b.ratio(); !ok || r < 2.2-1e-9 || r > 2.2+1e-9 {
 		t.Fatalf("ratio %v %v, want 2.2", r, ok)
+	}
+}
+
+// Options.StopRL ends a run after the step it says so, with the step's line and checkpoint
+// written, in the synchronous loop and under continuous admission.
+func TestStopRLEndsTheRunAfterAStep(t *testing.T) {
+	for _, async := range []bool{false, true} {
+		sets := []string{"phases.rl.steps=5", "checkpoint.every=1"}
+		if async {
+			sets = append(slices.Clone(asyncSets), sets...)
+		}
+		c := tinyConfig(t, t.TempDir(), sets...)
+		var seen []int
+		run, err := NewRun(c, Options{Envs: all.Builtins(), StopRL: func(phase string, step int, line map[string]any) bool {
+			if line["step"] != step || line["phase"] != phase {
+				t.Errorf("step %d of %s given the line of step %v of %v", step, phase, line["step"], line["phase"])
+			}
+			seen = append(seen, step)
+			return step == 2
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := run.Train(context.Background()); !errors.Is(err, ErrStopped) {
+			t.Fatalf("async %v: Train returned %v, want ErrStopped", async, err)
+		}
+		rl := 0
+		for _, m := range metricLines(t, run.Dir) {
+			if m["phase"] == "rl" {
+				rl++
+			}
+		}
+		if !slices.Equal(seen, []int{1, 2}) || rl != 2 {
+			t.Fatalf("async %v: StopRL saw steps %v, %d RL lines written; want 1, 2 and 2", async, seen, rl)
+		}
+		if _, err := os.Stat(filepath.Join(run.Dir, "checkpoints", "rl-p1.s000002")); err != nil {
+			entries, _ := os.ReadDir(filepath.Join(run.Dir, "checkpoints"))
+			t.Fatalf("async %v: no checkpoint of step 2: %v (have %v)", async, err, entries)
+		}
 	}
 }
