@@ -118,12 +118,14 @@ func TestAsyncPairedStatistics(t *testing.T) {
 	// Three seeds: sync ends at 70, 80, 60%; the arm at sync's episodes 68, 79, 61% (−2, −1,
 	// +1: mean −0.67, sd 1.528, half-width 4.303·1.528/√3 = 3.795); seed 3 never reached them
 	// in another arm.
-	pt := func(step int, trained, p1 float64) evalPoint { return evalPoint{step: step, trained: trained, pass1: p1} }
+	pt := func(step int, trained, p1 float64) evalPoint {
+		return evalPoint{step: step, trained: trained, pass1: p1}
+	}
 	var rs []*asyncArm
 	for i, f := range []float64{0.70, 0.80, 0.60} {
 		seed := uint64(i + 1)
 		s := &asyncArm{arm: "sync", tail: 50, seed: seed, points: []evalPoint{pt(0, 0, 0.4), pt(10, 1000, f)}}
-		a := &asyncArm{arm: "2", tail: 50, seed: seed, points: []evalPoint{pt(0, 0, 0.4), pt(9, 1010, f + []float64{-0.02, -0.01, 0.01}[i]), pt(10, 1100, f)}, bias: 1.3}
+		a := &asyncArm{arm: "2", tail: 50, seed: seed, points: []evalPoint{pt(0, 0, 0.4), pt(9, 1010, f+[]float64{-0.02, -0.01, 0.01}[i]), pt(10, 1100, f)}, bias: 1.3}
 		a.equal, a.atSteps = &a.points[1], &a.points[2]
 		b := &asyncArm{arm: "2-bounded", tail: 50, seed: seed, points: []evalPoint{pt(0, 0, 0.4), pt(10, 900, f)}}
 		b.atSteps = &b.points[1]
