@@ -336,9 +336,9 @@ func runAsyncArm(ctx context.Context, out io.Writer, o AsyncOptions, init, arm s
 		if p.step == o.Steps {
 			a.atSteps = p
 		}
-		if marks != nil && a.equal == nil && p.trained >= marks[len(marks)-1] {
-			a.equal = p
-		}
+	}
+	if marks != nil {
+		a.equal = atSyncEpisodes(a.points, marks[len(marks)-1])
 	}
 	if sync == nil || arm == "sync" {
 		a.equal = &a.points[len(a.points)-1]
@@ -347,15 +347,19 @@ func runAsyncArm(ctx context.Context, out io.Writer, o AsyncOptions, init, arm s
 }
 
 // equalSteps are the steps to evaluate an asynchronous arm at: for each of sync's marks (episodes
-// trained at its evaluations), the first step whose trained episodes reach it, and the step
-// `steps` (sync's), ascending and each once. A mark never reached adds nothing.
+// trained at its evaluations), the first step whose trained episodes reach it (for the last mark,
+// the step before it too, to interpolate between them), and the step `steps` (sync's), ascending
+// and each once. A mark never reached adds nothing.
 func equalSteps(trained map[int]float64, marks []float64, steps int) []int {
 	var out []int
 	ordered := slices.Sorted(maps.Keys(trained))
-	for _, m := range marks {
-		for _, s := range ordered {
+	for i, m := range marks {
+		for j, s := range ordered {
 			if trained[s] >= m {
 				out = append(out, s)
+				if i == len(marks)-1 && j > 0 {
+					out = append(out, ordered[j-1])
+				}
 				break
 			}
 		}
@@ -627,6 +631,19 @@ func printAsyncPaired(w io.Writer, o AsyncOptions, rs []*asyncArm) {
 		}
 	}
 	tw.Flush()
+}
+
+// atSyncEpisodes is an arm's evaluation at mark trained episodes: at the first evaluated step that
+// reached them, its held-out pass@1 interpolated linearly between it and the evaluation before
+// (the step before, which equalSteps evaluates too), since that step may overshoot the mark by
+// most of a step's episodes; nil when no evaluation reached the mark.
+func atSyncEpisodes(ps []evalPoint, mark float64) *evalPoint {
+	for _, p := range ps {
+		if p.trained >= mark {
+			return &evalPoint{step: p.step, trained: mark, pass1: pass1At(ps, mark), se: p.se, wall: p.wall}
+		}
+	}
+	return nil
 }
 
 // uniqueTails are the tails of rs in the order they first appear.

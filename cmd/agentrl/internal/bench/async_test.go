@@ -106,14 +106,27 @@ func TestAsyncPairedStatistics(t *testing.T) {
 	if standardError([]float64{0.5}) != 0 {
 		t.Fatal("one task has no standard error")
 	}
-	// Trained episodes by step: sync's marks 250 and 500 are first reached at steps 3 and 5;
-	// step 4 is sync's step count; a mark of 900 is never reached.
+	// Trained episodes by step: sync's marks 250 and 500 are first reached at steps 3 and 5
+	// (the last mark: step 4 before it too, which is also sync's step count); a mark of 900 is
+	// never reached.
 	trained := map[int]float64{1: 100, 2: 200, 3: 300, 4: 400, 5: 520, 6: 600}
 	if got := equalSteps(trained, []float64{250, 500, 900}, 4); !slices.Equal(got, []int{3, 4, 5}) {
 		t.Fatalf("equal steps %v, want [3 4 5]", got)
 	}
-	if got := equalSteps(trained, []float64{400}, 4); !slices.Equal(got, []int{4}) {
-		t.Fatalf("equal steps %v, want [4] once", got)
+	if got := equalSteps(trained, []float64{150, 250}, 2); !slices.Equal(got, []int{2, 3}) {
+		t.Fatalf("equal steps %v, want [2 3]", got)
+	}
+	if got := equalSteps(trained, []float64{100}, 1); !slices.Equal(got, []int{1}) {
+		t.Fatalf("equal steps %v, want [1] once", got)
+	}
+	// Sync trained 1,000 episodes; the arm reached them first at step 11 (1,100), after 950 at
+	// step 10: pass@1 interpolated halfway between 60% and 70%.
+	ps := []evalPoint{{pass1: 0.4}, {step: 10, trained: 950, pass1: 0.6}, {step: 11, trained: 1100, pass1: 0.7}}
+	if e := atSyncEpisodes(ps, 1000); e == nil || e.step != 11 || math.Abs(e.pass1-0.6333333) > 1e-6 {
+		t.Fatalf("equal point %+v, want step 11 at 63.3%%", e)
+	}
+	if atSyncEpisodes(ps, 1200) != nil {
+		t.Fatal("a mark never reached has an equal point")
 	}
 	// Three seeds: sync ends at 70, 80, 60%; the arm at sync's episodes 68, 79, 61% (−2, −1,
 	// +1: mean −0.67, sd 1.528, half-width 4.303·1.528/√3 = 3.795); seed 3 never reached them
@@ -134,14 +147,14 @@ func TestAsyncPairedStatistics(t *testing.T) {
 		}
 		rs = append(rs, s, a, b)
 	}
-	ps := pairAsync(AsyncOptions{Target: 0.5}, rs)
-	if len(ps) != 2 || ps[0].arm != "2" || ps[0].seeds != 3 || ps[1].notReached != 1 || len(ps[1].equal) != 2 {
-		t.Fatalf("paired %+v %+v", ps[0], ps[1])
+	ps2 := pairAsync(AsyncOptions{Target: 0.5}, rs)
+	if len(ps2) != 2 || ps2[0].arm != "2" || ps2[0].seeds != 3 || ps2[1].notReached != 1 || len(ps2[1].equal) != 2 {
+		t.Fatalf("paired %+v %+v", ps2[0], ps2[1])
 	}
-	if got := meanInterval(ps[0].equal, "%+.2f"); got != "-0.67 ± 3.79" {
+	if got := meanInterval(ps2[0].equal, "%+.2f"); got != "-0.67 ± 3.79" {
 		t.Fatalf("difference at sync's episodes %q, want -0.67 ± 3.79", got)
 	}
-	if got := meanInterval(ps[0].steps, "%+.1f"); got != "+0.0 ± 0.0" {
+	if got := meanInterval(ps2[0].steps, "%+.1f"); got != "+0.0 ± 0.0" {
 		t.Fatalf("difference at sync's steps %q", got)
 	}
 	var out bytes.Buffer
