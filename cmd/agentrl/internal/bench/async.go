@@ -134,8 +134,8 @@ type stepPoint struct {
 // held-out tasks after the arm has run, so evaluation takes no time from either side, and wall
 // time counts RL steps only.
 func Async(ctx context.Context, w io.Writer, o AsyncOptions) error {
-	if o.Steps < 1 || o.Every < 1 || o.Every > o.Steps {
-		return fmt.Errorf("bench async: need steps >= 1 and 1 <= every <= steps")
+	if o.Steps < 1 || o.Every < 1 || o.Every > o.Steps || !(o.Extra >= 0 && o.Extra <= 10) {
+		return fmt.Errorf("bench async: need steps >= 1, 1 <= every <= steps and extra in [0, 10]")
 	}
 	arms, tails, seeds := splitList(o.Arms), splitList(o.Tails), splitList(o.Seeds)
 	for _, a := range arms {
@@ -158,7 +158,7 @@ func Async(ctx context.Context, w io.Writer, o AsyncOptions) error {
 	if o.Quiet {
 		out = nil
 	}
-	fmt.Fprintf(w, "bench async: calc, RL %d steps per arm from a supervised checkpoint, evaluated every %d steps on %d held-out tasks × %d samples; env step latency SIMULATED (%s, median %v, p99/p50 %s)\n",
+	fmt.Fprintf(w, "bench async: calc, RL %d steps of sync (asynchronous arms run to sync's trained episodes) from a supervised checkpoint, evaluated every %d steps on %d held-out tasks × %d samples; env step latency SIMULATED (%s, median %v, p99/p50 %s)\n",
 		o.Steps, o.Every, o.Tasks, o.Samples, o.Dist, o.Median, o.Tails)
 	fmt.Fprintf(w, "shrunk from the calc preset: RL %d steps per arm (the preset trains 100), held-out evaluations of %d tasks (the preset: 200), one supervised checkpoint shared by every arm and seed; every arm runs in this process on the same cores, with the same loss, filters and engine\n", o.Steps, o.Tasks)
 	init := o.Init
