@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -219,5 +220,19 @@ func TestStopRLEndsTheRunAfterAStep(t *testing.T) {
 			entries, _ := os.ReadDir(filepath.Join(run.Dir, "checkpoints"))
 			t.Fatalf("async %v: no checkpoint of step 2: %v (have %v)", async, err, entries)
 		}
+	}
+}
+
+// A replay compares a line's warnings without the latency-bias one, which it cannot reproduce.
+func TestReplayedWarningsLeaveOutTheLatencyBias(t *testing.T) {
+	lat := "latency bias: the episodes sampled last 1.30× as long as those trained (limit 1.20×)"
+	if got := replayedWarnings([]any{"exploration collapsing", lat}); !reflect.DeepEqual(got, []any{"exploration collapsing"}) {
+		t.Fatalf("got %v", got)
+	}
+	if got := replayedWarnings([]any{lat}); got != nil {
+		t.Fatalf("a line with only the latency warning compares as %v, want absent", got)
+	}
+	if got := replayedWarnings(nil); got != nil {
+		t.Fatalf("absent warnings became %v", got)
 	}
 }
