@@ -22,6 +22,30 @@ type AsyncConfig struct {
 	// then switches, so every completion is sampled by one version (episodes still span versions
 	// at turn boundaries). In-process engine only.
 	PartialRollouts *bool `yaml:"partial_rollouts"`
+	// Order is which finished groups the continuous learner takes for a step (continuous mode):
+	// "finish" (the default) takes any finished group, the earliest admitted first, drops
+	// episodes past the bound and cancels the groups in flight that can no longer train within
+	// it — so the groups that are dropped or cancelled are the slow ones, and the learner trains
+	// more often on tasks that finish fast; "bounded" takes finished groups in the same way but
+	// never lets one miss its last step: a group admitted under version v must train by version
+	// v + η, so the learner takes an earlier-admitted group first, or waits for it, whenever the
+	// groups that must train by a version would no longer fit in the steps up to it. Every admitted
+	// group then trains (or is dropped by dynamic sampling), nothing is stale or cancelled, and a
+	// slow group delays the learner only when it reaches its last step. "admission" takes groups
+	// strictly in the order they were admitted (the learner waits for the earliest one).
+	Order string `yaml:"order"`
+	// Stale is what the continuous learner does with an episode past the bound in finish order:
+	// "drop" (the default) drops it and cancels the groups in flight that can no longer train
+	// within η; "keep" trains every finished group whatever its lag and cancels nothing, so η
+	// bounds admission only and a slow group trains later, with older tokens (the importance
+	// correction weighs them). "keep" is for measuring what dropping the slow episodes costs; it
+	// needs order "finish" (the other orders drop and cancel nothing).
+	Stale string `yaml:"stale"`
+	// AllowUncorrected lets the phase train without an importance correction against the
+	// behaviour logprobs (rl.loss.correction.level empty: PPO's ratio is taken against the
+	// learner's recomputed π_old only), to measure what the correction does. It is an error
+	// together with a correction level.
+	AllowUncorrected bool `yaml:"allow_uncorrected"`
 	// Workers, when set, runs the episodes on rollout workers through the NATS data plane
 	// (distributed.go) instead of the in-process engine.
 	Workers *WorkersConfig `yaml:"workers,omitempty"`
@@ -39,6 +63,16 @@ const (
 	ModeOverlap    = "overlap"
 )
 
+// Continuous admission's orders (rl.async.order) and what it does with stale episodes
+// (rl.async.stale).
+const (
+	OrderFinish    = "finish"
+	OrderBounded   = "bounded"
+	OrderAdmission = "admission"
+	StaleDrop      = "drop"
+	StaleKeep      = "keep"
+)
+
 // partial reports whether completions continue under new weights.
 func (a *AsyncConfig) Partial() bool { return a.PartialRollouts == nil || *a.PartialRollouts }
 
@@ -53,6 +87,24 @@ func (a *AsyncConfig) validate(r *RLConfig, remoteGen bool) error {
 		t := true
 		a.PartialRollouts = &t
 	}
+	if a.Mode == ModeContinuous && a.Workers == nil {
+		if a.Order == "" {
+			a.Order = OrderFinish
+		}
+		if a.Stale == "" {
+			a.Stale = StaleDrop
+		}
+	} else if a.Order != "" || a.Stale != "" {
+		return fmt.Errorf("rl.async.order and rl.async.stale choose how continuous admission's learner takes groups (rl.async.mode: continuous, in-process)")
+	}
+	switch {
+	case a.Order != "" && a.Order != OrderFinish && a.Order != OrderBounded && a.Order != OrderAdmission:
+		return fmt.Errorf("rl.async.order must be %q, %q or %q, got %q", OrderFinish, OrderBounded, OrderAdmission, a.Order)
+	case a.Stale != "" && a.Stale != StaleDrop && a.Stale != StaleKeep:
+		return fmt.Errorf("rl.async.stale must be %q or %q, got %q", StaleDrop, StaleKeep, a.Stale)
+	case a.Stale == StaleKeep && a.Order != OrderFinish:
+		return fmt.Errorf("rl.async.stale: keep does nothing with order %q: it drops and cancels nothing", a.Order)
+	}
 	switch {
 	case a.Mode != ModeContinuous && a.Mode != ModeOverlap:
 		return fmt.Errorf("rl.async.mode must be %q or %q, got %q", ModeContinuous, ModeOverlap, a.Mode)
@@ -63,8 +115,11 @@ func (a *AsyncConfig) validate(r *RLConfig, remoteGen bool) error {
 	case a.Workers != nil && a.Mode != ModeContinuous:
 		return fmt.Errorf("rl.async.mode %q applies to in-process generation; remote workers are handed each step's tasks as the bound allows", a.Mode)
 	}
-	if r.Loss.Correction.Level == "" {
-		return fmt.Errorf("rl.async trains on tokens sampled by older policies: it needs an importance correction against the behaviour logprobs (rl.loss.correction.level: token or sequence, decoupled PPO), not plain on-policy PPO")
+	if a.AllowUncorrected && r.Loss.Correction.Level != "" {
+		return fmt.Errorf("rl.async.allow_uncorrected does nothing with rl.loss.correction.level %q", r.Loss.Correction.Level)
+	}
+	if r.Loss.Correction.Level == "" && !a.AllowUncorrected {
+		return fmt.Errorf("rl.async trains on tokens sampled by older policies: it needs an importance correction against the behaviour logprobs (rl.loss.correction.level: token or sequence, decoupled PPO), not plain on-policy PPO; rl.async.allow_uncorrected: true to measure without one)")
 	}
 	if a.Workers != nil {
 		return a.Workers.validate(r)

@@ -44,7 +44,7 @@ func Preset(name string) (Config, error) {
 		},
 		Eval:       EvalConfig{Tasks: 200, Samples: 4, Every: 0},
 		Checkpoint: CheckpointConfig{Every: 10, Keep: 2},
-		Monitor:    MonitorConfig{MinEntropy: 0.02, MaxZeroVarShare: 0.9, MaxKL: 0.05},
+		Monitor:    MonitorConfig{MinEntropy: 0.02, MaxZeroVarShare: 0.9, MaxKL: 0.05, MaxLatencyBias: 1.2},
 	}
 	sft := Phase{
 		Name: "sft", Kind: "sft", Steps: 3000,

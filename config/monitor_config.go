@@ -14,6 +14,10 @@ type MonitorConfig struct {
 	MinEntropy      float64 `yaml:"min_entropy"`        // exploration: mean token entropy (nats)
 	MaxZeroVarShare float64 `yaml:"max_zero_var_share"` // signal: share of zero-variance groups
 	MaxKL           float64 `yaml:"max_kl"`             // shift: behaviour-vs-learner k3 KL per token
+	// MaxLatencyBias bounds async/latency_bias, continuous admission's mean duration of the
+	// episodes sampled over that of the episodes trained (1: none; above: the learner trains on
+	// faster episodes than it samples, so slow tasks are under-trained). 0 turns the warning off.
+	MaxLatencyBias float64 `yaml:"max_latency_bias"`
 	// EntropyControl keeps the mean token entropy of the trained steps within a band by moving
 	// the entropy bonus and/or PPO's upper clip (absent: off).
 	EntropyControl *EntropyControlConfig `yaml:"entropy_control,omitempty"`
@@ -107,6 +111,9 @@ func (m *MonitorConfig) validate(c *Config) []error {
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if !(m.MinEntropy >= 0) || !(m.MaxZeroVarShare > 0 && m.MaxZeroVarShare <= 1) || !(m.MaxKL > 0) || !finite(m.MinEntropy) || !finite(m.MaxKL) {
 		bad("monitor: min_entropy >= 0, max_zero_var_share in (0, 1] and max_kl > 0 are required")
+	}
+	if m.MaxLatencyBias != 0 && !(m.MaxLatencyBias >= 1 && finite(m.MaxLatencyBias)) {
+		bad("monitor.max_latency_bias must be 0 (off) or a ratio >= 1, got %v", m.MaxLatencyBias)
 	}
 	var rl []int
 	for i, p := range c.Phases {

@@ -203,7 +203,7 @@ func TestBrowser(t *testing.T) {
 	if on := text("#phase-select a.on"); on != "rl" {
 		t.Errorf("phase shown %q, want rl", on)
 	}
-	for _, c := range []string{"reward", "entropy", "entctl", "stale", "dist"} {
+	for _, c := range []string{"reward", "entropy", "entctl", "stale", "latbias", "dist"} {
 		if p := attr(`[data-chart="`+c+`"]`, "data-points"); p != "30" {
 			t.Errorf("chart %s on the rl axis has %s points, want 30", c, p)
 		}
@@ -249,9 +249,13 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("chart %s: y tick labels %q are not apart", id, ys)
 		}
 	}
-	// The entropy threshold's label is whole, inside the plot.
+	// The entropy threshold's label is whole, inside the plot; so is the latency bias's on the
+	// asynchronous panel.
 	if b, ok := rl["entropy"].find("monitor.min_entropy 0.02"); !ok || b.X0 < rl["entropy"].Left {
 		t.Errorf("entropy threshold label %+v (found %v) not inside the plot from %.0f; texts %q", b, ok, rl["entropy"].Left, rl["entropy"].texts())
+	}
+	if b, ok := rl["latbias"].find("monitor.max_latency_bias 1.2"); !ok || b.X0 < rl["latbias"].Left {
+		t.Errorf("latency bias threshold label %+v (found %v) not inside the plot from %.0f; texts %q", b, ok, rl["latbias"].Left, rl["latbias"].texts())
 	}
 
 	// The whole run: one point per training line (5 SFT + 30 RL), phase names inside the plot,

@@ -148,9 +148,10 @@ func monitorThresholds(cfg map[string]string) []threshold {
 		{"monitor.min_entropy", "explore/entropy", "min"},
 		{"monitor.max_zero_var_share", "signal/zero_var_share", "max"},
 		{"monitor.max_kl", "shift/behaviour_kl", "max"},
+		{"monitor.max_latency_bias", "async/latency_bias", "max"}, // 0: off, no line
 	} {
 		if s, ok := cfg[t.key]; ok {
-			if v, err := strconv.ParseFloat(s, 64); err == nil {
+			if v, err := strconv.ParseFloat(s, 64); err == nil && (v != 0 || t.key != "monitor.max_latency_bias") {
 				out = append(out, threshold{Metric: t.metric, Value: v, Kind: t.kind, Name: t.key})
 			}
 		}

@@ -113,7 +113,7 @@ func TestServerAPI(t *testing.T) {
 	}
 	var ev eventsReply
 	get(t, h, "/api/run/a/events", &ev)
-	if len(ev.Thresholds) != 3 || ev.Thresholds[0].Metric != "explore/entropy" || ev.Thresholds[0].Value != 0.02 {
+	if len(ev.Thresholds) != 4 || ev.Thresholds[3].Metric != "async/latency_bias" || ev.Thresholds[0].Metric != "explore/entropy" || ev.Thresholds[0].Value != 0.02 {
 		t.Fatalf("thresholds %+v", ev.Thresholds)
 	}
 	var sr seriesReply

@@ -19,7 +19,7 @@ func synthRun(t testing.TB, dir string, seed, sft, rl, trajs int) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf("name: %s\nseed: %d\nmonitor:\n  min_entropy: 0.02\n  max_zero_var_share: 0.9\n  max_kl: 0.05\n"+
+	cfg := fmt.Sprintf("name: %s\nseed: %d\nmonitor:\n  min_entropy: 0.02\n  max_zero_var_share: 0.9\n  max_kl: 0.05\n  max_latency_bias: 1.2\n"+
 		"phases:\n  - name: sft\n    steps: %d\n  - name: rl\n    steps: %d\n    rl:\n      group_size: %d\n", filepath.Base(dir), seed, sft, rl, 4+seed)
 	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -61,6 +61,7 @@ func synthRun(t testing.TB, dir string, seed, sft, rl, trajs int) {
 		m["async/batches_ahead"] = s % 3
 		m["async/staleness/0"], m["async/staleness/1"] = 10, 6
 		m["async/dropped_stale"], m["async/partial_stale"] = s%4, s%2
+		m["async/latency_bias"] = 1 + 0.01*float64(s)
 		m["dist/redelivered"], m["dist/tasks_swept"] = s/10, s/20
 		m["time/learner_wait_s"] = 0.01
 		line(m)

@@ -85,6 +85,9 @@ type Result struct {
 	PassK        *float64 `json:"passk,omitempty"`
 	// ToolUseSampled is the share of sampled episodes that called a tool.
 	ToolUseSampled *float64 `json:"tool_use_rate_sampled,omitempty"`
+	// Pass1PerTask holds each task's sampled pass@1, in task order (absent when K = 0; not
+	// written out): the spread a standard error of Pass1Sampled is computed from.
+	Pass1PerTask []float64 `json:"-"`
 	// Behaviour over the greedy episodes.
 	ToolUseRate float64 `json:"tool_use_rate"`
 	MeanTurns   float64 `json:"mean_turns"`
@@ -240,6 +243,7 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 				}
 			}
 			p1 += PassAtK(o.K, c, 1)
+			res.Pass1PerTask = append(res.Pass1PerTask, PassAtK(o.K, c, 1))
 			lv.sampled(g.Trajs[0].TaskSeed, PassAtK(o.K, c, 1))
 			pk += PassAtK(o.K, c, o.K)
 		}

@@ -343,3 +343,19 @@ func TestDrawTaskOneAtATime(t *testing.T) {
 		}
 	}
 }
+
+// The latency-bias warning fires above monitor.max_latency_bias only, and never when it is 0.
+func TestCheckLatencyBias(t *testing.T) {
+	mo := New(config.MonitorConfig{MaxLatencyBias: 1.2})
+	if w := mo.CheckLatencyBias(1.3); !strings.HasPrefix(w, LatencyBiasWarning) || !strings.Contains(w, "1.30×") || !strings.Contains(w, "limit 1.20×") {
+		t.Fatalf("bias 1.3 over 1.2: warning %q", w)
+	}
+	for _, b := range []float64{1.2, 1.1, 0.8, math.NaN()} {
+		if w := mo.CheckLatencyBias(b); w != "" {
+			t.Errorf("bias %v within 1.2 warned %q", b, w)
+		}
+	}
+	if w := New(config.MonitorConfig{}).CheckLatencyBias(5); w != "" {
+		t.Errorf("max_latency_bias 0 (off) warned %q", w)
+	}
+}

@@ -35,3 +35,16 @@ func (mo *Monitor) Check(rep *learn.RLReport, st Stats) []string {
 	}
 	return w
 }
+
+// LatencyBiasWarning starts the warning CheckLatencyBias gives.
+const LatencyBiasWarning = "latency bias"
+
+// CheckLatencyBias returns the warning for a step whose async/latency_bias is bias ("" for
+// none): the episodes sampled last on average more than monitor.max_latency_bias times as long
+// as those trained.
+func (mo *Monitor) CheckLatencyBias(bias float64) string {
+	if mo.cfg.MaxLatencyBias == 0 || !(bias > mo.cfg.MaxLatencyBias) {
+		return ""
+	}
+	return fmt.Sprintf("%s: the episodes sampled last %.2f× as long as those trained (limit %.2f×): slow tasks are under-trained (rl.async.order: bounded trains every admitted group)", LatencyBiasWarning, bias, mo.cfg.MaxLatencyBias)
+}

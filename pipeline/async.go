@@ -42,6 +42,10 @@ type asyncStats struct {
 	continuous      bool
 	inFlight, ready int
 	cancelled       int
+	// latencyBias (continuous admission, once a step trained): async/latency_bias, the mean
+	// duration of the episodes sampled so far in the phase over that of those trained
+	latencyBias   float64
+	latencyBiasOK bool
 }
 
 // runRLAsync is runRL with generation running ahead of the learner: continuous admission
@@ -165,7 +169,7 @@ func dropStale(groups [][]*traj.Trajectory, version, eta int32) (kept [][]*traj.
 	for _, g := range groups {
 		var keep []*traj.Trajectory
 		for _, t := range g {
-			if oldest, ok := monitor.OldestVersion(t); ok && version-oldest > eta {
+			if isStale(t, version, eta) {
 				dropped++
 				continue
 			}
@@ -179,4 +183,10 @@ func dropStale(groups [][]*traj.Trajectory, version, eta int32) (kept [][]*traj.
 		}
 	}
 	return kept, dropped, partial
+}
+
+// isStale reports whether t's oldest policy token lags version by more than eta.
+func isStale(t *traj.Trajectory, version, eta int32) bool {
+	oldest, ok := monitor.OldestVersion(t)
+	return ok && version-oldest > eta
 }

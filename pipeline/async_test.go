@@ -153,6 +153,12 @@ func TestAsyncConfigErrors(t *testing.T) {
 		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.async.workers.listen=127.0.0.1:0", "phases.rl.rl.async.workers.token=secret"}, "${NAME}"},
 		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.async.workers.url=nats://h:1", "phases.rl.rl.async.workers.listen=127.0.0.1:0"}, "exactly one of listen"},
 		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.dynamic_sampling=null", "phases.rl.rl.async.workers.bogus=1"}, "bogus"},
+		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.async.order=fifo"}, "rl.async.order must be"},
+		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.async.stale=hold"}, "rl.async.stale must be"},
+		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.async.order=bounded", "phases.rl.rl.async.stale=keep"}, "keep does nothing with order"},
+		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.async.mode=overlap", "phases.rl.rl.async.order=bounded"}, "continuous admission's learner"},
+		{[]string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.loss.correction.level=token", "phases.rl.rl.async.allow_uncorrected=true"}, "allow_uncorrected does nothing"},
+		{[]string{"phases.rl.rl.async.max_staleness=1", "monitor.max_latency_bias=0.5", "phases.rl.rl.loss.correction.level=token"}, "max_latency_bias must be 0"},
 	} {
 		_, err := config.Load(all.Builtins(), "", "", tc.sets)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -240,5 +246,45 @@ func TestReplayContinuousWithDynamicSampling(t *testing.T) {
 	}
 	if taken == 0 {
 		t.Fatal("no episode taken: the replay proves nothing")
+	}
+}
+
+// Under a heavy-tailed latency, bounded and admission order train every admitted group within
+// η versions (nothing stale or cancelled), finish order with stale: keep cancels nothing, and
+// each logs async/latency_bias; a bounded run and a kept-stale run replay.
+func TestContinuousOrdersUnderATail(t *testing.T) {
+	tail := `phases.rl.envs=[{name: calc, weight: 1, latency: {dist: lognormal, median: 2ms, p99_over_p50: 50}}]`
+	for _, tc := range []struct{ order, stale string }{{"bounded", ""}, {"admission", ""}, {"finish", "keep"}} {
+		t.Run(tc.order+tc.stale, func(t *testing.T) {
+			sets := append(slices.Clone(asyncSets), "phases.rl.steps=4", tail, "phases.rl.rl.async.order="+tc.order)
+			if tc.stale != "" {
+				sets = append(sets, "phases.rl.rl.async.stale="+tc.stale)
+			}
+			if tc.order != "admission" {
+				replayRun(t, 4, sets...)
+			}
+			c := tinyConfig(t, t.TempDir(), sets...)
+			run, err := NewRun(c, Options{Envs: all.Builtins()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := run.Train(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range metricLines(t, run.Dir) {
+				if m["phase"] != "rl" {
+					continue
+				}
+				if m["async/cancelled_stale"].(float64) != 0 {
+					t.Fatalf("step %v cancelled %v episodes", m["step"], m["async/cancelled_stale"])
+				}
+				if tc.stale == "" && (m["async/dropped_stale"].(float64) != 0 || m["shift/version_lag_max"].(float64) > 1) {
+					t.Fatalf("step %v: %v dropped stale, lag max %v (bound 1)", m["step"], m["async/dropped_stale"], m["shift/version_lag_max"])
+				}
+				if b, ok := m["async/latency_bias"].(float64); !ok || !(b > 0) {
+					t.Fatalf("step %v: async/latency_bias %v", m["step"], m["async/latency_bias"])
+				}
+			}
+		})
 	}
 }

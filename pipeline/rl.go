@@ -120,7 +120,13 @@ func (l *rlLoop) endStep(ctx context.Context, st *rlStep, step int) error {
 			return err
 		}
 	}
-	return r.afterStep(l.upd.Learner, l.pi, step)
+	if err := r.afterStep(l.upd.Learner, l.pi, step); err != nil {
+		return err
+	}
+	if r.opts.StopRL != nil && step+1 < p.Steps && r.opts.StopRL(p.Name, step+1, r.lastRL) {
+		return ErrStopped
+	}
+	return nil
 }
 
 // newRLUpdate makes the phase's RL update: estimator, loss, the frozen reference of a KL term or
@@ -361,6 +367,11 @@ func simulatedLatency(envs []config.EnvWeight) string {
 func (r *Run) logRL(st *rlStep, mon *monitor.Monitor, bar *progress) error {
 	m := st.fields()
 	warnings := mon.Check(st.learn, st.sample)
+	if a := st.async; a != nil && a.latencyBiasOK {
+		if w := mon.CheckLatencyBias(a.latencyBias); w != "" {
+			warnings = append(warnings, w)
+		}
+	}
 	if len(warnings) > 0 {
 		m["warnings"] = warnings
 	}
@@ -368,6 +379,7 @@ func (r *Run) logRL(st *rlStep, mon *monitor.Monitor, bar *progress) error {
 	if err := r.metrics.Write(m); err != nil {
 		return err
 	}
+	r.lastRL = m
 	for _, w := range warnings {
 		bar.warn(w)
 	}

@@ -47,7 +47,14 @@ type Options struct {
 	// NewConversation renders the RL episodes' chat (rollout.Runner.NewConversation); nil means
 	// the tokenizer's ChatML, which never splits an episode into samples.
 	NewConversation func() rollout.Conversation
+	// StopRL, when set, is called after each RL step but a phase's last, once its metrics line
+	// is written (line) and its checkpoint, if one is due, saved; true ends the run there: Train returns ErrStopped, and
+	// the run's directory holds what was done (a bench stops an arm at a budget this way).
+	StopRL func(phase string, step int, line map[string]any) bool
 }
+
+// ErrStopped is what Train returns when Options.StopRL ended the run.
+var ErrStopped = errors.New("pipeline: run stopped by Options.StopRL")
 
 // Run is one training run and its directory.
 type Run struct {
@@ -68,6 +75,8 @@ type Run struct {
 	resuming    bool         // opened by Resume
 	restored    bool         // a checkpoint was loaded
 	restoredOpt *optim.State // optimizer state of the phase in progress
+
+	lastRL map[string]any // the last RL step's metrics line (for Options.StopRL)
 
 	mcp *mcp.Toolbox // the MCP servers of Cfg.MCP, connected while Train runs
 	// rewards are the reward blocks' shapers and their judges, built at first use while Train runs.

@@ -105,6 +105,9 @@ func (s *rlStep) fields() map[string]any {
 			m["async/groups_in_flight"] = a.inFlight
 			m["async/groups_ready"] = a.ready
 			m["async/cancelled_stale"] = a.cancelled
+			if a.latencyBiasOK {
+				m["async/latency_bias"] = a.latencyBias
+			}
 		} else {
 			m["async/batches_ahead"] = a.ahead
 		}

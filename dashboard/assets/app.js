@@ -47,6 +47,7 @@ const PANELS = [
   ["Asynchronous", [
     { id: "queue", title: "queue depth (groups in flight and ready; overlap mode: batches sampled ahead)", keys: ["async/groups_in_flight", "async/groups_ready", "async/batches_ahead", "async/cancelled_stale"] },
     { id: "stale", title: "episodes dropped as stale, groups kept without them", keys: ["async/dropped_stale", "dist/dropped_stale", "async/partial_stale"] },
+    { id: "latbias", title: "latency bias: mean duration of the episodes sampled over those trained (1: none; above: slow tasks under-trained)", keys: ["async/latency_bias"], thr: "async/latency_bias", warn: true },
     { id: "dist", title: "workers, by cause: trajectories redelivered and duplicates dropped, tasks retried and swept, groups held, partial and timed out", keys: ["dist/redelivered", "dist/dropped_duplicate", "dist/tasks_retried", "dist/tasks_swept", "dist/held", "dist/partial_groups", "dist/groups_timed_out"] },
     { id: "waits", title: "waits (s)", keys: ["time/learner_wait_s", "time/generator_wait_s"] },
   ]],
@@ -138,6 +139,7 @@ function warnMatches(text, metric) {
   if (metric.startsWith("explore")) return text.startsWith("exploration");
   if (metric.startsWith("signal")) return text.startsWith("learning signal");
   if (metric.startsWith("shift")) return text.startsWith("distribution shift");
+  if (metric === "async/latency_bias") return text.startsWith("latency bias");
   return true;
 }
 

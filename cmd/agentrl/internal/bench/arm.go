@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -23,6 +24,12 @@ type rlArm struct {
 	sets                         []string
 	steps, every, tasks, samples int
 	terminal                     bool
+	// at, when set, picks the steps whose checkpoints are evaluated from the episodes trained up
+	// to each step (instead of every `every` steps up to `steps`).
+	at func(trained map[int]float64) []int
+	// stopAt, when above 0, stops the RL phase after the first step by which it has trained as
+	// many episodes (≈, as readArmMetrics counts them).
+	stopAt float64
 }
 
 // trainRLArm trains the preset's RL phase alone with sets (which name the supervised checkpoint
@@ -34,20 +41,35 @@ func trainRLArm(ctx context.Context, out io.Writer, a rlArm, sets []string, seed
 		return nil, err
 	}
 	cfg.Phases = cfg.Phases[1:] // RL only, from the supervised checkpoint
-	run, err := pipeline.NewRun(cfg, pipeline.Options{Out: out, Terminal: a.terminal, Envs: a.envs})
+	opts := pipeline.Options{Out: out, Terminal: a.terminal, Envs: a.envs}
+	if a.stopAt > 0 {
+		trained, g := 0.0, float64(cfg.Phases[0].RL.GroupSize)
+		opts.StopRL = func(_ string, _ int, m map[string]any) bool {
+			trained += metricNum(m, "signal/groups_kept")*g - metricNum(m, "async/dropped_stale")
+			return trained >= a.stopAt
+		}
+	}
+	run, err := pipeline.NewRun(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
-	sum, err := run.Train(ctx)
+	if _, err := run.Train(ctx); err != nil && !errors.Is(err, pipeline.ErrStopped) {
+		return nil, err
+	}
+	r, byStep, err := readArmMetrics(run.Dir, cfg.Phases[0].RL.GroupSize)
 	if err != nil {
 		return nil, err
 	}
-	r, byStep, err := readArmMetrics(sum.Dir, cfg.Phases[0].RL.GroupSize)
-	if err != nil {
-		return nil, err
+	steps := []int{}
+	if a.at != nil {
+		steps = a.at(r.trainedBy)
+	} else {
+		for s := a.every; s <= a.steps; s += a.every {
+			steps = append(steps, s)
+		}
 	}
-	for s := a.every; s <= a.steps; s += a.every {
-		p, err := evalCheckpoint(ctx, filepath.Join(sum.Dir, "checkpoints", fmt.Sprintf("rl-p0.s%06d", s)), seed, a)
+	for _, s := range steps {
+		p, err := evalCheckpoint(ctx, filepath.Join(run.Dir, "checkpoints", fmt.Sprintf("rl-p0.s%06d", s)), seed, a)
 		if err != nil {
 			return nil, err
 		}
@@ -75,7 +97,7 @@ func evalCheckpoint(ctx context.Context, dir string, seed uint64, a rlArm) (eval
 	if err != nil {
 		return evalPoint{}, err
 	}
-	p := evalPoint{pass1: *r.Pass1Sampled, greedy: r.Pass1Greedy, tokens: r.MeanResponseTokens, critical: r.MeanTurns}
+	p := evalPoint{pass1: *r.Pass1Sampled, se: standardError(r.Pass1PerTask), greedy: r.Pass1Greedy, tokens: r.MeanResponseTokens, critical: r.MeanTurns}
 	if r.Delegation != nil {
 		p.critical = r.Delegation.CriticalCalls
 	}
@@ -122,4 +144,16 @@ func supervisedCheckpoint(ctx context.Context, out io.Writer, s sftRun) (string,
 		return "", err
 	}
 	return filepath.Join(sum.Dir, "checkpoints", fmt.Sprintf("sft-p0.s%06d", cfg.Phases[0].Steps)), nil
+}
+
+// metricNum is a metrics line's number at key, as the line holds it before it is written
+// (an int or a float64; 0 when absent).
+func metricNum(m map[string]any, key string) float64 {
+	switch v := m[key].(type) {
+	case int:
+		return float64(v)
+	case float64:
+		return v
+	}
+	return 0
 }

@@ -31,7 +31,8 @@ type AsyncOptions struct {
 	Median   time.Duration // median step latency
 	Max      time.Duration // cap on one step's latency (0: none)
 	Seeds    string        // comma-separated RL seeds
-	Steps    int           // RL steps per arm
+	Steps    int           // RL steps per arm (sync's; async arms run on to sync's trained episodes)
+	Extra    float64       // share of Steps an async arm may run beyond them to reach sync's trained episodes
 	Every    int           // RL steps between held-out evaluations (checkpoints evaluated after the run)
 	Tasks    int           // held-out tasks per evaluation
 	Samples  int           // samples per task for the sampled pass@1
@@ -66,8 +67,14 @@ type asyncArm struct {
 	filtered   float64     // episodes in groups the filter dropped
 	failed     float64     // episodes whose environment failed
 	stepsTaken int
-	sampleWall float64      // wall seconds the steps spent sampling their batches (time/generate_env_s)
-	shift      shiftSummary // the behaviour-vs-learner gap of the trained steps
+	bias       float64         // async/latency_bias at the last step that logged it (0: none)
+	trainedBy  map[int]float64 // episodes trained up to each step
+	// equal is the evaluation at the first step whose trained episodes reach sync's final ones
+	// (same tail and seed; nil for sync, or when the arm never reached them); atSteps is the
+	// evaluation at Steps (the same number of steps as sync).
+	equal, atSteps *evalPoint
+	sampleWall     float64      // wall seconds the steps spent sampling their batches (time/generate_env_s)
+	shift          shiftSummary // the behaviour-vs-learner gap of the trained steps
 }
 
 // shiftSummary is the behaviour-vs-learner gap over the trained steps of a run, from the shift/…
@@ -107,6 +114,7 @@ type evalPoint struct {
 	wall    float64 // RL seconds to reach the step
 	trained float64 // episodes trained on by then
 	pass1   float64 // sampled
+	se      float64 // the sampled pass@1's standard error over the held-out tasks
 	greedy  float64
 	tokens  float64 // the policy's tokens per greedy episode
 	// critical is the model calls on a greedy episode's longest chain, sub-episodes included
@@ -126,8 +134,8 @@ type stepPoint struct {
 // held-out tasks after the arm has run, so evaluation takes no time from either side, and wall
 // time counts RL steps only.
 func Async(ctx context.Context, w io.Writer, o AsyncOptions) error {
-	if o.Steps < 1 || o.Every < 1 || o.Every > o.Steps {
-		return fmt.Errorf("bench async: need steps >= 1 and 1 <= every <= steps")
+	if o.Steps < 1 || o.Every < 1 || o.Every > o.Steps || !(o.Extra >= 0 && o.Extra <= 10) {
+		return fmt.Errorf("bench async: need steps >= 1, 1 <= every <= steps and extra in [0, 10]")
 	}
 	arms, tails, seeds := splitList(o.Arms), splitList(o.Tails), splitList(o.Seeds)
 	for _, a := range arms {
@@ -150,7 +158,7 @@ func Async(ctx context.Context, w io.Writer, o AsyncOptions) error {
 	if o.Quiet {
 		out = nil
 	}
-	fmt.Fprintf(w, "bench async: calc, RL %d steps per arm from a supervised checkpoint, evaluated every %d steps on %d held-out tasks × %d samples; env step latency SIMULATED (%s, median %v, p99/p50 %s)\n",
+	fmt.Fprintf(w, "bench async: calc, RL %d steps of sync (asynchronous arms run to sync's trained episodes) from a supervised checkpoint, evaluated every %d steps on %d held-out tasks × %d samples; env step latency SIMULATED (%s, median %v, p99/p50 %s)\n",
 		o.Steps, o.Every, o.Tasks, o.Samples, o.Dist, o.Median, o.Tails)
 	fmt.Fprintf(w, "shrunk from the calc preset: RL %d steps per arm (the preset trains 100), held-out evaluations of %d tasks (the preset: 200), one supervised checkpoint shared by every arm and seed; every arm runs in this process on the same cores, with the same loss, filters and engine\n", o.Steps, o.Tasks)
 	init := o.Init
@@ -172,15 +180,22 @@ func Async(ctx context.Context, w io.Writer, o AsyncOptions) error {
 		if err != nil {
 			return err
 		}
+		fmt.Fprintf(w, "seed %d: supervised checkpoint held-out pass@1 %.1f%% (standard error %.2f points over %d tasks)\n", seed, 100*base.pass1, 100*base.se, o.Tasks)
 		for _, tail := range tailVals {
-			for _, arm := range arms {
-				a, err := runAsyncArm(ctx, out, o, init, arm, tail, seed)
+			var sync *asyncArm // the tail and seed's sync arm, run first
+			for _, arm := range syncFirst(arms) {
+				a, err := runAsyncArm(ctx, out, o, init, arm, tail, seed, sync)
 				if err != nil {
 					return fmt.Errorf("arm %s tail %g seed %d: %w", arm, tail, seed, err)
 				}
-				a.points = append([]evalPoint{{pass1: base.pass1, greedy: base.greedy}}, a.points...)
+				a.points = append([]evalPoint{{pass1: base.pass1, se: base.se, greedy: base.greedy}}, a.points...)
+				if arm == "sync" {
+					sync = a
+				}
 				results = append(results, a)
-				fmt.Fprintf(w, "done: arm %s tail %g seed %d: RL wall %.1fs, held-out pass@1 %.1f%% -> %.1f%%\n", arm, tail, seed, a.wall, 100*a.points[0].pass1, 100*a.points[len(a.points)-1].pass1)
+				fin := a.points[len(a.points)-1]
+				fmt.Fprintf(w, "done: arm %s tail %g seed %d: %d steps, RL wall %.1fs, %.0f episodes trained, held-out pass@1 %.1f%% -> %.1f%% (SE %.2f points)\n",
+					arm, tail, seed, a.stepsTaken, a.wall, a.trained, 100*a.points[0].pass1, 100*fin.pass1, 100*fin.se)
 			}
 		}
 	}
@@ -206,15 +221,32 @@ func armSets(o AsyncOptions, init, arm string, tail float64, seed uint64) []stri
 		"runs_dir=" + o.RunsDir, fmt.Sprintf("name=bench-async-%s-tail%g-seed%d", arm, tail, seed), fmt.Sprintf("seed=%d", seed), "init=" + init,
 		fmt.Sprintf("phases.rl.steps=%d", o.Steps), "phases.rl.envs=[{name: calc, weight: 1, latency: " + lat + "}]",
 		"phases.rl.rl.loss.correction.level=token", "phases.rl.rl.loss.correction.cap=2",
-		fmt.Sprintf("checkpoint.every=%d", o.Every), "checkpoint.keep=100000", "eval.tasks=8", "eval.samples=1", "eval.every=0",
+		"checkpoint.every=1", "checkpoint.keep=100000", "eval.tasks=8", "eval.samples=1", "eval.every=0",
 	}
 	as, _ := armAsyncSets(arm) // Async checked every arm
 	return append(append(sets, as...), o.Set...)
 }
 
+// armOptions are the options an asynchronous arm may add to its η, "N-opt-opt…": the settings
+// each sets and how the tables name it.
+var armOptions = []struct {
+	opt, name string
+	sets      []string
+}{
+	{"nopartial", "no partial rollouts", []string{"phases.rl.rl.async.partial_rollouts=false"}},
+	{"bounded", "bounded order", []string{"phases.rl.rl.async.order=bounded"}},
+	{"admission", "admission order", []string{"phases.rl.rl.async.order=admission"}},
+	{"keep", "stale kept", []string{"phases.rl.rl.async.stale=keep"}},
+	// The importance correction: every arm's default is a token-level weight capped at 2.
+	{"mask", "IS mask [0.5, 2]", []string{"phases.rl.rl.loss.correction.cap=0", "phases.rl.rl.loss.correction.mask_low=0.5", "phases.rl.rl.loss.correction.mask_high=2"}},
+	{"nocap", "IS uncapped", []string{"phases.rl.rl.loss.correction.cap=0"}},
+	{"none", "no IS correction", []string{"phases.rl.rl.loss.correction.cap=0", "phases.rl.rl.loss.correction.level=", "phases.rl.rl.async.allow_uncorrected=true"}},
+}
+
 // armAsyncSets are the async overrides an arm names: "sync"; "overlap" (each step's batch sampled
 // while the learner trains the step before: overlap mode, η = 1); "N" (continuous admission,
-// η = N); "N-nopartial" (the same, weights switching only between completions).
+// η = N, finish order); "N-opt…", the same with options of armOptions (e.g. "2-bounded",
+// "4-keep", "2-none"). Config validation refuses combinations that do nothing.
 func armAsyncSets(arm string) ([]string, error) {
 	if arm == "sync" {
 		return nil, nil
@@ -222,38 +254,121 @@ func armAsyncSets(arm string) ([]string, error) {
 	if arm == "overlap" {
 		return []string{"phases.rl.rl.async.max_staleness=1", "phases.rl.rl.async.mode=overlap"}, nil
 	}
-	eta, nopartial := strings.CutSuffix(arm, "-nopartial")
-	if n, err := strconv.Atoi(eta); err != nil || n < 1 {
-		return nil, fmt.Errorf("bench async: arm %q is none of sync, overlap, N or N-nopartial (N a max_staleness)", arm)
+	parts := strings.Split(arm, "-")
+	if n, err := strconv.Atoi(parts[0]); err != nil || n < 1 {
+		return nil, fmt.Errorf("bench async: arm %q is none of sync, overlap, N or N-option… (N a max_staleness)", arm)
 	}
-	sets := []string{"phases.rl.rl.async.max_staleness=" + eta, "phases.rl.rl.async.mode=continuous"}
-	if nopartial {
-		sets = append(sets, "phases.rl.rl.async.partial_rollouts=false")
+	sets := []string{"phases.rl.rl.async.max_staleness=" + parts[0], "phases.rl.rl.async.mode=continuous"}
+	seen := map[string]bool{}
+	for _, opt := range parts[1:] {
+		i := slices.IndexFunc(armOptions, func(o struct {
+			opt, name string
+			sets      []string
+		}) bool {
+			return o.opt == opt
+		})
+		if i < 0 || seen[opt] {
+			return nil, fmt.Errorf("bench async: arm %q: option %q is not one of nopartial, bounded, admission, keep, mask, nocap, none (each once)", arm, opt)
+		}
+		seen[opt] = true
+		sets = append(sets, armOptions[i].sets...)
 	}
 	return sets, nil
 }
 
 // asyncArmName is how the tables name an arm.
 func asyncArmName(arm string) string {
-	switch {
-	case arm == "sync":
+	switch arm {
+	case "sync":
 		return "sync"
-	case arm == "overlap":
+	case "overlap":
 		return "one-step overlap"
-	case strings.HasSuffix(arm, "-nopartial"):
-		return "async η=" + strings.TrimSuffix(arm, "-nopartial") + ", no partial rollouts"
 	}
-	return "async η=" + arm
+	parts := strings.Split(arm, "-")
+	name := "async η=" + parts[0]
+	for _, opt := range parts[1:] {
+		for _, o := range armOptions {
+			if o.opt == opt {
+				name += ", " + o.name
+			}
+		}
+	}
+	return name
 }
 
-// runAsyncArm runs one arm's RL phase, reads its metrics and evaluates its checkpoints.
-func runAsyncArm(ctx context.Context, out io.Writer, o AsyncOptions, init, arm string, tail float64, seed uint64) (*asyncArm, error) {
-	a, err := trainRLArm(ctx, out, o.rlArm(), armSets(o, init, arm, tail, seed), seed)
+// syncFirst is arms with sync, when present, moved first: the other arms of a tail and seed run
+// to its trained episodes.
+func syncFirst(arms []string) []string {
+	out := slices.Clone(arms)
+	if i := slices.Index(out, "sync"); i > 0 {
+		out = slices.Insert(slices.Delete(out, i, i+1), 0, "sync")
+	}
+	return out
+}
+
+// runAsyncArm runs one arm's RL phase, reads its metrics and evaluates its checkpoints. Sync
+// (and any arm when sync is nil) runs Steps steps, evaluated every Every. An asynchronous arm
+// with sync's run beside it runs until it has trained as many episodes as sync did, at most
+// Steps·(1 + Extra) steps, and is evaluated where its trained episodes first reach those sync
+// had trained at each of its evaluations (so the curves compare at equal trained episodes; the
+// last is a.equal) and at Steps when it ran that far (a.atSteps).
+func runAsyncArm(ctx context.Context, out io.Writer, o AsyncOptions, init, arm string, tail float64, seed uint64, sync *asyncArm) (*asyncArm, error) {
+	ra, steps := o.rlArm(), o.Steps
+	var marks []float64 // sync's trained episodes at its evaluations
+	if sync != nil && arm != "sync" {
+		steps = o.Steps + int(math.Ceil(o.Extra*float64(o.Steps)))
+		for _, p := range sync.points[1:] {
+			marks = append(marks, p.trained)
+		}
+		ra.steps = steps
+		ra.at = func(trained map[int]float64) []int { return equalSteps(trained, marks, o.Steps) }
+		ra.stopAt = marks[len(marks)-1]
+	}
+	sets := armSets(o, init, arm, tail, seed)
+	sets = append(sets[:len(sets):len(sets)], fmt.Sprintf("phases.rl.steps=%d", steps))
+	a, err := trainRLArm(ctx, out, ra, sets, seed)
 	if err != nil {
 		return nil, err
 	}
 	a.arm, a.tail, a.seed = arm, tail, seed
+	for i := range a.points {
+		p := &a.points[i]
+		if p.step == o.Steps {
+			a.atSteps = p
+		}
+	}
+	if marks != nil {
+		a.equal = atSyncEpisodes(a.points, marks[len(marks)-1])
+	}
+	if sync == nil || arm == "sync" {
+		a.equal = &a.points[len(a.points)-1]
+	}
 	return a, nil
+}
+
+// equalSteps are the steps to evaluate an asynchronous arm at: for each of sync's marks (episodes
+// trained at its evaluations), the first step whose trained episodes reach it (for the last mark,
+// the step before it too, to interpolate between them), and the step `steps` (sync's), ascending
+// and each once. A mark never reached adds nothing.
+func equalSteps(trained map[int]float64, marks []float64, steps int) []int {
+	var out []int
+	ordered := slices.Sorted(maps.Keys(trained))
+	for i, m := range marks {
+		for j, s := range ordered {
+			if trained[s] >= m {
+				out = append(out, s)
+				if i == len(marks)-1 && j > 0 {
+					out = append(out, ordered[j-1])
+				}
+				break
+			}
+		}
+	}
+	if _, ok := trained[steps]; ok {
+		out = append(out, steps)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // readArmMetrics sums an RL run's metrics.jsonl, and gives per step the wall seconds and
@@ -264,7 +379,7 @@ func readArmMetrics(dir string, groupSize int) (*asyncArm, map[int][2]float64, e
 		return nil, nil, err
 	}
 	defer f.Close()
-	a := &asyncArm{lagHist: map[int]int{}}
+	a := &asyncArm{lagHist: map[int]int{}, trainedBy: map[int]float64{}}
 	byStep := map[int][2]float64{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -308,6 +423,10 @@ func readArmMetrics(dir string, groupSize int) (*asyncArm, map[int][2]float64, e
 		a.failed += num("episodes/failed")
 		a.filtered += max(num("episodes/sampled")-stale-num("signal/groups_kept")*float64(groupSize), 0)
 		byStep[int(num("step"))] = [2]float64{a.wall, a.trained}
+		a.trainedBy[int(num("step"))] = a.trained
+		if b, ok := m["async/latency_bias"].(float64); ok {
+			a.bias = b
+		}
 		if _, ok := m["signal/effective_batch"]; ok {
 			a.trainedAt = append(a.trainedAt, stepPoint{step: int(num("step")), entropy: num("explore/entropy"), gradNorm: num("signal/grad_norm")})
 		}
@@ -365,11 +484,15 @@ func printAsync(w io.Writer, o AsyncOptions, rs []*asyncArm) {
 	fmt.Fprintf(w, "\nheld-out sampled pass@1 target %.0f%%; wall = RL steps only (evaluation excluded); step latency SIMULATED\n", 100*o.Target)
 	// Sample efficiency is compared at the fewest episodes any arm trained on.
 	equal := math.Inf(1)
+	maxSE := 0.0
 	for _, a := range rs {
 		equal = min(equal, a.points[len(a.points)-1].trained)
+		for _, p := range a.points {
+			maxSE = max(maxSE, p.se)
+		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "tail p99/p50\tseed\tarm\ttime to target\tspeedup\tpass@1 at %.0f trained eps\tpass@1 start -> end\tRL wall\tepisodes/s\tlearner idle\tgenerator idle\tlag mean / max\tlag-max histogram\tdropped: stale / cancelled / filter / failed\n", equal)
+	fmt.Fprintf(tw, "tail p99/p50\tseed\tarm\tsteps\ttime to target\tspeedup\tpass@1 at %.0f trained eps\tpass@1 at sync's episodes\tpass@1 start -> end\tRL wall\tepisodes/s\tlearner idle\tgenerator idle\tlag mean / max\tlag-max histogram\tdropped: stale / cancelled / filter / failed\tlatency bias\n", equal)
 	syncTime := map[string]float64{}
 	for _, a := range rs {
 		if t, ok := timeToTarget(a.points, o.Target); ok && a.arm == "sync" {
@@ -388,83 +511,159 @@ func printAsync(w io.Writer, o AsyncOptions, rs []*asyncArm) {
 		for _, k := range slices.Sorted(maps.Keys(a.lagHist)) {
 			hist = append(hist, fmt.Sprintf("%d:%d", k, a.lagHist[k]))
 		}
-		name := asyncArmName(a.arm)
-		fmt.Fprintf(tw, "%g\t%d\t%s\t%s\t%s\t%.1f%%\t%.1f%% -> %.1f%%\t%.1fs\t%.2f\t%.0f%%\t%.0f%%\t%.2f / %.0f\t%s\t%.0f / %.0f / %.0f / %.0f\n",
-			a.tail, a.seed, name, ttt, speed, 100*pass1At(a.points, equal), 100*a.points[0].pass1, 100*a.points[len(a.points)-1].pass1,
+		eq, bias := "not reached", "-"
+		if a.equal != nil {
+			eq = fmt.Sprintf("%.1f%% (step %d)", 100*a.equal.pass1, a.equal.step)
+		}
+		if a.bias > 0 {
+			bias = fmt.Sprintf("%.2f", a.bias)
+		}
+		fmt.Fprintf(tw, "%g\t%d\t%s\t%d\t%s\t%s\t%.1f%%\t%s\t%.1f%% -> %.1f%%\t%.1fs\t%.2f\t%.0f%%\t%.0f%%\t%.2f / %.0f\t%s\t%.0f / %.0f / %.0f / %.0f\t%s\n",
+			a.tail, a.seed, asyncArmName(a.arm), a.stepsTaken, ttt, speed, 100*pass1At(a.points, equal), eq, 100*a.points[0].pass1, 100*a.points[len(a.points)-1].pass1,
 			a.wall, a.episodes/a.wall, 100*a.learnWait/a.wall, 100*a.genWait/a.wall, a.lagMean, a.lagMax, strings.Join(hist, " "),
-			a.stale, a.cancelled, a.filtered, a.failed)
+			a.stale, a.cancelled, a.filtered, a.failed, bias)
 	}
 	tw.Flush()
-	printAsyncSeeds(w, o, rs, syncTime)
-	fmt.Fprintf(w, "\nheld-out sampled pass@1 (greedy) at each evaluation, with RL wall seconds and ≈ episodes trained:\n")
+	fmt.Fprintf(w, "one held-out evaluation's standard error (over its %d tasks): at most %.2f points", o.Tasks, 100*maxSE)
+	if maxSE > 0.01 {
+		fmt.Fprintf(w, " — above 1 point: raise --tasks")
+	}
+	fmt.Fprintln(w)
+	printAsyncPaired(w, o, rs)
+	fmt.Fprintf(w, "\nheld-out sampled pass@1 ± standard error (greedy) at each evaluation, with RL wall seconds and ≈ episodes trained:\n")
 	for _, a := range rs {
 		var cells []string
 		for _, p := range a.points {
-			cells = append(cells, fmt.Sprintf("s%d %.1f%% (%.1f%%) %.0fs %.0f", p.step, 100*p.pass1, 100*p.greedy, p.wall, p.trained))
+			cells = append(cells, fmt.Sprintf("s%d %.1f±%.1f%% (%.1f%%) %.0fs %.0f", p.step, 100*p.pass1, 100*p.se, 100*p.greedy, p.wall, p.trained))
 		}
 		fmt.Fprintf(w, "  tail %g seed %d %s: %s\n", a.tail, a.seed, asyncArmName(a.arm), strings.Join(cells, " | "))
 	}
 }
 
-// printAsyncSeeds summarizes, for every tail and arm run with two or more seeds, the mean and 95%
-// interval over seeds of the time to target, the speedup over sync (each seed against the sync
-// arm of the same seed) and the final held-out pass@1 and its difference from sync's.
-func printAsyncSeeds(w io.Writer, o AsyncOptions, rs []*asyncArm, syncTime map[string]float64) {
-	type key struct {
-		tail float64
-		arm  string
-	}
-	var order []key
-	by := map[key][]*asyncArm{}
-	syncFinal := map[string]float64{}
+// asyncPaired is one tail and asynchronous arm against sync over the seeds both ran: per seed,
+// the arm's held-out pass@1 at sync's trained episodes and at sync's steps minus sync's final,
+// and the speedup to target.
+type asyncPaired struct {
+	tail                float64
+	arm                 string
+	seeds               int
+	equal, steps, speed []float64 // per seed that has the value
+	notReached          int       // seeds whose arm never trained sync's episodes
+	bias, stale, cancel []float64
+	stepsToEqual        []float64
+}
+
+// pairAsync pairs each asynchronous arm with sync at the same tail and seed.
+func pairAsync(o AsyncOptions, rs []*asyncArm) []*asyncPaired {
+	syncs := map[string]*asyncArm{}
 	for _, a := range rs {
-		k := key{a.tail, a.arm}
-		if _, ok := by[k]; !ok {
-			order = append(order, k)
-		}
-		by[k] = append(by[k], a)
 		if a.arm == "sync" {
-			syncFinal[fmt.Sprint(a.tail, a.seed)] = a.points[len(a.points)-1].pass1
+			syncs[fmt.Sprint(a.tail, a.seed)] = a
 		}
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	header := false
-	for _, k := range order {
-		as := by[k]
-		if len(as) < 2 {
+	var out []*asyncPaired
+	by := map[string]*asyncPaired{}
+	for _, a := range rs {
+		s, ok := syncs[fmt.Sprint(a.tail, a.seed)]
+		if a.arm == "sync" || !ok {
 			continue
 		}
-		if !header {
-			fmt.Fprintf(w, "\nover seeds (mean ± 95%% interval, Student t):\n")
-			fmt.Fprintf(tw, "tail p99/p50\tarm\tseeds\ttime to target\tspeedup over sync\tfinal pass@1\tfinal pass@1 − sync's\n")
-			header = true
+		k := fmt.Sprint(a.tail, a.arm)
+		p := by[k]
+		if p == nil {
+			p = &asyncPaired{tail: a.tail, arm: a.arm}
+			by[k] = p
+			out = append(out, p)
 		}
-		var ttt, speed, final, diff []float64
-		missed := 0
-		for _, a := range as {
-			fin := a.points[len(a.points)-1].pass1
-			final = append(final, 100*fin)
-			if s, ok := syncFinal[fmt.Sprint(a.tail, a.seed)]; ok {
-				diff = append(diff, 100*(fin-s))
+		p.seeds++
+		final := s.points[len(s.points)-1].pass1
+		if a.equal != nil {
+			p.equal = append(p.equal, 100*(a.equal.pass1-final))
+			p.stepsToEqual = append(p.stepsToEqual, float64(a.equal.step))
+		} else {
+			p.notReached++
+		}
+		if a.atSteps != nil {
+			p.steps = append(p.steps, 100*(a.atSteps.pass1-final))
+		}
+		ta, ok1 := timeToTarget(a.points, o.Target)
+		ts, ok2 := timeToTarget(s.points, o.Target)
+		if ok1 && ok2 && ta > 0 {
+			p.speed = append(p.speed, ts/ta)
+		}
+		p.bias = append(p.bias, a.bias)
+		p.stale, p.cancel = append(p.stale, a.stale), append(p.cancel, a.cancelled)
+	}
+	return out
+}
+
+// printAsyncPaired prints, per tail: sync's final pass@1 over seeds, then each asynchronous
+// arm's paired differences to it (mean ± 95% Student-t interval over seeds, and each seed's).
+func printAsyncPaired(w io.Writer, o AsyncOptions, rs []*asyncArm) {
+	ps := pairAsync(o, rs)
+	if len(ps) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\npaired against sync at the same tail and seed (async − sync, points of held-out pass@1; mean ± 95%% interval, Student t over seeds):\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "tail p99/p50\tarm\tseeds\tat sync's trained episodes\tper seed\tat sync's steps\tspeedup to target\tsteps to sync's episodes\tlatency bias\tstale / cancelled per run\n")
+	for _, tail := range uniqueTails(rs) {
+		var final []float64
+		for _, a := range rs {
+			if a.arm == "sync" && a.tail == tail {
+				final = append(final, 100*a.points[len(a.points)-1].pass1)
 			}
-			t, ok := timeToTarget(a.points, o.Target)
-			if !ok {
-				missed++
+		}
+		if len(final) > 0 {
+			fmt.Fprintf(tw, "%g\tsync\t%d\tfinal pass@1 %s%%\t%s\t\t\t%d\t\t\n", tail, len(final), meanInterval(final, "%.1f"), joinf(final, "%.1f"), o.Steps)
+		}
+		for _, p := range ps {
+			if p.tail != tail {
 				continue
 			}
-			ttt = append(ttt, t)
-			if s, ok := syncTime[fmt.Sprint(a.tail, a.seed)]; ok && t > 0 {
-				speed = append(speed, s/t)
+			eq := meanInterval(p.equal, "%+.1f")
+			if p.notReached > 0 {
+				eq += fmt.Sprintf(" (%d never reached)", p.notReached)
 			}
+			fmt.Fprintf(tw, "%g\t%s\t%d\t%s\t%s\t%s\t%s×\t%s\t%s\t%s / %s\n", tail, asyncArmName(p.arm), p.seeds, eq, joinf(p.equal, "%+.1f"),
+				meanInterval(p.steps, "%+.1f"), meanInterval(p.speed, "%.2f"), meanInterval(p.stepsToEqual, "%.1f"), meanInterval(p.bias, "%.2f"),
+				meanInterval(p.stale, "%.0f"), meanInterval(p.cancel, "%.0f"))
 		}
-		miss := ""
-		if missed > 0 {
-			miss = fmt.Sprintf(" (%d did not reach it)", missed)
-		}
-		fmt.Fprintf(tw, "%g\t%s\t%d\t%s s%s\t%s×\t%s%%\t%s points\n", k.tail, asyncArmName(k.arm), len(as),
-			meanInterval(ttt, "%.0f"), miss, meanInterval(speed, "%.2f"), meanInterval(final, "%.1f"), meanInterval(diff, "%+.1f"))
 	}
 	tw.Flush()
+}
+
+// atSyncEpisodes is an arm's evaluation at mark trained episodes: at the first evaluated step that
+// reached them, its held-out pass@1 interpolated linearly between it and the evaluation before
+// (the step before, which equalSteps evaluates too), since that step may overshoot the mark by
+// most of a step's episodes; nil when no evaluation reached the mark.
+func atSyncEpisodes(ps []evalPoint, mark float64) *evalPoint {
+	for _, p := range ps {
+		if p.trained >= mark {
+			return &evalPoint{step: p.step, trained: mark, pass1: pass1At(ps, mark), se: p.se, wall: p.wall}
+		}
+	}
+	return nil
+}
+
+// uniqueTails are the tails of rs in the order they first appear.
+func uniqueTails(rs []*asyncArm) []float64 {
+	var out []float64
+	for _, a := range rs {
+		if !slices.Contains(out, a.tail) {
+			out = append(out, a.tail)
+		}
+	}
+	return out
+}
+
+// joinf formats each of xs and joins them with commas.
+func joinf(xs []float64, format string) string {
+	var parts []string
+	for _, x := range xs {
+		parts = append(parts, fmt.Sprintf(format, x))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // meanInterval formats the mean of xs and the half-width of its 95% Student-t interval ("-" for

@@ -24,3 +24,13 @@ func ci95(v []float64) (mean, half float64) {
 	}
 	return mean, tQuantile975(len(v)-1) * sd / math.Sqrt(float64(len(v)))
 }
+
+// standardError is the standard error of the mean of v (0 for fewer than two values): of a
+// held-out pass@1, from its tasks' own pass@1.
+func standardError(v []float64) float64 {
+	_, sd, ok := meanStd(v)
+	if !ok || len(v) < 2 {
+		return 0
+	}
+	return sd / math.Sqrt(float64(len(v)))
+}
