@@ -147,6 +147,59 @@ def attach_adapter(model, adapter_dir):
     return cfg, named
 
 
+# Tensors are updated in groups of at most this many elements (unless one tensor alone is
+# larger): each group's multi-tensor kernels hold two temporaries the size of the group.
+FOREACH_GROUP = 1 << 26
+
+
+def _groups(sizes, limit=None):
+    """Consecutive index ranges of sizes, each summing to at most limit (FOREACH_GROUP) or
+    holding one item."""
+    limit = FOREACH_GROUP if limit is None else limit
+    out, start, total = [], 0, 0
+    for i, n in enumerate(sizes):
+        if i > start and total + n > limit:
+            out.append(range(start, i))
+            start, total = i, 0
+        total += n
+    if start < len(sizes):
+        out.append(range(start, len(sizes)))
+    return out
+
+
+def adamw_update(params, grads, ms, vs, decayed, lr, wd, beta1, beta2, eps, step, inv_bc2):
+    """AdamW on lists of float32 tensors, in place, with multi-tensor kernels: per element, the
+    float32 operations of ``model/kernels/adamw.go`` in its order, each rounded once:
+    ``m = m*b1 + g*(1-b1); v = v*b2 + (g*(1-b2))*g; p = p*decay - (m*step) / (sqrt(v*inv_bc2) + eps)``
+    with decay ``1 - lr*wd`` where decayed[i] (2-D tensors) and none elsewhere. No fused
+    multiply-add (alpha=, addcmul, addcdiv) is used, so every product is rounded as the Go
+    kernel rounds it. grads are consumed (overwritten)."""
+    omb1, omb2 = f32(1 - beta1), f32(1 - beta2)
+    decay = f32(1 - f32(lr * wd))
+    for r in _groups([p.numel() for p in params]):
+        P, G, M, V = [params[i] for i in r], [grads[i] for i in r], [ms[i] for i in r], [vs[i] for i in r]
+        t = torch._foreach_mul(G, omb2)
+        torch._foreach_mul_(t, G)
+        torch._foreach_mul_(V, beta2)
+        torch._foreach_add_(V, t)
+        del t
+        torch._foreach_mul_(G, omb1)
+        torch._foreach_mul_(M, beta1)
+        torch._foreach_add_(M, G)
+        upd = torch._foreach_mul(M, step)
+        den = torch._foreach_mul(V, inv_bc2)
+        torch._foreach_sqrt_(den)
+        torch._foreach_add_(den, eps)
+        torch._foreach_div_(upd, den)
+        del den
+        if decay != 1.0:
+            D = [p for p, d in zip(P, (decayed[i] for i in r)) if d]
+            if D:
+                torch._foreach_mul_(D, decay)
+        upd = [u if u.dtype == p.dtype else u.to(p.dtype) for u, p in zip(upd, P)]
+        torch._foreach_sub_(P, upd)
+
+
 class Learner:
     def __init__(self, model_dir, device="cpu", bf16=False, max_tokens=16384, reference_dir=None,
                  beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.0, value_head=False, adapter_dir=None,
@@ -402,33 +455,23 @@ class Learner:
         if not math.isfinite(norm):
             self.zero_grad()
             raise NonFinite(norm)
-        if clip > 0 and norm > clip:
-            scale = f32(clip / f32(norm + f32(1e-6)))
-            for g in grads.values():
-                g.mul_(scale)
+        if clip > 0 and norm > clip and grads:
+            torch._foreach_mul_(list(grads.values()), f32(clip / f32(norm + f32(1e-6))))
         self.steps += 1
         bc1 = f32(1 - self.beta1 ** self.steps)
         bc2 = f32(1 - self.beta2 ** self.steps)
-        step = f32(lr / bc1)
-        inv_bc2 = f32(1 / bc2)
-        b1, omb1 = self.beta1, f32(1 - self.beta1)
-        b2, omb2 = self.beta2, f32(1 - self.beta2)
+        names = list(named)
         with torch.no_grad():
-            for n, p in named.items():
-                g, m, v = grads[n], self.m[n], self.v[n]
-                m.mul_(b1).add_(g * omb1)
-                v.mul_(b2).add_((g * omb2) * g)
-                decay = f32(1 - f32(lr * self.wd)) if p.dim() == 2 else 1.0
-                upd = (m * step) / (torch.sqrt(v * inv_bc2) + self.eps)
-                pl = dist.local(p)
-                pl.mul_(decay).sub_(upd.to(pl.dtype))
+            adamw_update([dist.local(named[n]) for n in names], [grads[n] for n in names],
+                         [self.m[n] for n in names], [self.v[n] for n in names],
+                         [named[n].dim() == 2 for n in names], lr=lr, wd=self.wd, beta1=self.beta1,
+                         beta2=self.beta2, eps=self.eps, step=f32(lr / bc1), inv_bc2=f32(1 / bc2))
         self.zero_grad()
-        finite = torch.stack([torch.isfinite(dist.local(p)).all() for p in named.values()]) if named else None
-        for n, p in named.items():
-            if finite is not None and bool(finite.all()):
-                break
-            if not bool(torch.isfinite(dist.local(p)).all()):
-                raise BrokenWeights(f"the update made tensor {n!r} non-finite at learning rate {lr} (gradient norm {norm})")
+        if named:  # one synchronization for all the tensors
+            finite = torch.stack([torch.isfinite(dist.local(p)).all() for p in named.values()]).tolist()
+            for n, ok in zip(named, finite):
+                if not ok:
+                    raise BrokenWeights(f"the update made tensor {n!r} non-finite at learning rate {lr} (gradient norm {norm})")
         return norm, lr
 
     # ----- files -------------------------------------------------------------------------
