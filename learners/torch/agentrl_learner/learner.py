@@ -318,23 +318,43 @@ class Learner:
             groups.append(cur)
         return groups
 
-    def _run(self, model, req, idx, values, entropies=True):
-        """Logprobs, entropies (and values) [B, L] of sequences idx, positions predicting
-        tokens 1..n-1, with a mask of the positions asked."""
-        lens = [req.offsets[i + 1] - req.offsets[i] for i in idx]
-        L = max(max(lens) - 1, 1)
-        B = len(idx)
-        inp = torch.zeros(B, L, dtype=torch.int64)
-        tgt = torch.zeros(B, L, dtype=torch.int64)
-        want = torch.zeros(B, L, dtype=torch.bool)
-        for r, i in enumerate(idx):
-            lo, hi = req.offsets[i], req.offsets[i + 1]
-            n = hi - lo
-            if n >= 2:
-                inp[r, : n - 1] = req.tokens[lo : hi - 1]
-                tgt[r, : n - 1] = req.tokens[lo + 1 : hi]
-                want[r, : n - 1] = req.mask[lo + 1 : hi]
-        inp, tgt, want = inp.to(self.device), tgt.to(self.device), want.to(self.device)
+    def _to_device(self, t):
+        """t on the learner's device; a CUDA copy is made from pinned memory without waiting
+        for it (the caching host allocator keeps the pinned block until the copy is done)."""
+        if self.device.type == "cuda":
+            return t.pin_memory().to(self.device, non_blocking=True)
+        return t.to(self.device)
+
+    def _upload(self, req, coefs=()):
+        """The request's tokens, mask and coefficients on the device, each with one more entry
+        (0, False, 0) that padding positions index: one copy per array and request, not per
+        micro-batch."""
+        n = len(req.tokens)
+        dev = {"tokens": self._to_device(torch.cat([req.tokens, torch.zeros(1, dtype=torch.int64)])),
+               "mask": self._to_device(torch.cat([req.mask, torch.zeros(1, dtype=torch.bool)]))}
+        for name in coefs:
+            dev[name] = self._to_device(torch.cat([req.coef[name], torch.zeros(1)]))
+        dev["n"] = n
+        return dev
+
+    def _positions(self, req, idx, dev):
+        """[B, L] on the device: the index of the token each position of micro-batch idx
+        predicts (lo+1+j of sequence i), or the padding entry n."""
+        offs = req.offsets
+        lo = torch.tensor([offs[i] for i in idx], dtype=torch.int64)
+        cnt = torch.tensor([offs[i + 1] - offs[i] - 1 for i in idx], dtype=torch.int64)
+        L = max(int(cnt.max()), 1)
+        j = torch.arange(L, dtype=torch.int64)
+        pos = torch.where(j[None, :] < cnt[:, None], lo[:, None] + 1 + j[None, :], torch.tensor(dev["n"]))
+        return self._to_device(pos)
+
+    def _run(self, model, dev, pos, values, entropies=True):
+        """Logprobs, entropies (and values) [B, L] of the sequences at positions pos (from
+        _positions), predicting tokens 1..n-1, with a mask of the positions asked."""
+        n = dev["n"]
+        inp = dev["tokens"][torch.where(pos < n, pos - 1, pos)]
+        tgt = dev["tokens"][pos]
+        want = dev["mask"][pos]
         ctx = torch.autocast(device_type="cuda", dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
         with ctx:
             h = self._hidden(model, inp)
@@ -375,13 +395,12 @@ class Learner:
             return h @ model.model.embed_tokens.weight.t()
         return model.lm_head(h)
 
-    def _scatter(self, req, idx, x, want, dst):
-        """Per-position x [B, L] back to per-token dst [N] (0 where not wanted)."""
-        x = torch.where(want, x, torch.zeros((), dtype=x.dtype, device=x.device)).detach().cpu()
-        for r, i in enumerate(idx):
-            lo, hi = req.offsets[i], req.offsets[i + 1]
-            if hi - lo >= 2:
-                dst[lo + 1 : hi] = x[r, : hi - lo - 1]
+    @staticmethod
+    def _scatter(pos, x, want, dst):
+        """Per-position x [B, L] into per-token dst [n+1] on the device (0 where not wanted;
+        padding positions all write 0 to the last entry)."""
+        x = torch.where(want, x, torch.zeros((), dtype=x.dtype, device=x.device)).detach()
+        dst.index_put_((pos.reshape(-1),), x.reshape(-1))
 
     def forward(self, req, entropies, values, reference):
         model = self.model
@@ -392,43 +411,42 @@ class Learner:
             if values:
                 raise BadRequest("the reference policy has no value head")
         n = len(req.tokens)
-        lp_out = torch.zeros(n)
-        ent_out = torch.zeros(n) if entropies else None
-        val_out = torch.zeros(n) if values else None
+        outs = [torch.zeros(n + 1, device=self.device) for _ in range(1 + bool(entropies) + bool(values))]
         with torch.no_grad():
+            dev = self._upload(req)
             for idx in self._microbatches(req):
-                lp, ent, val, want = self._run(model, req, idx, values, entropies)
-                self._scatter(req, idx, lp, want, lp_out)
-                if entropies:
-                    self._scatter(req, idx, ent, want, ent_out)
-                if values:
-                    self._scatter(req, idx, val, want, val_out)
+                pos = self._positions(req, idx, dev)
+                lp, ent, val, want = self._run(model, dev, pos, values, entropies)
+                for x, dst in zip([x for x in (lp, ent, val) if x is not None], outs):
+                    self._scatter(pos, x, want, dst)
+            got = list(torch.stack(outs)[:, :n].cpu())  # one copy back, one synchronization
+        lp_out = got.pop(0)
+        ent_out = got.pop(0) if entropies else None
+        val_out = got.pop(0) if values else None
         return lp_out, ent_out, val_out
 
-    def _gather(self, req, idx, src, L):
-        """Per-token src [N] to per-position [B, L]."""
-        out = torch.zeros(len(idx), L)
-        for r, i in enumerate(idx):
-            lo, hi = req.offsets[i], req.offsets[i + 1]
-            if hi - lo >= 2:
-                out[r, : hi - lo - 1] = src[lo + 1 : hi]
-        return out.to(self.device)
+    @staticmethod
+    def _trained_tokens(req):
+        """The positions forward_backward trains: masked tokens other than each sequence's
+        first, counted on the host."""
+        starts = [req.offsets[i] for i in range(req.seqs()) if req.offsets[i + 1] > req.offsets[i]]
+        return int(req.mask.sum()) - int(req.mask[starts].sum()) if starts else 0
 
     def forward_backward(self, req):
         if "values" in req.coef and self.value is None:
             raise BadRequest("value coefficients for a learner without a value head")
-        tokens = 0
+        dev = self._upload(req, coefs=list(req.coef))
         for idx in self._microbatches(req):
-            lp, ent, val, want = self._run(self.model, req, idx, "values" in req.coef, "entropies" in req.coef)
-            L = lp.shape[1]
+            pos = self._positions(req, idx, dev)
+            lp, ent, val, want = self._run(self.model, dev, pos, "values" in req.coef, "entropies" in req.coef)
             w = want.float()
-            total = (self._gather(req, idx, req.coef["logprobs"], L) * w * lp).sum()
+            total = (dev["logprobs"][pos] * w * lp).sum()
             if "entropies" in req.coef:
-                total = total + (self._gather(req, idx, req.coef["entropies"], L) * w * ent).sum()
+                total = total + (dev["entropies"][pos] * w * ent).sum()
             if "values" in req.coef:
-                total = total + (self._gather(req, idx, req.coef["values"], L) * w * val).sum()
+                total = total + (dev["values"][pos] * w * val).sum()
             total.backward()
-            tokens += int(want.sum())
+        tokens = self._trained_tokens(req)
         self.pending += tokens
         return tokens
 
