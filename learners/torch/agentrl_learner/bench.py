@@ -26,15 +26,11 @@ import torch
 from . import modeling, wire
 
 SIZES = {
-    # Qwen2.5-0.5B and 1.5B shapes (random weights), and smaller ones for CPU runs.
+    # Qwen2.5-0.5B and 1.5B shapes (random weights), and a tiny one for CPU smoke runs.
     "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
                  num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
     "1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
                  num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
-    # ~21M parameters: a CPU run where the model's arithmetic does not hide the learner's own costs
-    # (run it with short batches: --seqs 4 --min-len 128 --max-len 256).
-    "mid": dict(hidden_size=384, intermediate_size=1024, num_hidden_layers=6, num_attention_heads=6,
-                num_key_value_heads=2, vocab_size=32000, tie_word_embeddings=True),
     "tiny": dict(hidden_size=64, intermediate_size=192, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, vocab_size=512, tie_word_embeddings=True),
 }
