@@ -49,12 +49,12 @@ SHAPES = [(37, 19), (64,), (3, 5, 7), (1,), (128, 33), (1000,), (2, 1)]
 
 
 class AdamWUpdate(unittest.TestCase):
-    def run_case(self, seed, lr, wd, clip, group):
+    def run_case(self, seed, lr, wd, clip, group, device="cpu"):
         gen = torch.Generator().manual_seed(seed)
         beta1, beta2, eps = f32(0.9), f32(0.99), f32(1e-8)
 
         def rnd(shape, scale):
-            return torch.randn(shape, generator=gen) * scale
+            return (torch.randn(shape, generator=gen) * scale).to(device)
 
         params = {f"t{i}": rnd(s, 0.5) for i, s in enumerate(SHAPES)}
         m = {n: torch.zeros_like(p) for n, p in params.items()}
@@ -88,10 +88,18 @@ class AdamWUpdate(unittest.TestCase):
         finally:
             learner.FOREACH_GROUP = saved
 
+    CASES = ((1, 1e-3, 0.0, 0.0, 1 << 26), (2, 3e-4, 0.1, 1.0, 1 << 26), (3, 1e-2, 0.01, 0.5, 100),
+             (4, 0.0, 0.1, 1.0, 1), (5, 7e-5, 0.05, 1e6, 2000))
+
     def test_bitwise(self):
-        for seed, lr, wd, clip, group in ((1, 1e-3, 0.0, 0.0, 1 << 26), (2, 3e-4, 0.1, 1.0, 1 << 26),
-                                          (3, 1e-2, 0.01, 0.5, 100), (4, 0.0, 0.1, 1.0, 1), (5, 7e-5, 0.05, 1e6, 2000)):
-            self.run_case(seed, lr, wd, clip, group)
+        for case in self.CASES:
+            self.run_case(*case)
+
+    @unittest.skipUnless(torch.cuda.is_available(), "no CUDA device")
+    def test_bitwise_cuda(self):
+        """On a GPU the multi-tensor kernels against the per-tensor ones, both on the device."""
+        for case in self.CASES:
+            self.run_case(*case, device="cuda")
 
     def test_groups(self):
         self.assertEqual([list(r) for r in learner._groups([5, 5, 5, 20, 1], 10)], [[0, 1], [2], [3], [4]])
