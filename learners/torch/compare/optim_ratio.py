@@ -17,7 +17,12 @@ torch.manual_seed(0)
 tmp = tempfile.mkdtemp()
 sys.path.insert(0, sys.argv[2])
 from agentrl_learner import modeling
-modeling.save_model(modeling.from_config(bench.config(size)), tmp, dtype=torch.float32)
+# "mid": ~21.7M parameters in 74 tensors (Qwen2-shaped, width 384, 6 layers, vocabulary 32,000)
+MID = dict(hidden_size=384, intermediate_size=1024, num_hidden_layers=6, num_attention_heads=6,
+           num_key_value_heads=2, vocab_size=32000, tie_word_embeddings=True)
+cfg = bench.config("tiny")
+cfg.update(MID) if size == "mid" else cfg.update(bench.config(size))
+modeling.save_model(modeling.from_config(cfg), tmp, dtype=torch.float32)
 Ls = {"old": old.Learner(tmp, weight_decay=0.01), "new": new.Learner(tmp, weight_decay=0.01)}
 times = {"old": [], "new": []}
 for rep in range(8):
