@@ -147,6 +147,59 @@ def attach_adapter(model, adapter_dir):
     return cfg, named
 
 
+# Tensors are updated in groups of at most this many elements (unless one tensor alone is
+# larger): each group's multi-tensor kernels hold two temporaries the size of the group.
+FOREACH_GROUP = 1 << 26
+
+
+def _groups(sizes, limit=None):
+    """Consecutive index ranges of sizes, each summing to at most limit (FOREACH_GROUP) or
+    holding one item."""
+    limit = FOREACH_GROUP if limit is None else limit
+    out, start, total = [], 0, 0
+    for i, n in enumerate(sizes):
+        if i > start and total + n > limit:
+            out.append(range(start, i))
+            start, total = i, 0
+        total += n
+    if start < len(sizes):
+        out.append(range(start, len(sizes)))
+    return out
+
+
+def adamw_update(params, grads, ms, vs, decayed, lr, wd, beta1, beta2, eps, step, inv_bc2):
+    """AdamW on lists of float32 tensors, in place, with multi-tensor kernels: per element, the
+    float32 operations of ``model/kernels/adamw.go`` in its order, each rounded once:
+    ``m = m*b1 + g*(1-b1); v = v*b2 + (g*(1-b2))*g; p = p*decay - (m*step) / (sqrt(v*inv_bc2) + eps)``
+    with decay ``1 - lr*wd`` where decayed[i] (2-D tensors) and none elsewhere. No fused
+    multiply-add (alpha=, addcmul, addcdiv) is used, so every product is rounded as the Go
+    kernel rounds it. grads are consumed (overwritten)."""
+    omb1, omb2 = f32(1 - beta1), f32(1 - beta2)
+    decay = f32(1 - f32(lr * wd))
+    for r in _groups([p.numel() for p in params]):
+        P, G, M, V = [params[i] for i in r], [grads[i] for i in r], [ms[i] for i in r], [vs[i] for i in r]
+        t = torch._foreach_mul(G, omb2)
+        torch._foreach_mul_(t, G)
+        torch._foreach_mul_(V, beta2)
+        torch._foreach_add_(V, t)
+        del t
+        torch._foreach_mul_(G, omb1)
+        torch._foreach_mul_(M, beta1)
+        torch._foreach_add_(M, G)
+        upd = torch._foreach_mul(M, step)
+        den = torch._foreach_mul(V, inv_bc2)
+        torch._foreach_sqrt_(den)
+        torch._foreach_add_(den, eps)
+        torch._foreach_div_(upd, den)
+        del den
+        if decay != 1.0:
+            D = [p for p, d in zip(P, (decayed[i] for i in r)) if d]
+            if D:
+                torch._foreach_mul_(D, decay)
+        upd = [u if u.dtype == p.dtype else u.to(p.dtype) for u, p in zip(upd, P)]
+        torch._foreach_sub_(P, upd)
+
+
 class Learner:
     def __init__(self, model_dir, device="cpu", bf16=False, max_tokens=16384, reference_dir=None,
                  beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.0, value_head=False, adapter_dir=None,
@@ -265,23 +318,43 @@ class Learner:
             groups.append(cur)
         return groups
 
-    def _run(self, model, req, idx, values, entropies=True):
-        """Logprobs, entropies (and values) [B, L] of sequences idx, positions predicting
-        tokens 1..n-1, with a mask of the positions asked."""
-        lens = [req.offsets[i + 1] - req.offsets[i] for i in idx]
-        L = max(max(lens) - 1, 1)
-        B = len(idx)
-        inp = torch.zeros(B, L, dtype=torch.int64)
-        tgt = torch.zeros(B, L, dtype=torch.int64)
-        want = torch.zeros(B, L, dtype=torch.bool)
-        for r, i in enumerate(idx):
-            lo, hi = req.offsets[i], req.offsets[i + 1]
-            n = hi - lo
-            if n >= 2:
-                inp[r, : n - 1] = req.tokens[lo : hi - 1]
-                tgt[r, : n - 1] = req.tokens[lo + 1 : hi]
-                want[r, : n - 1] = req.mask[lo + 1 : hi]
-        inp, tgt, want = inp.to(self.device), tgt.to(self.device), want.to(self.device)
+    def _to_device(self, t):
+        """t on the learner's device; a CUDA copy is made from pinned memory without waiting
+        for it (the caching host allocator keeps the pinned block until the copy is done)."""
+        if self.device.type == "cuda":
+            return t.pin_memory().to(self.device, non_blocking=True)
+        return t.to(self.device)
+
+    def _upload(self, req, coefs=()):
+        """The request's tokens, mask and coefficients on the device, each with one more entry
+        (0, False, 0) that padding positions index: one copy per array and request, not per
+        micro-batch."""
+        n = len(req.tokens)
+        dev = {"tokens": self._to_device(torch.cat([req.tokens, torch.zeros(1, dtype=torch.int64)])),
+               "mask": self._to_device(torch.cat([req.mask, torch.zeros(1, dtype=torch.bool)]))}
+        for name in coefs:
+            dev[name] = self._to_device(torch.cat([req.coef[name], torch.zeros(1)]))
+        dev["n"] = n
+        return dev
+
+    def _positions(self, req, idx, dev):
+        """[B, L] on the device: the index of the token each position of micro-batch idx
+        predicts (lo+1+j of sequence i), or the padding entry n."""
+        offs = req.offsets
+        lo = torch.tensor([offs[i] for i in idx], dtype=torch.int64)
+        cnt = torch.tensor([offs[i + 1] - offs[i] - 1 for i in idx], dtype=torch.int64)
+        L = max(int(cnt.max()), 1)
+        j = torch.arange(L, dtype=torch.int64)
+        pos = torch.where(j[None, :] < cnt[:, None], lo[:, None] + 1 + j[None, :], torch.tensor(dev["n"]))
+        return self._to_device(pos)
+
+    def _run(self, model, dev, pos, values, entropies=True):
+        """Logprobs, entropies (and values) [B, L] of the sequences at positions pos (from
+        _positions), predicting tokens 1..n-1, with a mask of the positions asked."""
+        n = dev["n"]
+        inp = dev["tokens"][torch.where(pos < n, pos - 1, pos)]
+        tgt = dev["tokens"][pos]
+        want = dev["mask"][pos]
         ctx = torch.autocast(device_type="cuda", dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
         with ctx:
             h = self._hidden(model, inp)
@@ -322,13 +395,12 @@ class Learner:
             return h @ model.model.embed_tokens.weight.t()
         return model.lm_head(h)
 
-    def _scatter(self, req, idx, x, want, dst):
-        """Per-position x [B, L] back to per-token dst [N] (0 where not wanted)."""
-        x = torch.where(want, x, torch.zeros((), dtype=x.dtype, device=x.device)).detach().cpu()
-        for r, i in enumerate(idx):
-            lo, hi = req.offsets[i], req.offsets[i + 1]
-            if hi - lo >= 2:
-                dst[lo + 1 : hi] = x[r, : hi - lo - 1]
+    @staticmethod
+    def _scatter(pos, x, want, dst):
+        """Per-position x [B, L] into per-token dst [n+1] on the device (0 where not wanted;
+        padding positions all write 0 to the last entry)."""
+        x = torch.where(want, x, torch.zeros((), dtype=x.dtype, device=x.device)).detach()
+        dst.index_put_((pos.reshape(-1),), x.reshape(-1))
 
     def forward(self, req, entropies, values, reference):
         model = self.model
@@ -339,43 +411,42 @@ class Learner:
             if values:
                 raise BadRequest("the reference policy has no value head")
         n = len(req.tokens)
-        lp_out = torch.zeros(n)
-        ent_out = torch.zeros(n) if entropies else None
-        val_out = torch.zeros(n) if values else None
+        outs = [torch.zeros(n + 1, device=self.device) for _ in range(1 + bool(entropies) + bool(values))]
         with torch.no_grad():
+            dev = self._upload(req)
             for idx in self._microbatches(req):
-                lp, ent, val, want = self._run(model, req, idx, values, entropies)
-                self._scatter(req, idx, lp, want, lp_out)
-                if entropies:
-                    self._scatter(req, idx, ent, want, ent_out)
-                if values:
-                    self._scatter(req, idx, val, want, val_out)
+                pos = self._positions(req, idx, dev)
+                lp, ent, val, want = self._run(model, dev, pos, values, entropies)
+                for x, dst in zip([x for x in (lp, ent, val) if x is not None], outs):
+                    self._scatter(pos, x, want, dst)
+            got = list(torch.stack(outs)[:, :n].cpu())  # one copy back, one synchronization
+        lp_out = got.pop(0)
+        ent_out = got.pop(0) if entropies else None
+        val_out = got.pop(0) if values else None
         return lp_out, ent_out, val_out
 
-    def _gather(self, req, idx, src, L):
-        """Per-token src [N] to per-position [B, L]."""
-        out = torch.zeros(len(idx), L)
-        for r, i in enumerate(idx):
-            lo, hi = req.offsets[i], req.offsets[i + 1]
-            if hi - lo >= 2:
-                out[r, : hi - lo - 1] = src[lo + 1 : hi]
-        return out.to(self.device)
+    @staticmethod
+    def _trained_tokens(req):
+        """The positions forward_backward trains: masked tokens other than each sequence's
+        first, counted on the host."""
+        starts = [req.offsets[i] for i in range(req.seqs()) if req.offsets[i + 1] > req.offsets[i]]
+        return int(req.mask.sum()) - int(req.mask[starts].sum()) if starts else 0
 
     def forward_backward(self, req):
         if "values" in req.coef and self.value is None:
             raise BadRequest("value coefficients for a learner without a value head")
-        tokens = 0
+        dev = self._upload(req, coefs=list(req.coef))
         for idx in self._microbatches(req):
-            lp, ent, val, want = self._run(self.model, req, idx, "values" in req.coef, "entropies" in req.coef)
-            L = lp.shape[1]
+            pos = self._positions(req, idx, dev)
+            lp, ent, val, want = self._run(self.model, dev, pos, "values" in req.coef, "entropies" in req.coef)
             w = want.float()
-            total = (self._gather(req, idx, req.coef["logprobs"], L) * w * lp).sum()
+            total = (dev["logprobs"][pos] * w * lp).sum()
             if "entropies" in req.coef:
-                total = total + (self._gather(req, idx, req.coef["entropies"], L) * w * ent).sum()
+                total = total + (dev["entropies"][pos] * w * ent).sum()
             if "values" in req.coef:
-                total = total + (self._gather(req, idx, req.coef["values"], L) * w * val).sum()
+                total = total + (dev["values"][pos] * w * val).sum()
             total.backward()
-            tokens += int(want.sum())
+        tokens = self._trained_tokens(req)
         self.pending += tokens
         return tokens
 
@@ -402,33 +473,23 @@ class Learner:
         if not math.isfinite(norm):
             self.zero_grad()
             raise NonFinite(norm)
-        if clip > 0 and norm > clip:
-            scale = f32(clip / f32(norm + f32(1e-6)))
-            for g in grads.values():
-                g.mul_(scale)
+        if clip > 0 and norm > clip and grads:
+            torch._foreach_mul_(list(grads.values()), f32(clip / f32(norm + f32(1e-6))))
         self.steps += 1
         bc1 = f32(1 - self.beta1 ** self.steps)
         bc2 = f32(1 - self.beta2 ** self.steps)
-        step = f32(lr / bc1)
-        inv_bc2 = f32(1 / bc2)
-        b1, omb1 = self.beta1, f32(1 - self.beta1)
-        b2, omb2 = self.beta2, f32(1 - self.beta2)
+        names = list(named)
         with torch.no_grad():
-            for n, p in named.items():
-                g, m, v = grads[n], self.m[n], self.v[n]
-                m.mul_(b1).add_(g * omb1)
-                v.mul_(b2).add_((g * omb2) * g)
-                decay = f32(1 - f32(lr * self.wd)) if p.dim() == 2 else 1.0
-                upd = (m * step) / (torch.sqrt(v * inv_bc2) + self.eps)
-                pl = dist.local(p)
-                pl.mul_(decay).sub_(upd.to(pl.dtype))
+            adamw_update([dist.local(named[n]) for n in names], [grads[n] for n in names],
+                         [self.m[n] for n in names], [self.v[n] for n in names],
+                         [named[n].dim() == 2 for n in names], lr=lr, wd=self.wd, beta1=self.beta1,
+                         beta2=self.beta2, eps=self.eps, step=f32(lr / bc1), inv_bc2=f32(1 / bc2))
         self.zero_grad()
-        finite = torch.stack([torch.isfinite(dist.local(p)).all() for p in named.values()]) if named else None
-        for n, p in named.items():
-            if finite is not None and bool(finite.all()):
-                break
-            if not bool(torch.isfinite(dist.local(p)).all()):
-                raise BrokenWeights(f"the update made tensor {n!r} non-finite at learning rate {lr} (gradient norm {norm})")
+        if named:  # one synchronization for all the tensors
+            finite = torch.stack([torch.isfinite(dist.local(p)).all() for p in named.values()]).tolist()
+            for n, ok in zip(named, finite):
+                if not ok:
+                    raise BrokenWeights(f"the update made tensor {n!r} non-finite at learning rate {lr} (gradient norm {norm})")
         return norm, lr
 
     # ----- files -------------------------------------------------------------------------

@@ -359,18 +359,17 @@ def read_safetensors(path):
 
 
 def write_safetensors(path, tensors, dtype=torch.float32, metadata=None):
-    """Writes tensors (name -> tensor) to path in the given dtype (f32, f16 or bf16)."""
-    header, chunks, off = {}, [], 0
+    """Writes tensors (name -> tensor) to path in the given dtype (f32, f16 or bf16), each
+    written from its own memory (a tensor already in dtype on the CPU is not copied)."""
+    header, views, off = {}, [], 0
     for name in sorted(tensors):
-        t = tensors[name].detach().to(dtype).contiguous()
-        if dtype is torch.bfloat16:
-            b = t.view(torch.int16).numpy().tobytes()
-        else:
-            b = t.numpy().tobytes()
-        header[name] = {"dtype": _NAMES[dtype], "shape": list(t.shape),
-                        "data_offsets": [off, off + len(b)]}
-        chunks.append(b)
-        off += len(b)
+        t = tensors[name].detach().to("cpu", dtype).contiguous()
+        n = t.numel() * t.element_size()
+        header[name] = {"dtype": _NAMES[dtype], "shape": list(t.shape), "data_offsets": [off, off + n]}
+        if n:
+            # numpy has no bfloat16: its bytes, as int16
+            views.append(memoryview((t.view(torch.int16) if dtype is torch.bfloat16 else t).numpy()).cast("B"))
+        off += n
     if metadata:
         header["__metadata__"] = dict(metadata)
     h = json.dumps(header, separators=(",", ":")).encode()
@@ -378,7 +377,7 @@ def write_safetensors(path, tensors, dtype=torch.float32, metadata=None):
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(h)))
         f.write(h)
-        for b in chunks:
+        for b in views:
             f.write(b)
 
 
