@@ -37,7 +37,8 @@ type ModelOptions struct {
 	// Shape measures a published model's shape with random weights instead: a name of
 	// NamedShapes or a folder whose config.json gives the shape (checkpoint.ReadConfig).
 	Shape string
-	// Precisions lists the decode precisions to time ("f32", "bf16", "bf16-kv"; empty: all).
+	// Precisions lists the decode precisions to time ("f32", "bf16", "bf16-kv"; empty: all;
+	// "none": no decoding figures).
 	Precisions string
 	// LoRA, when positive, makes the training figure the LoRA RL step of adapters of this rank
 	// on all seven projections, the base frozen (loraBench), instead of full training.
@@ -136,8 +137,11 @@ func Model(ctx context.Context, w io.Writer, c ModelOptions) error {
 
 // variants are the decodeVariants that c.Precisions names, in their order.
 func (c *ModelOptions) variants() ([]decodeVariant, error) {
-	if strings.TrimSpace(c.Precisions) == "" {
+	switch strings.TrimSpace(c.Precisions) {
+	case "":
 		return decodeVariants, nil
+	case "none":
+		return nil, nil
 	}
 	names := map[string]bool{}
 	for _, p := range strings.Split(c.Precisions, ",") {

@@ -66,6 +66,7 @@ func TestBenchModelRejectsBadFlags(t *testing.T) {
 		{Vocab: 64, Rows: 1, Seq: 40, Steps: -1, Prompt: 4, Decode: 2, Rounds: 1},
 		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, LoRA: -1},
 		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, Precisions: "bf16,fp8"},
+		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, Precisions: "none,bf16"},
 		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, Shape: "qwen9-0.1b"},
 		{Vocab: 64, Rows: 1, Seq: 40, Steps: 1, Prompt: 4, Decode: 2, Rounds: 1, Shape: "qwen3-0.6b", Preset: "calc"},
 	} {

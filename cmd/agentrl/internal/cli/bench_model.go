@@ -19,7 +19,7 @@ type BenchModelCmd struct {
 	Seed      uint64 `default:"1" help:"Seed for weights and data."`
 	Preset    string `help:"Measure the model a preset trains (${presets}) instead of model.DefaultConfig; --vocab is then the preset's tokenizer size."`
 	Shape     string `help:"Measure a published model's shape with random weights instead: qwen3-0.6b, smollm2-360m, qwen2.5-0.5b, qwen2.5-1.5b (their config.json), or a checkpoint folder whose config.json gives the shape."`
-	Precision string `name:"precision" default:"" help:"Decode precisions to time, comma-separated: f32, bf16 (weights), bf16-kv (weights and KV cache); empty: all three."`
+	Precision string `name:"precision" default:"" help:"Decode precisions to time, comma-separated: f32, bf16 (weights), bf16-kv (weights and KV cache); empty: all three; none: no decoding."`
 	LoRA      int    `name:"lora" default:"0" help:"Time the LoRA RL step (adapters of this rank on all seven projections, the base frozen; Forward, ForwardBackward and OptimStep of the in-process learner) against the GEMM rate instead of full training (0: full training)."`
 }
 
