@@ -40,6 +40,8 @@ type ModelOptions struct {
 	// Precisions lists the decode precisions to time ("f32", "bf16", "bf16-kv"; empty: all;
 	// "none": no decoding figures).
 	Precisions string
+	// Batch1Only decodes at batch 1 alone (no batch-32 figures).
+	Batch1Only bool
 	// LoRA, when positive, makes the training figure the LoRA RL step of adapters of this rank
 	// on all seven projections, the base frozen (loraBench), instead of full training.
 	LoRA int
@@ -209,7 +211,11 @@ func (c *ModelOptions) decodeRounds(ctx context.Context, w io.Writer, cfg model.
 	for range c.Rounds {
 		rate := make([][2]float64, nv)
 		medStep := make([][2]time.Duration, nv)
-		for b, slots := range []int{1, 32} {
+		batches := []int{1, 32}
+		if c.Batch1Only {
+			batches = batches[:1]
+		}
+		for b, slots := range batches {
 			for i, v := range decodeVariants {
 				if err := ctx.Err(); err != nil {
 					return err
@@ -270,6 +276,15 @@ func (c *ModelOptions) decodeRounds(ctx context.Context, w io.Writer, cfg model.
 		rd, _, _ := med(reads[i])
 		fmt.Fprintf(w, "  decode roofline, batch 1: %s streamed at %.1f GB/s of %.1f MB weights = %.2f of the read bandwidth (median over %d rounds, %.2f–%.2f; read %.1f GB/s over a buffer of the weights' size, same run); by the median step %.2f (%.2f–%.2f)\n",
 			what, st/1e9, weightBytes(v)/1e6, f, len(fractions[i]), flo, fhi, rd/1e9, fm, fmlo, fmhi)
+	}
+	if c.Batch1Only {
+		if decodeVariants[0].key == "f32" {
+			for i, v := range decodeVariants[1:] {
+				s1, lo1, hi1 := med(speedups[i+1][0])
+				fmt.Fprintf(w, "  decode speed-up of %s over f32: batch 1 median %.2f× (%.2f–%.2f) over %d rounds\n", v.name, s1, lo1, hi1, len(speedups[i+1][0]))
+			}
+		}
+		return nil
 	}
 	for i, v := range decodeVariants {
 		r, lo, hi := med(ratios[i])

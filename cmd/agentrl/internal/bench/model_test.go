@@ -93,6 +93,16 @@ func TestBenchModelShapeLoRA(t *testing.T) {
 	if err := Model(context.Background(), &out, o); err != nil {
 		t.Fatal(err)
 	}
+	// --batch1-only with f32 and bf16: batch 1 alone, and bf16's speed-up over f32 at batch 1.
+	var one bytes.Buffer
+	o1 := ModelOptions{Vocab: 64, Rows: 2, Seq: 24, Steps: 0, Prompt: 4, Decode: 2, Rounds: 1, Seed: 1, Shape: dir, Precisions: "f32,bf16", Batch1Only: true}
+	if err := Model(context.Background(), &one, o1); err != nil {
+		t.Fatal(err)
+	}
+	if s := one.String(); strings.Contains(s, "batch 32") || strings.Contains(s, "train step") || strings.Count(s, "decode roofline, batch 1") != 2 ||
+		!strings.Contains(s, "decode speed-up of bf16 weights over f32: batch 1 median") {
+		t.Errorf("--batch1-only --steps 0 --precision f32,bf16 printed:\n%s", s)
+	}
 	for _, want := range []string{"qwen3, dim 64, layers 1, heads 4/2 of 32, hidden 128, vocab 96", "LoRA rank 4 on all seven projections",
 		"LoRA RL step 2×24 tokens", "LoRA RL step rate / GEMM rate = ", "decode bf16 weights, batch 1 ", "decode bf16 weights, batch 32 ",
 		"decode roofline, batch 1: bf16 weights streamed at"} {
