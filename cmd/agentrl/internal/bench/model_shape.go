@@ -148,7 +148,8 @@ func (c *ModelOptions) loraBench(w io.Writer, cfg model.Config, _ bool) error {
 	}
 	slices.SortStableFunc(rs, func(a, b round) int { return cmp.Compare(a.ratio, b.ratio) })
 	r := rs[len(rs)/2]
-	fmt.Fprintf(w, "config %s: LoRA rank %d on all seven projections, %.2f M adapter weights\n", describeConfig(cfg), c.LoRA, float64(len(params))/1e6)
+	fmt.Fprintf(w, "config %s: LoRA rank %d on all seven projections, %.2f M adapter weights; memory estimate: %s\n", describeConfig(cfg), c.LoRA, float64(len(params))/1e6,
+		cfg.EstimateMemory(model.MemoryUse{Train: true, TrainTokens: n, LoRA: &lc}))
 	fmt.Fprintf(w, "  LoRA RL step %d×%d tokens (Forward, ForwardBackward, OptimStep through learn.Builtin): %.2f s/step, %.0f tokens/s, %.1f GFLOP/s useful (forward and input-gradient products, attention)\n",
 		c.Rows, c.Seq, r.step, float64(n)/r.step, flops/r.step/1e9)
 	fmt.Fprintf(w, "  sgemm at the step's shapes (its %d forward and input-gradient GEMMs): %.2f s, %.1f GFLOP/s; LoRA RL step rate / GEMM rate = %.2f (median of %d rounds alternating steps and GEMMs, %.2f–%.2f)\n",
