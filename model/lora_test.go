@@ -166,3 +166,39 @@ func TestLoRAParamsAndMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestLoRAZeroGradSkipsFrozenBase: with adapters, ZeroGrad clears the adapters' gradients and
+// writes none of the frozen base's (Backward writes none of them, TestLoRAGradient), so a LoRA
+// step never makes resident a gradient buffer as large as the weights.
+func TestLoRAZeroGradSkipsFrozenBase(t *testing.T) {
+	m := loraModel(t, tinyConfig(true), allTargets)
+	const sentinel = 7
+	for i := range m.Grads.Data {
+		m.Grads.Data[i] = sentinel
+	}
+	for i := range m.LoRA.Grads {
+		m.LoRA.Grads[i] = 1
+	}
+	m.ZeroGrad()
+	for i, g := range m.LoRA.Grads {
+		if g != 0 {
+			t.Fatalf("adapter gradient %d is %v after ZeroGrad", i, g)
+		}
+	}
+	for i, g := range m.Grads.Data {
+		if g != sentinel {
+			t.Fatalf("ZeroGrad wrote the frozen base's gradient %d (%v)", i, g)
+		}
+	}
+	// Without adapters every gradient is cleared.
+	full := newTestModel(t, tinyConfig(true), 3)
+	for i := range full.Grads.Data {
+		full.Grads.Data[i] = sentinel
+	}
+	full.ZeroGrad()
+	for i, g := range full.Grads.Data {
+		if g != 0 {
+			t.Fatalf("gradient %d is %v after ZeroGrad", i, g)
+		}
+	}
+}

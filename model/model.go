@@ -137,12 +137,18 @@ func (m *Model) AddValueHead() {
 // Results are bit-identical for every setting; kernels.Sgemm schedules its own goroutines.
 func (m *Model) SetWorkers(n int) { m.par.n = max(n, 1) }
 
-// ZeroGrad clears the gradients, the adapters' included.
+// ZeroGrad clears the gradients, the adapters' included. With adapters the base is frozen and
+// Backward writes none of its gradients but the value head's, so only those and the adapters'
+// are cleared: clearing the base's would write every page of a buffer as large as the weights
+// (gigabytes of resident memory a LoRA step never uses, and the time to write them each step).
 func (m *Model) ZeroGrad() {
-	clear(m.Grads.Data)
 	if m.LoRA != nil {
 		clear(m.LoRA.Grads)
+		clear(m.Grads.Value)
+		clear(m.Grads.ValueBias)
+		return
 	}
+	clear(m.Grads.Data)
 }
 
 // Clone returns an independent copy of the weights with zero gradients and fresh workspaces,

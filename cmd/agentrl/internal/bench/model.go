@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,6 +34,17 @@ type ModelOptions struct {
 	Rounds  int    // decode rounds (batch 1, then batch 32), and training rounds (steps, then the step's GEMMs)
 	Seed    uint64 // seed for weights and data
 	Preset  string // measure the model this preset trains instead of model.DefaultConfig
+	// Shape measures a published model's shape with random weights instead: a name of
+	// NamedShapes or a folder whose config.json gives the shape (checkpoint.ReadConfig).
+	Shape string
+	// Precisions lists the decode precisions to time ("f32", "bf16", "bf16-kv"; empty: all;
+	// "none": no decoding figures).
+	Precisions string
+	// Batch1Only decodes at batch 1 alone (no batch-32 figures).
+	Batch1Only bool
+	// LoRA, when positive, makes the training figure the LoRA RL step of adapters of this rank
+	// on all seven projections, the base frozen (loraBench), instead of full training.
+	LoRA int
 }
 
 // Model measures the built-in model: a full training step (forward, backward, AdamW), the
@@ -40,8 +52,8 @@ type ModelOptions struct {
 // decoding throughput with the KV cache at batch 1 and batch 32, and peak resident memory. It
 // prints one line per figure to w.
 func Model(ctx context.Context, w io.Writer, c ModelOptions) error {
-	if c.Rows <= 0 || c.Seq <= 1 || c.Steps <= 0 || c.Prompt <= 0 || c.Decode <= 0 || c.Vocab <= 1 {
-		return fmt.Errorf("bench model: rows, seq (>1), steps, prompt, decode and vocab (>1) must be positive")
+	if c.Rows <= 0 || c.Seq <= 1 || c.Steps < 0 || c.Prompt <= 0 || c.Decode <= 0 || c.Vocab <= 1 || c.LoRA < 0 {
+		return fmt.Errorf("bench model: rows, seq (>1), prompt, decode and vocab (>1) must be positive, steps and lora not negative")
 	}
 	if c.Rounds <= 0 {
 		return fmt.Errorf("bench model: rounds must be positive")
@@ -58,7 +70,20 @@ func Model(ctx context.Context, w io.Writer, c ModelOptions) error {
 		cfg = p.Model
 		cfg.Vocab = p.Tokenizer.VocabSize
 	}
-	cfg.MaxSeq = max(cfg.MaxSeq, c.Seq, c.Prompt+c.Decode)
+	if c.Shape != "" {
+		if c.Preset != "" {
+			return fmt.Errorf("bench model: --shape and --preset are exclusive")
+		}
+		var err error
+		if cfg, err = shapeConfig(c.Shape); err != nil {
+			return err
+		}
+	}
+	variants, err := c.variants()
+	if err != nil {
+		return err
+	}
+	cfg.MaxSeq = max(cfg.MaxSeq, c.Seq, c.Prompt+c.Decode+1)
 	var alts []model.Config
 	if c.Configs != "" {
 		for _, spec := range strings.Split(c.Configs, ",") {
@@ -74,28 +99,72 @@ func Model(ctx context.Context, w io.Writer, c ModelOptions) error {
 			return err
 		}
 	}
-	if err := c.trainBench(w, cfg, true); err != nil {
-		return err
+	if c.Shape != "" {
+		fmt.Fprintf(w, "shape %s: %s; memory estimate for decoding: %s\n", c.Shape, describeConfig(cfg),
+			cfg.EstimateMemory(model.MemoryUse{DecodeWeights: model.BF16, CacheSlots: 32, CacheLen: c.Prompt + c.Decode + 1}))
 	}
-	if peak, err := peakRSS(); err == nil {
-		fmt.Fprintf(w, "peak resident memory after training steps (VmHWM): %.1f MiB\n", float64(peak)/(1<<20))
-	}
-	if err := c.decodeRounds(ctx, w, cfg); err != nil {
-		return err
-	}
-	for _, alt := range alts {
-		if err := c.trainBench(w, alt, false); err != nil {
+	if c.Steps > 0 {
+		train := c.trainBench
+		if c.LoRA > 0 {
+			train = c.loraBench
+		}
+		if err := train(w, cfg, true); err != nil {
 			return err
 		}
-		if err := c.decodeRounds(ctx, w, alt); err != nil {
+		if peak, err := peakRSS(); err == nil {
+			fmt.Fprintf(w, "peak resident memory after training steps (VmHWM): %.1f MiB\n", float64(peak)/(1<<20))
+		}
+		runtime.GC()
+		debug.FreeOSMemory()
+	}
+	if len(variants) > 0 {
+		if err := c.decodeRounds(ctx, w, cfg, variants); err != nil {
 			return err
+		}
+	}
+	for _, alt := range alts {
+		if c.Steps > 0 {
+			if err := c.trainBench(w, alt, false); err != nil {
+				return err
+			}
+		}
+		if len(variants) > 0 {
+			if err := c.decodeRounds(ctx, w, alt, variants); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
+// variants are the decodeVariants that c.Precisions names, in their order.
+func (c *ModelOptions) variants() ([]decodeVariant, error) {
+	switch strings.TrimSpace(c.Precisions) {
+	case "":
+		return decodeVariants, nil
+	case "none":
+		return nil, nil
+	}
+	names := map[string]bool{}
+	for _, p := range strings.Split(c.Precisions, ",") {
+		p = strings.TrimSpace(p)
+		if !slices.ContainsFunc(decodeVariants, func(v decodeVariant) bool { return v.key == p }) {
+			return nil, fmt.Errorf("bench model: precision %q is none of f32, bf16, bf16-kv", p)
+		}
+		names[p] = true
+	}
+	var vs []decodeVariant
+	for _, v := range decodeVariants {
+		if names[v.key] {
+			vs = append(vs, v)
+		}
+	}
+	return vs, nil
+}
+
 // decodeVariant is one precision decodeRounds measures decoding in.
 type decodeVariant struct {
+	key      string // its name in --precision
 	name     string // "" for float32 throughout
 	prec     model.DecodePrecision
 	roofline bool // print the batch-1 roofline (what the weights' bytes allow)
@@ -104,9 +173,9 @@ type decodeVariant struct {
 // decodeVariants are float32 throughout, then what rollout.precision samples with: bfloat16
 // weights, and bfloat16 weights and KV cache.
 var decodeVariants = []decodeVariant{
-	{"", model.DecodePrecision{}, true},
-	{"bf16 weights", model.DecodePrecision{Weights: model.BF16}, true},
-	{"bf16 weights and KV cache", model.DecodePrecision{Weights: model.BF16, KVCache: model.BF16}, false},
+	{"f32", "", model.DecodePrecision{}, true},
+	{"bf16", "bf16 weights", model.DecodePrecision{Weights: model.BF16}, true},
+	{"bf16-kv", "bf16 weights and KV cache", model.DecodePrecision{Weights: model.BF16, KVCache: model.BF16}, false},
 }
 
 // decodeRounds alternates batch-1 and batch-32 decoding for c.Rounds rounds, so both see the
@@ -122,7 +191,7 @@ var decodeVariants = []decodeVariant{
 // step that lost its core for a time slice weighs on the mean by its length; on the median
 // only as one step. Each precision and batch decodes with one model in every round
 // (newDecoder).
-func (c *ModelOptions) decodeRounds(ctx context.Context, w io.Writer, cfg model.Config) error {
+func (c *ModelOptions) decodeRounds(ctx context.Context, w io.Writer, cfg model.Config, decodeVariants []decodeVariant) error {
 	params := matmulParams(cfg)
 	fmt.Fprintf(w, "  cpu: %s; kernels %s, GOMAXPROCS %d\n", kernels.CPU(), kernels.SgemmKernel(), runtime.GOMAXPROCS(0))
 	weightBytes := func(v decodeVariant) float64 {
@@ -138,20 +207,25 @@ func (c *ModelOptions) decodeRounds(ctx context.Context, w io.Writer, cfg model.
 	medFractions := make([][]float64, nv)
 	speedups := make([][2][]float64, nv)
 	decoders := make([][2]*decoder, nv)
+	models := make([]*model.Model, nv) // one per variant, shared by its batch-1 and batch-32 caches
 	for range c.Rounds {
 		rate := make([][2]float64, nv)
 		medStep := make([][2]time.Duration, nv)
-		for b, slots := range []int{1, 32} {
+		batches := []int{1, 32}
+		if c.Batch1Only {
+			batches = batches[:1]
+		}
+		for b, slots := range batches {
 			for i, v := range decodeVariants {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
 				if decoders[i][b] == nil {
-					d, err := c.newDecoder(cfg, slots, v)
+					d, err := c.newDecoder(cfg, models[i], slots, v)
 					if err != nil {
 						return err
 					}
-					decoders[i][b] = d
+					decoders[i][b], models[i] = d, d.m
 				}
 				if slots == 1 && v.roofline {
 					reads[i] = append(reads[i], kernels.ReadBandwidth(int(weightBytes(v)), 150*time.Millisecond))
@@ -203,6 +277,15 @@ func (c *ModelOptions) decodeRounds(ctx context.Context, w io.Writer, cfg model.
 		fmt.Fprintf(w, "  decode roofline, batch 1: %s streamed at %.1f GB/s of %.1f MB weights = %.2f of the read bandwidth (median over %d rounds, %.2f–%.2f; read %.1f GB/s over a buffer of the weights' size, same run); by the median step %.2f (%.2f–%.2f)\n",
 			what, st/1e9, weightBytes(v)/1e6, f, len(fractions[i]), flo, fhi, rd/1e9, fm, fmlo, fmhi)
 	}
+	if c.Batch1Only {
+		if decodeVariants[0].key == "f32" {
+			for i, v := range decodeVariants[1:] {
+				s1, lo1, hi1 := med(speedups[i+1][0])
+				fmt.Fprintf(w, "  decode speed-up of %s over f32: batch 1 median %.2f× (%.2f–%.2f) over %d rounds\n", v.name, s1, lo1, hi1, len(speedups[i+1][0]))
+			}
+		}
+		return nil
+	}
 	for i, v := range decodeVariants {
 		r, lo, hi := med(ratios[i])
 		what := ""
@@ -210,6 +293,9 @@ func (c *ModelOptions) decodeRounds(ctx context.Context, w io.Writer, cfg model.
 			what = " with " + v.name
 		}
 		fmt.Fprintf(w, "  decode batch 32 / batch 1 throughput%s: median %.2f× over %d rounds (%.2f–%.2f)\n", what, r, len(ratios[i]), lo, hi)
+	}
+	if decodeVariants[0].key != "f32" {
+		return nil
 	}
 	for i, v := range decodeVariants[1:] {
 		s1, lo1, hi1 := med(speedups[i+1][0])
@@ -301,6 +387,10 @@ func (c *ModelOptions) trainBench(w io.Writer, cfg model.Config, detail bool) er
 	per := r.fb + r.ad
 	fmt.Fprintf(w, "config dim %d layers %d heads %d/%d hidden %d vocab %d: %.2f M params\n",
 		cfg.Dim, cfg.Layers, cfg.Heads, cfg.KVHeads, cfg.Hidden, cfg.Vocab, float64(m.NumParams())/1e6)
+	if c.Shape != "" {
+		fmt.Fprintf(w, "  memory estimate of full training at %d tokens: %s\n", c.Rows*c.Seq,
+			cfg.EstimateMemory(model.MemoryUse{Train: true, TrainTokens: c.Rows * c.Seq}))
+	}
 	fmt.Fprintf(w, "  train step %d×%d tokens: %.1f ms/step (fwd+bwd %.1f, clip+AdamW %.1f), %.0f tokens/s, %.1f GFLOP/s model FLOPs; %.2f CPU-s/step\n",
 		c.Rows, c.Seq, per*1e3, r.fb*1e3, r.ad*1e3, tokens/per, flops/per/1e9, r.cpu)
 	if !detail {
@@ -343,8 +433,8 @@ func benchBatch(cfg model.Config, rows, T int, seed uint64) *model.Batch {
 // matmulParams counts the weights that take part in a matrix product per token (everything but
 // the embedding lookup and the norm gains; a tied head is counted as the head).
 func matmulParams(cfg model.Config) float64 {
-	hd := cfg.Dim / cfg.Heads
-	layer := (cfg.Heads+2*cfg.KVHeads)*hd*cfg.Dim + cfg.Dim*cfg.Dim + 3*cfg.Hidden*cfg.Dim
+	hd := cfg.HeadDim()
+	layer := (cfg.Heads+2*cfg.KVHeads)*hd*cfg.Dim + cfg.Heads*hd*cfg.Dim + 3*cfg.Hidden*cfg.Dim
 	return float64(cfg.Layers*layer + cfg.Vocab*cfg.Dim)
 }
 
@@ -355,7 +445,7 @@ func matmulParams(cfg model.Config) float64 {
 // work of packed batches slightly; the figure is conservative for the model, generous for none.
 func trainFLOPs(cfg model.Config, rows, T int) float64 {
 	tokens := float64(rows * T)
-	return tokens * (6*matmulParams(cfg) + 6*float64(cfg.Layers*cfg.Dim*(T+1)))
+	return tokens * (6*matmulParams(cfg) + 6*float64(cfg.Layers*cfg.Heads*cfg.HeadDim()*(T+1)))
 }
 
 // gemmShape is one Sgemm call of a training step.
@@ -367,13 +457,20 @@ type gemmShape struct {
 // stepGEMMs lists the projection GEMMs of one training step over n tokens (all with targets):
 // per layer forward X·Wᵀ, backward dX = dY·W and dW += dYᵀ·X for qkv, o, gate/up and down, and
 // the same three for the LM head.
-func stepGEMMs(cfg model.Config, n int) []gemmShape {
-	hd := cfg.Dim / cfg.Heads
+func stepGEMMs(cfg model.Config, n int) []gemmShape { return stepGEMMsOf(cfg, n, true) }
+
+// stepGEMMsOf lists stepGEMMs, without the weight gradients dW when weightGrads is false (a
+// LoRA step, whose base weights are frozen).
+func stepGEMMsOf(cfg model.Config, n int, weightGrads bool) []gemmShape {
+	hd := cfg.HeadDim()
 	type lin struct{ out, in int }
-	lins := []lin{{(cfg.Heads + 2*cfg.KVHeads) * hd, cfg.Dim}, {cfg.Dim, cfg.Dim}, {2 * cfg.Hidden, cfg.Dim}, {cfg.Dim, cfg.Hidden}}
+	lins := []lin{{(cfg.Heads + 2*cfg.KVHeads) * hd, cfg.Dim}, {cfg.Dim, cfg.Heads * hd}, {2 * cfg.Hidden, cfg.Dim}, {cfg.Dim, cfg.Hidden}}
 	var s []gemmShape
 	add := func(l lin) {
-		s = append(s, gemmShape{false, true, n, l.out, l.in}, gemmShape{false, false, n, l.in, l.out}, gemmShape{true, false, l.out, l.in, n})
+		s = append(s, gemmShape{false, true, n, l.out, l.in}, gemmShape{false, false, n, l.in, l.out})
+		if weightGrads {
+			s = append(s, gemmShape{true, false, l.out, l.in, n})
+		}
 	}
 	for range cfg.Layers {
 		for _, l := range lins {
@@ -384,9 +481,11 @@ func stepGEMMs(cfg model.Config, n int) []gemmShape {
 	return s
 }
 
-func stepGEMMFLOPs(cfg model.Config, n int) float64 {
+func stepGEMMFLOPs(cfg model.Config, n int) float64 { return gemmFLOPs(stepGEMMs(cfg, n)) }
+
+func gemmFLOPs(shapes []gemmShape) float64 {
 	var f float64
-	for _, g := range stepGEMMs(cfg, n) {
+	for _, g := range shapes {
 		f += 2 * float64(g.m) * float64(g.n) * float64(g.k)
 	}
 	return f
@@ -394,8 +493,11 @@ func stepGEMMFLOPs(cfg model.Config, n int) float64 {
 
 // timeStepGEMMs runs the step's GEMMs reps times through kernels.Sgemm and returns the seconds
 // per step.
-func timeStepGEMMs(cfg model.Config, n, reps int) float64 {
-	shapes := stepGEMMs(cfg, n)
+func timeStepGEMMs(cfg model.Config, n, reps int) float64 { return timeGEMMs(stepGEMMs(cfg, n), reps) }
+
+// timeGEMMs runs shapes reps times through kernels.Sgemm (after one untimed run) and returns
+// the seconds per run.
+func timeGEMMs(shapes []gemmShape, reps int) float64 {
 	size := 0
 	for _, g := range shapes {
 		size = max(size, g.m*g.k, g.k*g.n, g.m*g.n)
@@ -427,22 +529,27 @@ func timeStepGEMMs(cfg model.Config, n, reps int) float64 {
 
 // decoder is one model and KV cache that decodeBench decodes with in every round: a model's
 // batch-1 step tuner (model.Step) lives as long as its packed weights, so the rounds after the
-// first see it settled, as a run that decodes with one model for hours does.
+// first see it settled, as a run that decodes with one model for hours does. The batch-1 and
+// batch-32 decoders of a precision share the model (a published shape's weights take
+// gigabytes), each with its own KV cache.
 type decoder struct {
 	m     *model.Model
 	cache *model.KVCache
 }
 
 // newDecoder builds the model of cfg with its decode weights packed in v's precision (as
-// infer.Engine decodes) and a KV cache of slots for the benchmark's context, and decodes warm
-// untimed steps at batch 1: the step tuner's first probe window, run once per model.
-func (c *ModelOptions) newDecoder(cfg model.Config, slots int, v decodeVariant) (*decoder, error) {
-	m, err := model.New(cfg, c.Seed)
-	if err != nil {
-		return nil, err
-	}
-	if err := m.PackDecodeWeightsAs(v.prec.Weights); err != nil {
-		return nil, err
+// infer.Engine decodes), unless m is that model already, and a KV cache of slots for the
+// benchmark's context, and decodes warm untimed steps at batch 1: the step tuner's first probe
+// window, run once per model.
+func (c *ModelOptions) newDecoder(cfg model.Config, m *model.Model, slots int, v decodeVariant) (*decoder, error) {
+	if m == nil {
+		var err error
+		if m, err = model.New(cfg, c.Seed); err != nil {
+			return nil, err
+		}
+		if err := m.PackDecodeWeightsAs(v.prec.Weights); err != nil {
+			return nil, err
+		}
 	}
 	cache, err := m.NewKVCacheAs(slots, c.Prompt+c.Decode+1, v.prec.KVCache)
 	if err != nil {
