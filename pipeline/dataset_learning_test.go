@@ -20,7 +20,8 @@ import (
 // preset's SFT phase) starts two runs of the preset's RL phase with the same seed and steps, one
 // on calc, one on the dataset. Each is evaluated before and after on its own held-out tasks
 // (calc's held-out seeds, the dataset's held-out split), and the dataset's gain must be real and
-// of the same order as calc's.
+// of the same order as calc's. Measured (BENCHMARKS.md): calc 18.5% → 48.2% held-out sampled
+// pass@1, the dataset 28.2% → 54.8%; 75 s on two cores.
 func TestDatasetRLLearnsAsCalcDoes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long tier: an SFT run and two RL runs on calc and on calc's tasks as a dataset (minutes)")
