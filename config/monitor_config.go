@@ -175,9 +175,9 @@ func (m *MonitorConfig) validate(c *Config) []error {
 			ds = true
 			if t.Oversample > 1 {
 				eps := int64(math.Ceil(float64(r.GroupsPerStep)*t.Oversample)) * int64(r.GroupSize) * int64(r.DynamicSampling.MaxRounds)
-				if toks := eps * int64(c.Rollout.MaxContext); toks > MaxStepTokens {
-					bad("monitor.task_sampling.oversample: %s samples up to groups_per_step %d × oversample %v × group_size %d × dynamic_sampling.max_rounds %d episodes × rollout.max_context %d = %d tokens a step, over the limit of %d (pipeline.MaxStepTokens)",
-						where(i), r.GroupsPerStep, t.Oversample, r.GroupSize, r.DynamicSampling.MaxRounds, c.Rollout.MaxContext, toks, MaxStepTokens)
+				if toks := eps * c.Rollout.MaxEpisodeTokens(); toks > MaxStepTokens {
+					bad("monitor.task_sampling.oversample: %s samples up to groups_per_step %d × oversample %v × group_size %d × dynamic_sampling.max_rounds %d episodes × %s = %d tokens a step, over the limit of %d (pipeline.MaxStepTokens)",
+						where(i), r.GroupsPerStep, t.Oversample, r.GroupSize, r.DynamicSampling.MaxRounds, c.episodeTokens(), toks, MaxStepTokens)
 				}
 			}
 		}
