@@ -14,6 +14,11 @@ type MonitorConfig struct {
 	MinEntropy      float64 `yaml:"min_entropy"`        // exploration: mean token entropy (nats)
 	MaxZeroVarShare float64 `yaml:"max_zero_var_share"` // signal: share of zero-variance groups
 	MaxKL           float64 `yaml:"max_kl"`             // shift: behaviour-vs-learner k3 KL per token
+	// MinTeacherKL is the distillation's degenerate signal (rl.distill): a step whose largest
+	// per-token |logπ − logπ_T| is below it learns nothing from its teacher, which judges every
+	// token as the student does (the teacher is the student). 0 means DefaultMinTeacherKL; a
+	// value without a distilling phase does nothing and is refused.
+	MinTeacherKL float64 `yaml:"min_teacher_kl,omitempty"`
 	// EntropyControl keeps the mean token entropy of the trained steps within a band by moving
 	// the entropy bonus and/or PPO's upper clip (absent: off).
 	EntropyControl *EntropyControlConfig `yaml:"entropy_control,omitempty"`
@@ -98,6 +103,18 @@ const (
 	MaxOversample   = 8       // monitor.task_sampling.oversample
 )
 
+// DefaultMinTeacherKL is monitor.min_teacher_kl when unset: 1e-4 nats, above the difference
+// float32 rounding leaves between two computations of the same policy's logprobs.
+const DefaultMinTeacherKL = 1e-4
+
+// TeacherKLFloor is MinTeacherKL, or DefaultMinTeacherKL when it is 0.
+func (m MonitorConfig) TeacherKLFloor() float64 {
+	if m.MinTeacherKL == 0 {
+		return DefaultMinTeacherKL
+	}
+	return m.MinTeacherKL
+}
+
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // validate checks the monitor block against the run's phases: each action must act in some RL
@@ -109,10 +126,17 @@ func (m *MonitorConfig) validate(c *Config) []error {
 		bad("monitor: min_entropy >= 0, max_zero_var_share in (0, 1] and max_kl > 0 are required")
 	}
 	var rl []int
+	distills := false
 	for i, p := range c.Phases {
 		if p.IsRL() && p.RL != nil {
 			rl = append(rl, i)
+			distills = distills || p.RL.Distill != nil
 		}
+	}
+	if !(m.MinTeacherKL >= 0) || !finite(m.MinTeacherKL) {
+		bad("monitor.min_teacher_kl %v must be finite and >= 0 (0 means %g)", m.MinTeacherKL, DefaultMinTeacherKL)
+	} else if m.MinTeacherKL > 0 && !distills {
+		bad("monitor.min_teacher_kl does nothing: no phase distills from a teacher (rl.distill)")
 	}
 	where := func(i int) string { return fmt.Sprintf("phases[%d] (%s)", i, c.Phases[i].Name) }
 	none := func(block, what string) {
