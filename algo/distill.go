@@ -44,7 +44,10 @@ func (b *Batch) DistillMask(t int) bool {
 // DistillKL measures the per-token reverse KL to the teacher of the policy that sampled (Old when
 // the learner recomputed it, else Behaviour): "distill/kl_mean" (k1, the sampled-token estimate
 // of KL(π‖π_T)), "distill/kl_k3_mean" and "distill/tokens", over the DistillMask tokens of
-// non-failed sequences.
+// non-failed sequences; and how much the signal can say: "distill/kl_abs_max", the largest
+// |logπ − logπ_T| of a token (0 when the teacher judges as the student does), and
+// "distill/teacher_lp_range", the teacher's largest logprob less its smallest (0 when it gives
+// every token the same).
 func DistillKL(b *Batch) (Metrics, error) {
 	if b.Teacher == nil {
 		return nil, fmt.Errorf("algo: distillation needs teacher logprobs (Batch.Teacher)")
@@ -54,7 +57,8 @@ func DistillKL(b *Batch) (Metrics, error) {
 		logp = b.Behaviour
 	}
 	k3, _ := ParseKL("k3")
-	var k1s, k3s float64
+	var k1s, k3s, absMax float64
+	tLo, tHi := math.Inf(1), math.Inf(-1)
 	n := 0
 	for i := 0; i < b.NumSeqs(); i++ {
 		if b.failed(i) {
@@ -63,8 +67,12 @@ func DistillKL(b *Batch) (Metrics, error) {
 		lo, hi := b.Seq(i)
 		for t := lo; t < hi; t++ {
 			if b.DistillMask(t) {
-				k1s += float64(logp[t]) - float64(b.Teacher[t])
-				v, _ := k3.Eval(float64(logp[t]), float64(b.Teacher[t]))
+				lt := float64(b.Teacher[t])
+				d := float64(logp[t]) - lt
+				k1s += d
+				absMax = max(absMax, math.Abs(d))
+				tLo, tHi = min(tLo, lt), max(tHi, lt)
+				v, _ := k3.Eval(float64(logp[t]), lt)
 				k3s += v
 				n++
 			}
@@ -74,6 +82,8 @@ func DistillKL(b *Batch) (Metrics, error) {
 	if n > 0 {
 		m["distill/kl_mean"] = k1s / float64(n)
 		m["distill/kl_k3_mean"] = k3s / float64(n)
+		m["distill/kl_abs_max"] = absMax
+		m["distill/teacher_lp_range"] = tHi - tLo
 	}
 	return m, nil
 }

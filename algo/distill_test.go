@@ -104,6 +104,11 @@ func TestApplyDistillAdvantage(t *testing.T) {
 	if got := m["distill/kl_mean"]; math.Abs(got-(-2.5/5)) > 1e-9 || m["distill/tokens"] != 5 {
 		t.Fatalf("metrics %v", m)
 	}
+	// The signal's spread over the same tokens: |k1| at most 2 (token 7), teacher logprobs from
+	// −2 (token 4) to −0.5 (tokens 1, 6).
+	if m["distill/kl_abs_max"] != 2 || m["distill/teacher_lp_range"] != 1.5 {
+		t.Fatalf("kl_abs_max %v, teacher_lp_range %v, want 2 and 1.5", m["distill/kl_abs_max"], m["distill/teacher_lp_range"])
+	}
 	// |distill| = 2·(0.5+1+1+0+2) = 9, |env| = 1+1+1+1+1 = 5.
 	if got := m["distill/adv_share"]; math.Abs(got-9.0/14) > 1e-9 {
 		t.Fatalf("adv_share %v, want %v", got, 9.0/14)

@@ -203,7 +203,7 @@ const (
 	MaxGroupSize     = 1024      // rl.group_size
 	MaxEpochs        = 1000      // rl.epochs
 	MaxRounds        = 100       // rl.dynamic_sampling.max_rounds
-	MaxStepTokens    = 1 << 26   // episodes sampled for one RL step × rollout.max_context: under 1 GiB
+	MaxStepTokens    = 1 << 26   // episodes sampled for one RL step × their samples' tokens (rollout.Config.MaxEpisodeTokens): under 1 GiB
 	// MaxBatchTokens bounds one update's tokens (sft.batch_size, or an RL minibatch, ×
 	// rollout.max_context), and MaxActivationBytes the activations the model keeps for them.
 	MaxBatchTokens     = 1 << 20
@@ -213,6 +213,17 @@ const (
 // DefaultTokenizer is the presets' tokenizer: 512 tokens trained on 2,000 samples of each
 // environment's text.
 func DefaultTokenizer() TokenizerConfig { return TokenizerConfig{VocabSize: 512, CorpusSamples: 2000} }
+
+// episodeTokens names the tokens one episode can keep (rollout.Config.MaxEpisodeTokens) for
+// an error message: rollout.max_context, or with folding or delegation the sum over the
+// samples they add.
+func (c *Config) episodeTokens() string {
+	r := c.Rollout
+	if r.Context == nil && r.Delegate == nil {
+		return fmt.Sprintf("rollout.max_context %d", r.MaxContext)
+	}
+	return fmt.Sprintf("%d tokens an episode (rollout.max_context %d for each of its samples, the folds' and the sub-episodes' counted: rollout.context, rollout.delegate)", r.MaxEpisodeTokens(), r.MaxContext)
+}
 
 // checkBatch refuses an update of n sequences of up to rollout.max_context tokens whose tokens
 // or activations exceed MaxBatchTokens or MaxActivationBytes; what names the setting.
@@ -316,9 +327,9 @@ func (c *Config) Validate(envs *env.Registry) error {
 		bad("eval.tasks and eval.samples must be positive")
 	} else if c.Eval.Tasks > eval.MaxTasks || c.Eval.Samples > eval.MaxK {
 		bad("eval.tasks %d and eval.samples %d must be at most %d and %d", c.Eval.Tasks, c.Eval.Samples, eval.MaxTasks, eval.MaxK)
-	} else if toks := int64(c.Eval.Tasks) * int64(1+c.Eval.Samples) * int64(r.MaxContext); toks > eval.MaxEpisodeTokens {
-		bad("eval: tasks %d × (1 + samples %d) episodes × rollout.max_context %d = %d tokens exceed the limit of %d (eval.MaxEpisodeTokens)",
-			c.Eval.Tasks, c.Eval.Samples, r.MaxContext, toks, eval.MaxEpisodeTokens)
+	} else if toks := int64(c.Eval.Tasks) * int64(1+c.Eval.Samples) * r.MaxEpisodeTokens(); toks > eval.MaxEpisodeTokens {
+		bad("eval: tasks %d × (1 + samples %d) episodes × %s = %d tokens exceed the limit of %d (eval.MaxEpisodeTokens)",
+			c.Eval.Tasks, c.Eval.Samples, c.episodeTokens(), toks, eval.MaxEpisodeTokens)
 	}
 	if hub.IsRef(c.Init) {
 		if _, err := hub.ParseRef(c.Init); err != nil {
@@ -481,9 +492,9 @@ func (p *Phase) validate(c *Config, envs *env.Registry) error {
 		if r.DynamicSampling != nil {
 			rounds = r.DynamicSampling.MaxRounds
 		}
-		if toks := int64(episodes) * int64(max(rounds, 1)) * int64(ctx); toks > MaxStepTokens {
-			return fmt.Errorf("rl: groups_per_step %d × group_size %d × dynamic_sampling.max_rounds %d episodes × rollout.max_context %d = %d tokens exceed the limit of %d a step (pipeline.MaxStepTokens)",
-				r.GroupsPerStep, r.GroupSize, rounds, ctx, toks, MaxStepTokens)
+		if toks := int64(episodes) * int64(max(rounds, 1)) * c.Rollout.MaxEpisodeTokens(); toks > MaxStepTokens {
+			return fmt.Errorf("rl: groups_per_step %d × group_size %d × dynamic_sampling.max_rounds %d episodes × %s = %d tokens exceed the limit of %d a step (pipeline.MaxStepTokens)",
+				r.GroupsPerStep, r.GroupSize, rounds, c.episodeTokens(), toks, MaxStepTokens)
 		}
 		what, perMB := "rl: groups_per_step × group_size / minibatches", (episodes+r.Minibatches-1)/r.Minibatches
 		if k := c.Rollout.MaxSamplesPerEpisode(); k > 1 {

@@ -29,10 +29,12 @@ func TestDistillConfig(t *testing.T) {
 		{name: "workers", sets: []string{set(`{teacher: 'phase:sft', mode: advantage, coef: 1, workers: 1000}`)}, want: "rl.distill.workers must be in [0, 256]"},
 		{name: "dynamic sampling in a distill phase", sets: []string{"phases.rl.kind=distill", set(`{teacher: 'phase:sft', mode: advantage, coef: 1}`)}, want: "rl.dynamic_sampling keeps groups by the spread of the environment's reward"},
 		{name: "distill phase without a teacher", sets: []string{"phases.rl.kind=distill"}, want: "phases[1] (rl): a distill phase trains on its teacher alone and needs rl.distill"},
+		{name: "teacher floor without a teacher", sets: []string{"monitor.min_teacher_kl=0.001"}, want: "monitor.min_teacher_kl does nothing: no phase distills"},
+		{name: "negative teacher floor", sets: []string{"monitor.min_teacher_kl=-1", set(`{teacher: 'phase:sft', mode: advantage, coef: 1}`)}, want: "monitor.min_teacher_kl -1 must be finite and >= 0"},
 		{name: "reward in a distill phase", sets: []string{"phases.rl.kind=distill", "phases.rl.rl.dynamic_sampling=null", set(`{teacher: 'phase:sft', mode: advantage, coef: 1}`), "phases.rl.envs.0.reward={outcome: 2}"}, want: "reward does nothing in an distill phase"},
 	})
 	for _, sets := range [][]string{
-		{set(`{teacher: 'phase:sft', mode: advantage, coef: 1}`)},
+		{set(`{teacher: 'phase:sft', mode: advantage, coef: 1}`), "monitor.min_teacher_kl=0.01"},
 		{set(`{teacher: 'phase:sft', mode: loss, coef: 0.5, estimator: k3}`), "phases.rl.kind=distill", "phases.rl.rl.dynamic_sampling=null"},
 		{set(`{teacher: remote, mode: loss, coef: 1, estimator: 'k1+', tokenizer: ` + dir + `, remote: {servers: [{name: v, url: 'http://127.0.0.1:8000', dialect: vllm, model: m}], timeout: 10s}}`)},
 	} {

@@ -144,3 +144,38 @@ func TestSetSwitchesPolicy(t *testing.T) {
 		t.Fatalf("envs = %+v", e)
 	}
 }
+
+// The step's token bound counts every sample an episode can make: each fold's and each
+// sub-episode's, not only the root's first context.
+func TestStepTokensCountFoldsAndSubEpisodes(t *testing.T) {
+	big := []string{"phases.rl.rl.groups_per_step=2048", "phases.rl.rl.group_size=8", "phases.rl.rl.minibatches=2048"}
+	sets := func(extra ...string) []string { return append(append([]string{}, big...), extra...) }
+	// One sample an episode fits: 16384 episodes × 3 rounds × 384 tokens.
+	if _, err := Load(all.Builtins(), "", "", big); err != nil {
+		t.Fatalf("without folding or delegation: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		sets []string
+		want string
+	}{
+		// Up to 4 samples (a fold a turn after the first) of 384 tokens each.
+		{"folding", sets("rollout.context={keep_turns: 1}"), "1536 tokens an episode"},
+		// The root's 384 and 8 sub-episodes of 384.
+		{"delegation", sets("rollout.delegate={max_depth: 1}"), "3456 tokens an episode"},
+		// The oversampled rounds of task sampling count the same tokens.
+		{"oversample with folding", []string{"monitor.task_sampling={explore: 0.25, decay: 0.5, max_tasks: 64, oversample: 2}", "phases.rl.rl.groups_per_step=1024",
+			"phases.rl.rl.group_size=8", "phases.rl.rl.minibatches=1024", "rollout.context={keep_turns: 1}"}, "monitor.task_sampling.oversample"},
+		// Evaluation keeps its episodes' samples too.
+		{"eval with folding", []string{"eval.tasks=40000", "eval.samples=1", "rollout.context={keep_turns: 1}"}, "eval.MaxEpisodeTokens"},
+	} {
+		_, err := Load(all.Builtins(), "", "", c.sets)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "Max") {
+			t.Errorf("%s: err = %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+	// Sub-episodes are counted at their own max_tokens: one of 64 tokens fits.
+	if _, err := Load(all.Builtins(), "", "", sets("rollout.delegate={max_depth: 1, max_per_episode: 1, max_tokens: 64}")); err != nil {
+		t.Errorf("one short sub-episode: %v", err)
+	}
+}

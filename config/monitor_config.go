@@ -18,6 +18,11 @@ type MonitorConfig struct {
 	// episodes sampled over that of the episodes trained (1: none; above: the learner trains on
 	// faster episodes than it samples, so slow tasks are under-trained). 0 turns the warning off.
 	MaxLatencyBias float64 `yaml:"max_latency_bias"`
+	// MinTeacherKL is the distillation's degenerate signal (rl.distill): a step whose largest
+	// per-token |logπ − logπ_T| is below it learns nothing from its teacher, which judges every
+	// token as the student does (the teacher is the student). 0 means DefaultMinTeacherKL; a
+	// value without a distilling phase does nothing and is refused.
+	MinTeacherKL float64 `yaml:"min_teacher_kl,omitempty"`
 	// EntropyControl keeps the mean token entropy of the trained steps within a band by moving
 	// the entropy bonus and/or PPO's upper clip (absent: off).
 	EntropyControl *EntropyControlConfig `yaml:"entropy_control,omitempty"`
@@ -102,6 +107,18 @@ const (
 	MaxOversample   = 8       // monitor.task_sampling.oversample
 )
 
+// DefaultMinTeacherKL is monitor.min_teacher_kl when unset: 1e-4 nats, above the difference
+// float32 rounding leaves between two computations of the same policy's logprobs.
+const DefaultMinTeacherKL = 1e-4
+
+// TeacherKLFloor is MinTeacherKL, or DefaultMinTeacherKL when it is 0.
+func (m MonitorConfig) TeacherKLFloor() float64 {
+	if m.MinTeacherKL == 0 {
+		return DefaultMinTeacherKL
+	}
+	return m.MinTeacherKL
+}
+
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // validate checks the monitor block against the run's phases: each action must act in some RL
@@ -116,10 +133,17 @@ func (m *MonitorConfig) validate(c *Config) []error {
 		bad("monitor.max_latency_bias must be 0 (off) or a ratio >= 1, got %v", m.MaxLatencyBias)
 	}
 	var rl []int
+	distills := false
 	for i, p := range c.Phases {
 		if p.IsRL() && p.RL != nil {
 			rl = append(rl, i)
+			distills = distills || p.RL.Distill != nil
 		}
+	}
+	if !(m.MinTeacherKL >= 0) || !finite(m.MinTeacherKL) {
+		bad("monitor.min_teacher_kl %v must be finite and >= 0 (0 means %g)", m.MinTeacherKL, DefaultMinTeacherKL)
+	} else if m.MinTeacherKL > 0 && !distills {
+		bad("monitor.min_teacher_kl does nothing: no phase distills from a teacher (rl.distill)")
 	}
 	where := func(i int) string { return fmt.Sprintf("phases[%d] (%s)", i, c.Phases[i].Name) }
 	none := func(block, what string) {
@@ -182,9 +206,9 @@ func (m *MonitorConfig) validate(c *Config) []error {
 			ds = true
 			if t.Oversample > 1 {
 				eps := int64(math.Ceil(float64(r.GroupsPerStep)*t.Oversample)) * int64(r.GroupSize) * int64(r.DynamicSampling.MaxRounds)
-				if toks := eps * int64(c.Rollout.MaxContext); toks > MaxStepTokens {
-					bad("monitor.task_sampling.oversample: %s samples up to groups_per_step %d × oversample %v × group_size %d × dynamic_sampling.max_rounds %d episodes × rollout.max_context %d = %d tokens a step, over the limit of %d (pipeline.MaxStepTokens)",
-						where(i), r.GroupsPerStep, t.Oversample, r.GroupSize, r.DynamicSampling.MaxRounds, c.Rollout.MaxContext, toks, MaxStepTokens)
+				if toks := eps * c.Rollout.MaxEpisodeTokens(); toks > MaxStepTokens {
+					bad("monitor.task_sampling.oversample: %s samples up to groups_per_step %d × oversample %v × group_size %d × dynamic_sampling.max_rounds %d episodes × %s = %d tokens a step, over the limit of %d (pipeline.MaxStepTokens)",
+						where(i), r.GroupsPerStep, t.Oversample, r.GroupSize, r.DynamicSampling.MaxRounds, c.episodeTokens(), toks, MaxStepTokens)
 				}
 			}
 		}

@@ -52,9 +52,10 @@ func TestBrowser(t *testing.T) {
 	synthRun(t, filepath.Join(root, "a"), 1, 5, 30, 40)
 	synthRun(t, filepath.Join(root, "b"), 2, 12, 30, 0)
 	synthRun(t, filepath.Join(root, "big"), 3, 0, 10_000, 0)
+	synthTreeRun(t, filepath.Join(root, "tree"))
 	// b wrote last: "/" opens it, though a is first by name.
-	for i, run := range []string{"a", "big", "b"} {
-		when := time.Now().Add(time.Duration(i-3) * time.Hour)
+	for i, run := range []string{"tree", "a", "big", "b"} {
+		when := time.Now().Add(time.Duration(i-4) * time.Hour)
 		for _, f := range []string{"metrics.jsonl", "config.yaml"} {
 			if err := os.Chtimes(filepath.Join(root, run, f), when, when); err != nil {
 				t.Fatal(err)
@@ -336,6 +337,9 @@ func TestBrowser(t *testing.T) {
 	if n := count(`.msg.assistant .tok.trained`); n != 5 {
 		t.Errorf("%d trained assistant tokens, want 5", n)
 	}
+	if n := count(`#traj-tree`) + count(`.sample-head`); n != 0 {
+		t.Errorf("an episode of one sample and no sub-episode draws a tree (%d elements)", n)
+	}
 	if err := chromedp.Run(ctx, chromedp.Click("#heat-toggle", chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}
@@ -344,6 +348,67 @@ func TestBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(shots, "trajectory-heat.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// An episode that folded and delegated is drawn as the tree of its samples: the root with its
+	// two samples (the second the folded context), sub-episode e.1 under it with its sample and
+	// e.1.1 nested under e.1, and e.2 not trained; the body marks where each sample starts.
+	open("/traj/tree/0", "trajectory-tree")
+	if got := text(`#traj-tree li.root > .tree-label`); !contains(got, "4 training samples") || !contains(got, "3 sub-episodes") || !contains(got, "critical path 5") || !contains(got, "folds 1") {
+		t.Errorf("the root's label reads %q", got)
+	}
+	if n := count(`#traj-tree li.root > ul > li.tree-sample`); n != 2 {
+		t.Errorf("the root lists %d samples of its own, want 2", n)
+	}
+	if got := text(`#traj-tree li.root > ul > li.tree-sample:nth-child(2)`); !contains(got, "sample 2") || !contains(got, "folded to the policy's summary (folded 9 tokens into 5)") {
+		t.Errorf("the root's second sample reads %q", got)
+	}
+	if n := count(`#traj-tree li.root > ul > li.sub`); n != 2 {
+		t.Errorf("%d sub-episodes directly under the root, want 2 (e.1, e.2)", n)
+	}
+	if got := attr(`#traj-tree li.sub[data-id="e.1"] li.sub`, "data-id"); got != "e.1.1" {
+		t.Errorf("under e.1: %q, want e.1.1 nested", got)
+	}
+	if got := attr(`#traj-tree li.sub[data-id="e.1.1"]`, "data-depth"); got != "2" {
+		t.Errorf("e.1.1 at depth %q", got)
+	}
+	if got := text(`#traj-tree li.sub[data-id="e.1"] > ul > li.tree-sample`); !contains(got, "sample 3") || !contains(got, "sub-episode e.1 (depth 1, delegated by e at its turn 2)") {
+		t.Errorf("e.1's sample reads %q", got)
+	}
+	if got := text(`#traj-tree li.sub[data-id="e.2"] > .tree-label`); !contains(got, "timeout") || !contains(got, "not trained") {
+		t.Errorf("e.2 reads %q", got)
+	}
+	if n := count(`#traj-tree li.sub[data-id="e.2"] li.tree-sample`); n != 0 {
+		t.Errorf("the untrained e.2 lists %d samples", n)
+	}
+	if n := count(`#traj-body .sample-head`); n != 4 {
+		t.Errorf("%d sample headings in the body, want 4", n)
+	}
+	if got := text(`#sample-4`); !contains(got, "sample 4 of 4") || !contains(got, "sub-episode e.1.1") {
+		t.Errorf("the fourth sample's heading reads %q", got)
+	}
+	// Every token is drawn once, the samples' headings between them.
+	if n, want := count(`#traj-body .tok`), synthTreeTraj().Len(); n != want {
+		t.Errorf("%d tokens drawn, want %d", n, want)
+	}
+	// In a window too short to show it, a click on sample 4 in the tree brings its heading into view.
+	var before, after float64
+	headingTop := chromedp.Evaluate(`document.getElementById("sample-4").getBoundingClientRect().top`, &before)
+	if err := chromedp.Run(ctx, chromedp.EmulateViewport(1280, 360), chromedp.Evaluate(`window.scrollTo(0, 0)`, nil), headingTop); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Run(ctx, chromedp.Click(`#traj-tree a[data-sample="4"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.getElementById("sample-4").getBoundingClientRect().top`, &after)); err != nil {
+		t.Fatal(err)
+	}
+	if before < 360 || after < 0 || after > 300 {
+		t.Errorf("sample 4's heading at %vpx from the window's top before the click and %vpx after, want below 360 and then within [0, 300]", before, after)
+	}
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(shots, "trajectory-tree-clicked.png"), png, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("screenshots in %s", shots)

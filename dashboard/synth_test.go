@@ -122,3 +122,83 @@ func synthTraj(i int) *traj.Trajectory {
 	}
 	return t
 }
+
+// synthTreeTraj is a delegating, folding episode "e" as rollout records one: its first sample
+// ends with a fold; the second (the folded context) delegates; sub-episode e.1 (depth 1) is the
+// third sample and delegated e.1.1 (depth 2), the fourth; e.2 (depth 1) timed out and is not
+// trained.
+func synthTreeTraj() *traj.Trajectory {
+	t := &traj.Trajectory{ID: "e", Env: "parts", TaskSeed: 9, Reward: 1, Status: traj.StatusOK,
+		Meta: []traj.KV{{Key: "phase", Value: "rl"}, {Key: "step", Value: "1"}}}
+	push := func(r traj.Role, n int) (int, int) {
+		s := len(t.Tokens)
+		for range n {
+			t.Tokens = append(t.Tokens, int32(20+len(t.Tokens)))
+			t.Roles = append(t.Roles, r)
+			t.LossMask = append(t.LossMask, r == traj.RoleAssistant)
+			lp, v := float32(0), traj.NoVersion
+			if r == traj.RoleAssistant {
+				lp, v = -0.25, 2
+			}
+			t.Logprobs, t.Versions = append(t.Logprobs, lp), append(t.Versions, v)
+		}
+		return s, len(t.Tokens)
+	}
+	turn := func(n, obs int, calls ...traj.ToolCall) {
+		s, e := push(traj.RoleAssistant, n)
+		_, o := push(traj.RoleTool, obs)
+		t.Turns = append(t.Turns, traj.Turn{Start: s, End: e, ObsEnd: o, ToolCalls: calls})
+	}
+	sub := func(id, parent string, depth, turn, start, end, samples int, status string) traj.KV {
+		return traj.KV{Key: "sub_episode", Value: fmt.Sprintf("id=%s parent=%s depth=%d turn=%d start=%d end=%d samples=%d status=%s reward=1 calls=2 critical=2",
+			id, parent, depth, turn, start, end, samples, status)}
+	}
+	push(traj.RoleSystem, 2)
+	push(traj.RoleUser, 2)
+	turn(3, 0, traj.ToolCall{Name: "fold", Arguments: `{"summary":"two items"}`, Result: "folded 9 tokens into 5"})
+	t.Samples = append(t.Samples, len(t.Tokens))
+	push(traj.RoleSystem, 1)
+	push(traj.RoleUser, 3)
+	turn(3, 2, traj.ToolCall{Name: "delegate", Arguments: `{"task":"item a"}`, Result: "12"}, traj.ToolCall{Name: "delegate", Arguments: `{"task":"item b"}`, Error: "the sub-episode failed (timeout)"})
+	turn(2, 0)
+	s1 := len(t.Tokens)
+	t.Samples = append(t.Samples, s1)
+	push(traj.RoleSystem, 1)
+	push(traj.RoleUser, 1)
+	turn(2, 1, traj.ToolCall{Name: "delegate", Arguments: `{"task":"price of a"}`, Result: "4"})
+	turn(1, 0)
+	s2 := len(t.Tokens)
+	t.Samples = append(t.Samples, s2)
+	push(traj.RoleSystem, 1)
+	push(traj.RoleUser, 1)
+	turn(1, 0)
+	end := len(t.Tokens)
+	t.Meta = append(t.Meta, sub("e.1", "e", 1, 1, s1, end, 2, "ok"), sub("e.1.1", "e.1", 2, 0, s2, end, 1, "ok"), sub("e.2", "e", 1, 1, end, end, 0, "timeout"),
+		traj.KV{Key: "folds", Value: "1"}, traj.KV{Key: "model_calls", Value: "6"}, traj.KV{Key: "critical_calls", Value: "5"})
+	return t
+}
+
+// synthTreeRun writes a run directory whose trajectories are synthTreeTraj alone.
+func synthTreeRun(t testing.TB, dir string) {
+	t.Helper()
+	synthRun(t, dir, 4, 1, 2, 0)
+	tr := synthTreeTraj()
+	if err := tr.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, "trajectories.atrs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w, err := traj.NewWriter(f, traj.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(tr); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

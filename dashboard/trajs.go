@@ -276,7 +276,11 @@ type trajView struct {
 	Tokens  []tokenView `json:"tokens"`
 	Turns   []traj.Turn `json:"turns"`
 	Meta    []traj.KV   `json:"meta"`
-	Decoded bool        `json:"decoded"` // false: no tokenizer, token ids shown
+	// Samples are the first tokens of the episode's training samples after its first (a fold's
+	// context, a template split, a sub-episode's tokens): the page draws the episode as the tree
+	// of its samples and sub-episodes (the "sub_episode" meta entries).
+	Samples []int `json:"samples"`
+	Decoded bool  `json:"decoded"` // false: no tokenizer, token ids shown
 }
 
 func (x *trajIndex) view(i int) (trajView, error) {
@@ -287,7 +291,10 @@ func (x *trajIndex) view(i int) (trajView, error) {
 	x.mu.Lock()
 	sum := x.items[i]
 	x.mu.Unlock()
-	v := trajView{Summary: sum, Error: t.Error, Turns: t.Turns, Meta: t.Meta, Tokens: make([]tokenView, len(t.Tokens))}
+	v := trajView{Summary: sum, Error: t.Error, Turns: t.Turns, Meta: t.Meta, Samples: t.Samples, Tokens: make([]tokenView, len(t.Tokens))}
+	if v.Samples == nil {
+		v.Samples = []int{}
+	}
 	tok := x.tokenizer()
 	v.Decoded = tok != nil
 	for j, id := range t.Tokens {

@@ -187,6 +187,77 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// LatencyOf returns the simulated latency of e's WithLatency wrapper, looked for under this
+// package's pass-through wrappers (as ToolsOf looks for tools), and false when it has none.
+func LatencyOf(e Env) (LatencyConfig, bool) {
+	for {
+		if w, ok := e.(*latencyEnv); ok {
+			return w.c, true
+		}
+		p := innerOf(e)
+		if p == nil {
+			return LatencyConfig{}, false
+		}
+		e = *p
+	}
+}
+
+// toolLatencyEnv is the WithToolLatency wrapper.
+type toolLatencyEnv struct {
+	inner Env
+	c     LatencyConfig
+	seed  uint64
+	n     uint64 // steps that called tools so far
+}
+
+// WithToolLatency sleeps, after each Step of inner that ran tool calls (its transition lists
+// them), for a duration drawn from c: the latency of a tool service that the caller waits for
+// and that holds no lock while it waits. A step without a tool call (an answer) does not wait,
+// nor does Reset. The n-th draw depends only on seed and n (ToolLatencies lists them), so an
+// episode takes the same simulated time whenever and wherever it runs. A cancelled ctx cuts the
+// sleep short and Step returns the context's error. It panics on an invalid c, a programming
+// error (a run's configuration is validated first).
+func WithToolLatency(inner Env, c LatencyConfig, seed uint64) Env {
+	if err := c.Validate(); err != nil {
+		panic("env: WithToolLatency: " + err.Error())
+	}
+	return &toolLatencyEnv{inner: inner, c: c, seed: seed}
+}
+
+func toolDraw(c LatencyConfig, seed, n uint64) time.Duration {
+	return c.Draw(rand.New(rand.NewPCG(seed, n^0x70_01_1a7e_4c7e_d5ee)))
+}
+
+func (e *toolLatencyEnv) Reset(ctx context.Context, seed int64) (Observation, error) {
+	e.n = 0
+	return e.inner.Reset(ctx, seed)
+}
+
+func (e *toolLatencyEnv) Step(ctx context.Context, action string) (Transition, error) {
+	tr, err := e.inner.Step(ctx, action)
+	if err != nil || len(tr.ToolCalls) == 0 {
+		return tr, err
+	}
+	e.n++
+	if err := sleepCtx(ctx, toolDraw(e.c, e.seed, e.n)); err != nil {
+		return Transition{}, err
+	}
+	return tr, nil
+}
+
+// Close closes inner.
+func (e *toolLatencyEnv) Close() error { return closeInner(e.inner) }
+
+// ToolLatencies lists the latencies WithToolLatency sleeps after the first n steps that call
+// tools of an episode wrapped with seed.
+func ToolLatencies(c LatencyConfig, seed uint64, n int) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = toolDraw(c, seed, uint64(i+1))
+	}
+	return out
+}
+
 // LatencyOfEpisode lists the latencies WithLatency sleeps in the episode of seed for its first
 // steps steps, Reset's first when c.Reset.
 func LatencyOfEpisode(c LatencyConfig, seed int64, steps int) []time.Duration {

@@ -11,6 +11,8 @@ import (
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/calc"
 	"github.com/agentrl/agentrl/env/envtest"
+	"github.com/agentrl/agentrl/tool"
+	"github.com/agentrl/agentrl/traj"
 )
 
 // TestLatencyQuantiles draws many latencies and compares their empirical median and 99th
@@ -155,4 +157,81 @@ func TestLatencySuite(t *testing.T) {
 		return env.WithLatency(e, env.LatencyConfig{Dist: "lognormal", Median: 20 * time.Microsecond, P99OverP50: 20, Reset: true}), nil
 	}
 	envtest.Run(t, spec)
+}
+
+// toolStepEnv answers "call" with a transition that lists a tool call and anything else with an
+// answer.
+type toolStepEnv struct{ countEnv }
+
+func (e *toolStepEnv) Step(ctx context.Context, a string) (env.Transition, error) {
+	e.steps++
+	if a == "call" {
+		return env.Transition{Observation: "r", ToolCalls: []traj.ToolCall{{Name: "lookup"}}}, nil
+	}
+	return env.Transition{Done: true}, nil
+}
+
+// TestToolLatency checks WithToolLatency: it waits its n-th draw after the n-th step that ran
+// tool calls, never after an answer or a Reset; the draws depend on the seed alone; a cancelled
+// context cuts the wait short.
+func TestToolLatency(t *testing.T) {
+	c := env.LatencyConfig{Dist: "lognormal", Median: 20 * time.Millisecond, P99OverP50: 3, Max: 60 * time.Millisecond}
+	want := env.ToolLatencies(c, 11, 2)
+	if again := env.ToolLatencies(c, 11, 2); !slices.Equal(again, want) || slices.Equal(env.ToolLatencies(c, 12, 2), want) || want[0] == want[1] {
+		t.Fatalf("draws %v: not fixed by the seed alone", want)
+	}
+	ctx := context.Background()
+	e := env.WithToolLatency(&toolStepEnv{}, c, 11)
+	step := func(a string) time.Duration {
+		t0 := time.Now()
+		if _, err := e.Step(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	t0 := time.Now()
+	if _, err := e.Reset(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if el := step("call"); el < want[i] {
+			t.Fatalf("tool step %d took %v, less than its draw %v", i+1, el, want[i])
+		}
+	}
+	if el := step("answer"); el > 15*time.Millisecond {
+		t.Fatalf("an answer waited %v", el)
+	}
+	if el := time.Since(t0); el > 5*time.Second {
+		t.Fatalf("the episode took %v", el)
+	}
+	// A cancelled context: the call has run (it is the wait after it that is cut), the step fails.
+	long := env.WithToolLatency(&toolStepEnv{}, env.LatencyConfig{Dist: "lognormal", Median: time.Hour, P99OverP50: 1}, 1)
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := long.Step(cctx, "call"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the context's deadline", err)
+	}
+}
+
+// TestLatencyWrapperIsPassThrough: the tools and the latency itself are
+// found beneath the latency wrappers (rollout's delegation reads all three).
+func TestLatencyWrapperIsPassThrough(t *testing.T) {
+	calc, err := tool.NewCalculator(tool.CalcLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := env.LatencyConfig{Dist: "pareto", Median: time.Millisecond, P99OverP50: 4}
+	e := env.WithLatency(env.WithTools(&countEnv{}, []tool.Tool{calc}, env.ToolLimits{}), c)
+	if got, ok := env.LatencyOf(e); !ok || got != c {
+		t.Fatalf("LatencyOf = %+v, %v", got, ok)
+	}
+	if ts := env.ToolsOf(e); len(ts) != 1 || ts[0].Name() != "calculator" {
+		t.Fatalf("ToolsOf = %v", ts)
+	}
+	if ts := env.ToolsOf(env.WithToolLatency(e, c, 1)); len(ts) != 1 {
+		t.Fatalf("ToolsOf under WithToolLatency = %v", ts)
+	}
+	if _, ok := env.LatencyOf(env.WithTools(&countEnv{}, []tool.Tool{calc}, env.ToolLimits{})); ok {
+		t.Fatal("LatencyOf found a latency where there is none")
+	}
 }

@@ -302,8 +302,8 @@ func findToolEnv(e Env) *toolEnv {
 	}
 }
 
-// innerOf returns where this package's turn-limit, step-timeout and observation-cap wrappers
-// hold the environment they wrap, or nil when e is none of them.
+// innerOf returns where this package's turn-limit, step-timeout, observation-cap and
+// simulated-latency wrappers hold the environment they wrap, or nil when e is none of them.
 func innerOf(e Env) *Env {
 	switch w := e.(type) {
 	case *turnLimitEnv:
@@ -311,6 +311,10 @@ func innerOf(e Env) *Env {
 	case *timeoutEnv:
 		return &w.inner
 	case *obsCapEnv:
+		return &w.inner
+	case *latencyEnv:
+		return &w.inner
+	case *toolLatencyEnv:
 		return &w.inner
 	}
 	return nil

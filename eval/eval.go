@@ -65,9 +65,9 @@ func (o Options) CheckSizes() error {
 	case o.Slots < 1 || o.Slots > local.MaxSlots:
 		return fmt.Errorf("eval: slots %d must be in [1, %d] (local.MaxSlots)", o.Slots, local.MaxSlots)
 	}
-	if toks := int64(o.Tasks) * int64(1+o.K) * int64(o.Rollout.MaxContext); toks > MaxEpisodeTokens {
-		return fmt.Errorf("eval: %d tasks × (1 + k %d) episodes × max_context %d = %d tokens exceed the limit of %d (eval.MaxEpisodeTokens); evaluate fewer tasks or samples",
-			o.Tasks, o.K, o.Rollout.MaxContext, toks, MaxEpisodeTokens)
+	if toks := int64(o.Tasks) * int64(1+o.K) * o.Rollout.MaxEpisodeTokens(); toks > MaxEpisodeTokens {
+		return fmt.Errorf("eval: %d tasks × (1 + k %d) episodes × %d tokens an episode (max_context %d, for each sample its folds and sub-episodes add) = %d tokens exceed the limit of %d (eval.MaxEpisodeTokens); evaluate fewer tasks or samples",
+			o.Tasks, o.K, o.Rollout.MaxEpisodeTokens(), o.Rollout.MaxContext, toks, MaxEpisodeTokens)
 	}
 	return nil
 }

@@ -26,6 +26,8 @@ func TestCheckSizes(t *testing.T) {
 		{Options{Tasks: 200, K: -1, Slots: 64}, "k -1"},
 		{Options{Tasks: 200, K: 8, Slots: 100_000_000}, "local.MaxSlots"},
 		{Options{Tasks: MaxTasks, K: MaxK, Slots: 64, Rollout: rollout.Config{MaxContext: 512}}, "eval.MaxEpisodeTokens"},
+		// Folds' samples count: MaxTasks episodes of one 512-token sample fit, of up to 8 do not.
+		{Options{Tasks: MaxTasks, K: 0, Slots: 64, Rollout: rollout.Config{MaxContext: 512, MaxTurns: 8, Context: &rollout.ContextConfig{KeepTurns: 1}}}, "eval.MaxEpisodeTokens"},
 	} {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)

@@ -22,7 +22,9 @@ type Stats struct {
 	effectiveGroups        int     // groups kept for training
 	truncated              int
 	GenSeconds, EnvSeconds float64
-	Levels                 map[envLevel]float64 // success per environment and difficulty level (levelSuccess)
+	// WallSeconds sums the episodes' wall times (traj.Timings.Total), sub-episodes included.
+	WallSeconds float64
+	Levels      map[envLevel]float64 // success per environment and difficulty level (levelSuccess)
 	// groups is how each sampled group ended, in the order sampled (the task sampler's
 	// observations).
 	groups []groupOutcome
@@ -78,6 +80,7 @@ func Measure(sampled []*traj.Trajectory, kept [][]*traj.Trajectory) Stats {
 		}
 		s.GenSeconds += t.Timings.Generate.Seconds()
 		s.EnvSeconds += t.Timings.Env.Seconds()
+		s.WallSeconds += t.Timings.Total.Seconds()
 		if _, ok := groups[t.GroupID]; !ok {
 			order = append(order, t.GroupID)
 		}
@@ -138,6 +141,14 @@ func Measure(sampled []*traj.Trajectory, kept [][]*traj.Trajectory) Stats {
 		}
 	}
 	return s
+}
+
+// EpisodeSeconds is the mean wall time of the sampled episodes (0 when none).
+func (s Stats) EpisodeSeconds() float64 {
+	if s.episodes == 0 {
+		return 0
+	}
+	return s.WallSeconds / float64(s.episodes)
 }
 
 // Into adds the statistics to a step's metrics line m.

@@ -43,6 +43,52 @@ func TestMonitorNamesTheBrokenInvariant(t *testing.T) {
 	}
 }
 
+// A distilling step warns when its teacher's judgement is a degenerate signal: the teacher is
+// the student (|logπ − logπ_T| ~0 at every token), gives every token one logprob, or failed for
+// most episodes; a teacher that disagrees with the student, token by token, does not.
+func TestMonitorWarnsOfDegenerateTeacher(t *testing.T) {
+	distilled := func(m algo.Metrics) *learn.RLReport {
+		return &learn.RLReport{RLStats: learn.RLStats{Entropy: 0.5}, Distill: m}
+	}
+	healthy := func() algo.Metrics {
+		return algo.Metrics{"distill/tokens": 40, "distill/kl_mean": 0.3, "distill/kl_abs_max": 1.2, "distill/teacher_lp_range": 4, "distill/teacher_failed_episodes": 0}
+	}
+	with := func(k string, v float64) algo.Metrics { m := healthy(); m[k] = v; return m }
+	sample := Stats{episodes: 10, zeroVarShare: 0.2}
+	for _, c := range []struct {
+		name string
+		cfg  config.MonitorConfig
+		m    algo.Metrics
+		want []string
+	}{
+		{"healthy", config.MonitorConfig{}, healthy(), nil},
+		{"teacher is the student", config.MonitorConfig{}, with("distill/kl_abs_max", 3e-7), []string{"as the student does"}},
+		{"exactly the student", config.MonitorConfig{}, with("distill/kl_abs_max", 0), []string{"as the student does"}},
+		{"under a configured floor", config.MonitorConfig{MinTeacherKL: 2}, healthy(), []string{"below 2"}},
+		{"one logprob for every token", config.MonitorConfig{}, with("distill/teacher_lp_range", 0), []string{"the same logprob"}},
+		{"student and teacher both constant", config.MonitorConfig{}, algo.Metrics{"distill/tokens": 5, "distill/kl_abs_max": 0, "distill/teacher_lp_range": 0}, []string{"as the student does", "the same logprob"}},
+		{"teacher failed for most episodes", config.MonitorConfig{}, with("distill/teacher_failed_episodes", 9), []string{"failed for 9 of 10 episodes"}},
+		{"teacher failed for a few episodes", config.MonitorConfig{}, with("distill/teacher_failed_episodes", 2), nil},
+		{"a single judged token", config.MonitorConfig{}, algo.Metrics{"distill/tokens": 1, "distill/kl_abs_max": 0.5, "distill/teacher_lp_range": 0}, nil},
+		{"no judged token", config.MonitorConfig{}, algo.Metrics{"distill/tokens": 0}, nil},
+	} {
+		c.cfg.MinEntropy, c.cfg.MaxZeroVarShare, c.cfg.MaxKL = 0.1, 0.8, 0.05
+		got := New(c.cfg).Check(distilled(c.m), sample)
+		if len(got) != len(c.want) {
+			t.Fatalf("%s: warnings %q, want %d naming %v", c.name, got, len(c.want), c.want)
+		}
+		for j, w := range c.want {
+			if !strings.Contains(got[j], w) || !strings.Contains(got[j], "learning signal degenerating") {
+				t.Fatalf("%s: warning %q does not name %q", c.name, got[j], w)
+			}
+		}
+	}
+	// An RL step without a teacher has no distillation warnings.
+	if got := New(config.MonitorConfig{MinEntropy: 0.1, MaxZeroVarShare: 0.8, MaxKL: 0.05}).Check(distilled(nil), sample); len(got) != 0 {
+		t.Fatalf("warnings without a teacher: %q", got)
+	}
+}
+
 // A knob moves by its step (or factor) from the phase's value, stays within its bounds, and says
 // when it cannot move.
 func TestKnobMoves(t *testing.T) {

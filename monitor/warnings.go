@@ -33,6 +33,32 @@ func (mo *Monitor) Check(rep *learn.RLReport, st Stats) []string {
 	if l := rep; l != nil && l.Shift.KL > mo.cfg.MaxKL {
 		w = append(w, fmt.Sprintf("distribution shift: behaviour-vs-learner KL %.4f above %.4f", l.Shift.KL, mo.cfg.MaxKL))
 	}
+	if rep != nil && rep.Distill != nil {
+		w = append(w, mo.teacherSignal(rep.Distill, st.episodes)...)
+	}
+	return w
+}
+
+// teacherSignal returns the warnings of a distilling step whose distillation metrics are m
+// (algo.DistillKL's and the teacher calls') out of episodes sampled: the teacher's judgement is
+// a degenerate learning signal when it matches the student's at every token (the teacher is
+// the student: the reverse KL is 0 everywhere), when it gives every token one logprob (a
+// teacher that judges nothing), or when the teacher failed (down, non-finite or misshapen
+// logprobs) for more of the step's episodes than the signal's limit (max_zero_var_share), which
+// were left out of it.
+func (mo *Monitor) teacherSignal(m map[string]float64, episodes int) []string {
+	var w []string
+	if n := m["distill/tokens"]; n > 0 {
+		if d, floor := m["distill/kl_abs_max"], mo.cfg.TeacherKLFloor(); !(d >= floor) {
+			w = append(w, fmt.Sprintf("learning signal degenerating: the teacher judges all %.0f tokens as the student does (largest |logπ − logπ_T| %.2g, below %.2g): is the teacher the student?", n, d, floor))
+		}
+		if r := m["distill/teacher_lp_range"]; n > 1 && !(r > 0) {
+			w = append(w, fmt.Sprintf("learning signal degenerating: the teacher gives all %.0f tokens the same logprob", n))
+		}
+	}
+	if f := m["distill/teacher_failed_episodes"]; f > 0 && episodes > 0 && f/float64(episodes) > mo.cfg.MaxZeroVarShare {
+		w = append(w, fmt.Sprintf("learning signal degenerating: the teacher failed for %.0f of %d episodes (%.0f%%, limit %.0f%%), left out of the step", f, episodes, 100*f/float64(episodes), 100*mo.cfg.MaxZeroVarShare))
+	}
 	return w
 }
 

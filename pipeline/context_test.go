@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -52,6 +54,14 @@ func TestRunLogsContextFoldingAndDelegation(t *testing.T) {
 			t.Fatalf("step %v: critical path of %v model calls", m["step"], c)
 		}
 		requests += m["rollout/context_fold_requests_per_episode"].(float64)
+	}
+	// Each RL step logs its episodes' mean wall time (metricLines leaves timings out).
+	data, err := os.ReadFile(filepath.Join(run.Dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(data, []byte(`"time/episode_s":`)); n != 4 {
+		t.Fatalf("%d lines with time/episode_s, want one a step", n)
 	}
 	if steps != 4 || evals == 0 || requests == 0 {
 		t.Fatalf("%d rl steps, %d evaluations, %v requests for a summary (every calc observation passes 40 tokens)", steps, evals, requests)

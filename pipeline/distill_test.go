@@ -145,6 +145,24 @@ func TestDistillRemoteTeacher(t *testing.T) {
 	if kl := lines[1]["distill/kl_mean"].(float64); kl == 0 {
 		t.Fatalf("step 2: the student moved, yet the KL is %v", kl)
 	}
+	// The monitor says that the first step's signal is degenerate, and not the second's.
+	if !hasWarning(lines[0], "is the teacher the student?") {
+		t.Fatalf("step 1: the student is the teacher, yet no warning says so: %v", lines[0]["warnings"])
+	}
+	if hasWarning(lines[1], "is the teacher the student?") {
+		t.Fatalf("step 2: the student moved (largest |logπ − logπ_T| %v), yet %v", lines[1]["distill/kl_abs_max"], lines[1]["warnings"])
+	}
+}
+
+// hasWarning reports whether the metrics line m carries a monitor warning containing s.
+func hasWarning(m map[string]any, s string) bool {
+	ws, _ := m["warnings"].([]any)
+	for _, w := range ws {
+		if w, ok := w.(string); ok && strings.Contains(w, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // A run killed in a phase that distils from an earlier one resumes with the same teacher (the

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +61,13 @@ func TestSimulatedLatencyConfig(t *testing.T) {
 	}
 	if n != 2 {
 		t.Fatalf("%d RL steps logged, want 2", n)
+	}
+	// Each step logs what the latency costs an episode (metricLines leaves timings out).
+	data, err = os.ReadFile(filepath.Join(run.Dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), `"time/episode_s":`); n != 2 {
+		t.Fatalf("%d lines with time/episode_s, want one a step", n)
 	}
 }

@@ -18,7 +18,7 @@ import (
 // times, less its folds and its sub-episodes' samples), and rollout/samples_per_episode. They are
 // logged when the run renders with a Conversation of its own (Options.NewConversation), when it
 // folds contexts (rollout.context, whose rollout/context_* figures come with them), when it
-// delegates (rollout.delegate, with rollout/delegate_*) and whenever a step has an
+// delegates (rollout.delegate, with rollout/delegate_* and time/episode_s) and whenever a step has an
 // episode of several samples, so that a replay of the recorded trajectories logs the same; the
 // ChatML default never splits, and its metrics lines are unchanged.
 func (r *Run) sampleMetrics(ts []*traj.Trajectory) map[string]float64 {
@@ -36,9 +36,13 @@ func (r *Run) sampleMetrics(ts []*traj.Trajectory) map[string]float64 {
 		for _, t := range ts {
 			folds += rollout.SubEpisodeSamples(t)
 		}
-		for k, v := range rollout.MeasureDelegation(ts).Metrics("rollout/") {
+		ds := rollout.MeasureDelegation(ts)
+		for k, v := range ds.Metrics("rollout/") {
 			m[k] = v
 		}
+		// The parent's wall time, its sub-episodes' parallel waits included (a timing: replays
+		// do not compare time/ figures).
+		m["time/episode_s"] = ds.WallSeconds
 	}
 	if fold {
 		fs := rollout.MeasureFolds(ts)

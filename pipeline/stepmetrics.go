@@ -81,6 +81,7 @@ func (s *rlStep) fields() map[string]any {
 	m["time/elapsed_s"] = s.times.elapsed
 	if s.simLatency != "" {
 		m["sim/latency"] = s.simLatency
+		m["time/episode_s"] = s.sample.EpisodeSeconds() // what the simulated latency costs an episode
 	}
 	for k, v := range s.dist {
 		m[k] = v

@@ -70,6 +70,26 @@ func (c Config) MaxSamplesPerEpisode() int {
 	return n
 }
 
+// MaxEpisodeTokens bounds the tokens one episode keeps over all its training samples: max_context
+// for the root's first sample and for each fold's (one at most a turn after the first), and each
+// sub-episode's max_context (delegate.max_tokens, or max_context) for each sub-episode of the
+// root. Without folding and delegation it is max_context. Template splits are not counted, as
+// in MaxSamplesPerEpisode.
+func (c Config) MaxEpisodeTokens() int64 {
+	n := int64(c.MaxContext)
+	if c.Context != nil {
+		n += int64(c.MaxTurns-1) * int64(c.MaxContext)
+	}
+	if d := c.Delegate; d != nil {
+		sub := d.MaxTokens
+		if sub == 0 {
+			sub = c.MaxContext
+		}
+		n += int64(d.perEpisode()) * int64(sub)
+	}
+	return n
+}
+
 var foldToolRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`)
 
 // Validate reports settings that cannot work with the episode bounds of c.

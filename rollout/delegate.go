@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +50,11 @@ const (
 // need not be safe for concurrent use); their generation runs in parallel, through the parent's
 // generator, which must then be safe for concurrent use (the engine and the remote generator
 // are; an AgentGenerator is not, and expert demonstrations are played without delegation).
-// Sub-agents do not fold.
+// Sub-agents do not fold. When the root's environment has a simulated latency (env.WithLatency,
+// a phase environment's latency block), a sub-agent's turn that calls the environment's tools
+// waits a draw of it after the call, outside the lock (env.WithToolLatency): the tools are the
+// environment's, and parallel sub-agents wait at once. The draws depend on the task seed and the
+// sub-episode's place in the tree only.
 //
 // A sub-episode is recorded inside its parent's trajectory, as further training samples after
 // the parent's own (the mechanism of traj.Trajectory.Samples), with a "sub_episode" meta entry
@@ -154,6 +159,19 @@ type delegator struct {
 type delegateRoot struct {
 	budget atomic.Int64 // sub-episodes left
 	toolMu sync.Mutex   // serializes the sub-agents' tool calls
+	id     string       // the root trajectory's
+	// latency is the root environment's simulated latency (env.WithLatency), which each
+	// sub-agent turn that calls the environment's tools waits too; nil when it has none.
+	latency *env.LatencyConfig
+}
+
+// subLatencySeed seeds the simulated latency of the sub-episode id of a root episode of task
+// seed: it depends on the task seed and the sub-episode's place in the root's tree (its id less
+// the root's), as the root's own latency depends on the task seed alone.
+func (r *delegateRoot) subLatencySeed(taskSeed int64, id string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(strings.TrimPrefix(id, r.id)))
+	return h.Sum64() ^ uint64(taskSeed)*0x9e37_79b9_7f4a_7c15
 }
 
 // child is one finished sub-episode.
@@ -166,8 +184,11 @@ type child struct {
 
 func newDelegator(cfg *DelegateConfig, e env.Env, t Task, depth int, root *delegateRoot, grade env.SubtaskGrader) *delegator {
 	if root == nil {
-		root = &delegateRoot{}
+		root = &delegateRoot{id: t.id()}
 		root.budget.Store(int64(cfg.perEpisode()))
+		if c, ok := env.LatencyOf(e); ok {
+			root.latency = &c
+		}
 	}
 	if grade == nil {
 		grade = env.SubtaskGraderOf(e)
@@ -399,8 +420,14 @@ func (r *Runner) subEpisode(ctx context.Context, parent *episode, task string, s
 	d := parent.deleg
 	se := &subEnv{task: task, grade: d.grade, own: d.cfg.Reward == RewardOwn}
 	var e env.Env = se
+	id := parent.t.ID + "." + strconv.Itoa(seq)
 	if len(d.tools) > 0 {
 		e = env.WithTools(se, d.tools, env.ToolLimits{})
+		if c := d.root.latency; c != nil {
+			// The tools are the environment's: a sub-agent's turn that calls them waits its
+			// simulated latency, outside the root's tool lock, so parallel sub-agents wait at once.
+			e = env.WithToolLatency(e, *c, d.root.subLatencySeed(d.task.Seed, id))
+		}
 	}
 	cr := *r
 	cr.Cfg.Context = nil // sub-agents do not fold
@@ -411,7 +438,7 @@ func (r *Runner) subEpisode(ctx context.Context, parent *episode, task string, s
 	t := d.task
 	t.Index ^= seq<<16 ^ (d.depth+1)<<28
 	sub := &subRun{
-		id:    parent.t.ID + "." + strconv.Itoa(seq),
+		id:    id,
 		depth: d.depth + 1,
 		root:  d.root,
 		grade: d.grade,

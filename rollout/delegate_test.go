@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/infer"
+	"github.com/agentrl/agentrl/tool"
 	"github.com/agentrl/agentrl/traj"
 )
 
@@ -445,4 +446,69 @@ func FuzzParseSubEpisode(f *testing.F) {
 			t.Fatalf("%q → %+v → %q → %+v, %v", v, s, s.String(), back, err)
 		}
 	})
+}
+
+// TestDelegateToolLatency: a sub-agent's turn that calls the environment's tools waits the
+// environment's simulated latency (its draws fixed by the task seed and the sub-episode's place),
+// outside the root's tool lock, so the sub-agents of one turn wait at once: the delegation turn
+// takes about one latency, not one per sub-agent; an answer waits none.
+func TestDelegateToolLatency(t *testing.T) {
+	calc, err := tool.NewCalculator(tool.CalcLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lat := env.LatencyConfig{Dist: "lognormal", Median: 150 * time.Millisecond, P99OverP50: 1.5}
+	r, _ := delegateRunner(t, &DelegateConfig{MaxDepth: 1}, func(ctx context.Context, p string) (string, error) {
+		if strings.Contains(p, subAgentPrompt) {
+			m := addRE.FindStringSubmatch(lastUser(p))
+			if strings.Contains(p, "<tool_response>") {
+				i := strings.LastIndex(p, "<tool_response>") + len("<tool_response>")
+				return p[i : i+strings.Index(p[i:], "</tool_response>")], nil
+			}
+			b, _ := json.Marshal(map[string]any{"name": "calculator", "arguments": map[string]string{"expression": m[1] + "+" + m[2]}})
+			return "<tool_call>" + string(b) + "</tool_call>", nil
+		}
+		if !strings.Contains(p, "<tool_response>") {
+			return delegateCall("add 2 3") + delegateCall("add 4 5") + delegateCall("add 1 1") + delegateCall("add 0 0"), nil
+		}
+		return "14", nil
+	})
+	e := env.WithLatency(env.WithTools(sumEnv{}, []tool.Tool{calc}, env.ToolLimits{}), lat)
+	play := func() *traj.Trajectory {
+		tr, err := r.Episode(context.Background(), e, Task{Env: "sum", Seed: 7})
+		if err != nil || tr.Status != traj.StatusOK || tr.Reward != 1 {
+			t.Fatalf("status %s (%q) reward %v, err %v", tr.Status, tr.Error, tr.Reward, err)
+		}
+		return tr
+	}
+	tr := play()
+	subs := SubEpisodes(tr)
+	if len(subs) != 4 {
+		t.Fatalf("%d sub-episodes", len(subs))
+	}
+	// Each sub-agent waited its own draw, after its one tool call and not after its answer.
+	var sum, longest time.Duration
+	root := &delegateRoot{id: Task{Env: "sum", Seed: 7}.id()}
+	for k, s := range subs {
+		d := env.ToolLatencies(lat, root.subLatencySeed(7, s.ID), 1)[0]
+		sum, longest = sum+d, max(longest, d)
+		if k > 0 && d == env.ToolLatencies(lat, root.subLatencySeed(7, subs[0].ID), 1)[0] {
+			t.Errorf("sub-episodes %s and %s draw the same latency %v", s.ID, subs[0].ID, d)
+		}
+	}
+	if answers := tr.Turns[0].ToolCalls; answers[0].Result != "5" || answers[2].Result != "2" {
+		t.Fatalf("the delegations answered %+v", answers)
+	}
+	// The parent's environment time is its one Step's latency (the answer; the delegation turn
+	// does not reach the environment) and the delegation turn: at least the longest sub-agent
+	// draw, and well under their sum (a serial wait).
+	own := env.LatencyOfEpisode(lat, 7, 1)[0]
+	if got := tr.Timings.Env - own; got < longest || got > (longest+sum)/2 {
+		t.Fatalf("the delegation turn took %v; the sub-agents' latencies: longest %v, sum %v", got, longest, sum)
+	}
+	// Another play of the same task draws the same latencies: its sub-episodes' ids and seeds are
+	// the same.
+	if got := SubEpisodes(play()); got[3].ID != subs[3].ID {
+		t.Fatalf("sub-episode ids %v and %v", got, subs)
+	}
 }

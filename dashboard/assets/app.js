@@ -371,6 +371,51 @@ async function showTrajs(name, params) {
 // heat colours a trained token by its behaviour logprob: green near 0, red at -5 and below.
 function heat(lp) { const t = Math.max(0, Math.min(1, -lp / 5)); return `hsla(${120 * (1 - t)}, 80%, 70%, 0.8)`; }
 
+// subEpisodes reads a trajectory's "sub_episode" meta entries (rollout.SubEpisode's form: "id=…
+// parent=… depth=… turn=… start=… end=… samples=… status=… reward=… calls=… critical=…"); an
+// entry it cannot read is skipped.
+function subEpisodes(meta) {
+  const out = [];
+  for (const kv of meta || []) {
+    if (kv.k !== "sub_episode") continue;
+    const f = {};
+    for (const p of String(kv.v).split(/\s+/)) { const i = p.indexOf("="); if (i > 0) f[p.slice(0, i)] = p.slice(i + 1); }
+    const ints = ["depth", "turn", "start", "end", "samples", "calls", "critical"];
+    if (!f.id || !f.parent || ints.some((k) => !/^-?\d+$/.test(f[k] || ""))) continue;
+    const e = { id: f.id, parent: f.parent, status: f.status || "?", reward: Number(f.reward) || 0 };
+    for (const k of ints) e[k] = Number(f[k]);
+    out.push(e);
+  }
+  return out;
+}
+
+// sampleTree draws an episode as the tree of its training samples: the root episode with its own
+// samples (the first, then each folded context or template split), and under it each
+// sub-episode (nested by the episode that delegated it) with its samples, or "not trained" when it
+// failed. why(k) names sample k; go(k) shows it in the body.
+function sampleTree(v, bounds, subs, why, go) {
+  const meta = (k) => ((v.meta || []).find((kv) => kv.k === k) || {}).v;
+  const owner = (a) => { let o = null; for (const se of subs) if (se.start <= a && a < se.end && (!o || se.depth > o.depth)) o = se; return o; };
+  const samplesOf = new Map([[v.summary.id, []]]);
+  for (const se of subs) samplesOf.set(se.id, []);
+  for (let k = 0; k + 1 < bounds.length; k++) { const o = owner(bounds[k]); samplesOf.get(o ? o.id : v.summary.id).push(k); }
+  const sampleItems = (id) => samplesOf.get(id).map((k) => h("li", { class: "tree-sample" },
+    h("a", { tabindex: "0", "data-sample": String(k + 1), onclick: () => go(k) }, `sample ${k + 1}`),
+    ` ${why(k)} · ${bounds[k + 1] - bounds[k]} tokens`));
+  const known = new Set([v.summary.id, ...subs.map((se) => se.id)]);
+  const children = (id) => subs.filter((se) => se.parent === id || (id === v.summary.id && !known.has(se.parent)));
+  const node = (se) => h("li", { class: "tree-node sub", "data-id": se.id, "data-depth": String(se.depth) },
+    h("span", { class: "tree-label" }, `${se.id} · depth ${se.depth} · from turn ${se.turn + 1} of ${se.parent} · ${se.status} · reward ${se.reward} · model calls ${se.calls} · critical ${se.critical}` +
+      (se.end > se.start ? "" : " · not trained")),
+    h("ul", {}, sampleItems(se.id), children(se.id).map(node)));
+  const calls = meta("model_calls"), critical = meta("critical_calls"), folds = meta("folds");
+  const root = h("li", { class: "tree-node root", "data-id": v.summary.id, "data-depth": "0" },
+    h("span", { class: "tree-label" }, `${v.summary.id} · ${bounds.length - 1} training samples` + (subs.length ? ` · ${subs.length} sub-episodes` : "") +
+      (calls ? ` · model calls ${calls}` : "") + (critical ? ` · critical path ${critical}` : "") + (folds ? ` · folds ${folds}` : "")),
+    h("ul", {}, sampleItems(v.summary.id), children(v.summary.id).map(node)));
+  return h("div", { id: "traj-tree" }, h("ul", {}, root));
+}
+
 async function showTraj(name, i) {
   const main = $("#main");
   const v = await api(`/api/run/${enc(name)}/traj/${i}`);
@@ -378,6 +423,24 @@ async function showTraj(name, i) {
   const heatBox = h("input", { type: "checkbox", id: "heat-toggle", onchange: () => body.classList.toggle("heat", heatBox.checked) });
   const body = h("div", { id: "traj-body" });
   const toks = v.tokens;
+  // The training samples: sample k spans tokens bounds[k] .. bounds[k + 1].
+  const bounds = [0, ...(v.samples || []).filter((b) => b > 0 && b < toks.length), toks.length];
+  const subs = subEpisodes(v.meta);
+  const why = (k) => {
+    const a = bounds[k];
+    if (k === 0) return `the episode ${v.summary.id}`;
+    const se = subs.find((x) => x.end > x.start && x.start === a);
+    if (se) return `sub-episode ${se.id} (depth ${se.depth}, delegated by ${se.parent} at its turn ${se.turn + 1})`;
+    for (const tu of v.turns) {
+      const c = tu.end === a && tu.obs_end === tu.end && (tu.tool_calls || []).find((c) => !c.error && String(c.result || "").startsWith("folded "));
+      if (c) return `the context folded to the policy's summary (${c.result})`;
+    }
+    return "the context rendered afresh (the chat template is not prefix-stable)";
+  };
+  const heads = new Map(bounds.slice(0, -1).map((b, k) => [b, k]));
+  const several = bounds.length > 2 || subs.length > 0;
+  const sampleHead = (k) => h("div", { class: "sample-head", id: `sample-${k + 1}` }, `sample ${k + 1} of ${bounds.length - 1}: ${why(k)}`);
+  const go = (k) => { const e = document.getElementById(`sample-${k + 1}`); if (e) e.scrollIntoView(); };
   const span = (j) => {
     const t = toks[j];
     const e = h("span", { class: "tok " + (t.m ? "trained" : "untrained"), title: t.m ? `logprob ${t.lp.toFixed(3)} (version ${t.v})` : "not trained" }, t.t);
@@ -388,7 +451,8 @@ async function showTraj(name, i) {
   const messages = (a, b) => {
     const out = [];
     for (let j = a; j < b;) {
-      let k = j; while (k < b && toks[k].r === toks[j].r) k++;
+      if (several && heads.has(j)) out.push(sampleHead(heads.get(j)));
+      let k = j + 1; while (k < b && toks[k].r === toks[j].r && !heads.has(k)) k++;
       const m = h("div", { class: "msg " + toks[j].r }, h("span", { class: "role" }, toks[j].r));
       for (let x = j; x < k; x++) m.append(span(x));
       out.push(m); j = k;
@@ -399,7 +463,8 @@ async function showTraj(name, i) {
   v.turns.forEach((tu, n) => {
     body.append(...messages(pos, tu.start));
     const a = messages(tu.start, tu.end);
-    if (a[0]) a[0].querySelector(".role").textContent = `assistant · turn ${n + 1}` + (tu.reward ? ` · reward ${tu.reward}` : "");
+    const first = a.find((e) => e.classList.contains("msg"));
+    if (first) first.querySelector(".role").textContent = `assistant · turn ${n + 1}` + (tu.reward ? ` · reward ${tu.reward}` : "");
     body.append(...a);
     for (const c of tu.tool_calls || []) body.append(h("div", { class: "tool-call" }, `tool call ${c.name}(${c.arguments})` +
       (c.error ? `\nerror: ${c.error}` : "") + (c.result != null && c.result !== "" ? `\n→ ${c.result}` : "")));
@@ -415,6 +480,7 @@ async function showTraj(name, i) {
       h("span", { class: "legend-note" }, "underlined: trained (loss mask); grey: not trained" + (v.decoded ? "" : "; no tokenizer in the run directory: token ids shown"))),
     v.error ? h("div", { class: "warnings" }, v.error) : null,
     v.meta && v.meta.length ? h("div", { class: "legend-note" }, v.meta.map((kv) => kv.k + "=" + kv.v).join("  ")) : null,
+    several ? sampleTree(v, bounds, subs, why, go) : null,
     body].filter((x) => x != null));
 }
 // The heat map is a style, so toggling it redraws nothing.

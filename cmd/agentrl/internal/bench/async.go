@@ -73,8 +73,11 @@ type asyncArm struct {
 	// (same tail and seed; nil for sync, or when the arm never reached them); atSteps is the
 	// evaluation at Steps (the same number of steps as sync).
 	equal, atSteps *evalPoint
-	sampleWall     float64      // wall seconds the steps spent sampling their batches (time/generate_env_s)
-	shift          shiftSummary // the behaviour-vs-learner gap of the trained steps
+	sampleWall     float64 // wall seconds the steps spent sampling their batches (time/generate_env_s)
+	// episodeWall is the mean wall seconds of a training episode, its sub-episodes included
+	// (time/episode_s, logged by delegating runs; 0 otherwise), weighted by episodes sampled.
+	episodeWall float64
+	shift       shiftSummary // the behaviour-vs-learner gap of the trained steps
 }
 
 // shiftSummary is the behaviour-vs-learner gap over the trained steps of a run, from the shift/…
@@ -412,6 +415,7 @@ func readArmMetrics(dir string, groupSize int) (*asyncArm, map[int][2]float64, e
 		}
 		a.genWait += num("time/generator_wait_s")
 		a.sampleWall += num("time/generate_env_s")
+		a.episodeWall += num("time/episode_s") * num("episodes/sampled")
 		if _, trainedStep := m["signal/effective_batch"]; trainedStep {
 			a.shift.add(num)
 		}
@@ -438,6 +442,9 @@ func readArmMetrics(dir string, groupSize int) (*asyncArm, map[int][2]float64, e
 		return nil, nil, fmt.Errorf("%s: no RL step in metrics.jsonl", dir)
 	}
 	a.lagMean /= float64(a.stepsTaken)
+	if a.episodes > 0 {
+		a.episodeWall /= a.episodes
+	}
 	a.shift.finish()
 	return a, byStep, nil
 }

@@ -165,6 +165,10 @@ var paperBenches = map[string]paperBench{
 var (
 	foldArm     = "rollout.context={trigger: both, max_tokens: 400, keep_turns: 0, max_summary_tokens: 32}"
 	delegateArm = "rollout.delegate={max_depth: 1, max_per_turn: 4, max_tokens: 256, reward: own}"
+	// partsLatency is the simulated latency of parts' lookups in both delegation arms: each of
+	// the single agent's steps waits it, and each sub-agent turn that looks up (in parallel with
+	// its siblings).
+	partsLatency = "phases.rl.envs.0.latency={dist: lognormal, median: 50ms, p99_over_p50: 5, max: 1s}"
 )
 
 func init() {
@@ -178,14 +182,16 @@ func init() {
 		figures: []string{"greedy", "tokens", "wall"},
 	}
 	paperBenches["delegation"] = paperBench{
-		what:    "parallel sub-agents (delegate tool, sub-episodes trained with their graded answers) vs a single agent, on parts",
+		what:    "parallel sub-agents (delegate tool, sub-episodes trained with their graded answers) vs a single agent, on parts whose lookups wait a simulated latency (lognormal, median 50ms)",
 		presets: []string{"parts"},
+		both:    []string{partsLatency},
 		arms:    []paperArm{{name: "delegate", sets: []string{delegateArm}}, {name: "single"}},
 		claims: []paperClaim{
 			{"delegate", "single", "end", "PARL / Agent Swarm (Kimi K2.5): parallel sub-agents raise success"},
 			{"delegate", "single", "critical", "PARL: fewer sequential model calls on the critical path"},
+			{"delegate", "single", "ep-wall", "PARL: parallel sub-agents cut an episode's wall time under tool latency"},
 		},
-		figures: []string{"greedy", "critical", "wall"},
+		figures: []string{"greedy", "critical", "ep-wall", "wall"},
 	}
 }
 
@@ -212,6 +218,9 @@ type paperRun struct {
 	wall    float64
 	steps   int
 	sampled float64
+	// episodeWall is the mean wall seconds of a training episode, sub-episodes included
+	// (delegating runs only).
+	episodeWall float64
 }
 
 // paperPlan is a comparison made ready to run: its arms, seeds, steps and starting checkpoints.
@@ -370,7 +379,7 @@ func paperComparison(ctx context.Context, w, out io.Writer, o PaperOptions, pl *
 				return fmt.Errorf("arm %s on %s seed %d: %w", a.name, preset, seed, err)
 			}
 			run := &paperRun{arm: a.name, seed: seed, points: append([]evalPoint{b}, r.points...), trained: r.trainedAt,
-				wall: r.wall, steps: r.stepsTaken, sampled: r.episodes}
+				wall: r.wall, steps: r.stepsTaken, sampled: r.episodes, episodeWall: r.episodeWall}
 			runs = append(runs, run)
 			fmt.Fprintf(w, "done: %s arm %s seed %d: RL wall %.1fs, held-out pass@1 %.1f%% -> %.1f%%\n", preset, a.name, seed, run.wall,
 				100*run.points[0].pass1, 100*run.points[len(run.points)-1].pass1)

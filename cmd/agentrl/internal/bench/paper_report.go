@@ -61,6 +61,8 @@ var paperFigures = map[string]paperFigure{
 		of: func(r *paperRun, _ paperEq) float64 { return r.sampled / float64(max(r.steps, 1)) }},
 	"critical": {title: fixed("critical-path model calls/episode end"), scale: 1, prec: 2, lower: true,
 		of: func(r *paperRun, _ paperEq) float64 { return r.last().critical }},
+	"ep-wall": {title: fixed("training episode wall, sub-episodes included"), scale: 1, prec: 3, unit: "s", lower: true,
+		of: func(r *paperRun, _ paperEq) float64 { return r.episodeWall }},
 	"wall":   {title: fixed("RL wall"), scale: 1, prec: 0, unit: "s", lower: true, of: func(r *paperRun, _ paperEq) float64 { return r.wall }},
 	"s-step": {title: fixed("s/step"), scale: 1, prec: 2, unit: "s", lower: true, of: func(r *paperRun, _ paperEq) float64 { return r.wall / float64(max(r.steps, 1)) }},
 }
