@@ -3,16 +3,12 @@
 # (so several micro-batches). _local_scalar_dense is a value read on the host (.item(), float(),
 # bool(), int()): a device synchronization on a GPU; _to_copy/copy_ the host<->device copies there.
 import collections, json, random, sys, tempfile, torch
+import versions  # this folder's: an old and a new tree side by side
 from torch.autograd import profiler
 if len(sys.argv) < 3:
     sys.exit(__doc__ or "usage: see README.md")
 def load(root):
-    sys.path.insert(0, root)
-    import agentrl_learner.learner as m, agentrl_learner.wire as w, agentrl_learner.modeling as md, agentrl_learner.bench as b
-    sys.path.pop(0)
-    for k in [k for k in sys.modules if k.startswith("agentrl_learner")]:
-        del sys.modules[k]
-    return m, w, md, b
+    return versions.load(root, "learner", "wire", "modeling", "bench")
 out = {}
 for name, root in (("old", sys.argv[1]), ("new", sys.argv[2])):
     lm, wm, md, bm = load(root)

@@ -1,16 +1,12 @@
 # ATen operators launched by one optim_step, old (argv[1]) against new (argv[2]), on a model with
 # Qwen2.5-0.5B's tensor list (24 layers, tied embeddings: 290 tensors) at width 64.
 import json, sys, tempfile, torch
+import versions  # this folder's: an old and a new tree side by side
 from torch.autograd import profiler
 if len(sys.argv) < 3:
     sys.exit(__doc__ or "usage: see README.md")
 def load(root):
-    sys.path.insert(0, root)
-    import agentrl_learner.learner as m, agentrl_learner.modeling as md, agentrl_learner.bench as b
-    sys.path.pop(0)
-    for k in [k for k in sys.modules if k.startswith("agentrl_learner")]:
-        del sys.modules[k]
-    return m, md, b
+    return versions.load(root, "learner", "modeling", "bench")
 out = {}
 for name, root in (("old", sys.argv[1]), ("new", sys.argv[2])):
     lm, md, bm = load(root)

@@ -1,15 +1,11 @@
 # Learner.optim_step, old (argv[1]) against new (argv[2]), on the bench's "mid" model (CPU), in one
 # process, alternating; same gradients; checks the weights agree bitwise.
 import json, os, sys, tempfile, time, torch
+import versions  # this folder's: an old and a new tree side by side
 if len(sys.argv) < 3:
     sys.exit(__doc__ or "usage: see README.md")
 def load(root):
-    sys.path.insert(0, root)
-    import agentrl_learner.learner as m, agentrl_learner.bench as b
-    sys.path.pop(0)
-    for k in [k for k in sys.modules if k.startswith("agentrl_learner")]:
-        del sys.modules[k]
-    return m, b
+    return versions.load(root, "learner", "bench")
 old, bench = load(sys.argv[1])
 new, _ = load(sys.argv[2])
 size = sys.argv[3] if len(sys.argv) > 3 else "mid"

@@ -3,15 +3,11 @@
 # many sequences split into many micro-batches (max_tokens 512): wire decode + forward + answer
 # encode + wire decode + forward_backward + optim_step per step.
 import json, random, sys, tempfile, time, torch
+import versions  # this folder's: an old and a new tree side by side
 if len(sys.argv) < 6:
     sys.exit(__doc__ or "usage: see README.md")
 def load(root):
-    sys.path.insert(0, root)
-    import agentrl_learner.learner as m, agentrl_learner.wire as w, agentrl_learner.modeling as md
-    sys.path.pop(0)
-    for k in [k for k in sys.modules if k.startswith("agentrl_learner")]:
-        del sys.modules[k]
-    return m, w, md
+    return versions.load(root, "learner", "wire", "modeling")
 old = load(sys.argv[1]); new = load(sys.argv[2])
 seqs, lo, hi = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 cfg = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_act": "silu", "max_position_embeddings": 4096,

@@ -1,15 +1,11 @@
 # The sampler write (modeling.write_safetensors, float32) of a Qwen2.5-0.5B-shaped state dict on
 # CPU: the old writer (argv[1]) against the new (argv[2]), alternating, in one process.
 import json, os, sys, time, torch
+import versions  # this folder's: an old and a new tree side by side
 if len(sys.argv) < 3:
     sys.exit(__doc__ or "usage: see README.md")
 def load(root):
-    sys.path.insert(0, root)
-    import agentrl_learner.modeling as m  # noqa
-    sys.path.pop(0)
-    for k in [k for k in sys.modules if k.startswith("agentrl_learner")]:
-        del sys.modules[k]
-    return m
+    return versions.load(root, "modeling")
 old, new = load(sys.argv[1]), load(sys.argv[2])
 assert old.__file__ != new.__file__, (old.__file__, new.__file__)
 sys.path.insert(0, sys.argv[2])
