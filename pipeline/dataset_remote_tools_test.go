@@ -19,6 +19,7 @@ import (
 	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/env/dataset"
+	"github.com/agentrl/agentrl/env/mcp/mcptest"
 	"github.com/agentrl/agentrl/env/remote"
 	"github.com/agentrl/agentrl/env/remote/remotetest"
 	"github.com/agentrl/agentrl/tool"
@@ -203,8 +204,10 @@ func TestDatasetRemoteTools(t *testing.T) {
 	}
 }
 
-// The errors of a dataset with a remote environment's tools: an unknown name, a server that
-// stops answering, and a session that ends before the final answer all fail the episode.
+// The errors of a dataset with a remote environment's tools: an unknown name, built-in or MCP
+// tools beside tools_from (refused by the configuration); a tool not in the server's metadata,
+// a server that stops answering, and a session that ends before the final answer (each fails
+// the episode, which the run records as env_error).
 func TestDatasetRemoteToolsErrors(t *testing.T) {
 	cs := startCalcServer(t, nil)
 	data := arithTasks(t, 4)
@@ -216,6 +219,23 @@ func TestDatasetRemoteToolsErrors(t *testing.T) {
 		"phases.rl.envs=[{name: a, weight: 1, tasks: {path: %q, prompt: q, answer: a, split: {held_out: 0.5}, verifier: exact, tools: [calculator], tools_from: b}}]", data)})
 	if err == nil || !strings.Contains(err.Error(), "not both") {
 		t.Fatalf("tools and tools_from: %v", err)
+	}
+
+	c, err := config.Load(testEnvs(), "", "", append([]string{"runs_dir=" + t.TempDir()}, remoteToolsEntries(cs.URL, data, "calcsrv")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	yml, err := config.Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := strings.Replace(mcptest.StdioBlock(t, t.TempDir()), "test-mcp-echo:", "arithtasks:", 1)
+	path := filepath.Join(t.TempDir(), "run.yaml")
+	if err := os.WriteFile(path, append(yml, block...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(testEnvs(), "", path, nil); err == nil || !strings.Contains(err.Error(), "mcp.envs.arithtasks: the dataset's tools are remote environment calcsrv's") {
+		t.Fatalf("MCP tools and tools_from: %v", err)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
