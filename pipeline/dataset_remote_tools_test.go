@@ -113,10 +113,13 @@ func arithTasks(t *testing.T, n int) string {
 	return path
 }
 
+// remoteToolsEntries are a run's environments: the dataset data whose tools are toolsFrom's, and
+// calcsrv served at url. max_turns 2 keeps its episodes within the Python reference server's
+// own turn limit (its third step is taken as its episode's answer, ending the session).
 func remoteToolsEntries(url, data, toolsFrom string) []string {
 	return []string{
 		fmt.Sprintf("phases.sft.envs=[{name: arithtasks, weight: 1, tasks: {path: %q, prompt: q, answer: a, id: id, demo: call, "+
-			"system: \"Use the calculator, then reply with the number.\", split: {held_out: 0.25}, verifier: rational, tools_from: %s}}, "+
+			"system: \"Use the calculator, then reply with the number.\", split: {held_out: 0.25}, verifier: rational, tools_from: %s, max_turns: 2}}, "+
 			"{name: calcsrv, weight: 0.001, remote: {url: %q, unreachable: 1s, timeout: 2s}}]", data, toolsFrom, url),
 		"phases.rl.envs=[{name: arithtasks, weight: 1}]",
 	}
@@ -311,4 +314,61 @@ func (d doneEarly) Close() error {
 		return c.Close()
 	}
 	return nil
+}
+
+// A run trains on a dataset whose tools are the Python reference server's: the supervised phase
+// on the dataset's demonstrations (the demo field's calculator call, then the answer), RL steps
+// and evaluation whose tool turns the server's sessions answer; no episode fails.
+func TestDatasetRemoteToolsRun(t *testing.T) {
+	entries := remoteToolsEntries(remotetest.StartArith(t), arithTasks(t, 40), "calcsrv")
+	// The default unreachable window: calcsrv's tokenizer corpus plays its episodes within it.
+	entries[0] = strings.Replace(entries[0], "unreachable: 1s, ", "", 1)
+	cfg := tinyConfig(t, t.TempDir(), append(entries,
+		"phases.rl.steps=2", "eval.tasks=4", "eval.samples=1")...)
+	var out lockedBuilder
+	run, err := NewRun(cfg, Options{Envs: testEnvs(), Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "graded rational, tools from calcsrv") {
+		t.Fatalf("the log does not describe the dataset's tools:\n%s", out.String())
+	}
+	f, err := os.Open(filepath.Join(run.Dir, "trajectories.atrs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rd, err := traj.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	episodes, answered := 0, 0
+	for tr, err := range rd.All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Env != "arithtasks" {
+			continue
+		}
+		episodes++
+		if tr.Status.Failed() {
+			t.Errorf("episode %s failed: %s", tr.ID, tr.Error)
+		}
+		for _, turn := range tr.Turns {
+			for _, c := range turn.ToolCalls {
+				if c.Name == "calculator" && c.Result != "" {
+					answered++
+				}
+			}
+		}
+	}
+	if episodes < 2*4 || answered == 0 {
+		t.Fatalf("%d episodes of the dataset, %d calculator calls answered by the server", episodes, answered)
+	}
+	if strings.Contains(out.String(), "failed calls") {
+		t.Fatalf("calls to the server failed:\n%s", out.String())
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/tool"
@@ -72,8 +73,9 @@ func (t describedTool) Call(context.Context, json.RawMessage) (string, error) {
 
 // remoteToolEnv is one episode of a dataset whose tools are a remote environment's: Reset opens
 // a session there (reset with the episode's seed); a turn with a tool call goes to the session's
-// step and its tool observation answers it; the first turn without one is graded by the
-// dataset's verifier and never sent there. The session is closed at the episode's end, at the
+// step and its tool observation answers it (a turn whose call attempts are all malformed is
+// answered here, with their errors); the first turn without one is graded by the dataset's
+// verifier and never sent there. The session is closed at the episode's end, at the
 // next Reset, on any error and on Close.
 type remoteToolEnv struct {
 	task *taskEnv
@@ -111,9 +113,13 @@ func (e *remoteToolEnv) Step(ctx context.Context, action string) (env.Transition
 	case e.task.done:
 		return env.Transition{}, env.ErrEpisodeDone
 	}
-	if tool.ParseCalls(action, tool.ParseLimits{}) == nil {
+	calls := tool.ParseCalls(action, tool.ParseLimits{})
+	if calls == nil {
 		defer e.end()
 		return e.task.Step(ctx, action)
+	}
+	if malformed(calls) {
+		return answerMalformed(calls), nil
 	}
 	if e.sess == nil {
 		return env.Transition{}, fmt.Errorf("dataset: tools from %s: %w", e.p.Name, ErrToolSessionDone)
@@ -133,6 +139,33 @@ func (e *remoteToolEnv) Step(ctx context.Context, action string) (env.Transition
 	}
 	// The server's reward and info are its own task's: the dataset's verifier grades the episode.
 	return env.Transition{Observation: tr.Observation, Role: traj.RoleTool, ToolCalls: tr.ToolCalls}, nil
+}
+
+// malformed reports whether no call attempt of a turn is well-formed.
+func malformed(calls []tool.Call) bool {
+	for _, c := range calls {
+		if c.Err == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// answerMalformed answers a turn whose call attempts are all malformed (an unterminated tag, bad
+// JSON, …) as the built-in tools' wrapper does, one error response per attempt, without a step on
+// the server: there is no call it could run, and a server may take such a turn for an answer.
+func answerMalformed(calls []tool.Call) env.Transition {
+	tr := env.Transition{Role: traj.RoleTool}
+	var obs strings.Builder
+	for i, c := range calls {
+		tr.ToolCalls = append(tr.ToolCalls, traj.ToolCall{Name: c.Name, Arguments: c.Raw, Error: c.Err.Error()})
+		if i > 0 {
+			obs.WriteByte('\n')
+		}
+		obs.WriteString("<tool_response>error: " + c.Err.Error() + "</tool_response>")
+	}
+	tr.Observation = obs.String()
+	return tr
 }
 
 // end closes the session, if any.

@@ -80,6 +80,12 @@ func TestToolsFrom(t *testing.T) {
 	if err != nil || tr.Done || tr.Role != traj.RoleTool || tr.Reward != 0 || tr.Observation != "<tool_response>42</tool_response>" || len(tr.ToolCalls) != 1 {
 		t.Fatalf("a tool turn: %+v %v", tr, err)
 	}
+	// A turn whose call attempts are all malformed is answered here, not stepped on the server.
+	tr, err = e.Step(ctx, `<tool_call>{"name": "adder", `)
+	if err != nil || tr.Done || tr.Role != traj.RoleTool || !strings.HasPrefix(tr.Observation, "<tool_response>error: ") ||
+		len(tr.ToolCalls) != 1 || tr.ToolCalls[0].Error == "" || len(f.actions) != 1 {
+		t.Fatalf("a malformed call: %+v %v, %d steps sent", tr, err, len(f.actions))
+	}
 	tr, err = e.Step(ctx, d.Tasks[3].Answer)
 	if err != nil || !tr.Done || tr.Reward != 1 {
 		t.Fatalf("the answer: %+v %v", tr, err)
