@@ -202,6 +202,20 @@ func TestDatasetRemoteTools(t *testing.T) {
 	if r, c := cs.resets.Load(), cs.closes.Load(); r != 10 || c != 10 {
 		t.Fatalf("%d resets and %d closes: a session was left open", r, c)
 	}
+	// Cancelled in its middle: the step fails and the session is closed at once.
+	cctx, cancel := context.WithCancel(ctx)
+	e, _ = spec.New()
+	if _, err := e.Reset(cctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := e.Step(cctx, `<tool_call>{"name": "calculator", "arguments": {"expression": "1 + 1"}}</tool_call>`); err == nil {
+		t.Fatal("a step of a cancelled episode succeeded")
+	}
+	if r, c := cs.resets.Load(), cs.closes.Load(); r != 11 || c != 11 {
+		t.Fatalf("%d resets and %d closes: the cancelled episode's session was left open", r, c)
+	}
+	e.(env.Closer).Close()
 	if got := user.Describe(); !strings.Contains(strings.Join(got, "\n"), "tools from calcsrv") {
 		t.Fatalf("the description does not name the tool provider: %q", got)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentrl/agentrl/env"
@@ -14,6 +15,7 @@ import (
 // fakeSessions stands in for a remote environment's pool: each session answers a step as a
 // tool (or as done, with done), recording the seeds reset, the actions stepped and the closes.
 type fakeSessions struct {
+	mu             sync.Mutex // the shared suite plays instances in parallel
 	done           bool
 	seeds, actions []string
 	open, closes   int
@@ -22,18 +24,28 @@ type fakeSessions struct {
 type fakeSession struct{ f *fakeSessions }
 
 func (s fakeSession) Reset(_ context.Context, seed int64) (env.Observation, error) {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
 	s.f.seeds = append(s.f.seeds, string(rune('0'+seed%10)))
 	s.f.open++
 	return env.Observation{Text: "the server's own task"}, nil
 }
 
 func (s fakeSession) Step(_ context.Context, action string) (env.Transition, error) {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
 	s.f.actions = append(s.f.actions, action)
 	return env.Transition{Observation: "<tool_response>42</tool_response>", Role: traj.RoleTool, Reward: 0.5, Done: s.f.done,
 		ToolCalls: []traj.ToolCall{{Name: "adder", Result: "42"}}}, nil
 }
 
-func (s fakeSession) Close() error { s.f.open--; s.f.closes++; return nil }
+func (s fakeSession) Close() error {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	s.f.open--
+	s.f.closes++
+	return nil
+}
 
 func (f *fakeSessions) provider() ToolProvider {
 	return ToolProvider{Name: "srv", New: func() (env.Env, error) { return fakeSession{f}, nil },
