@@ -376,6 +376,11 @@ func (c *Config) Validate(envs *env.Registry) error {
 		if err := c.MCP.Validate(c.withUserEnvs(envs), used); err != nil {
 			errs = append(errs, err)
 		}
+		for n, t := range c.TaskEnvs() {
+			if _, ok := c.MCP.Envs[n]; ok && t.ToolsFrom != "" {
+				errs = append(errs, fmt.Errorf("mcp.envs.%s: the dataset's tools are remote environment %s's (tasks.tools_from): give it MCP tools or those, not both", n, t.ToolsFrom))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -112,6 +112,11 @@ func (c *Config) validateUserEnvs(envs *env.Registry) []error {
 				} else if _, err := os.Stat(t.Path); err != nil {
 					errs = append(errs, fmt.Errorf("%s: tasks.path: %w", where, err))
 				}
+				if n := t.ToolsFrom; n != "" {
+					if _, ok := c.RemoteEnvs()[n]; !ok {
+						errs = append(errs, fmt.Errorf("%s: tasks.tools_from %q is not a remote environment of this run (remote ones: %v)", where, n, c.RemoteEnvNames()))
+					}
+				}
 				if e.Difficulty != nil && t.Level == "" {
 					errs = append(errs, fmt.Errorf("%s: difficulty: the dataset has no levels (set tasks.level to the field holding them)", where))
 				}

@@ -67,6 +67,13 @@ func OpenUserEnvs(ctx context.Context, base *env.Registry, cfg config.Config, on
 		return u, nil
 	}
 	u.Envs = base.Clone()
+	// The remote environments open first: a dataset whose tools are one's (tasks.tools_from)
+	// is given its pool's sessions and metadata.
+	pools, err := remote.Register(ctx, u.Envs, remotes, onDead)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	u.Pools = pools
 	names := make([]string, 0, len(tasks))
 	for n := range tasks {
 		names = append(names, n)
@@ -74,20 +81,35 @@ func OpenUserEnvs(ctx context.Context, base *env.Registry, cfg config.Config, on
 	sort.Strings(names)
 	for _, n := range names {
 		d, err := dataset.Load(tasks[n])
-		if err != nil {
-			return nil, fmt.Errorf("pipeline: env %s: %w", n, err)
+		if err == nil && d.Config.ToolsFrom != "" {
+			err = useRemoteTools(d, pools)
 		}
-		if err := u.Envs.Register(d.Spec(n)); err != nil {
-			return nil, fmt.Errorf("pipeline: %w", err)
+		if err == nil {
+			err = u.Envs.Register(d.Spec(n))
+		}
+		if err != nil {
+			pools.Close()
+			return nil, fmt.Errorf("pipeline: env %s: %w", n, err)
 		}
 		u.Data[n] = d
 	}
-	pools, err := remote.Register(ctx, u.Envs, remotes, onDead)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
-	}
-	u.Pools = pools
 	return u, nil
+}
+
+// useRemoteTools gives d the sessions and tools of the remote environment its tasks.tools_from
+// names.
+func useRemoteTools(d *dataset.Data, pools remote.Pools) error {
+	name := d.Config.ToolsFrom
+	p := pools[name]
+	if p == nil {
+		return fmt.Errorf("tasks.tools_from %q is not a remote environment of this run", name)
+	}
+	var tools []dataset.ToolInfo
+	for _, t := range p.Metadata().Tools {
+		tools = append(tools, dataset.ToolInfo{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+	}
+	spec := p.Spec()
+	return d.UseTools(dataset.ToolProvider{Name: name, New: spec.New, Tools: tools})
 }
 
 // Close releases the remote environments' connections.
@@ -104,6 +126,9 @@ func (u *UserEnvs) Describe() []string {
 	for _, n := range names {
 		d := u.Data[n]
 		line := fmt.Sprintf("env %s: tasks of %s, %d train and %d held-out rows, graded %s", n, d.Config.Path, d.Train, len(d.Tasks)-d.Train, d.Config.Verifier)
+		if n := d.Config.ToolsFrom; n != "" {
+			line += ", tools from " + n
+		}
 		if l := d.Levels(); l != nil {
 			line += fmt.Sprintf(", levels %v", l)
 		}

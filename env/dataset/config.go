@@ -70,6 +70,14 @@ type Config struct {
 	// which makes them multi-turn: each turn with a tool call is answered by the tool, and the
 	// first turn without one is graded.
 	Tools []string `yaml:"tools,omitempty"`
+	// ToolsFrom names a remote environment of the run (an entry with a remote block) whose tools,
+	// as its servers' metadata lists them, the episodes may call before answering: each episode
+	// opens a session there (reset with the episode's seed), each turn with a tool call goes to
+	// its step and the tool observation answers it, and the first turn without one is graded
+	// here (never sent there; the server's rewards are ignored). A failed call, a session that
+	// ends before the answer or a tool not in the metadata makes the episode env_error. Not with
+	// tools.
+	ToolsFrom string `yaml:"tools_from,omitempty"`
 	// MaxTurns bounds an episode with tools (4).
 	MaxTurns int `yaml:"max_turns,omitempty"`
 	// Strict refuses the file at its first malformed row, naming its line, instead of skipping
@@ -131,7 +139,13 @@ func (s Split) field() (string, bool) {
 	return v, ok
 }
 
-var fieldRE = regexp.MustCompile(`^[^{}]{1,256}$`)
+var (
+	fieldRE = regexp.MustCompile(`^[^{}]{1,256}$`)
+	nameRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+)
+
+// HasTools reports whether the episodes have tools: built-in ones or a remote environment's.
+func (c Config) HasTools() bool { return len(c.Tools) > 0 || c.ToolsFrom != "" }
 
 // Validate reports every problem of the block, each naming its setting.
 func (c Config) Validate() error {
@@ -150,7 +164,13 @@ func (c Config) Validate() error {
 	if !fieldRE.MatchString(c.Answer) {
 		bad("answer: the field of the reference answer")
 	}
-	if c.Demo != "" && len(c.Tools) == 0 {
+	switch {
+	case c.ToolsFrom != "" && len(c.Tools) > 0:
+		bad("tools_from: give built-in tools or a remote environment's (tools_from), not both")
+	case c.ToolsFrom != "" && !nameRE.MatchString(c.ToolsFrom):
+		bad("tools_from %q: the name of a remote environment of the run (1-64 letters, digits, '.', '_' or '-')", c.ToolsFrom)
+	}
+	if c.Demo != "" && !c.HasTools() {
 		bad("demo: a first turn before the answer needs tools (a single-turn episode ends at its first turn)")
 	}
 	for name, f := range map[string]string{"id": c.ID, "level": c.Level, "demo": c.Demo} {
@@ -199,7 +219,7 @@ func (c Config) Validate() error {
 		}
 		seen[t] = true
 	}
-	if c.MaxTurns != 0 && (len(c.Tools) == 0 || c.MaxTurns < 2 || c.MaxTurns > 64) {
+	if c.MaxTurns != 0 && (!c.HasTools() || c.MaxTurns < 2 || c.MaxTurns > 64) {
 		bad("max_turns %d: with tools, in [2, 64] (default 4); without tools an episode is one turn", c.MaxTurns)
 	}
 	if c.MaxBytes < 0 || c.MaxLineBytes < 0 || c.MaxRows < 0 || c.MaxRows > MaxRowsLimit {

@@ -181,6 +181,12 @@ func (d *Data) score(ctx context.Context, t *Task, response string) (float64, er
 // newEnv makes an episode's environment, with its tools when the dataset names any.
 func (d *Data) newEnv(task func(int64) (*Task, error)) (env.Env, error) {
 	e := &taskEnv{d: d, task: task}
+	if d.Config.ToolsFrom != "" {
+		if d.provider == nil {
+			return nil, fmt.Errorf("dataset: tasks.tools_from %s: the remote environment is not open", d.Config.ToolsFrom)
+		}
+		return env.WithTurnLimit(&remoteToolEnv{task: e, p: d.provider}, d.Config.withDefaults().MaxTurns), nil
+	}
 	if len(d.Config.Tools) == 0 {
 		return e, nil
 	}

@@ -50,6 +50,7 @@ type Data struct {
 
 	grade    graders
 	verdicts [3]atomic.Int64 // the judge's verdicts, by reward.Verdict
+	provider *provider       // the remote environment answering tool calls (UseTools)
 }
 
 // graders are what the test-cases and judge verifiers need, made at the first use (Load makes
