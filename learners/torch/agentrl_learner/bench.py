@@ -24,6 +24,7 @@ import time
 import torch
 
 from . import modeling, wire
+from .learner import microbatch_groups
 
 SIZES = {
     # Qwen2.5-0.5B and 1.5B shapes (random weights), and a tiny one for CPU smoke runs.
@@ -97,21 +98,8 @@ def autocast(bf16):
 
 
 def microbatches(offs, max_tokens):
-    """The learner's grouping (learner.Learner._microbatches): sequences longest first, into
-    micro-batches of at most max_tokens padded positions, none split."""
-    lens = [b - a for a, b in zip(offs, offs[1:])]
-    order = sorted(range(len(lens)), key=lambda i: (-lens[i], i))
-    groups, cur, width = [], [], 0
-    for i in order:
-        w = max(width, lens[i] - 1, 1)
-        if cur and w * (len(cur) + 1) > max_tokens:
-            groups.append(cur)
-            cur, w = [], max(lens[i] - 1, 1)
-        cur.append(i)
-        width = w
-    if cur:
-        groups.append(cur)
-    return groups
+    """The learner's grouping of the sequences into micro-batches."""
+    return microbatch_groups([b - a for a, b in zip(offs, offs[1:])], max_tokens)
 
 
 def padded(offs, toks, coef, idx, device):

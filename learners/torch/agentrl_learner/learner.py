@@ -200,6 +200,23 @@ def adamw_update(params, grads, ms, vs, decayed, lr, wd, beta1, beta2, eps, step
         torch._foreach_sub_(P, upd)
 
 
+def microbatch_groups(lens, max_tokens):
+    """Sequences of lengths lens grouped, longest first (ties by index), into micro-batches of
+    at most max_tokens padded positions (a sequence of n tokens fills n - 1); none is split."""
+    order = sorted(range(len(lens)), key=lambda i: (-lens[i], i))
+    groups, cur, width = [], [], 0
+    for i in order:
+        w = max(width, lens[i] - 1, 1)
+        if cur and w * (len(cur) + 1) > max_tokens:
+            groups.append(cur)
+            cur, w = [], max(lens[i] - 1, 1)
+        cur.append(i)
+        width = w
+    if cur:
+        groups.append(cur)
+    return groups
+
+
 class Learner:
     def __init__(self, model_dir, device="cpu", bf16=False, max_tokens=16384, reference_dir=None,
                  beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.0, value_head=False, adapter_dir=None,
@@ -306,17 +323,7 @@ class Learner:
         for i in order:
             if lens[i] - 1 > self.max_tokens:
                 raise BadRequest(f"sequence {i} has {lens[i]} tokens, more than the learner's max_tokens {self.max_tokens} holds")
-        groups, cur, width = [], [], 0
-        for i in order:
-            w = max(width, lens[i] - 1, 1)
-            if cur and w * (len(cur) + 1) > self.max_tokens:
-                groups.append(cur)
-                cur, w = [], max(lens[i] - 1, 1)
-            cur.append(i)
-            width = w
-        if cur:
-            groups.append(cur)
-        return groups
+        return microbatch_groups(lens, self.max_tokens)
 
     def _to_device(self, t):
         """t on the learner's device; a CUDA copy is made from pinned memory without waiting
