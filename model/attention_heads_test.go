@@ -45,46 +45,13 @@ func TestHeadsGradient(t *testing.T) {
 				}
 			}
 			b := packedBatch(t, 64, headSeqs(rng, m.Cfg.Vocab)...)
-			n := b.Rows * b.T
-			a, c := make([]float32, n), make([]float32, n)
-			for i := range a {
-				a[i], c[i] = rng.Float32()*2-1, rng.Float32()*2-1
-			}
-			loss := func() float64 {
-				lp, ent := forward(t, m, b)
-				var s float64
-				for i := range lp {
-					s += float64(a[i])*float64(lp[i]) + float64(c[i])*float64(ent[i])
-				}
-				return s
-			}
+			a, c, loss := policyLoss(t, m, b, rng)
 			loss()
 			m.ZeroGrad()
 			if err := m.Backward(b, a, c); err != nil {
 				t.Fatal(err)
 			}
-			grads := m.Grads.Tensors()
-			for k, tn := range m.Params.Tensors() {
-				dir := make([]float32, len(tn.Data))
-				var analytic float64
-				for i := range dir {
-					dir[i] = rng.Float32()*2 - 1
-					analytic += float64(dir[i]) * float64(grads[k].Data[i])
-				}
-				orig := append([]float32(nil), tn.Data...)
-				const eps = 2e-3
-				step := func(s float32) float64 {
-					for i := range tn.Data {
-						tn.Data[i] = orig[i] + s*dir[i]
-					}
-					return loss()
-				}
-				num := (step(eps) - step(-eps)) / (2 * eps)
-				copy(tn.Data, orig)
-				if math.Abs(num-analytic) > 2e-3+2e-2*math.Abs(num) {
-					t.Errorf("%s: directional derivative analytic %.6g, numeric %.6g", tn.Name, analytic, num)
-				}
-			}
+			checkDirectionalDerivatives(t, rng, m.Params.Tensors(), m.Grads.Tensors(), loss, false, "")
 		})
 	}
 }

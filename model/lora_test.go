@@ -48,20 +48,7 @@ func TestLoRAGradient(t *testing.T) {
 		rng := rand.New(rand.NewPCG(2, 3))
 		V := cfg.Vocab
 		b := packedBatch(t, 9, randTokens(rng, 3, V), randTokens(rng, 6, V), randTokens(rng, 9, V))
-		n := b.Rows * b.T
-		a, bb := make([]float32, n), make([]float32, n)
-		for i := range a {
-			a[i] = rng.Float32()*2 - 1
-			bb[i] = rng.Float32()*2 - 1
-		}
-		loss := func() float64 {
-			lp, ent := forward(t, m, b)
-			var s float64
-			for i := range lp {
-				s += float64(a[i])*float64(lp[i]) + float64(bb[i])*float64(ent[i])
-			}
-			return s
-		}
+		a, bb, loss := policyLoss(t, m, b, rng)
 		loss()
 		m.ZeroGrad()
 		m.LoRA.ZeroGrad()
@@ -73,32 +60,9 @@ func TestLoRAGradient(t *testing.T) {
 				t.Fatalf("%s: frozen weight %d got gradient %v", name, i, g)
 			}
 		}
-		grads := m.LoRA.GradTensors()
-		for k, tn := range m.LoRA.Tensors() {
-			dir := make([]float32, len(tn.Data))
-			var analytic float64
-			for i := range dir {
-				dir[i] = rng.Float32()*2 - 1
-				analytic += float64(dir[i]) * float64(grads[k].Data[i])
-			}
-			orig := append([]float32(nil), tn.Data...)
-			// Central differences, Richardson-extrapolated: the random weights curve the loss
-			// enough within a step of 2e-3 to move a plain difference by several percent.
-			const eps = 2e-3
-			step := func(s float32) float64 {
-				for i := range tn.Data {
-					tn.Data[i] = orig[i] + s*dir[i]
-				}
-				return loss()
-			}
-			d1 := (step(eps) - step(-eps)) / (2 * eps)
-			d2 := (step(eps/2) - step(-eps/2)) / eps
-			num := (4*d2 - d1) / 3
-			copy(tn.Data, orig)
-			if math.Abs(num-analytic) > 2e-3+2e-2*math.Abs(num) {
-				t.Errorf("%s %s: directional derivative analytic %.6g, numeric %.6g", name, tn.Name, analytic, num)
-			}
-		}
+		// Richardson-extrapolated: the random weights curve the loss enough within a step of
+		// 2e-3 to move a plain central difference by several percent.
+		checkDirectionalDerivatives(t, rng, m.LoRA.Tensors(), m.LoRA.GradTensors(), loss, true, name+" ")
 	}
 }
 
