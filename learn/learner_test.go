@@ -141,22 +141,7 @@ func TestRLStepFollowsAdvantage(t *testing.T) {
 	good := episode("good", 7, prompt, []int32{4, 5}, 1)
 	bad := episode("bad", 7, prompt, []int32{6, 7}, 0)
 	trajs := []*traj.Trajectory{good, bad}
-	mean := func() (float64, float64) {
-		b, _ := algo.FromTrajectories(trajs)
-		lp := make([]float32, b.NumTokens())
-		if err := l.Logprobs(m, b, 8, lp, nil); err != nil {
-			t.Fatal(err)
-		}
-		var g, w float64
-		for i, x := range lp {
-			if i < b.Offsets[1] {
-				g += float64(x)
-			} else {
-				w += float64(x)
-			}
-		}
-		return g, w
-	}
+	mean := func() (float64, float64) { return sumsOfTwo(t, l, m, trajs) }
 	g0, b0 := mean()
 	est, _ := algo.NewEstimator(algo.AdvantageConfig{Name: "grpo"})
 	loss, _ := algo.NewLoss(algo.DefaultLossConfig())
@@ -260,4 +245,23 @@ func TestUpdateThatBreaksWeightsIsAnError(t *testing.T) {
 			t.Fatalf("error %q does not mention %q", err, want)
 		}
 	}
+}
+
+// sumsOfTwo is the summed logprobs l gives m's tokens in each of two trajectories, the first's
+// and the second's.
+func sumsOfTwo(t *testing.T, l *Learner, m *model.Model, trajs []*traj.Trajectory) (first, second float64) {
+	t.Helper()
+	b, _ := algo.FromTrajectories(trajs)
+	lp := make([]float32, b.NumTokens())
+	if err := l.Logprobs(m, b, 8, lp, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range lp {
+		if i < b.Offsets[1] {
+			first += float64(x)
+		} else {
+			second += float64(x)
+		}
+	}
+	return first, second
 }

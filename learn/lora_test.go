@@ -56,22 +56,7 @@ func TestLoRATrainsAdaptersOnly(t *testing.T) {
 	// base stays.
 	prompt := []int32{1, 2, 3}
 	trajs := []*traj.Trajectory{episode("good", 7, prompt, []int32{4, 5}, 1), episode("bad", 7, prompt, []int32{6, 7}, 0)}
-	mean := func() (float64, float64) {
-		b, _ := algo.FromTrajectories(trajs)
-		lp := make([]float32, b.NumTokens())
-		if err := l.Logprobs(m, b, 8, lp, nil); err != nil {
-			t.Fatal(err)
-		}
-		var g, w float64
-		for i, x := range lp {
-			if i < b.Offsets[1] {
-				g += float64(x)
-			} else {
-				w += float64(x)
-			}
-		}
-		return g, w
-	}
+	mean := func() (float64, float64) { return sumsOfTwo(t, l, m, trajs) }
 	g0, b0 := mean()
 	est, _ := algo.NewEstimator(algo.AdvantageConfig{Name: "grpo"})
 	loss, _ := algo.NewLoss(algo.DefaultLossConfig())
