@@ -34,13 +34,9 @@ def load_modeling(d, device):
 
 
 def load_transformers(d, device):
-    import transformers
+    from agentrl_learner import hfcheck
 
-    kw = {"attn_implementation": "eager"}
-    try:
-        m = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, **kw)
-    except TypeError:  # transformers before 4.56 names it torch_dtype
-        m = transformers.AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float32, **kw)
+    m = hfcheck.load_hf(d, torch.float32, "eager")
     if os.path.isdir(os.path.join(d, "adapter")):
         import peft
 

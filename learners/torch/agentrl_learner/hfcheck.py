@@ -62,7 +62,7 @@ def load_hf(path, dtype, attn):
 
     try:
         return transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn)
-    except TypeError:
+    except TypeError:  # transformers before 4.56 names it torch_dtype
         return transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype=dtype, attn_implementation=attn)
 
 
