@@ -239,6 +239,15 @@ func selSeq[T any](src []T, idx []int) []T {
 	return out
 }
 
+// MinibatchUnits is the most minibatches b splits into: its sequences, or its episodes when an
+// episode is several samples.
+func (b *Batch) MinibatchUnits() int {
+	if b.Episodes != nil {
+		return len(b.episodeSeqs()) - 1
+	}
+	return b.NumSeqs()
+}
+
 // Minibatches shuffles the sequence indexes with rng and splits them into n minibatches whose
 // sizes differ by at most one. Advantages are computed once per batch; the loss is computed per
 // minibatch, so group structure does not need to survive the split. When an episode is several

@@ -353,6 +353,11 @@ func (l *Learner) RLStep(b *algo.Batch, loss *algo.Loss, epochs, minibatches int
 	ctx := l.ctx()
 	var entSum float64
 	var entN int
+	// A step can hold fewer sequences than the configured minibatches (an asynchronous step whose
+	// stale members were dropped): it then takes one minibatch per sequence (or episode).
+	if u := b.MinibatchUnits(); u >= 1 && minibatches > u {
+		minibatches = u
+	}
 	for ep := 0; ep < epochs; ep++ {
 		mbs, err := b.Minibatches(minibatches, rng)
 		if err != nil {

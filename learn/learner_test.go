@@ -265,3 +265,22 @@ func sumsOfTwo(t *testing.T, l *Learner, m *model.Model, trajs []*traj.Trajector
 	}
 	return first, second
 }
+
+// A step holding fewer sequences than the configured minibatches (an asynchronous step whose
+// stale members were dropped) trains one minibatch per sequence instead of failing.
+func TestRLStepWithFewerSequencesThanMinibatches(t *testing.T) {
+	m := tinyModel(t, 5)
+	l := newLearner(t, m, 1e-2)
+	prompt := []int32{1, 2, 3}
+	trajs := []*traj.Trajectory{episode("good", 7, prompt, []int32{4, 5}, 1), episode("bad", 7, prompt, []int32{6, 7}, 0)}
+	est, _ := algo.NewEstimator(algo.AdvantageConfig{Name: "grpo"})
+	loss, _ := algo.NewLoss(algo.DefaultLossConfig())
+	upd := &RL{Learner: l, Estimator: est, Loss: loss, Epochs: 2, Minibatches: 4}
+	rep, err := upd.Step(trajs, 0, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Updates != 4 {
+		t.Fatalf("%d updates, want 2 epochs × 2 minibatches of one sequence each", rep.Updates)
+	}
+}
