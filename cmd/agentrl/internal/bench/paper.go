@@ -31,8 +31,13 @@ type PaperOptions struct {
 	Samples  int      // samples per task for the sampled pass@1 (0: the preset's)
 	Set      []string // overrides of every supervised phase and every arm alike
 	SVG      string   // where to draw the curves ("" = <RunsDir>/bench-paper-NAME[-PRESET].svg)
-	Quiet    bool
-	Terminal bool
+	// Teacher is the distill comparison's teacher checkpoint ("" = train one: the preset's RL phase
+	// from TeacherInit, or the student's supervised checkpoint, for TeacherSteps, or 2×steps).
+	Teacher      string
+	TeacherInit  string
+	TeacherSteps int
+	Quiet        bool
+	Terminal     bool
 }
 
 // paperBench is one of issue 17's orderings: the arms, the presets they are compared on (one
@@ -277,8 +282,14 @@ func planPaper(o PaperOptions) (*paperPlan, error) {
 		return nil, fmt.Errorf("bench paper: unknown comparison %q (known: %s, %s)", o.Name, strings.Join(PaperNames(), ", "), stagesName)
 	}
 	pl := &paperPlan{name: o.Name, b: b}
-	if o.Every < 1 || o.Steps < 0 || o.SFTSteps < 0 || o.Tasks < 0 || o.Samples < 0 {
-		return nil, fmt.Errorf("bench paper %s: need every >= 1 and steps, sft-steps, tasks and samples >= 0", o.Name)
+	if o.Every < 1 || o.Steps < 0 || o.SFTSteps < 0 || o.Tasks < 0 || o.Samples < 0 || o.TeacherSteps < 0 {
+		return nil, fmt.Errorf("bench paper %s: need every >= 1 and steps, sft-steps, teacher-steps, tasks and samples >= 0", o.Name)
+	}
+	if (o.Teacher != "" || o.TeacherInit != "" || o.TeacherSteps != 0) && !slices.ContainsFunc(b.arms, func(a paperArm) bool { return a.distill != "" }) {
+		return nil, fmt.Errorf("bench paper %s: --teacher, --teacher-init and --teacher-steps are the distill comparison's; %s has no teacher", o.Name, o.Name)
+	}
+	if o.Teacher != "" && (o.TeacherInit != "" || o.TeacherSteps != 0) {
+		return nil, fmt.Errorf("bench paper %s: --teacher names a trained teacher; --teacher-init and --teacher-steps train one (give one or the other)", o.Name)
 	}
 	if o.Arms == "" {
 		pl.arms = b.arms
@@ -370,7 +381,7 @@ func paperComparison(ctx context.Context, w, out io.Writer, o PaperOptions, pl *
 				}
 				base[key{ap, seed}] = b
 			}
-			teacher, err := pl.teacher(ctx, w, out, o, a, preset, init, steps) // paper_distill.go
+			teacher, err := pl.teacher(ctx, w, out, o, a, arm, preset, init, steps) // paper_distill.go
 			if err != nil {
 				return err
 			}

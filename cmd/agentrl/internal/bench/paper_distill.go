@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -45,10 +46,12 @@ func distillSet(a paperArm, teacher string) string {
 	return s
 }
 
-// teacher is the RL-trained teacher of arm a on preset ("" when the arm has none): the preset's
-// RL phase run once from the supervised checkpoint init, seed 1000, for 2×steps, its last
-// checkpoint reused by every seed and arm.
-func (pl *paperPlan) teacher(ctx context.Context, w, out io.Writer, o PaperOptions, a paperArm, preset, init string, steps int) (string, error) {
+// teacher is the RL-trained teacher of arm a on preset ("" when the arm has none): o.Teacher when
+// given, else the preset's RL phase run once from o.TeacherInit (default: the student's supervised
+// checkpoint init), seed 1000, for o.TeacherSteps (default 2×steps), its last checkpoint reused by
+// every seed and arm. Either way the teacher is evaluated once on the arms' held-out tasks (seed
+// 1000) and its pass@1 printed, so the report says how far above the student it stands.
+func (pl *paperPlan) teacher(ctx context.Context, w, out io.Writer, o PaperOptions, a paperArm, arm rlArm, preset, init string, steps int) (string, error) {
 	if a.distill == "" {
 		return "", nil
 	}
@@ -56,27 +59,36 @@ func (pl *paperPlan) teacher(ctx context.Context, w, out io.Writer, o PaperOptio
 		return dir, nil
 	}
 	t0 := time.Now()
-	n := 2 * steps
-	sets := []string{"runs_dir=" + o.RunsDir, "name=bench-paper-teacher-" + preset, "seed=1000", "init=" + init,
-		fmt.Sprintf("phases.rl.steps=%d", n), fmt.Sprintf("checkpoint.every=%d", n), "eval.tasks=8", "eval.samples=1", "eval.every=0"}
-	if c, err := config.Preset(preset); err == nil {
-		sets = append(sets, fmt.Sprintf("phases.rl.optim.warmup=%d", min(c.Phases[len(c.Phases)-1].Optim.Warmup, n)))
+	dir := o.Teacher
+	if dir == "" {
+		n := cmp.Or(o.TeacherSteps, 2*steps)
+		from := cmp.Or(o.TeacherInit, init)
+		sets := []string{"runs_dir=" + o.RunsDir, "name=bench-paper-teacher-" + preset, "seed=1000", "init=" + from,
+			fmt.Sprintf("phases.rl.steps=%d", n), fmt.Sprintf("checkpoint.every=%d", n), "eval.tasks=8", "eval.samples=1", "eval.every=0"}
+		if c, err := config.Preset(preset); err == nil {
+			sets = append(sets, fmt.Sprintf("phases.rl.optim.warmup=%d", min(c.Phases[len(c.Phases)-1].Optim.Warmup, n)))
+		}
+		cfg, err := config.Load(o.Envs, preset, "", append(sets, o.Set...))
+		if err != nil {
+			return "", fmt.Errorf("teacher: %w", err)
+		}
+		cfg.Phases = cfg.Phases[1:]
+		run, err := pipeline.NewRun(cfg, pipeline.Options{Out: out, Terminal: o.Terminal, Envs: o.Envs})
+		if err != nil {
+			return "", fmt.Errorf("teacher: %w", err)
+		}
+		sum, err := run.Train(ctx)
+		if err != nil {
+			return "", fmt.Errorf("teacher: %w", err)
+		}
+		dir = filepath.Join(sum.Dir, "checkpoints", fmt.Sprintf("rl-p0.s%06d", n))
+		fmt.Fprintf(w, "RL-trained teacher on %s: %s (%d steps from %s, %s)\n", preset, dir, n, from, time.Since(t0).Round(time.Second))
 	}
-	cfg, err := config.Load(o.Envs, preset, "", append(sets, o.Set...))
+	p, err := evalCheckpoint(ctx, dir, 1000, arm)
 	if err != nil {
-		return "", fmt.Errorf("teacher: %w", err)
+		return "", fmt.Errorf("teacher %s: %w", dir, err)
 	}
-	cfg.Phases = cfg.Phases[1:]
-	run, err := pipeline.NewRun(cfg, pipeline.Options{Out: out, Terminal: o.Terminal, Envs: o.Envs})
-	if err != nil {
-		return "", fmt.Errorf("teacher: %w", err)
-	}
-	sum, err := run.Train(ctx)
-	if err != nil {
-		return "", fmt.Errorf("teacher: %w", err)
-	}
-	dir := filepath.Join(sum.Dir, "checkpoints", fmt.Sprintf("rl-p0.s%06d", n))
-	fmt.Fprintf(w, "RL-trained teacher on %s: %s (%d steps, %s)\n", preset, dir, n, time.Since(t0).Round(time.Second))
+	fmt.Fprintf(w, "teacher on %s: %s, held-out pass@1 %.1f%% ± %.1f (greedy %.1f%%)\n", preset, dir, 100*p.pass1, 100*1.96*p.se, 100*p.greedy)
 	if pl.teachers == nil {
 		pl.teachers = map[string]string{}
 	}

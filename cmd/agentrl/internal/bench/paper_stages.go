@@ -85,8 +85,8 @@ func paperStages(ctx context.Context, w io.Writer, o PaperOptions) error {
 	if len(seeds) == 0 {
 		return fmt.Errorf("bench paper %s: need at least one seed", stagesName)
 	}
-	if o.Arms != "" || o.Presets != "" || o.Init != "" {
-		return fmt.Errorf("bench paper %s: runs both arms from scratch on calc then search: --arms, --presets and --init do not apply", stagesName)
+	if o.Arms != "" || o.Presets != "" || o.Init != "" || o.Teacher != "" || o.TeacherInit != "" || o.TeacherSteps != 0 {
+		return fmt.Errorf("bench paper %s: runs both arms from scratch on calc then search, its teacher the rl-calc stage: --arms, --presets, --init and --teacher* do not apply", stagesName)
 	}
 	for _, arm := range stagesArms { // every configuration checked before anything trains
 		if _, err := stagesConfig(o, arm, seeds[0]); err != nil {

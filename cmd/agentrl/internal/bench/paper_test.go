@@ -156,6 +156,10 @@ func TestPaperRefusals(t *testing.T) {
 		{PaperOptions{Name: "dapo", Seeds: "1", Every: 10, Presets: "calc", Init: "search=/tmp/x"}, "PRESET one of calc"},
 		{PaperOptions{Name: "gspo", Seeds: "1", Every: 10, Set: []string{"phases.rl.rl.loss.ppo.clip_high=0.3"}}, "arm gspo on search"},
 		{PaperOptions{Name: "estimators", Seeds: "1", Steps: 10, Every: 5, Set: []string{"phases.rl.rl.group_size=0"}}, "arm ppo-gae on calc"},
+		{PaperOptions{Name: "gspo", Seeds: "1", Every: 10, Teacher: "/tmp/x"}, "gspo has no teacher"},
+		{PaperOptions{Name: "distill", Seeds: "1", Every: 10, Teacher: "/tmp/x", TeacherSteps: 40}, "give one or the other"},
+		{PaperOptions{Name: "distill", Seeds: "1", Every: 10, TeacherSteps: -1}, "teacher-steps"},
+		{PaperOptions{Name: "distill-stages", Seeds: "1", Every: 10, TeacherInit: "/tmp/x"}, "--teacher* do not apply"},
 	} {
 		c.o.Envs, c.o.RunsDir = all.Builtins(), t.TempDir()
 		err := Paper(context.Background(), &bytes.Buffer{}, c.o)
