@@ -15,7 +15,9 @@ func (c Config) tinkerRefusals() []error {
 		return nil
 	}
 	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("learner.backend tinker: "+format, a...)) }
+	bad := func(format string, a ...any) {
+		errs = append(errs, fmt.Errorf("learner.backend tinker: "+format, a...))
+	}
 	if c.Rollout.Generator != nil {
 		bad("rollout.generator: rollouts sample from the Tinker service's sampler, not from inference servers of the run")
 	}
