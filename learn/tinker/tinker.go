@@ -93,7 +93,10 @@ type Client struct {
 	steps   int64
 }
 
-var _ learn.Backend = (*Client)(nil)
+var _ learn.LogprobsOnly = (*Client)(nil)
+
+// LogprobsOnly implements learn.LogprobsOnly: Tinker's forward returns logprobs alone.
+func (c *Client) LogprobsOnly() {}
 
 // Dial opens a session and creates the LoRA model the client trains.
 func Dial(ctx context.Context, o Options) (*Client, error) {
