@@ -18,6 +18,9 @@ func (c Config) tinkerRefusals() []error {
 	bad := func(format string, a ...any) {
 		errs = append(errs, fmt.Errorf("learner.backend tinker: "+format, a...))
 	}
+	if c.Init == "" {
+		bad("init is required: the run's model is the service's base model, whose folder (or hf:ORG/NAME) gives the run its tokenizer and chat template")
+	}
 	if c.Rollout.Generator != nil {
 		bad("rollout.generator: rollouts sample from the Tinker service's sampler, not from inference servers of the run")
 	}

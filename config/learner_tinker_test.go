@@ -19,6 +19,7 @@ func tinkerRun(t *testing.T) Config {
 		t.Fatal(err)
 	}
 	c.Phases = c.Phases[1:]
+	c.Init = "hf:Qwen/Qwen3-4B-Instruct-2507"
 	c.Phases[0].Optim.GradClip = 0
 	c.Learner = learn.BackendConfig{Backend: learn.BackendTinker, URL: "http://127.0.0.1:1", Key: "${TINKER_API_KEY}", BaseModel: "Qwen/Qwen3-4B-Instruct-2507", Rank: 8}
 	return c
@@ -47,6 +48,7 @@ func TestTinkerRefusals(t *testing.T) {
 		{"async", func(c *Config) { c.Phases[0].RL.Async = &AsyncConfig{MaxStaleness: 1} }, "rl.async"},
 		{"inference servers", func(c *Config) { c.Rollout.Generator = &remote.Config{} }, "rollout.generator"},
 		{"entropy control", func(c *Config) { c.Monitor.EntropyControl = &EntropyControlConfig{Low: 0.1, High: 1} }, "monitor.entropy_control"},
+		{"no init", func(c *Config) { c.Init = "" }, "init is required"},
 		{"lora block", func(c *Config) { c.Phases[0].LoRA = &model.LoRAConfig{Rank: 4, Alpha: 8} }, "the Tinker service trains its own LoRA adapter"},
 	}
 	for _, tc := range cases {

@@ -269,7 +269,7 @@ func (r *Run) learnStepRestartable(upd *learn.RL, trajs []*traj.Trajectory, step
 		}
 		r.noteTeacher(&rep)
 		if err != nil {
-			if s != nil && learnerFailed(err) {
+			if (s != nil || r.tinker != nil) && learnerFailed(err) {
 				err = fmt.Errorf("%w; the run stops here: resume it from its last checkpoint (agentrl train --resume %s)", err, r.Dir)
 			}
 			return nil, err

@@ -140,6 +140,11 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	return c, nil
 }
 
+// SetAdam sets the optimizer's fixed settings that OptimStep sends from now on.
+func (c *Client) SetAdam(beta1, beta2, eps, weightDecay float64) {
+	c.opts.Beta1, c.opts.Beta2, c.opts.Eps, c.opts.WeightDecay = beta1, beta2, eps, weightDecay
+}
+
 // ModelID is the service's id of the model being trained.
 func (c *Client) ModelID() string { return c.model }
 
