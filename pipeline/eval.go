@@ -48,6 +48,9 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 		if bar != nil {
 			bar.finish()
 		}
+		if err == nil {
+			err = r.tinkerFailed() // tinker.go
+		}
 		if err != nil {
 			return fmt.Errorf("evaluate %s: %w", name, err)
 		}

@@ -211,8 +211,8 @@ func (r *Run) resume() (*Run, error) {
 		return nil, err
 	}
 	vcfg := r.Cfg
-	if rc != nil {
-		vcfg.Init = "" // only a fresh start reads it
+	if rc != nil && !r.Cfg.Learner.Tinker() {
+		vcfg.Init = "" // only a fresh start reads it (and a tinker run's resume: its base model)
 	}
 	if err := vcfg.Validate(r.opts.Envs); err != nil {
 		return nil, err

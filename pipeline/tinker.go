@@ -41,6 +41,7 @@ type tinkerSession struct {
 	sampler *tinker.Sampler
 	// sampled is the artifact the sampler samples from (the run's policy version).
 	sampled learn.Artifact
+	counted int64 // the sampler's calls at the last update
 }
 
 // openTinker connects the run to its Tinker service at its policy version: a fresh adapter at
@@ -54,7 +55,8 @@ func (r *Run) openTinker(ctx context.Context, from *checkpoint.RemoteWeights) er
 			return fmt.Errorf("learner.key: %w", err)
 		}
 	}
-	client, err := tinker.Dial(ctx, tinker.Options{URL: c.URL, Key: key, BaseModel: c.BaseModel, Rank: c.Rank, Timeout: c.Timeout})
+	seed := int64(r.Cfg.Seed & (1<<31 - 1)) // the adapter's initialization is the run's
+	client, err := tinker.Dial(ctx, tinker.Options{URL: c.URL, Key: key, BaseModel: c.BaseModel, Rank: c.Rank, Timeout: c.Timeout, Seed: &seed})
 	if err != nil {
 		return fmt.Errorf("learner (Tinker service %s): %w", c.URL, err)
 	}
@@ -125,9 +127,24 @@ func (r *Run) syncTinker(version int32, m algo.Metrics) error {
 		return err
 	}
 	m["time/learner_sync_s"] = time.Since(t0).Seconds()
-	m["tinker/samples"] = float64(r.tinker.sampler.Calls())
-	m["tinker/sample_protocol_errors"] = float64(r.tinker.sampler.ProtocolErrors())
+	calls := r.tinker.sampler.Calls()
+	m["tinker/samples"] = float64(calls - r.tinker.counted) // since the last update
+	r.tinker.counted = calls
 	return nil
+}
+
+// tinkerFailed is the error that stops the run when the Tinker sampler failed a sample (the
+// service did not answer, failed it, or answered outside the protocol): an episode records
+// the failure as its status, and the run does not go on training on what is left.
+func (r *Run) tinkerFailed() error {
+	if r.tinker == nil {
+		return nil
+	}
+	n, first := r.tinker.sampler.Failed()
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("the Tinker sampler failed %d of %d samples, first: %w; the run stops here: resume it from its last checkpoint (agentrl train --resume %s)", n, r.tinker.sampler.Calls(), first, r.Dir)
 }
 
 // attachTinker makes l train through the run's Tinker client with phase p's AdamW settings.

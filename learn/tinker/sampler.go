@@ -28,7 +28,8 @@ type Sampler struct {
 	path    string
 	version int32
 
-	calls, protocolErrors atomic.Int64
+	calls, protocolErrors, failures atomic.Int64
+	first                           atomic.Pointer[error]
 }
 
 var _ infer.Generator = (*Sampler)(nil)
@@ -58,6 +59,21 @@ func (s *Sampler) Path() (string, int32) {
 // breaking the protocol (malformed, wrong lengths, non-finite logprobs).
 func (s *Sampler) Calls() int64          { return s.calls.Load() }
 func (s *Sampler) ProtocolErrors() int64 { return s.protocolErrors.Load() }
+
+// Failed is how many samples failed — the service did not answer in time, answered an error,
+// or broke the protocol — not counting those whose caller gave up first, and the first failure.
+func (s *Sampler) Failed() (int64, error) {
+	if p := s.first.Load(); p != nil {
+		return s.failures.Load(), *p
+	}
+	return 0, nil
+}
+
+func (s *Sampler) fail(err error) error {
+	s.failures.Add(1)
+	s.first.CompareAndSwap(nil, &err)
+	return err
+}
 
 // ErrProtocol is wrapped by the error of an answer that breaks the sampling protocol.
 var ErrProtocol = errors.New("learn/tinker: the sampler's answer breaks the protocol")
@@ -91,12 +107,15 @@ func (s *Sampler) Generate(ctx context.Context, req infer.Request) (infer.Comple
 		"sampling_params": params}
 	var raw json.RawMessage
 	if err := s.c.call(ctx, "sample", "/api/v1/asample", body, &raw); err != nil {
-		return infer.Completion{}, err
+		if ctx.Err() != nil { // the caller gave up (an episode's deadline): not the service's failure
+			return infer.Completion{}, err
+		}
+		return infer.Completion{}, s.fail(err)
 	}
 	comp, err := decodeSample(raw, req, s.vocab)
 	if err != nil {
 		s.protocolErrors.Add(1)
-		return infer.Completion{}, fmt.Errorf("sampling %s: %w", path, err)
+		return infer.Completion{}, s.fail(fmt.Errorf("sampling %s: %w", path, err))
 	}
 	comp.Versions = make([]int32, len(comp.Tokens))
 	for i := range comp.Versions {

@@ -216,6 +216,9 @@ func TestServiceFaults(t *testing.T) {
 	if _, err := smp.Generate(context.Background(), req); err == nil || !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "logprobs") || smp.ProtocolErrors() != 1 {
 		t.Fatalf("malformed sample: %v (%d counted)", err, smp.ProtocolErrors())
 	}
+	if n, first := smp.Failed(); n != 2 || first == nil || !strings.Contains(first.Error(), "no answer within") {
+		t.Fatalf("failures: %d, first %v", n, first)
+	}
 
 	for _, tc := range []struct{ file, want string }{{"request_failed.json", "CUDA out of memory"}, {"try_again.json", "still pending"}} {
 		body, err := os.ReadFile(filepath.Join("testdata", tc.file))

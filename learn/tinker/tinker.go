@@ -47,6 +47,9 @@ type Options struct {
 	Key       string // sent as a bearer token and X-API-Key (empty: none)
 	BaseModel string // e.g. Qwen/Qwen3-4B-Instruct-2507
 	Rank      int    // the LoRA rank of the adapter the service trains
+	// Seed, when set, seeds the adapter's initialization on the service (lora_config.seed), so
+	// that a run is the same every time; nil leaves the service to draw one.
+	Seed *int64
 	// Timeout is the deadline of each call, the wait for its future included (default 5m).
 	Timeout time.Duration
 	// Adam holds the optimizer's fixed settings; OptimStep gives the learning rate.
@@ -126,8 +129,12 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		ModelID   string `json:"model_id"`
 		RequestID string `json:"request_id"`
 	}
+	lora := map[string]any{"rank": o.Rank}
+	if o.Seed != nil {
+		lora["seed"] = *o.Seed
+	}
 	if err := c.post(ctx, "/api/v1/create_model", map[string]any{"session_id": s.SessionID, "base_model": o.BaseModel,
-		"lora_config": map[string]any{"rank": o.Rank}}, &m); err != nil {
+		"lora_config": lora}, &m); err != nil {
 		return nil, err
 	}
 	if m.ModelID == "" || m.RequestID == "" {

@@ -233,7 +233,8 @@ func (s *Service) handle(route string, body map[string]json.RawMessage) (any, er
 			return nil, err
 		}
 		lc, err := field[struct {
-			Rank int `json:"rank"`
+			Rank int    `json:"rank"`
+			Seed *int64 `json:"seed"`
 		}](body, "lora_config")
 		if err != nil {
 			return nil, err
@@ -246,7 +247,11 @@ func (s *Service) handle(route string, body map[string]json.RawMessage) (any, er
 		}
 		id := fmt.Sprintf("model_%04d", len(s.models)+1)
 		m := s.Base.Clone()
-		if err := m.AddLoRA(model.LoRAConfig{Rank: lc.Rank, Alpha: 32, Targets: allLinear}, uint64(len(s.models)+1)); err != nil {
+		seed := uint64(len(s.models) + 1) // a seed of its own unless one is asked, as Tinker draws one
+		if lc.Seed != nil {
+			seed = uint64(*lc.Seed)
+		}
+		if err := m.AddLoRA(model.LoRAConfig{Rank: lc.Rank, Alpha: 32, Targets: allLinear}, seed); err != nil {
 			return nil, &httpErr{http.StatusBadRequest, err.Error()}
 		}
 		s.models[id] = &trained{m: m, b: &learn.Builtin{Model: m, RowLen: m.Cfg.MaxSeq}}
