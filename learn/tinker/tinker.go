@@ -14,7 +14,14 @@
 //   - OptimStep: /api/v1/optim_step with adam_params (learning_rate, beta1, beta2, eps,
 //     weight_decay).
 //   - SaveForSampler: /api/v1/save_weights_for_sampler under the name v<version>; the artifact's
-//     URI is the tinker:// path a sampling client samples from (Sample).
+//     URI is the tinker:// path a Sampler samples from, checked to be the one asked for
+//     (tinker://<model_id>/sampler_weights/v<version>).
+//
+// Beside the contract: SaveWeights and LoadWeights keep and restore the training state (adapter
+// and optimizer) on the service under a tinker:// path (save_weights, load_weights: Tinker's
+// save_state and load_state), Info asks get_info, and Sampler is an infer.Generator over asample
+// whose answers are checked before the agent loop sees them. Every call has the client's
+// deadline, the wait for its future included, and every answer is bounded (MaxBody).
 //
 // What the contract needs and Tinker cannot do is refused by name before anything is sent
 // (Check): entropy and value terms and outputs (Tinker's losses see logprobs alone), the frozen
