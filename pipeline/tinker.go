@@ -93,7 +93,11 @@ func (r *Run) openTinker(ctx context.Context, from *checkpoint.RemoteWeights) er
 // get_info names the tokenizer (hosted Tinker does) and init is a Hub reference, they must be the
 // same repository.
 func (r *Run) checkTinkerTokenizer(info tinker.ModelInfo) error {
-	if info.TokenizerID == "" || !hub.IsRef(r.Cfg.Init) {
+	if info.TokenizerID == "" {
+		return nil
+	}
+	if !hub.IsRef(r.Cfg.Init) {
+		r.printf("note: the Tinker service samples with tokenizer %s; init is a folder (%s), whose tokenizer must be the same\n", info.TokenizerID, r.Cfg.Init)
 		return nil
 	}
 	ref, err := hub.ParseRef(r.Cfg.Init)

@@ -15,6 +15,7 @@ import (
 	"github.com/agentrl/agentrl/checkpoint"
 	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/learn"
+	"github.com/agentrl/agentrl/learn/tinker"
 	"github.com/agentrl/agentrl/learn/tinker/tinkerfake"
 )
 
@@ -239,5 +240,20 @@ func TestTinkerRunFaults(t *testing.T) {
 				t.Fatalf("err = %v after %v, want one naming %q", err, time.Since(t0), tc.want)
 			}
 		})
+	}
+}
+
+// A service whose sampler tokenizes with another tokenizer than init's is refused at the start.
+func TestTinkerTokenizerMismatch(t *testing.T) {
+	r := &Run{}
+	r.Cfg.Init = "hf:Qwen/Qwen3-4B-Instruct-2507"
+	if err := r.checkTinkerTokenizer(tinker.ModelInfo{BaseModel: "meta-llama/Llama-3.1-8B", TokenizerID: "meta-llama/Llama-3.1-8B"}); err == nil || !strings.Contains(err.Error(), "would not mean the same") {
+		t.Fatalf("another tokenizer: %v", err)
+	}
+	if err := r.checkTinkerTokenizer(tinker.ModelInfo{TokenizerID: "qwen/qwen3-4b-instruct-2507"}); err != nil {
+		t.Fatalf("the same tokenizer: %v", err)
+	}
+	if err := r.checkTinkerTokenizer(tinker.ModelInfo{}); err != nil { // SkyRL's server names none
+		t.Fatalf("no tokenizer named: %v", err)
 	}
 }
