@@ -317,7 +317,7 @@ func (r *Run) train(ctx context.Context) (*Summary, error) {
 		if err := r.openTinker(ctx, r.remoteFrom); err != nil { // tinker.go
 			return nil, err
 		}
-		defer func() { r.tinker = nil }()
+		defer func() { r.tinker.close(); r.tinker = nil }()
 	}
 	if r.restored {
 		r.printf("resuming at phase %d step %d (policy version %d)\n", r.state.Phase, r.state.Step, r.version)

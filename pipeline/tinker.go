@@ -41,7 +41,8 @@ type tinkerSession struct {
 	sampler *tinker.Sampler
 	// sampled is the artifact the sampler samples from (the run's policy version).
 	sampled learn.Artifact
-	counted int64 // the sampler's calls at the last update
+	counted  int64  // the sampler's calls at the last update
+	stopBeat func() // stops the session's heartbeat
 }
 
 // openTinker connects the run to its Tinker service at its policy version: a fresh adapter at
@@ -85,8 +86,50 @@ func (r *Run) openTinker(ctx context.Context, from *checkpoint.RemoteWeights) er
 	if err := s.publish(ctx, r.version); err != nil {
 		return err
 	}
+	s.stopBeat = s.heartbeat(tinkerHeartbeat)
 	r.tinker = s
 	return nil
+}
+
+// tinkerHeartbeat is how often the session tells the service it is alive (Tinker's SDK: 10s).
+const tinkerHeartbeat = 10 * time.Second
+
+// heartbeat sends session_heartbeat every period until the returned function is called. A
+// heartbeat that fails is not the run's failure: the next call of the run's own says what is
+// wrong, with its deadline.
+func (s *tinkerSession) heartbeat(period time.Duration) (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				ctx, cancel := context.WithCancel(context.Background())
+				go func() {
+					select {
+					case <-done:
+						cancel()
+					case <-ctx.Done():
+					}
+				}()
+				s.client.Heartbeat(ctx)
+				cancel()
+			}
+		}
+	}()
+	return func() { close(done); <-ended }
+}
+
+// close stops the heartbeat.
+func (s *tinkerSession) close() {
+	if s != nil && s.stopBeat != nil {
+		s.stopBeat()
+	}
 }
 
 // checkTinkerTokenizer refuses a service whose sampler tokenizes otherwise than the run: where

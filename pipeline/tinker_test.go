@@ -17,6 +17,7 @@ import (
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/learn/tinker"
 	"github.com/agentrl/agentrl/learn/tinker/tinkerfake"
+	"github.com/agentrl/agentrl/model"
 )
 
 // tinkerBase trains a short SFT phase alone on the tiny model, on calc or test-ones (whose
@@ -255,5 +256,35 @@ func TestTinkerTokenizerMismatch(t *testing.T) {
 	}
 	if err := r.checkTinkerTokenizer(tinker.ModelInfo{}); err != nil { // SkyRL's server names none
 		t.Fatalf("no tokenizer named: %v", err)
+	}
+}
+
+// The session's heartbeat reaches the service while the run goes on, and stops when told.
+func TestTinkerHeartbeat(t *testing.T) {
+	m, err := model.New(model.Config{Vocab: 32, Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, Hidden: 32, MaxSeq: 32, RopeTheta: 10000, NormEps: 1e-5, TieEmbeddings: true}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, url := tinkerService(t, &checkpoint.Checkpoint{Model: m})
+	c, err := tinker.Dial(context.Background(), tinker.Options{URL: url, BaseModel: "agentrl/tiny", Rank: 2, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &tinkerSession{client: c}
+	s.stopBeat = s.heartbeat(10 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	s.close()
+	count := func() int {
+		svc.Lock()
+		defer svc.Unlock()
+		return strings.Count(strings.Join(svc.Calls, " "), "session_heartbeat")
+	}
+	n := count()
+	if n < 2 {
+		t.Fatalf("%d heartbeats in 100ms at 10ms", n)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if count() != n {
+		t.Fatal("heartbeats after the session closed")
 	}
 }

@@ -81,6 +81,9 @@ func TestServiceRoundTrip(t *testing.T) {
 	base := tinyBase(t)
 	svc, url := service(t, base)
 	c := dialTiny(t, url, 10*time.Second)
+	if err := c.Heartbeat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	info, err := c.Info(context.Background())
 	if err != nil || info.TokenizerID != "agentrl/tiny" || info.Rank != 4 {
 		t.Fatalf("info %+v, %v", info, err)

@@ -154,6 +154,14 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	return c, nil
 }
 
+// Heartbeat tells the service the session is alive (session_heartbeat), as Tinker's SDK does
+// every few seconds: a hosted session that hears nothing for a while is closed.
+func (c *Client) Heartbeat(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	return c.post(ctx, "/api/v1/session_heartbeat", map[string]any{"session_id": c.session, "type": "session_heartbeat"}, nil)
+}
+
 // SetAdam sets the optimizer's fixed settings that OptimStep sends from now on.
 func (c *Client) SetAdam(beta1, beta2, eps, weightDecay float64) {
 	c.opts.Beta1, c.opts.Beta2, c.opts.Eps, c.opts.WeightDecay = beta1, beta2, eps, weightDecay

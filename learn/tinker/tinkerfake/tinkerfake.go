@@ -209,6 +209,17 @@ func (s *Service) handle(route string, body map[string]json.RawMessage) (any, er
 		return map[string]any{"type": "create_session", "info_message": nil, "warning_message": nil, "error_message": nil,
 			"session_id": fmt.Sprintf("session_%08x", s.sessions)}, nil
 	}
+	if route == "/api/v1/session_heartbeat" {
+		id, err := field[string](body, "session_id")
+		if err != nil {
+			return nil, err
+		}
+		var n int
+		if _, err := fmt.Sscanf(id, "session_%08x", &n); err != nil || n < 1 || n > s.sessions {
+			return nil, &httpErr{http.StatusNotFound, "Session not found"}
+		}
+		return map[string]any{"type": "session_heartbeat"}, nil
+	}
 	if route == "/api/v1/retrieve_future" {
 		id, err := field[string](body, "request_id")
 		if err != nil {
