@@ -40,7 +40,7 @@ type tinkerSession struct {
 	client  *tinker.Client
 	sampler *tinker.Sampler
 	// sampled is the artifact the sampler samples from (the run's policy version).
-	sampled learn.Artifact
+	sampled  learn.Artifact
 	counted  int64  // the sampler's calls at the last update
 	stopBeat func() // stops the session's heartbeat
 }
