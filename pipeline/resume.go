@@ -116,7 +116,7 @@ func (r *Run) stateSnapshot(l *learn.Learner) (*checkpoint.State, error) {
 		return nil, err
 	}
 	st := &checkpoint.State{Extra: extra}
-	if l != nil {
+	if l != nil && l.Opt != nil { // a Tinker run's optimizer is on the service
 		optState := l.Opt.State()
 		st.Optimizer = &optState
 	}

@@ -286,7 +286,11 @@ func (r *Run) train(ctx context.Context) (*Summary, error) {
 	if err := r.setupChat(); err != nil {
 		return nil, err
 	}
-	r.printf("run %s: model %.2fM parameters, vocabulary %d\n", r.Dir, float64(r.model.NumParams())/1e6, r.tok.VocabSize())
+	if r.Cfg.Learner.Tinker() {
+		r.printf("run %s: model %s on the Tinker service (its weights are not loaded here), vocabulary %d\n", r.Dir, r.Cfg.Learner.BaseModel, r.tok.VocabSize())
+	} else {
+		r.printf("run %s: model %.2fM parameters, vocabulary %d\n", r.Dir, float64(r.model.NumParams())/1e6, r.tok.VocabSize())
+	}
 	if d := r.Cfg.DescribePrecision(); d != "" {
 		r.printf("%s\n", d)
 	}
@@ -391,6 +395,9 @@ func (r *Run) loadInit(ctx context.Context) (*checkpoint.Checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("init: %w", err)
 	}
+	if r.Cfg.Learner.Tinker() {
+		return r.tinkerBase(dir) // tinker.go: the weights stay on the service
+	}
 	mc, err := checkpoint.ReadConfig(dir) // the memory is checked before the weights load
 	if err != nil {
 		return nil, fmt.Errorf("init: %w", err)
@@ -412,6 +419,9 @@ func (r *Run) loadInit(ctx context.Context) (*checkpoint.Checkpoint, error) {
 
 // newLearner makes the phase's learner, restoring the optimizer when resuming mid-phase.
 func (r *Run) newLearner(p config.Phase, start int) (*learn.Learner, error) {
+	if r.Cfg.Learner.Tinker() {
+		return r.newTinkerLearner(p, start) // tinker.go
+	}
 	if err := r.setAdapters(p, start); err != nil {
 		return nil, err
 	}
@@ -420,10 +430,6 @@ func (r *Run) newLearner(p config.Phase, start int) (*learn.Learner, error) {
 		return nil, err
 	}
 	if start > 0 {
-		if r.Cfg.Learner.Tinker() { // the optimizer's state is on the service (tinker.go)
-			l.Step = start
-			return l, nil
-		}
 		if r.restoredOpt == nil {
 			return nil, fmt.Errorf("resuming at step %d without optimizer state", start)
 		}

@@ -14,12 +14,14 @@ import (
 	"github.com/agentrl/agentrl/internal/envref"
 	"github.com/agentrl/agentrl/learn"
 	"github.com/agentrl/agentrl/learn/tinker"
+	"github.com/agentrl/agentrl/model"
+	"github.com/agentrl/agentrl/tokenizer"
 )
 
 // A run with `learner: {backend: tinker}` trains a LoRA adapter on a Tinker service (hosted
 // Tinker, or SkyRL's server of the same API), whose weights never come to this process: the
-// run's own model is the service's base model, loaded from init for its tokenizer, chat template
-// and configuration, and it is never trained here.
+// run's own model is the service's base model as init describes it — its configuration,
+// tokenizer and chat template, no weights (tinkerBase).
 //
 //   - At the start the run opens a session and creates the adapter on the service (or, resuming,
 //     loads the training state its checkpoint names, optimizer included), checks with get_info
@@ -246,4 +248,43 @@ func (r *Run) saveTinkerCheckpoint(dir, name string, st *checkpoint.State, train
 		st.Optimizer = nil // the optimizer is on the service
 	}
 	return checkpoint.SaveRemote(dir, r.model.Cfg, r.tok, st, w)
+}
+
+// tinkerBase is the run's model from init's folder dir without its weights: the configuration
+// (config.json) and the tokenizer, which is all a run whose weights live on the service reads of
+// it. Nothing is loaded that could be mistaken for the trained weights, and a base model larger
+// than this host's memory is no obstacle.
+func (r *Run) tinkerBase(dir string) (*checkpoint.Checkpoint, error) {
+	mc, err := checkpoint.ReadConfig(dir)
+	if err != nil {
+		return nil, fmt.Errorf("init: %w", err)
+	}
+	if want := r.Cfg.ModelConfig(mc.Vocab); mc != want {
+		return nil, fmt.Errorf("init: checkpoint %s has model %+v; the config describes %+v (did config.json change since the run started?)", r.Cfg.Init, mc, want)
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("init: %w", err)
+	}
+	if tok.VocabSize() > mc.Vocab {
+		return nil, fmt.Errorf("init: %s: the tokenizer has %d ids but config.json's vocab_size is %d", dir, tok.VocabSize(), mc.Vocab)
+	}
+	return &checkpoint.Checkpoint{Model: &model.Model{Cfg: mc}, Tokenizer: tok}, nil
+}
+
+// newTinkerLearner is the phase's learner on the Tinker service: the schedule and the step in
+// Go, the weights and the optimizer (resumed with them) on the service.
+func (r *Run) newTinkerLearner(p config.Phase, start int) (*learn.Learner, error) {
+	if err := p.Optim.Validate(); err != nil {
+		return nil, err
+	}
+	sched, err := p.Optim.Schedule(p.Steps)
+	if err != nil {
+		return nil, err
+	}
+	rowLen := r.Cfg.Rollout.MaxContext
+	if rowLen < 2 || rowLen > r.model.Cfg.MaxSeq {
+		return nil, fmt.Errorf("learn: row length %d must be in [2, model max_seq %d]", rowLen, r.model.Cfg.MaxSeq)
+	}
+	return &learn.Learner{Model: r.model, Sched: sched, GradClip: float32(p.Optim.GradClip), RowLen: rowLen, Step: start}, nil
 }

@@ -118,6 +118,9 @@ func TestRunThroughTinker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n := run.model.NumParams(); n != 0 {
+		t.Fatalf("the run holds %d weights of its own; a Tinker run's live on the service", n)
+	}
 	lines := phaseLines(t, run.Dir, "rl")
 	rl := cfg.Phases[0].RL
 	if len(lines) != 4 {
