@@ -203,7 +203,8 @@ func TestRunThroughTinker(t *testing.T) {
 }
 
 // Faults of the service end the run with a clear error, never a hang: a service down at the
-// start, samples past their deadline, a future that fails, a malformed sample answer.
+// start, samples past their deadline, a future that fails, a malformed sample answer, a resume
+// whose training state the service no longer has.
 func TestTinkerRunFaults(t *testing.T) {
 	init, ck := tinkerBase(t, "calc")
 	down := httptest.NewServer(http.NotFoundHandler())
@@ -244,6 +245,29 @@ func TestTinkerRunFaults(t *testing.T) {
 				t.Fatalf("err = %v after %v, want one naming %q", err, time.Since(t0), tc.want)
 			}
 		})
+	}
+	// A resume whose training state the service no longer has says which.
+	svc.Lock()
+	svc.Hang, svc.Fail, svc.Sample = nil, nil, nil
+	svc.Unlock()
+	cfg := tinkerRun(t, "calc", init, url, 2*time.Second)
+	cfg.Eval.Tasks = 2
+	run, err := NewRun(cfg, Options{Envs: onesEnvs(), StopRL: func(_ string, step int, _ map[string]any) bool { return step == 2 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Train(context.Background()); !errors.Is(err, ErrStopped) {
+		t.Fatalf("stopped run: %v", err)
+	}
+	svc.Lock()
+	svc.Fail = map[string]string{"/api/v1/load_weights": "Checkpoint not found"}
+	svc.Unlock()
+	resumed, err := Resume(run.Dir, Options{Envs: onesEnvs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resumed.Train(context.Background()); err == nil || !strings.Contains(err.Error(), "resume: loading tinker://") || !strings.Contains(err.Error(), "Checkpoint not found") {
+		t.Fatalf("resume without the training state: %v", err)
 	}
 }
 
