@@ -105,6 +105,9 @@ func loadValueHead(path string, m *model.Model) error {
 // through a 256 KiB conversion buffer), so loading takes the memory of the model's weights and
 // nothing of the file's size besides.
 func LoadModel(dir string) (*model.Model, error) {
+	if err := refuseRemote(dir); err != nil { // remote.go
+		return nil, err
+	}
 	data, err := os.ReadFile(filepath.Join(dir, configFile))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: load %s: %w", dir, err)

@@ -288,6 +288,7 @@ func (c *Config) Validate(envs *env.Registry) error {
 	if c.Learner.ProbeTolerance != nil && !c.Learner.External() && c.Rollout.Generator == nil {
 		errs = append(errs, errors.New("learner.probe_tolerance does nothing: the built-in learner's weights are the engine's own; the sync probe runs with an external learner or rollout.generator's servers"))
 	}
+	errs = append(errs, c.tinkerRefusals()...) // learner_tinker.go
 	for _, p := range c.Phases {
 		if c.Learner.External() && p.RL != nil && p.RL.Async != nil {
 			errs = append(errs, fmt.Errorf("phase %s: %w", p.Name, ErrLearnerLoop))

@@ -5,7 +5,10 @@ import "testing"
 // The learner block is checked with the rest of the run's configuration.
 func TestLearnerConfigErrors(t *testing.T) {
 	checkLoadErrors(t, []loadCase{
-		{name: "unknown backend", sets: []string{"learner.backend=tinker"}, want: "learner.backend must be builtin, http or torch"},
+		{name: "unknown backend", sets: []string{"learner.backend=tinkr"}, want: "learner.backend must be builtin, http, torch or tinker"},
+		{name: "tinker without a base model", sets: []string{"learner.backend=tinker", "learner.url=http://127.0.0.1:1", "learner.rank=8"}, want: "learner.base_model are required"},
+		{name: "tinker with an sft phase", sets: []string{"learner.backend=tinker", "learner.url=http://127.0.0.1:1", "learner.rank=8", "learner.base_model=m"}, want: "phase sft: supervised phases train the run's own weights"},
+		{name: "tinker with an unknown key", sets: []string{"learner.backend=tinker", "learner.url=http://127.0.0.1:1", "learner.rank=8", "learner.base_modle=m"}, want: "base_modle"},
 		{name: "http without url", sets: []string{"learner.backend=http"}, want: "learner.url is required"},
 		{name: "key held in the config", sets: []string{"learner.backend=http", "learner.url=http://127.0.0.1:1", "learner.key=s3cret"}, want: "${NAME}"},
 		{name: "builtin with a setting", sets: []string{"learner.timeout=1m"}, want: "do nothing with the builtin backend"},

@@ -42,6 +42,10 @@ type Options struct {
 	// Progress, when set, is called as each episode ends with the episodes done and the total,
 	// Tasks × (1 + K); calls are serialized.
 	Progress func(done, total int)
+	// Gen, when set, generates the episodes instead of a local engine over the model given to
+	// Run (which may then be nil): the sampler of a service that holds the policy's weights
+	// (learn/tinker).
+	Gen infer.Generator
 }
 
 // Limits of an evaluation's size, checked before anything is allocated. An evaluation keeps its
@@ -136,7 +140,7 @@ func (r *Result) noteFailure(t *traj.Trajectory) {
 	}
 }
 
-// Run runs a policy (m with tok) on held-out tasks of one environment. A policy that produces
+// Run runs a policy (m with tok, or o.Gen) on held-out tasks of one environment. A policy that produces
 // non-finite logits (broken weights) makes it fail with an error wrapping infer.ErrNonFinite.
 func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version int32, o Options) (Result, error) {
 	if err := o.CheckSizes(); err != nil {
@@ -166,11 +170,15 @@ func Run(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, version 
 	for i := range tasks {
 		tasks[i] = rollout.Task{Env: o.Env, Seed: spec.Heldout.Lo + int64(i), GroupID: uint64(i)}
 	}
-	eng, err := local.NewEngine(m, version, local.EngineConfig{Slots: max(o.Slots, 1), MaxLen: o.Rollout.MaxContext})
-	if err != nil {
-		return Result{}, err
+	var eng infer.Generator = o.Gen
+	if eng == nil {
+		le, err := local.NewEngine(m, version, local.EngineConfig{Slots: max(o.Slots, 1), MaxLen: o.Rollout.MaxContext})
+		if err != nil {
+			return Result{}, err
+		}
+		defer le.Close()
+		eng = le
 	}
-	defer eng.Close()
 	greedyCfg := o.Rollout
 	greedyCfg.Sampling = infer.Sampling{Temperature: 0}
 	onEpisode := progressFunc(o.Progress, int(n)*(1+o.K))

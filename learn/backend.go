@@ -36,6 +36,16 @@ type Backend interface {
 	LoadState(ctx context.Context, dir string) error
 }
 
+// LogprobsOnly is implemented by a Backend whose Forward computes logprobs alone (learn/tinker:
+// Tinker's forward returns nothing else). An RL step asks it for no entropies and measures the
+// policy's entropy as the mean −logprob of the tokens trained on — the Monte Carlo estimate of
+// the entropy, unbiased for tokens the current policy sampled; a loss with an entropy term
+// cannot train through it (its configuration is refused).
+type LogprobsOnly interface {
+	Backend
+	LogprobsOnly()
+}
+
 // Seqs is the batch of the contract: whole sequences, never split, laid out token by token as
 // algo.Batch lays them out. Mask[t] says whether token t's logprob is wanted (and trained); a
 // sequence's first token has none, whatever its mask says.

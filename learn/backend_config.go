@@ -14,20 +14,26 @@ const (
 	BackendBuiltin = "builtin" // the built-in model, in-process (the default)
 	BackendHTTP    = "http"    // a learner process someone else runs, at url (docs/learner.md)
 	BackendTorch   = "torch"   // the reference PyTorch learner, started and stopped by the run
+	BackendTinker  = "tinker"  // a Tinker API service (hosted Tinker, SkyRL's server), at url (learn/tinker)
 )
 
 // BackendConfig is a run's `learner:` block: which learner its RL phases train through.
 // Supervised phases always run on the built-in model.
 type BackendConfig struct {
-	// Backend is builtin (default), http or torch.
+	// Backend is builtin (default), http, torch or tinker.
 	Backend string `yaml:"backend"`
-	// URL is an http learner's address, http://host:port.
+	// URL is an http learner's address, http://host:port, or a Tinker service's base URL.
 	URL string `yaml:"url,omitempty"`
 	// Key is "${NAME}": the environment variable holding the learner's key (required off
 	// loopback; for torch, the started learner requires it too).
 	Key string `yaml:"key,omitempty"`
 	// Timeout bounds each call to the learner (default 5 minutes).
 	Timeout time.Duration `yaml:"timeout,omitempty"`
+	// BaseModel is the Tinker service's base model the run trains a LoRA adapter on, as the
+	// service names it (e.g. Qwen/Qwen3-4B-Instruct-2507) (tinker).
+	BaseModel string `yaml:"base_model,omitempty"`
+	// Rank is the LoRA rank of the adapter the Tinker service trains (tinker).
+	Rank int `yaml:"rank,omitempty"`
 	// Python is the interpreter that runs agentrl_learner (torch).
 	Python string `yaml:"python,omitempty"`
 	// Path is the folder holding the agentrl_learner package (the repository's learners/torch),
@@ -81,8 +87,12 @@ func (c BackendConfig) Tolerance(precision string) float64 {
 	return DefaultProbeTolerance["bfloat16"]
 }
 
-// External reports whether RL steps train outside this process.
+// External reports whether RL steps train in a learner process whose weights the run loads back
+// (http, torch).
 func (c BackendConfig) External() bool { return c.Backend == BackendHTTP || c.Backend == BackendTorch }
+
+// Tinker reports whether RL steps train on a Tinker service, whose weights stay there.
+func (c BackendConfig) Tinker() bool { return c.Backend == BackendTinker }
 
 // Validate reports a setting that cannot work or does nothing, by its YAML name.
 func (c BackendConfig) Validate() error {
@@ -112,10 +122,27 @@ func (c BackendConfig) Validate() error {
 		return fmt.Errorf("learner.restart must not be negative, got %d", c.Restart)
 	}
 	torchOnly := c.Python != "" || c.Path != "" || c.Device != "" || c.BF16 || c.MaxTokens != 0 || c.ActivationCheckpointing || c.Restart != 0
+	tinkerOnly := c.BaseModel != "" || c.Rank != 0
+	if tinkerOnly && c.Backend != BackendTinker {
+		return errors.New("learner: base_model and rank are settings of the tinker backend")
+	}
 	switch c.Backend {
 	case "", BackendBuiltin:
 		if c.URL != "" || c.Key != "" || c.Timeout != 0 || torchOnly {
 			return errors.New("learner: url, key, timeout, python, path, device, bf16, max_tokens, activation_checkpointing and restart do nothing with the builtin backend")
+		}
+	case BackendTinker:
+		if c.URL == "" || c.BaseModel == "" {
+			return errors.New("learner.url and learner.base_model are required with backend tinker")
+		}
+		if c.Rank < 1 {
+			return fmt.Errorf("learner.rank (the LoRA rank the Tinker service trains) must be at least 1, got %d", c.Rank)
+		}
+		if torchOnly {
+			return errors.New("learner: python, path, device, bf16, max_tokens, activation_checkpointing and restart are settings of the torch backend (a Tinker service is configured where it runs)")
+		}
+		if c.ProbeTolerance != nil {
+			return errors.New("learner.probe_tolerance does nothing with backend tinker: the run samples from the weights the service saved for sampling, and checks the path it sampled is the version saved")
 		}
 	case BackendHTTP:
 		if c.URL == "" {
@@ -135,7 +162,7 @@ func (c BackendConfig) Validate() error {
 			return errors.New("learner.bf16 is autocast on CUDA; it does nothing on device cpu")
 		}
 	default:
-		return fmt.Errorf("learner.backend must be builtin, http or torch, got %q", c.Backend)
+		return fmt.Errorf("learner.backend must be builtin, http, torch or tinker, got %q", c.Backend)
 	}
 	return nil
 }

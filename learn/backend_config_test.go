@@ -15,6 +15,7 @@ func TestBackendConfigValidate(t *testing.T) {
 		{Backend: "http", URL: "http://10.0.0.2:9000", Key: "${LEARNER_KEY}"},
 		{Backend: "torch", Python: "/usr/bin/python3", Path: "learners/torch", Device: "cuda", BF16: true, MaxTokens: 8192, ActivationCheckpointing: true},
 		{Backend: "torch", Python: "python3", Restart: 2},
+		{Backend: "tinker", URL: "https://tinker.example", Key: "${TINKER_API_KEY}", BaseModel: "Qwen/Qwen3-4B-Instruct-2507", Rank: 32, Timeout: time.Minute},
 		{Backend: "builtin", ProbeTolerance: &ProbeTolerance{BFloat16: ptr(0.5)}},
 		{Backend: "http", URL: "http://127.0.0.1:9000", ProbeTolerance: &ProbeTolerance{Float32: ptr(1e-5), BFloat16: ptr(0.1)}},
 	}
@@ -27,7 +28,13 @@ func TestBackendConfigValidate(t *testing.T) {
 		c    BackendConfig
 		want string
 	}{
-		{BackendConfig{Backend: "tinker"}, "backend must be"},
+		{BackendConfig{Backend: "tinkr"}, "backend must be builtin, http, torch or tinker"},
+		{BackendConfig{Backend: "tinker"}, "learner.url and learner.base_model are required"},
+		{BackendConfig{Backend: "tinker", URL: "http://x:1", BaseModel: "m"}, "learner.rank"},
+		{BackendConfig{Backend: "tinker", URL: "http://x:1", BaseModel: "m", Rank: 8, Python: "p"}, "settings of the torch backend"},
+		{BackendConfig{Backend: "tinker", URL: "http://x:1", BaseModel: "m", Rank: 8, ProbeTolerance: &ProbeTolerance{Float32: ptr(1)}}, "probe_tolerance does nothing with backend tinker"},
+		{BackendConfig{Backend: "http", URL: "http://x:1", Rank: 8}, "settings of the tinker backend"},
+		{BackendConfig{BaseModel: "m"}, "settings of the tinker backend"},
 		{BackendConfig{Backend: "builtin", Timeout: time.Second}, "do nothing with the builtin"},
 		{BackendConfig{Python: "/usr/bin/python3"}, "do nothing with the builtin"},
 		{BackendConfig{Backend: "http"}, "url is required"},

@@ -350,6 +350,7 @@ func (l *Learner) RLStep(b *algo.Batch, loss *algo.Loss, epochs, minibatches int
 		return st, errors.New("learn: batch carries no token ids")
 	}
 	bk := l.backend()
+	_, lpOnly := bk.(LogprobsOnly)
 	ctx := l.ctx()
 	var entSum float64
 	var entN int
@@ -379,8 +380,18 @@ func (l *Learner) RLStep(b *algo.Batch, loss *algo.Loss, epochs, minibatches int
 				cur.Values = make([]float32, nt)
 			}
 			out := Outputs{Logprobs: cur.Logprobs, Entropies: cur.Entropies, Values: cur.Values}
-			if err := bk.Forward(ctx, seqs, ForwardOptions{Entropies: true, Values: critic}, &out); err != nil {
+			if lpOnly {
+				out.Entropies = nil
+			}
+			if err := bk.Forward(ctx, seqs, ForwardOptions{Entropies: !lpOnly, Values: critic}, &out); err != nil {
 				return st, err
+			}
+			if lpOnly { // the sampled tokens' surprisal estimates the entropy (LogprobsOnly)
+				for j := range nt {
+					if mb.Mask[j] {
+						cur.Entropies[j] = -cur.Logprobs[j]
+					}
+				}
 			}
 			if ep == 0 {
 				for j := range nt {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentrl/agentrl/config"
 	"github.com/agentrl/agentrl/eval"
+	"github.com/agentrl/agentrl/infer"
 )
 
 // EvalReport is one evaluation of the run's policy.
@@ -30,7 +31,11 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 		if d != nil {
 			newEnv = r.phaseEnvs([]config.EnvWeight{{Name: name, Difficulty: d}})
 		}
-		e, err := eval.Run(ctx, r.model, r.tok, r.version, eval.Options{
+		var gen infer.Generator
+		if r.tinker != nil { // the service's sampler holds the policy (tinker.go)
+			gen = r.tinker.sampler
+		}
+		e, err := eval.Run(ctx, r.model, r.tok, r.version, eval.Options{Gen: gen,
 			Env: name, Tasks: r.Cfg.Eval.Tasks, K: r.Cfg.Eval.Samples, Seed: r.Cfg.Seed, Rollout: r.Cfg.Rollout.Config, Slots: r.Cfg.Rollout.EngineSlots,
 			Envs: r.opts.Envs, NewEnv: newEnv, Difficulty: d, NewConversation: r.opts.NewConversation,
 			Progress: func(done, total int) {
@@ -42,6 +47,9 @@ func (r *Run) evaluate(ctx context.Context, when string) error {
 		})
 		if bar != nil {
 			bar.finish()
+		}
+		if err == nil {
+			err = r.tinkerFailed() // tinker.go
 		}
 		if err != nil {
 			return fmt.Errorf("evaluate %s: %w", name, err)

@@ -48,6 +48,9 @@ type published struct {
 // it serves a higher one, which a killed process of this run published after its last
 // checkpoint.
 func (r *Run) newSampler(ctx context.Context, p config.Phase) (*policySampler, error) {
+	if r.tinker != nil { // the Tinker service's sampler (tinker.go)
+		return &policySampler{gen: r.tinker.sampler, r: r}, nil
+	}
 	g := r.Cfg.Rollout.Generator
 	if g == nil {
 		swap := p.RL != nil && p.RL.Async != nil && !p.RL.Async.Partial()
@@ -114,6 +117,9 @@ func (r *Run) probeServers(ctx context.Context, router *remote.Router) error {
 // the probe's largest and mean differences over the servers go into m: with wait, this
 // publish's; without, those of the publish before it, which this one waits for first.
 func (s *policySampler) publish(ctx context.Context, wait bool, m algo.Metrics) error {
+	if s.eng == nil && s.router == nil {
+		return nil // Tinker's sampler samples the version saved when the update was (syncTinker)
+	}
 	if s.eng != nil {
 		applied, err := s.eng.LoadWeights(s.r.model, s.r.version)
 		if err != nil {
@@ -285,6 +291,9 @@ func pruneDirs(parent, keep string) error {
 func (s *policySampler) close() error {
 	if s.eng != nil {
 		return s.eng.Close()
+	}
+	if s.router == nil {
+		return nil
 	}
 	_, err := s.settle()
 	s.router.Close()

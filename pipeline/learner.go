@@ -53,6 +53,9 @@ type learnerSession struct {
 // ref is the reference policy's checkpoint folder, or "" without one.
 func (r *Run) attachLearner(l *learn.Learner, p config.Phase, ref string) error {
 	c := r.Cfg.Learner
+	if c.Tinker() {
+		return r.attachTinker(l, p) // tinker.go
+	}
 	if !c.External() {
 		return nil
 	}
@@ -144,6 +147,9 @@ func (r *Run) attachLearner(l *learn.Learner, p config.Phase, ref string) error 
 // probe's difference go into m. The learner's logprobs are kept for the check of the servers
 // the version is then published to (publishProbe).
 func (r *Run) syncLearner(version int32, m algo.Metrics) error {
+	if r.tinker != nil {
+		return r.syncTinker(version, m) // tinker.go
+	}
 	s := r.learner
 	if s == nil {
 		return nil

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,7 +79,11 @@ func (r *Run) saveCheckpoint(l *learn.Learner, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkpoint.Save(r.checkpointDir(name), r.model, r.tok, st); err != nil {
+	if r.tinker != nil { // the weights are saved on the service, named in the folder (tinker.go)
+		if err := r.saveTinkerCheckpoint(r.checkpointDir(name), name, st, true); err != nil {
+			return err
+		}
+	} else if err := checkpoint.Save(r.checkpointDir(name), r.model, r.tok, st); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", name, err)
 	}
 	if err := r.recordPrompts(r.checkpointDir(name)); err != nil {
@@ -111,7 +116,7 @@ func (r *Run) stateSnapshot(l *learn.Learner) (*checkpoint.State, error) {
 		return nil, err
 	}
 	st := &checkpoint.State{Extra: extra}
-	if l != nil {
+	if l != nil && l.Opt != nil { // a Tinker run's optimizer is on the service
 		optState := l.Opt.State()
 		st.Optimizer = &optState
 	}
@@ -206,8 +211,8 @@ func (r *Run) resume() (*Run, error) {
 		return nil, err
 	}
 	vcfg := r.Cfg
-	if rc != nil {
-		vcfg.Init = "" // only a fresh start reads it
+	if rc != nil && !r.Cfg.Learner.Tinker() {
+		vcfg.Init = "" // only a fresh start reads it (and a tinker run's resume: its base model)
 	}
 	if err := vcfg.Validate(r.opts.Envs); err != nil {
 		return nil, err
@@ -223,6 +228,7 @@ func (r *Run) resume() (*Run, error) {
 	ck := rc.ck
 	r.model, r.tok, r.version, r.evals = ck.Model, ck.Tokenizer, r.state.Version, r.state.Evals
 	r.restoredOpt = ck.State.Optimizer
+	r.remoteFrom = rc.remote
 	r.restored = true
 	return r, nil
 }
@@ -231,6 +237,9 @@ func (r *Run) resume() (*Run, error) {
 type resumable struct {
 	ck    *checkpoint.Checkpoint
 	state progressState
+	// remote is the training state on a Tinker service that a checkpoint of a tinker run names
+	// (ck.Model is then the base model from init).
+	remote *checkpoint.RemoteWeights
 }
 
 // errLatestOutside is a LATEST naming something outside checkpoints/: not damage, tampering.
@@ -381,14 +390,14 @@ func (r *Run) loadResumable(name string) (*resumable, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%s is not a folder", dir)
 	}
-	ck, err := checkpoint.Load(dir)
+	ck, remote, err := r.loadCheckpoint(dir)
 	if err != nil {
 		return nil, err
 	}
 	if ck.State == nil {
 		return nil, fmt.Errorf("checkpoint %s has no trainer state", name)
 	}
-	rc := &resumable{ck: ck}
+	rc := &resumable{ck: ck, remote: remote}
 	if err := json.Unmarshal(ck.State.Extra, &rc.state); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: trainer state: %w", name, err)
 	}
@@ -503,4 +512,25 @@ func (r *Run) cutMetrics(path string, off int64) error {
 // loadRef loads the frozen reference policy saved when an RL phase started.
 func (r *Run) loadRef(phase string) (*model.Model, error) {
 	return checkpoint.LoadModel(r.checkpointDir(refName(phase)))
+}
+
+// loadCheckpoint loads checkpoint folder dir. One whose weights live on a Tinker service
+// (checkpoint.SaveRemote) comes with the base model from init and the training state it names.
+func (r *Run) loadCheckpoint(dir string) (*checkpoint.Checkpoint, *checkpoint.RemoteWeights, error) {
+	rc, err := checkpoint.ReadRemote(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rc == nil {
+		ck, err := checkpoint.Load(dir)
+		return ck, nil, err
+	}
+	if !r.Cfg.Learner.Tinker() {
+		return nil, nil, &checkpoint.RemoteWeightsError{Dir: dir, Weights: rc.Weights}
+	}
+	init, err := r.loadInit(context.Background())
+	if err != nil {
+		return nil, nil, err
+	}
+	return &checkpoint.Checkpoint{Model: init.Model, Tokenizer: rc.Tokenizer, State: rc.State}, &rc.Weights, nil
 }

@@ -47,6 +47,9 @@ func (r *Run) runRL(ctx context.Context, pi int, p config.Phase, start int) erro
 		src := r.stepSource(pi, step, 3)
 		rng := rand.New(src)
 		sampled, groups, fill, err := r.sampleRL(ctx, l.smp.gen, p, step, rng)
+		if err == nil {
+			err = r.tinkerFailed() // tinker.go
+		}
 		if err != nil {
 			return fmt.Errorf("step %d: sample: %w", step, err)
 		}
@@ -269,7 +272,7 @@ func (r *Run) learnStepRestartable(upd *learn.RL, trajs []*traj.Trajectory, step
 		}
 		r.noteTeacher(&rep)
 		if err != nil {
-			if s != nil && learnerFailed(err) {
+			if (s != nil || r.tinker != nil) && learnerFailed(err) {
 				err = fmt.Errorf("%w; the run stops here: resume it from its last checkpoint (agentrl train --resume %s)", err, r.Dir)
 			}
 			return nil, err

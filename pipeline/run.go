@@ -103,6 +103,10 @@ type Run struct {
 	unlock func() // releases the run directory's lock (LockRun), taken by NewRun or Resume
 
 	learner *learnerSession // the external learner of the RL phase in progress (learner.go)
+	// tinker is the run's Tinker service (learner.backend tinker, tinker.go), open while Train
+	// runs; remoteFrom is the training state on it that a resumed run loads.
+	tinker     *tinkerSession
+	remoteFrom *checkpoint.RemoteWeights
 }
 
 // Summary is what a finished run reports.
@@ -282,7 +286,11 @@ func (r *Run) train(ctx context.Context) (*Summary, error) {
 	if err := r.setupChat(); err != nil {
 		return nil, err
 	}
-	r.printf("run %s: model %.2fM parameters, vocabulary %d\n", r.Dir, float64(r.model.NumParams())/1e6, r.tok.VocabSize())
+	if r.Cfg.Learner.Tinker() {
+		r.printf("run %s: model %s on the Tinker service (its weights are not loaded here), vocabulary %d\n", r.Dir, r.Cfg.Learner.BaseModel, r.tok.VocabSize())
+	} else {
+		r.printf("run %s: model %.2fM parameters, vocabulary %d\n", r.Dir, float64(r.model.NumParams())/1e6, r.tok.VocabSize())
+	}
 	if d := r.Cfg.DescribePrecision(); d != "" {
 		r.printf("%s\n", d)
 	}
@@ -309,6 +317,12 @@ func (r *Run) train(ctx context.Context) (*Summary, error) {
 		r.dist = nil
 	}()
 
+	if r.Cfg.Learner.Tinker() {
+		if err := r.openTinker(ctx, r.remoteFrom); err != nil { // tinker.go
+			return nil, err
+		}
+		defer func() { r.tinker.close(); r.tinker = nil }()
+	}
 	if r.restored {
 		r.printf("resuming at phase %d step %d (policy version %d)\n", r.state.Phase, r.state.Step, r.version)
 	} else {
@@ -367,32 +381,47 @@ func (r *Run) initModel(ctx context.Context) error {
 		r.model = m
 		return err
 	}
-	dir, err := hub.Resolve(ctx, r.Cfg.Init, hub.Checkpoint, r.opts.Out) // a folder as it is
+	ck, err := r.loadInit(ctx)
 	if err != nil {
-		return fmt.Errorf("init: %w", err)
-	}
-	mc, err := checkpoint.ReadConfig(dir) // the memory is checked before the weights load
-	if err != nil {
-		return fmt.Errorf("init: %w", err)
-	}
-	if err := r.checkMemory(mc); err != nil {
-		return fmt.Errorf("init: %w", err)
-	}
-	ck, err := checkpoint.Load(dir)
-	if err != nil {
-		return fmt.Errorf("init: %w", err)
-	}
-	// The model block is the checkpoint's config.json as NewRun read it (TakeInitModel); the
-	// vocabulary is the checkpoint's embedding rows, which may pad the tokenizer's ids.
-	if want := r.Cfg.ModelConfig(ck.Model.Cfg.Vocab); ck.Model.Cfg != want {
-		return fmt.Errorf("init: checkpoint %s has model %+v; the config describes %+v (did config.json change since the run started?)", r.Cfg.Init, ck.Model.Cfg, want)
+		return err
 	}
 	r.model, r.tok = ck.Model, ck.Tokenizer
 	return r.tok.Save(filepath.Join(r.Dir, "tokenizer"))
 }
 
+// loadInit loads the checkpoint named by Init, checked against the run's model block.
+func (r *Run) loadInit(ctx context.Context) (*checkpoint.Checkpoint, error) {
+	dir, err := hub.Resolve(ctx, r.Cfg.Init, hub.Checkpoint, r.opts.Out) // a folder as it is
+	if err != nil {
+		return nil, fmt.Errorf("init: %w", err)
+	}
+	if r.Cfg.Learner.Tinker() {
+		return r.tinkerBase(dir) // tinker.go: the weights stay on the service
+	}
+	mc, err := checkpoint.ReadConfig(dir) // the memory is checked before the weights load
+	if err != nil {
+		return nil, fmt.Errorf("init: %w", err)
+	}
+	if err := r.checkMemory(mc); err != nil {
+		return nil, fmt.Errorf("init: %w", err)
+	}
+	ck, err := checkpoint.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("init: %w", err)
+	}
+	// The model block is the checkpoint's config.json as NewRun read it (TakeInitModel); the
+	// vocabulary is the checkpoint's embedding rows, which may pad the tokenizer's ids.
+	if want := r.Cfg.ModelConfig(ck.Model.Cfg.Vocab); ck.Model.Cfg != want {
+		return nil, fmt.Errorf("init: checkpoint %s has model %+v; the config describes %+v (did config.json change since the run started?)", r.Cfg.Init, ck.Model.Cfg, want)
+	}
+	return ck, nil
+}
+
 // newLearner makes the phase's learner, restoring the optimizer when resuming mid-phase.
 func (r *Run) newLearner(p config.Phase, start int) (*learn.Learner, error) {
+	if r.Cfg.Learner.Tinker() {
+		return r.newTinkerLearner(p, start) // tinker.go
+	}
 	if err := r.setAdapters(p, start); err != nil {
 		return nil, err
 	}
@@ -455,7 +484,11 @@ func (r *Run) noteEval(rep EvalReport) error {
 		return nil
 	}
 	r.state.Best = score
-	if err := checkpoint.Save(r.checkpointDir(bestName), r.model, r.tok, nil); err != nil {
+	if r.tinker != nil { // the sampler weights of the version evaluated, on the service
+		if err := r.saveTinkerCheckpoint(r.checkpointDir(bestName), bestName, nil, false); err != nil {
+			return err
+		}
+	} else if err := checkpoint.Save(r.checkpointDir(bestName), r.model, r.tok, nil); err != nil {
 		return err
 	}
 	return r.recordPrompts(r.checkpointDir(bestName))

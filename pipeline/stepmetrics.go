@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/agentrl/agentrl/algo"
 	"github.com/agentrl/agentrl/learn"
@@ -68,8 +69,10 @@ func (s *rlStep) fields() map[string]any {
 	if s.learn != nil { // measured on the trained tokens: a step that trained nothing has none
 		m["explore/entropy"] = rl.Entropy
 	}
-	m["signal/grad_norm"] = rl.GradNorm
-	m["signal/grad_norm_max"] = rl.MaxGrad
+	if !math.IsNaN(rl.GradNorm) { // a Tinker service may not report the gradient's norm
+		m["signal/grad_norm"] = rl.GradNorm
+		m["signal/grad_norm_max"] = rl.MaxGrad
+	}
 	m["signal/updates_skipped"] = rl.Skipped
 	m["optim/lr"] = rl.LR
 	m["loss/total"] = rl.Loss

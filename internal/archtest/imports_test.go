@@ -114,6 +114,12 @@ var rules = []rule{
 		why:      "the Hub client is a leaf: config, the pipeline and the command line name checkpoints through it, and it must build (and be audited for where the token goes) alone",
 	},
 	{
+		subjects: []string{"learn/tinker"},
+		exact:    true,
+		forbid:   []string{"infer/local", "infer/remote", "checkpoint", "pipeline"},
+		why:      "a Tinker run's weights, generation and saved state are the service's: its client must not link the local engine, the inference servers' client or the checkpoint files",
+	},
+	{
 		subjects: []string{"dist"},
 		forbid:   []string{"model", "infer", "rollout", "env", "checkpoint", "learn", "pipeline"},
 		why:      "the data plane carries tasks, trajectories and weight files; the learner and any worker link it without a model or an engine",

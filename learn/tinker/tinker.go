@@ -14,7 +14,14 @@
 //   - OptimStep: /api/v1/optim_step with adam_params (learning_rate, beta1, beta2, eps,
 //     weight_decay).
 //   - SaveForSampler: /api/v1/save_weights_for_sampler under the name v<version>; the artifact's
-//     URI is the tinker:// path a sampling client samples from (Sample).
+//     URI is the tinker:// path a Sampler samples from, checked to be the one asked for
+//     (tinker://<model_id>/sampler_weights/v<version>).
+//
+// Beside the contract: SaveWeights and LoadWeights keep and restore the training state (adapter
+// and optimizer) on the service under a tinker:// path (save_weights, load_weights: Tinker's
+// save_state and load_state), Info asks get_info, and Sampler is an infer.Generator over asample
+// whose answers are checked before the agent loop sees them. Every call has the client's
+// deadline, the wait for its future included, and every answer is bounded (MaxBody).
 //
 // What the contract needs and Tinker cannot do is refused by name before anything is sent
 // (Check): entropy and value terms and outputs (Tinker's losses see logprobs alone), the frozen
@@ -38,12 +45,18 @@ import (
 	"github.com/agentrl/agentrl/learn"
 )
 
+// MaxBody bounds an answer of the service.
+const MaxBody = 256 << 20
+
 // Options configure a Client.
 type Options struct {
 	URL       string // the service's base URL, e.g. http://127.0.0.1:8000 (SkyRL) or Tinker's
 	Key       string // sent as a bearer token and X-API-Key (empty: none)
 	BaseModel string // e.g. Qwen/Qwen3-4B-Instruct-2507
 	Rank      int    // the LoRA rank of the adapter the service trains
+	// Seed, when set, seeds the adapter's initialization on the service (lora_config.seed), so
+	// that a run is the same every time; nil leaves the service to draw one.
+	Seed *int64
 	// Timeout is the deadline of each call, the wait for its future included (default 5m).
 	Timeout time.Duration
 	// Adam holds the optimizer's fixed settings; OptimStep gives the learning rate.
@@ -90,7 +103,10 @@ type Client struct {
 	steps   int64
 }
 
-var _ learn.Backend = (*Client)(nil)
+var _ learn.LogprobsOnly = (*Client)(nil)
+
+// LogprobsOnly implements learn.LogprobsOnly: Tinker's forward returns logprobs alone.
+func (c *Client) LogprobsOnly() {}
 
 // Dial opens a session and creates the LoRA model the client trains.
 func Dial(ctx context.Context, o Options) (*Client, error) {
@@ -120,8 +136,12 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		ModelID   string `json:"model_id"`
 		RequestID string `json:"request_id"`
 	}
+	lora := map[string]any{"rank": o.Rank}
+	if o.Seed != nil {
+		lora["seed"] = *o.Seed
+	}
 	if err := c.post(ctx, "/api/v1/create_model", map[string]any{"session_id": s.SessionID, "base_model": o.BaseModel,
-		"lora_config": map[string]any{"rank": o.Rank}}, &m); err != nil {
+		"lora_config": lora}, &m); err != nil {
 		return nil, err
 	}
 	if m.ModelID == "" || m.RequestID == "" {
@@ -132,6 +152,19 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	}
 	c.model = m.ModelID
 	return c, nil
+}
+
+// Heartbeat tells the service the session is alive (session_heartbeat), as Tinker's SDK does
+// every few seconds: a hosted session that hears nothing for a while is closed.
+func (c *Client) Heartbeat(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	return c.post(ctx, "/api/v1/session_heartbeat", map[string]any{"session_id": c.session, "type": "session_heartbeat"}, nil)
+}
+
+// SetAdam sets the optimizer's fixed settings that OptimStep sends from now on.
+func (c *Client) SetAdam(beta1, beta2, eps, weightDecay float64) {
+	c.opts.Beta1, c.opts.Beta2, c.opts.Eps, c.opts.WeightDecay = beta1, beta2, eps, weightDecay
 }
 
 // ModelID is the service's id of the model being trained.
@@ -302,10 +335,89 @@ func (c *Client) SaveForSampler(ctx context.Context, version int32) (learn.Artif
 		"path": fmt.Sprintf("v%d", version), "type": "save_weights_for_sampler"}, &res); err != nil {
 		return learn.Artifact{}, err
 	}
-	if !strings.HasPrefix(res.Path, "tinker://") {
-		return learn.Artifact{}, fmt.Errorf("learn/tinker: save_weights_for_sampler answered path %q, not a tinker:// path", res.Path)
+	if err := c.checkPath(res.Path, "sampler_weights", fmt.Sprintf("v%d", version)); err != nil {
+		return learn.Artifact{}, fmt.Errorf("learn/tinker: save_weights_for_sampler v%d: %w", version, err)
 	}
 	return learn.Artifact{Version: version, URI: res.Path}, nil
+}
+
+// checkPath checks that path, a service's answer to a save under name, is the tinker:// path of
+// that name for the model being trained: tinker://<model_id>/<kind>/<name>.
+func (c *Client) checkPath(path, kind, name string) error {
+	want := "tinker://" + c.model + "/" + kind + "/" + name
+	if path != want {
+		return fmt.Errorf("the service answered path %q, not the one asked for (%s)", path, want)
+	}
+	return nil
+}
+
+// ModelInfo is what get_info says of the model being trained.
+type ModelInfo struct {
+	BaseModel   string
+	ModelName   string
+	TokenizerID string // hosted Tinker names the tokenizer its sampler uses; SkyRL's server does not
+	Rank        int
+}
+
+// Info asks the service about the model being trained (get_info) and checks it is the base model
+// and LoRA rank the client created.
+func (c *Client) Info(ctx context.Context) (ModelInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	var res struct {
+		ModelID   string `json:"model_id"`
+		ModelData struct {
+			BaseModel   string `json:"base_model"`
+			ModelName   string `json:"model_name"`
+			TokenizerID string `json:"tokenizer_id"`
+			LoRAConfig  *struct {
+				Rank int `json:"rank"`
+			} `json:"lora_config"`
+		} `json:"model_data"`
+	}
+	if err := c.post(ctx, "/api/v1/get_info", map[string]any{"model_id": c.model, "type": "get_info"}, &res); err != nil {
+		return ModelInfo{}, err
+	}
+	d := res.ModelData
+	info := ModelInfo{BaseModel: d.BaseModel, ModelName: d.ModelName, TokenizerID: d.TokenizerID}
+	if d.LoRAConfig != nil {
+		info.Rank = d.LoRAConfig.Rank
+	}
+	if res.ModelID != c.model || info.BaseModel != c.opts.BaseModel || info.Rank != c.opts.Rank {
+		return info, fmt.Errorf("learn/tinker: get_info describes model %q on %q with LoRA rank %d; the client created %q on %q with rank %d",
+			res.ModelID, info.BaseModel, info.Rank, c.model, c.opts.BaseModel, c.opts.Rank)
+	}
+	return info, nil
+}
+
+// SaveWeights saves the training state (the adapter and the optimizer's moments) on the service
+// under name (save_weights, Tinker's save_state) and returns its tinker:// path, which LoadWeights
+// restores, in this session or a later one.
+func (c *Client) SaveWeights(ctx context.Context, name string) (string, error) {
+	var res struct {
+		Path string `json:"path"`
+	}
+	if err := c.call(ctx, "save_weights", "/api/v1/save_weights", map[string]any{"model_id": c.model, "path": name, "type": "save_weights"}, &res); err != nil {
+		return "", err
+	}
+	if err := c.checkPath(res.Path, "weights", name); err != nil {
+		return "", fmt.Errorf("learn/tinker: save_weights %s: %w", name, err)
+	}
+	return res.Path, nil
+}
+
+// LoadWeights replaces the model's adapter and optimizer state with those saved at path
+// (load_weights with the optimizer, Tinker's load_state), and takes steps as the count of
+// updates they hold.
+func (c *Client) LoadWeights(ctx context.Context, path string, steps int64) error {
+	if !strings.HasPrefix(path, "tinker://") || !strings.Contains(path, "/weights/") {
+		return fmt.Errorf("learn/tinker: %q is not the tinker:// path of saved training weights", path)
+	}
+	if err := c.call(ctx, "load_weights", "/api/v1/load_weights", map[string]any{"model_id": c.model, "path": path, "optimizer": true, "type": "load_weights"}, nil); err != nil {
+		return err
+	}
+	c.steps = steps
+	return nil
 }
 
 // SaveState and LoadState are refused: Tinker keeps the training state on the service.
@@ -316,39 +428,6 @@ func (c *Client) SaveState(context.Context, string) error {
 // LoadState is refused, as SaveState.
 func (c *Client) LoadState(context.Context, string) error {
 	return errors.New("learn/tinker: the training state is loaded on the Tinker service from a tinker:// path (load_weights), not from a local folder")
-}
-
-// Sample generates from the sampler weights at path (a SaveForSampler URI) with a sampling
-// client's asample: the tokens and their logprobs.
-func (c *Client) Sample(ctx context.Context, path string, prompt []int32, maxTokens int, temperature float64, seed int64) (tokens []int32, logprobs []float32, stop string, err error) {
-	var res struct {
-		Sequences []struct {
-			StopReason string    `json:"stop_reason"`
-			Tokens     []int32   `json:"tokens"`
-			Logprobs   []float64 `json:"logprobs"`
-		} `json:"sequences"`
-	}
-	body := map[string]any{"num_samples": 1, "model_path": path, "type": "sample",
-		"prompt":          map[string]any{"chunks": []chunk{{Type: "encoded_text", Tokens: prompt}}},
-		"sampling_params": map[string]any{"max_tokens": maxTokens, "temperature": temperature, "seed": seed}}
-	if err := c.call(ctx, "sample", "/api/v1/asample", body, &res); err != nil {
-		return nil, nil, "", err
-	}
-	if len(res.Sequences) != 1 {
-		return nil, nil, "", fmt.Errorf("learn/tinker: sample answered %d sequences, want 1", len(res.Sequences))
-	}
-	q := res.Sequences[0]
-	if len(q.Logprobs) != len(q.Tokens) || (q.StopReason != "stop" && q.StopReason != "length") {
-		return nil, nil, "", fmt.Errorf("learn/tinker: sample answered %d tokens, %d logprobs, stop_reason %q", len(q.Tokens), len(q.Logprobs), q.StopReason)
-	}
-	logprobs = make([]float32, len(q.Logprobs))
-	for i, v := range q.Logprobs {
-		if !(v <= 1e-4) {
-			return nil, nil, "", fmt.Errorf("learn/tinker: sample logprob %d is %v", i, v)
-		}
-		logprobs[i] = float32(v)
-	}
-	return q.Tokens, logprobs, q.StopReason, nil
 }
 
 // call submits a request whose answer is a future and waits for its result into out.
@@ -367,19 +446,54 @@ func (c *Client) call(ctx context.Context, what, route string, body, out any) er
 	return c.wait(ctx, what, f.RequestID, out)
 }
 
-// wait collects future id's result with retrieve_future, asking again while the service
-// answers that it is still pending (408), until ctx's deadline.
+// wait collects future id's result with retrieve_future into out (nil: discarded), asking again
+// while the service answers that it is still pending (SkyRL's 408, hosted Tinker's try_again),
+// until ctx's deadline. A result that is Tinker's failure shape ({"error": …}) is an error.
 func (c *Client) wait(ctx context.Context, what, id string, out any) error {
 	for {
-		err := c.post(ctx, "/api/v1/retrieve_future", map[string]any{"request_id": id}, out)
+		var raw json.RawMessage
+		err := c.post(ctx, "/api/v1/retrieve_future", map[string]any{"request_id": id}, &raw)
 		var he *httpError
 		if errors.As(err, &he) && he.status == http.StatusRequestTimeout && ctx.Err() == nil {
+			pause(ctx, 10*time.Millisecond)
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("learn/tinker: %s (future %s): %w", what, id, err)
 		}
+		var st struct {
+			Type  string `json:"type"`
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(raw, &st) == nil {
+			if st.Type == "try_again" {
+				pause(ctx, 50*time.Millisecond)
+				if ctx.Err() != nil {
+					return fmt.Errorf("learn/tinker: %s (future %s): still pending after %v: %w", what, id, c.opts.Timeout, learn.ErrLearner)
+				}
+				continue
+			}
+			if st.Error != "" {
+				return fmt.Errorf("learn/tinker: %s (future %s) failed: %s", what, id, clip(st.Error))
+			}
+		}
+		if out == nil {
+			return nil
+		}
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("learn/tinker: %s (future %s): the result is not the documented shape: %v", what, id, err)
+		}
 		return nil
+	}
+}
+
+// pause waits d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
@@ -416,9 +530,12 @@ func (c *Client) post(ctx context.Context, route string, body, out any) error {
 		return fmt.Errorf("learn/tinker: %s: %v: %w", route, err, learn.ErrLearner)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody+1))
 	if err != nil {
 		return fmt.Errorf("learn/tinker: %s: reading the answer: %v: %w", route, err, learn.ErrLearner)
+	}
+	if len(data) > MaxBody {
+		return fmt.Errorf("learn/tinker: %s: the answer is larger than %d bytes", route, MaxBody)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return &httpError{route: route, status: resp.StatusCode, msg: detail(data)}
@@ -447,10 +564,14 @@ func detail(data []byte) string {
 			return string(e.Detail)
 		}
 		if e.Error != "" {
-			return e.Error
+			return clip(e.Error)
 		}
 	}
-	s := strings.TrimSpace(string(data))
+	return clip(strings.TrimSpace(string(data)))
+}
+
+// clip shortens a message from the service to 300 bytes.
+func clip(s string) string {
 	if len(s) > 300 {
 		s = s[:300] + "…"
 	}

@@ -10,11 +10,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/learn"
 )
 
@@ -42,6 +44,8 @@ type fakeTinker struct {
 	next     int
 	lastAdam map[string]float64
 	calls    []string
+	// samplerName, when set, is the name save_weights_for_sampler saves under, whatever was asked.
+	samplerName string
 }
 
 func newFake(t *testing.T, vocab int) (*fakeTinker, *httptest.Server) {
@@ -168,6 +172,9 @@ func (f *fakeTinker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/api/v1/save_weights_for_sampler":
 		var path string
 		json.Unmarshal(body["path"], &path)
+		if f.samplerName != "" {
+			path = f.samplerName
+		}
 		res := file("save_weights_for_sampler_result.json")
 		res["path"] = "tinker://model_5e6f7a8b/sampler_weights/" + path
 		reply(f.future(res))
@@ -266,9 +273,23 @@ func TestTinkerBackend(t *testing.T) {
 	if err != nil || art.URI != "tinker://model_5e6f7a8b/sampler_weights/v3" || art.Version != 3 {
 		t.Fatalf("save for sampler: %+v, %v", art, err)
 	}
-	toks, lps, stop, err := c.Sample(context.Background(), art.URI, []int32{1, 2}, 4, 1, 7)
-	if err != nil || len(toks) != 3 || lps[1] != -1.25 || stop != "stop" {
-		t.Fatalf("sample: %v %v %q %v", toks, lps, stop, err)
+	smp := NewSampler(c, 10)
+	if _, err := smp.Generate(context.Background(), infer.Request{Prompt: []int32{1, 2}, MaxTokens: 4, Stop: []int32{2}}); err == nil || !strings.Contains(err.Error(), "no weights saved for sampling") {
+		t.Fatalf("sample before any weights: %v", err)
+	}
+	if err := smp.Use(art); err != nil {
+		t.Fatal(err)
+	}
+	comp, err := smp.Generate(context.Background(), infer.Request{Prompt: []int32{1, 2}, MaxTokens: 4, Stop: []int32{2}, Sampling: infer.Sampling{Temperature: 1}, Seed: 7})
+	if err != nil || !slices.Equal(comp.Tokens, []int32{5, 6, 2}) || comp.Logprobs[1] != -1.25 || comp.Finish != infer.FinishStop || !slices.Equal(comp.Versions, []int32{3, 3, 3}) {
+		t.Fatalf("sample: %+v %v", comp, err)
+	}
+	// A service that saves the sampler weights under another name than the version asked.
+	f.mu.Lock()
+	f.samplerName = "v2"
+	f.mu.Unlock()
+	if _, err := c.SaveForSampler(context.Background(), 4); err == nil || !strings.Contains(err.Error(), "not the one asked for") {
+		t.Fatalf("save for sampler answered another path: %v", err)
 	}
 }
 
