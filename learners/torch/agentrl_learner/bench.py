@@ -255,8 +255,8 @@ def breakdown(size, device, steps, learner_ph, plain_ph, learner_s, plain_s, htt
     known = {n for _, names in ROWS for n in names}
     extra = sorted((set(learner_ph.host_s) | set(plain_ph.host_s)) - known)
     rows = ROWS + [(n, [n]) for n in extra]
-    clock = "CUDA events" if device.startswith("cuda") else "wall-clock (no device clock on a CPU)"
-    lines = [f"-- {size} on {device}: ms per step by phase; device time ({clock}) / host time",
+    clock = "by CUDA events" if device.startswith("cuda") else "by the wall clock: a CPU has no device clock"
+    lines = [f"-- {size} on {device}: ms per step by phase, device time ({clock}) / host time",
              f"   {'phase':<46}{'learner':>18}{'plain loop':>18}{'learner - plain':>17}"]
     fig = {}
     tot = {"learner": 0.0, "plain": 0.0}
@@ -350,39 +350,33 @@ def main(argv=None):
                 proc.terminate()
                 proc.wait(timeout=60)
                 log.close()
-            lines, fig, inproc_s = None, None, None
-            plain_ph = None
-            if a.breakdown:
-                if a.fsdp > 1:
-                    lines = [f"-- {size}: no breakdown of the learner under --fsdp {a.fsdp} (it runs in this process on one rank only)"]
-                else:
-                    try:
-                        inproc_s, learner_ph = learner_in_process(mdir, bodies, cfg["vocab_size"], a.device, bf16,
-                                                                  a.max_tokens, fsdp=a.fsdp == 1)
-                        plain_ph = Phases(a.device)
-                    except Exception as e:  # the figures above still stand; say why the table is missing
-                        lines = [f"-- {size}: the learner's breakdown failed: {type(e).__name__}: {e}"]
-                        gc.collect()
-                        if bf16:
-                            torch.cuda.empty_cache()
+            plain_ph = Phases(a.device) if a.breakdown else None
             plain_s = plain_loop(mdir, bs, a.device, bf16, a.max_tokens, phases=plain_ph)
             if plain_ph is not None:
                 plain_ph.collect()
-                lines, fig = breakdown(size, a.device, len(bs) - 1, learner_ph, plain_ph, inproc_s, plain_s, learner_s)
             per = tokens / (len(bs) - 1)
-            out = {"size": size, "device": a.device, "fsdp_ranks": a.fsdp, "gpu": torch.cuda.get_device_name() if bf16 else "",
-                   "trained_tokens_per_step": per,
-                   "learner_tokens_per_s": per / learner_s, "plain_tokens_per_s": per / plain_s,
-                   "learner_over_plain": plain_s / learner_s, "sync_s": sync_s,
-                   "torch": torch.__version__}
-            if inproc_s is not None:
-                out["learner_in_process_tokens_per_s"] = per / inproc_s
-                out["in_process_over_plain"] = plain_s / inproc_s
-            if fig is not None:
-                out["breakdown_ms"] = fig
-            print(json.dumps(out), flush=True)
-            if lines:
-                print("\n".join(lines), flush=True)
+            # The figures first: the breakdown's run may fail or run out of time without them.
+            print(json.dumps({"size": size, "device": a.device, "fsdp_ranks": a.fsdp,
+                              "gpu": torch.cuda.get_device_name() if bf16 else "",
+                              "trained_tokens_per_step": per,
+                              "learner_tokens_per_s": per / learner_s, "plain_tokens_per_s": per / plain_s,
+                              "learner_over_plain": plain_s / learner_s, "sync_s": sync_s,
+                              "torch": torch.__version__}), flush=True)
+            if not a.breakdown:
+                continue
+            if a.fsdp > 1:
+                print(f"-- {size}: no breakdown of the learner under --fsdp {a.fsdp} (it runs in this process on one rank only)", flush=True)
+                continue
+            try:
+                inproc_s, learner_ph = learner_in_process(mdir, bodies, cfg["vocab_size"], a.device, bf16, a.max_tokens,
+                                                          fsdp=a.fsdp == 1)
+            except Exception as e:  # the figures above still stand; say why the table is missing
+                print(f"-- {size}: the learner's breakdown failed: {type(e).__name__}: {e}", flush=True)
+                continue
+            lines, fig = breakdown(size, a.device, len(bs) - 1, learner_ph, plain_ph, inproc_s, plain_s, learner_s)
+            print(json.dumps({"size": size, "fsdp_ranks": a.fsdp, "learner_in_process_tokens_per_s": per / inproc_s,
+                              "in_process_over_plain": plain_s / inproc_s, "breakdown_ms": fig}), flush=True)
+            print("\n".join(lines), flush=True)
 
 
 if __name__ == "__main__":
