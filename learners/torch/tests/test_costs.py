@@ -2,9 +2,7 @@
 first broken tensor, phase timing falls back to the wall clock on a CPU, and the bench's breakdown
 times the learner and the plain loop by the same phases."""
 
-import contextlib
 import http.client
-import io
 import json
 import socket
 import tempfile
