@@ -372,6 +372,10 @@ def main(argv=None):
                                                           fsdp=a.fsdp == 1)
             except Exception as e:  # the figures above still stand; say why the table is missing
                 print(f"-- {size}: the learner's breakdown failed: {type(e).__name__}: {e}", flush=True)
+                del e
+                gc.collect()  # the failed run's tensors, before the next size's
+                if bf16:
+                    torch.cuda.empty_cache()
                 continue
             lines, fig = breakdown(size, a.device, len(bs) - 1, learner_ph, plain_ph, inproc_s, plain_s, learner_s)
             print(json.dumps({"size": size, "fsdp_ranks": a.fsdp, "learner_in_process_tokens_per_s": per / inproc_s,
