@@ -367,13 +367,15 @@ def main(argv=None):
             if a.fsdp > 1:
                 print(f"-- {size}: no breakdown of the learner under --fsdp {a.fsdp} (it runs in this process on one rank only)", flush=True)
                 continue
+            failed = None
             try:
                 inproc_s, learner_ph = learner_in_process(mdir, bodies, cfg["vocab_size"], a.device, bf16, a.max_tokens,
                                                           fsdp=a.fsdp == 1)
             except Exception as e:  # the figures above still stand; say why the table is missing
-                print(f"-- {size}: the learner's breakdown failed: {type(e).__name__}: {e}", flush=True)
-                del e
-                gc.collect()  # the failed run's tensors, before the next size's
+                failed = f"{type(e).__name__}: {e}"
+            if failed is not None:
+                print(f"-- {size}: the learner's breakdown failed: {failed}", flush=True)
+                gc.collect()  # the failed run's tensors (held by the exception until here), before the next size's
                 if bf16:
                     torch.cuda.empty_cache()
                 continue
