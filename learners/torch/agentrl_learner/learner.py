@@ -15,6 +15,7 @@ The arithmetic follows agentrl's built-in learner (``learn.Builtin``, ``optim``,
   float32 as the Go kernel rounds them.
 """
 
+import collections
 import contextlib
 import json
 import math
@@ -22,6 +23,7 @@ import os
 import shutil
 import struct
 import tempfile
+import time
 
 import torch
 
@@ -200,6 +202,73 @@ def adamw_update(params, grads, ms, vs, decayed, lr, wd, beta1, beta2, eps, step
         torch._foreach_sub_(P, upd)
 
 
+class Phases:
+    """Time spent in named phases of the learner's work, for the bench's per-phase breakdown
+    (``Learner.phases``; None, the default, times nothing). On CUDA each phase is timed on the
+    device by two events recorded on the current stream, so that timing waits for nothing inside
+    a step; ``collect()`` synchronizes once and reads them. Beside it the host's time in the
+    phase (its Python, launches and any wait for the device) is kept: a phase whose host time
+    exceeds its device time waited or launched more than the device worked. On a CPU both are
+    the wall-clock time of the phase."""
+
+    def __init__(self, device):
+        self.cuda = torch.device(device).type == "cuda"
+        self.device_s = collections.defaultdict(float)
+        self.host_s = collections.defaultdict(float)
+        self._events = []
+
+    @contextlib.contextmanager
+    def __call__(self, name):
+        start = end = None
+        if self.cuda:
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            host = time.perf_counter() - t
+            self.host_s[name] += host
+            if self.cuda:
+                end = torch.cuda.Event(enable_timing=True)
+                end.record()
+                self._events.append((name, start, end))
+            else:
+                self.device_s[name] += host
+
+    def collect(self):
+        """Waits for the device and adds the timed events to device_s."""
+        if self.cuda:
+            torch.cuda.synchronize()
+            for name, start, end in self._events:
+                self.device_s[name] += start.elapsed_time(end) / 1e3
+        self._events = []
+
+    def reset(self):
+        self.collect()
+        self.device_s.clear()
+        self.host_s.clear()
+
+
+_NO_PHASE = contextlib.nullcontext()
+
+
+def non_finite(tensors):
+    """The index of the first of tensors holding a NaN or an infinity, or None; one wait for
+    the device. The sum of each tensor's absolute values (multi-tensor kernels, a few launches
+    for all of them) is finite when every element is, so only when one sum is not (an element
+    is not finite, or finite values overflow the sum) is each of those tensors checked by
+    element."""
+    if not tensors:
+        return None
+    sums = torch._foreach_norm(tensors, 1) if hasattr(torch, "_foreach_norm") else [t.abs().sum() for t in tensors]
+    ok = torch.isfinite(torch.stack([s.float() for s in sums])).tolist()
+    for i, good in enumerate(ok):
+        if not good and not bool(torch.isfinite(tensors[i]).all()):
+            return i
+    return None
+
+
 def microbatch_groups(lens, max_tokens):
     """Sequences of lengths lens grouped, longest first (ties by index), into micro-batches of
     at most max_tokens padded positions (a sequence of n tokens fills n - 1); none is split."""
@@ -270,7 +339,11 @@ class Learner:
                 dist.shard(self.reference, fsdp)
         self.steps = 0
         self.pending = 0
+        self.phases = None  # a Phases to time the work by phase (bench's breakdown)
         self._init_optimizer()
+
+    def _phase(self, name):
+        return _NO_PHASE if self.phases is None else self.phases(name)
 
     # ----- parameters --------------------------------------------------------------------
 
@@ -355,27 +428,29 @@ class Learner:
         pos = torch.where(j[None, :] < cnt[:, None], lo[:, None] + 1 + j[None, :], torch.tensor(dev["n"]))
         return self._to_device(pos)
 
-    def _run(self, model, dev, pos, values, entropies=True):
+    def _run(self, model, dev, pos, values, entropies=True, phase="forward"):
         """Logprobs, entropies (and values) [B, L] of the sequences at positions pos (from
         _positions), predicting tokens 1..n-1, with a mask of the positions asked."""
+        if values and self.value is None:
+            raise BadRequest("values asked of a learner without a value head")
         n = dev["n"]
-        inp = dev["tokens"][torch.where(pos < n, pos - 1, pos)]
-        tgt = dev["tokens"][pos]
-        want = dev["mask"][pos]
+        with self._phase(phase + ".input"):
+            inp = dev["tokens"][torch.where(pos < n, pos - 1, pos)]
+            tgt = dev["tokens"][pos]
+            want = dev["mask"][pos]
         ctx = torch.autocast(device_type="cuda", dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
-        with ctx:
+        with self._phase(phase + ".model"), ctx:
             h = self._hidden(model, inp)
             logits = self._logits(model, h)
-        logits = logits.float()
-        logp_all = torch.log_softmax(logits, dim=-1)
-        lp = logp_all.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
-        ent = -(logp_all.exp() * logp_all).sum(-1) if entropies else None
-        val = None
-        if values:
-            if self.value is None:
-                raise BadRequest("values asked of a learner without a value head")
-            hf = h.float()
-            val = hf @ self.value[VALUE_WEIGHT].t().squeeze(-1) + self.value[VALUE_BIAS]
+        with self._phase(phase + ".logprob"):
+            logits = logits.float()
+            logp_all = torch.log_softmax(logits, dim=-1)
+            lp = logp_all.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
+            ent = -(logp_all.exp() * logp_all).sum(-1) if entropies else None
+            val = None
+            if values:
+                hf = h.float()
+                val = hf @ self.value[VALUE_WEIGHT].t().squeeze(-1) + self.value[VALUE_BIAS]
         return lp, ent, val, want
 
     def _hidden(self, model, inp):
@@ -418,15 +493,20 @@ class Learner:
             if values:
                 raise BadRequest("the reference policy has no value head")
         n = len(req.tokens)
-        outs = [torch.zeros(n + 1, device=self.device) for _ in range(1 + bool(entropies) + bool(values))]
         with torch.no_grad():
-            dev = self._upload(req)
-            for idx in self._microbatches(req):
-                pos = self._positions(req, idx, dev)
+            with self._phase("forward.input"):
+                outs = [torch.zeros(n + 1, device=self.device) for _ in range(1 + bool(entropies) + bool(values))]
+                dev = self._upload(req)
+                groups = self._microbatches(req)
+            for idx in groups:
+                with self._phase("forward.input"):
+                    pos = self._positions(req, idx, dev)
                 lp, ent, val, want = self._run(model, dev, pos, values, entropies)
-                for x, dst in zip([x for x in (lp, ent, val) if x is not None], outs):
-                    self._scatter(pos, x, want, dst)
-            got = list(torch.stack(outs)[:, :n].cpu())  # one copy back, one synchronization
+                with self._phase("forward.answer"):
+                    for x, dst in zip([x for x in (lp, ent, val) if x is not None], outs):
+                        self._scatter(pos, x, want, dst)
+            with self._phase("forward.answer"):
+                got = list(torch.stack(outs)[:, :n].cpu())  # one copy back, one synchronization
         lp_out = got.pop(0)
         ent_out = got.pop(0) if entropies else None
         val_out = got.pop(0) if values else None
@@ -442,17 +522,23 @@ class Learner:
     def forward_backward(self, req):
         if "values" in req.coef and self.value is None:
             raise BadRequest("value coefficients for a learner without a value head")
-        dev = self._upload(req, coefs=list(req.coef))
-        for idx in self._microbatches(req):
-            pos = self._positions(req, idx, dev)
-            lp, ent, val, want = self._run(self.model, dev, pos, "values" in req.coef, "entropies" in req.coef)
-            w = want.float()
-            total = (dev["logprobs"][pos] * w * lp).sum()
-            if "entropies" in req.coef:
-                total = total + (dev["entropies"][pos] * w * ent).sum()
-            if "values" in req.coef:
-                total = total + (dev["values"][pos] * w * val).sum()
-            total.backward()
+        with self._phase("forward_backward.input"):
+            dev = self._upload(req, coefs=list(req.coef))
+            groups = self._microbatches(req)
+        for idx in groups:
+            with self._phase("forward_backward.input"):
+                pos = self._positions(req, idx, dev)
+            lp, ent, val, want = self._run(self.model, dev, pos, "values" in req.coef, "entropies" in req.coef,
+                                           phase="forward_backward")
+            with self._phase("forward_backward.logprob"):
+                w = want.float()
+                total = (dev["logprobs"][pos] * w * lp).sum()
+                if "entropies" in req.coef:
+                    total = total + (dev["entropies"][pos] * w * ent).sum()
+                if "values" in req.coef:
+                    total = total + (dev["values"][pos] * w * val).sum()
+            with self._phase("forward_backward.backward"):
+                total.backward()
         tokens = self._trained_tokens(req)
         self.pending += tokens
         return tokens
@@ -465,38 +551,40 @@ class Learner:
             raise BadRequest(f"learning rate must be finite and non-negative, got {lr}")
         named = self.named_tensors()
         grads = {}
-        squares = []  # summed on the device: one synchronization per step, not one per tensor
-        for n, p in named.items():
-            g = p.grad
-            if g is None:
-                g = torch.zeros_like(dist.local(p), dtype=torch.float32)
-            g = dist.local(g).float()
-            grads[n] = g
-            squares.append((g.double() ** 2).sum())
-        total = float(torch.stack(squares).sum()) if squares else 0.0
-        if self.sharded:
-            total = dist.all_sum(total, self.device)  # the shards' squares, summed over the ranks
+        with self._phase("optim_step.norm"):
+            squares = []  # summed on the device: one synchronization per step, not one per tensor
+            for n, p in named.items():
+                g = p.grad
+                if g is None:
+                    g = torch.zeros_like(dist.local(p), dtype=torch.float32)
+                g = dist.local(g).float()
+                grads[n] = g
+                squares.append((g.double() ** 2).sum())
+            total = float(torch.stack(squares).sum()) if squares else 0.0
+            if self.sharded:
+                total = dist.all_sum(total, self.device)  # the shards' squares, summed over the ranks
         norm = f32(math.sqrt(total)) if math.isfinite(total) else float("nan")
         if not math.isfinite(norm):
             self.zero_grad()
             raise NonFinite(norm)
-        if clip > 0 and norm > clip and grads:
-            torch._foreach_mul_(list(grads.values()), f32(clip / f32(norm + f32(1e-6))))
+        with self._phase("optim_step.clip"):
+            if clip > 0 and norm > clip and grads:
+                torch._foreach_mul_(list(grads.values()), f32(clip / f32(norm + f32(1e-6))))
         self.steps += 1
         bc1 = f32(1 - self.beta1 ** self.steps)
         bc2 = f32(1 - self.beta2 ** self.steps)
         names = list(named)
-        with torch.no_grad():
+        with self._phase("optim_step.adamw"), torch.no_grad():
             adamw_update([dist.local(named[n]) for n in names], [grads[n] for n in names],
                          [self.m[n] for n in names], [self.v[n] for n in names],
                          [named[n].dim() == 2 for n in names], lr=lr, wd=self.wd, beta1=self.beta1,
                          beta2=self.beta2, eps=self.eps, step=f32(lr / bc1), inv_bc2=f32(1 / bc2))
-        self.zero_grad()
-        if named:  # one synchronization for all the tensors
-            finite = torch.stack([torch.isfinite(dist.local(p)).all() for p in named.values()]).tolist()
-            for n, ok in zip(named, finite):
-                if not ok:
-                    raise BrokenWeights(f"the update made tensor {n!r} non-finite at learning rate {lr} (gradient norm {norm})")
+        with self._phase("optim_step.zero_grad"):
+            self.zero_grad()
+        with self._phase("optim_step.finite"):
+            bad = non_finite([dist.local(p) for p in named.values()])
+        if bad is not None:
+            raise BrokenWeights(f"the update made tensor {list(named)[bad]!r} non-finite at learning rate {lr} (gradient norm {norm})")
         return norm, lr
 
     # ----- files -------------------------------------------------------------------------

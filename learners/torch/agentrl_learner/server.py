@@ -37,6 +37,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "agentrl_learner"
     timeout = 3600  # an idle keep-alive connection, or a client that stops sending, is dropped
+    # TCP_NODELAY: an answer is written as its headers and then its body; with Nagle's algorithm
+    # the body waits for the client to acknowledge the headers, which a client's delayed
+    # acknowledgement holds back for up to 40 ms, every request.
+    disable_nagle_algorithm = True
 
     def log_message(self, fmt, *args):  # one line per request on stderr, only with --verbose
         if self.server.verbose:
