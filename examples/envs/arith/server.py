@@ -198,6 +198,10 @@ def expert(body):
 def make_handler(env, api_key):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive
+        # TCP_NODELAY: an answer's headers and body go out as separate writes, and with Nagle's
+        # algorithm on the body waits for the client's delayed acknowledgement of the headers
+        # (40 ms or more on Linux) on every step of a keep-alive connection.
+        disable_nagle_algorithm = True
 
         def log_message(self, *args):
             pass
