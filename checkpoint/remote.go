@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,22 +96,7 @@ func SaveRemote(dir string, cfg model.Config, tok *tokenizer.Tokenizer, st *Stat
 	if st != nil && len(st.Extra) > 0 && !json.Valid(st.Extra) {
 		return fmt.Errorf("checkpoint: save %s: State.Extra is not valid JSON", dir)
 	}
-	dir = filepath.Clean(dir)
-	parent, base := filepath.Dir(dir), filepath.Base(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return fmt.Errorf("checkpoint: save %s: %w", dir, err)
-	}
-	if err := recoverCrashed(parent, base); err != nil {
-		return fmt.Errorf("checkpoint: save %s: %w", dir, err)
-	}
-	tmp, err := os.MkdirTemp(parent, "."+base+tmpInfix)
-	if err != nil {
-		return fmt.Errorf("checkpoint: save %s: %w", dir, err)
-	}
-	write := func() error {
-		if err := os.Chmod(tmp, 0o755); err != nil {
-			return err
-		}
+	return saveAtomic(dir, func(tmp string) error {
 		conf, err := encodeConfig(cfg, tokenIDs(tok), "F32")
 		if err != nil {
 			return err
@@ -139,16 +123,7 @@ func SaveRemote(dir string, cfg model.Config, tok *tokenizer.Tokenizer, st *Stat
 			}
 		}
 		return syncDir(tmp)
-	}
-	if err := write(); err != nil {
-		os.RemoveAll(tmp)
-		return fmt.Errorf("checkpoint: save %s: %w", dir, err)
-	}
-	if err := swapIn(tmp, dir, parent, base); err != nil {
-		os.RemoveAll(tmp)
-		return fmt.Errorf("checkpoint: save %s: %w", dir, err)
-	}
-	return nil
+	})
 }
 
 func remoteNote(w RemoteWeights) string {
@@ -173,17 +148,12 @@ type RemoteCheckpoint struct {
 
 // remoteWeights reads dir's remote_weights.json: (nil, nil) when it has none.
 func remoteWeights(dir string) (*RemoteWeights, error) {
-	f, err := os.Open(filepath.Join(dir, remoteWeightsFile))
+	data, err := readLimited(filepath.Join(dir, remoteWeightsFile), maxRemoteFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxRemoteFile+1))
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", remoteWeightsFile, err)
 	}
 	return decodeRemoteWeights(data)
 }

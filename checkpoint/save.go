@@ -83,6 +83,14 @@ func SaveWith(dir string, m *model.Model, tok *tokenizer.Tokenizer, st *State, o
 	if err := checkSave(m, tok, st); err != nil {
 		return fmt.Errorf("checkpoint: save %s: %w", dir, err)
 	}
+	return saveAtomic(dir, func(tmp string) error { return writeFolder(tmp, m, tok, st, opt) })
+}
+
+// saveAtomic writes a checkpoint folder dir through write, which fills a fresh temporary folder
+// beside it (and fsyncs what it writes); the folder is then swapped in whole, so a crash leaves
+// the old checkpoint or the new one, never half of either (a crashed save's leftovers are
+// recovered first).
+func saveAtomic(dir string, write func(tmp string) error) error {
 	dir = filepath.Clean(dir)
 	parent, base := filepath.Dir(dir), filepath.Base(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
@@ -100,7 +108,7 @@ func SaveWith(dir string, m *model.Model, tok *tokenizer.Tokenizer, st *State, o
 		os.RemoveAll(tmp)
 		return fmt.Errorf("checkpoint: save %s: %w", dir, err)
 	}
-	if err := writeFolder(tmp, m, tok, st, opt); err != nil {
+	if err := write(tmp); err != nil {
 		os.RemoveAll(tmp)
 		return fmt.Errorf("checkpoint: save %s: %w", dir, err)
 	}
