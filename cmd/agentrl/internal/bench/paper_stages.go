@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -70,7 +71,8 @@ type stagesRun struct {
 	wall                 float64
 }
 
-// paperStages runs distill-stages: every arm at every seed as a whole run, one after another,
+// paperStages runs distill-stages: the supervised phase once, then every arm at every seed as a
+// run of the two RL stages from it, one after another,
 // and reports calc's success after each stage (what the second stage kept of the first) and
 // search's at the end, per seed and over seeds, with the paired difference cross-stage − plain.
 func paperStages(ctx context.Context, w io.Writer, o PaperOptions) error {
@@ -85,8 +87,8 @@ func paperStages(ctx context.Context, w io.Writer, o PaperOptions) error {
 	if len(seeds) == 0 {
 		return fmt.Errorf("bench paper %s: need at least one seed", stagesName)
 	}
-	if o.Arms != "" || o.Presets != "" || o.Init != "" || o.Teacher != "" || o.TeacherInit != "" || o.TeacherSteps != 0 {
-		return fmt.Errorf("bench paper %s: runs both arms from scratch on calc then search, its teacher the rl-calc stage: --arms, --presets, --init and --teacher* do not apply", stagesName)
+	if o.Arms != "" || o.Presets != "" || o.Teacher != "" || o.TeacherInit != "" || o.TeacherSteps != 0 {
+		return fmt.Errorf("bench paper %s: runs both arms on calc then search, its teacher the rl-calc stage: --arms, --presets and --teacher* do not apply", stagesName)
 	}
 	for _, arm := range stagesArms { // every configuration checked before anything trains
 		if _, err := stagesConfig(o, arm, seeds[0]); err != nil {
@@ -97,11 +99,17 @@ func paperStages(ctx context.Context, w io.Writer, o PaperOptions) error {
 	if o.Quiet {
 		out = nil
 	}
-	fmt.Fprintf(w, "bench paper %s: supervised on calc and search, RL on calc (rl-calc), then RL on search (rl-search) with and without cross-stage distillation from rl-calc's final weights; arms %v, seeds %s\n", stagesName, stagesArms, o.Seeds)
+	fmt.Fprintf(w, "bench paper %s: supervised once on calc and search (seed 1, or --init), then at each seed RL on calc (rl-calc), then RL on search (rl-search) with and without cross-stage distillation from rl-calc's final weights; arms %v, seeds %s\n", stagesName, stagesArms, o.Seeds)
+	sft, err := stagesSupervised(ctx, w, out, o)
+	if err != nil {
+		return err
+	}
 	var runs []stagesRun
 	for _, seed := range seeds {
 		for _, arm := range stagesArms {
 			cfg, _ := stagesConfig(o, arm, seed)
+			cfg.Init, cfg.Phases = sft, cfg.Phases[1:]
+			cfg.Checkpoint.Every = max(cfg.Phases[0].Steps, cfg.Phases[1].Steps)
 			run, err := pipeline.NewRun(cfg, pipeline.Options{Out: out, Terminal: o.Terminal, Envs: o.Envs})
 			if err != nil {
 				return err
@@ -132,6 +140,33 @@ func paperStages(ctx context.Context, w io.Writer, o PaperOptions) error {
 	}
 	printStages(w, runs)
 	return nil
+}
+
+// stagesSupervised is the supervised checkpoint both stages start from at every seed and arm:
+// o.Init, or the supervised phase of stagesConfig trained once here (seed 1), as every other
+// comparison shares one supervised checkpoint and varies the seed of RL alone.
+func stagesSupervised(ctx context.Context, w, out io.Writer, o PaperOptions) (string, error) {
+	if o.Init != "" {
+		return o.Init, nil
+	}
+	cfg, err := stagesConfig(o, "plain", 1)
+	if err != nil {
+		return "", err
+	}
+	cfg.Name, cfg.Phases = "bench-paper-"+stagesName+"-sft", cfg.Phases[:1]
+	cfg.Checkpoint.Every = cfg.Phases[0].Steps
+	t0 := time.Now()
+	run, err := pipeline.NewRun(cfg, pipeline.Options{Out: out, Terminal: o.Terminal, Envs: o.Envs})
+	if err != nil {
+		return "", err
+	}
+	sum, err := run.Train(ctx)
+	if err != nil {
+		return "", fmt.Errorf("supervised phase: %w", err)
+	}
+	dir := filepath.Join(sum.Dir, "checkpoints", fmt.Sprintf("%s-p0.s%06d", cfg.Phases[0].Name, cfg.Phases[0].Steps))
+	fmt.Fprintf(w, "supervised checkpoint on calc and search: %s (%s)\n", dir, time.Since(t0).Round(time.Second))
+	return dir, nil
 }
 
 // printStages prints the per-seed rows, the means over seeds and the paired differences.
