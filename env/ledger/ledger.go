@@ -1,13 +1,18 @@
 // Package ledger is the "ledger" environment, a long-context task: the agent tracks one account
 // through a ledger shown a page at a time (each action other than an answer turns the page) and,
 // after the last page, replies with the account's final balance; reward 1 for the exact number.
+// The ledger is the account's statement: its own entries show its balance after them (the other
+// accounts' entries do not), so the answer is the balance of its last entry, or its opening
+// balance: the last balance read, a lookup a small model can learn, not a running sum. That entry
+// may lie pages back, so what was read before matters.
 // Every page holds entries of several accounts, so the history is mostly noise, and at the higher
 // difficulty levels (more pages) the whole history does not fit a small model's context: an
 // agent that keeps it all is truncated, one that folds its context into a running balance
 // (rollout's context folding) can finish. The observations are long by design.
 //
-// There are no tools. It does not grade partial progress, and its expert (which regenerates the
-// ledger from the seed) never folds: its demonstrations keep the whole history.
+// There are no tools. It does not grade partial progress. Its expert (which regenerates the
+// ledger from the seed) keeps the whole history, and folds it into the last balance read when
+// the rollout scaffold asks for a summary (rollout.context's threshold trigger).
 package ledger
 
 import (
@@ -76,10 +81,13 @@ func newTask(seed int64, level int) task {
 			if rng.IntN(3) == 0 {
 				verb, amt = "withdraw", -amt
 			}
+			ref := 1000 + rng.IntN(9000)
 			if acct == t.account {
 				t.balance += amt
+				fmt.Fprintf(&b, "\nday %d: %s %s %d, balance %d", day, acct, verb, abs(amt), t.balance)
+			} else {
+				fmt.Fprintf(&b, "\nday %d: %s %s %d (ref %d)", day, acct, verb, abs(amt), ref)
 			}
-			fmt.Fprintf(&b, "\nday %d: %s %s %d (ref %d)", day, acct, verb, abs(amt), 1000+rng.IntN(9000))
 			day += rng.IntN(3)
 		}
 		t.pages = append(t.pages, b.String())
@@ -96,7 +104,7 @@ func abs(x int) int {
 }
 
 func (t task) question() string {
-	return fmt.Sprintf("Account %s opens with %d. The ledger has %d pages: reply next to read page 1.", t.account, t.opening, len(t.pages))
+	return fmt.Sprintf("Account %s opens with balance %d. The ledger has %d pages: reply next to read page 1.", t.account, t.opening, len(t.pages))
 }
 
 // Env is one ledger episode.
@@ -172,9 +180,11 @@ func specAt(level int) env.Spec {
 	return s
 }
 
-// Expert reads every page and answers the balance it computed from the seed; with probability
-// noise it answers a page early or slips the number. Asked by the rollout scaffold for a summary
-// (context folding's threshold trigger), it folds with the running balance.
+// Expert reads every page and answers the final balance; with probability noise it answers a
+// page early or slips the number. Asked by the rollout scaffold for a summary (context
+// folding's threshold trigger), it folds with the last balance read ("ACCOUNT balance N after
+// page P", the statement's own words, so the last balance in the context is always the answer
+// so far).
 type Expert struct {
 	t      task
 	seen   int
@@ -191,8 +201,8 @@ func (x *Expert) Act(_ context.Context, obs string) (string, error) {
 	if m := foldRequest.FindStringSubmatch(obs); m != nil && x.seen > 0 && x.folded < x.seen {
 		page := min(x.seen, len(x.t.pages))
 		x.folded = x.seen
-		return fmt.Sprintf(`<tool_call>{"name": "%s", "arguments": {"summary": "%s balance after page %d: %d"}}</tool_call>`,
-			m[1], x.t.account, page, x.t.after[page-1]), nil
+		return fmt.Sprintf(`<tool_call>{"name": "%s", "arguments": {"summary": "%s balance %d after page %d"}}</tool_call>`,
+			m[1], x.t.account, x.t.after[page-1], page), nil
 	}
 	x.seen++
 	if x.seen <= len(x.t.pages) && !(x.noise > 0 && x.rng.Float64() < x.noise/4) {
