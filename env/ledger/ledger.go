@@ -1,10 +1,10 @@
 // Package ledger is the "ledger" environment, a long-context task: the agent tracks one account
 // through a ledger shown a page at a time (each action other than an answer turns the page) and,
 // after the last page, replies with the account's final balance; reward 1 for the exact number.
-// The ledger is the account's statement: its own entries show its balance after them (the other
-// accounts' entries do not), so the answer is the balance of its last entry, or its opening
-// balance: the last balance read, a lookup a small model can learn, not a running sum. That entry
-// may lie pages back, so what was read before matters.
+// The ledger is the account's statement: each page closes with the account's balance after it
+// ("ACCOUNT balance N"), so the answer is the last balance read: a copy a small model can learn,
+// not a running sum over the entries. What an agent must carry from page to page is small; what
+// it must not do is keep every page.
 // Every page holds entries of several accounts, so the history is mostly noise, and at the higher
 // difficulty levels (more pages) the whole history does not fit a small model's context: an
 // agent that keeps it all is truncated, one that folds its context into a running balance
@@ -68,7 +68,7 @@ func newTask(seed int64, level int) task {
 	if level > 0 {
 		n = PagesAt(level)
 	}
-	t := task{account: accounts[rng.IntN(len(accounts))], opening: 10 * (1 + rng.IntN(20))}
+	t := task{account: accounts[rng.IntN(len(accounts))], opening: 10 * (1 + rng.IntN(9))}
 	t.balance = t.opening
 	day := 1
 	for p := range n {
@@ -76,20 +76,18 @@ func newTask(seed int64, level int) task {
 		fmt.Fprintf(&b, "Page %d of %d:", p+1, n)
 		for range EntriesPerPage {
 			acct := accounts[rng.IntN(len(accounts))]
-			amt := 1 + rng.IntN(99)
+			amt := 1 + rng.IntN(20)
 			verb := "deposit"
 			if rng.IntN(3) == 0 {
 				verb, amt = "withdraw", -amt
 			}
-			ref := 1000 + rng.IntN(9000)
 			if acct == t.account {
 				t.balance += amt
-				fmt.Fprintf(&b, "\nday %d: %s %s %d, balance %d", day, acct, verb, abs(amt), t.balance)
-			} else {
-				fmt.Fprintf(&b, "\nday %d: %s %s %d (ref %d)", day, acct, verb, abs(amt), ref)
 			}
+			fmt.Fprintf(&b, "\nday %d: %s %s %d (ref %d)", day, acct, verb, abs(amt), 1000+rng.IntN(9000))
 			day += rng.IntN(3)
 		}
+		fmt.Fprintf(&b, "\n%s balance %d", t.account, t.balance)
 		t.pages = append(t.pages, b.String())
 		t.after = append(t.after, t.balance)
 	}
@@ -180,11 +178,11 @@ func specAt(level int) env.Spec {
 	return s
 }
 
-// Expert reads every page and answers the final balance; with probability noise it answers a
-// page early or slips the number. Asked by the rollout scaffold for a summary (context
-// folding's threshold trigger), it folds with the last balance read ("ACCOUNT balance N after
-// page P", the statement's own words, so the last balance in the context is always the answer
-// so far).
+// Expert reads every page, asks for one more (which the environment answers with "No more
+// pages"), then answers the final balance; with probability noise it answers a page early or
+// slips the number. Asked by the rollout scaffold for a summary (context folding's threshold
+// trigger), it folds with the last balance read ("ACCOUNT balance N", the statement's own
+// words, so the last balance in the context is always the answer so far).
 type Expert struct {
 	t      task
 	seen   int
@@ -201,12 +199,12 @@ func (x *Expert) Act(_ context.Context, obs string) (string, error) {
 	if m := foldRequest.FindStringSubmatch(obs); m != nil && x.seen > 0 && x.folded < x.seen {
 		page := min(x.seen, len(x.t.pages))
 		x.folded = x.seen
-		return fmt.Sprintf(`<tool_call>{"name": "%s", "arguments": {"summary": "%s balance %d after page %d"}}</tool_call>`,
-			m[1], x.t.account, x.t.after[page-1], page), nil
+		return fmt.Sprintf(`<tool_call>{"name": "%s", "arguments": {"summary": "%s balance %d"}}</tool_call>`,
+			m[1], x.t.account, x.t.after[page-1]), nil
 	}
 	x.seen++
-	if x.seen <= len(x.t.pages) && !(x.noise > 0 && x.rng.Float64() < x.noise/4) {
-		return "next", nil
+	if x.seen <= len(x.t.pages)+1 && !(x.noise > 0 && x.rng.Float64() < x.noise/4) {
+		return "next", nil // the last one is answered "No more pages"
 	}
 	b := x.t.balance
 	if x.noise > 0 && x.rng.Float64() < x.noise {
