@@ -259,8 +259,14 @@ func Paper(ctx context.Context, w io.Writer, o PaperOptions) error {
 		out = nil
 	}
 	fmt.Fprintf(w, "bench paper %s: %s; arms %s, seeds %s\n", pl.name, pl.b.what, strings.Join(armNames(pl.arms), ", "), o.Seeds)
-	fmt.Fprintf(w, "every arm: its preset's RL phase from one supervised checkpoint per preset (seed 1); all runs one after another in this process on the same cores; the arms differ only in: %s\n",
-		describeArms(pl.arms))
+	own := ""
+	for _, a := range pl.arms {
+		if a.scaffold {
+			own += fmt.Sprintf(" (the %s arm from its own, trained and evaluated under its settings)", a.name)
+		}
+	}
+	fmt.Fprintf(w, "every arm: its preset's RL phase from one supervised checkpoint per preset (seed 1)%s; all runs one after another in this process on the same cores; the arms differ only in: %s\n",
+		own, describeArms(pl.arms))
 	if both := append(slices.Clone(pl.b.both), o.Set...); len(both) > 0 {
 		fmt.Fprintf(w, "every arm (and, for --set, every supervised phase) also: %s\n", strings.Join(both, " "))
 	}
