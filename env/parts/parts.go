@@ -48,6 +48,11 @@ const System = "Find the total cost (price times quantity, summed over the items
 
 var syllables = []string{"ka", "lo", "mi", "ru", "te", "vo", "zan", "pel", "dor", "qui"}
 
+// names are the items' names: words a small vocabulary keeps whole, none inside another, so
+// that naming an item is copying one or two tokens.
+var names = []string{"bolt", "gear", "valve", "spring", "washer", "hinge", "rivet", "pulley", "clamp", "bracket", "nozzle", "gasket",
+	"piston", "flange", "axle", "lever", "socket", "cable", "funnel", "spindle", "sprocket", "latch", "pipe", "chain"}
+
 type item struct {
 	name            string
 	price, quantity int
@@ -70,7 +75,7 @@ func newTask(seed int64, level int) task {
 	var t task
 	seen := map[string]bool{}
 	for len(t.items) < n {
-		name := syllables[rng.IntN(len(syllables))] + syllables[rng.IntN(len(syllables))] + syllables[rng.IntN(len(syllables))]
+		name := names[rng.IntN(len(names))]
 		if seen[name] {
 			continue
 		}

@@ -3,6 +3,7 @@ package parts
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/agentrl/agentrl/env"
@@ -44,5 +45,19 @@ func TestGradeSubtask(t *testing.T) {
 	}
 	if len(tk.items) != ItemsAt(3) {
 		t.Fatalf("%d items at level 3", len(tk.items))
+	}
+}
+
+// No item's name holds another's: a sub-task naming one item is graded for that item alone.
+func TestNamesDoNotNest(t *testing.T) {
+	for i, a := range names {
+		for j, b := range names {
+			if i != j && strings.Contains(a, b) {
+				t.Fatalf("%q holds %q", a, b)
+			}
+		}
+	}
+	if len(names) < ItemsAt(Levels[len(Levels)-1]) {
+		t.Fatalf("%d names for %d items", len(names), ItemsAt(Levels[len(Levels)-1]))
 	}
 }
