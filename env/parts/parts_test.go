@@ -61,3 +61,31 @@ func TestNamesDoNotNest(t *testing.T) {
 		t.Fatalf("%d names for %d items", len(names), ItemsAt(Levels[len(Levels)-1]))
 	}
 }
+
+// A difficulty mix keeps the delegating expert, at each task's level: its sub-tasks name that
+// level's items.
+func TestDifficultyKeepsTheDelegatingExpert(t *testing.T) {
+	mix, err := env.WithDifficulty(Spec(), env.Difficulty{Levels: []int{1, 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mix.DelegatingExpert == nil {
+		t.Fatal("the mix lost the delegating expert")
+	}
+	d := env.Difficulty{Levels: []int{1, 4}}
+	for seed := int64(0); seed < 6; seed++ {
+		x := mix.DelegatingExpert(seed, 0, nil, "delegate")
+		want := ItemsAt(d.LevelOf(seed))
+		calls := 0
+		for range 3 {
+			a, err := x.Act(context.Background(), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls += strings.Count(a, `"name": "delegate"`)
+		}
+		if calls != want {
+			t.Fatalf("seed %d: %d delegate calls at level %d (%d items)", seed, calls, d.LevelOf(seed), want)
+		}
+	}
+}
