@@ -94,18 +94,30 @@ func Preset(name string) (Config, error) {
 		rl.Steps = 120
 	case "ledger":
 		// A page a turn (2-6 pages, then the answer); the longer ledgers outgrow max_context,
-		// which is what context folding (rollout.context) is measured against.
-		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 9, 768, 768
+		// which is what context folding (rollout.context) is measured against. Fifteen turns: a
+		// policy that folds after every page (a page is ~250 tokens) takes two a page; without
+		// folding the environment's own limit (pages and three) comes first.
+		// The supervised phase is search's (2,000 steps on the successful demonstrations of an
+		// expert at noise 0.25): what the policy learns is copies (the last balance into a
+		// summary or the answer), and at 1,000 steps on every demonstration at noise 0.3 it had
+		// learned none.
+		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 15, 768, 768
 		c.Rollout.MaxTokensPerTurn = 96
-		sft.Steps, sft.SFT.BatchSize, sft.SFT.Noise = 1500, 16, 0.3
+		sft.Steps, sft.SFT.BatchSize = 2000, 16
+		sft.SFT.Noise, sft.SFT.Keep = 0.25, "successful"
 		rl.Steps = 60
 		rl.RL.GroupsPerStep = 8
 	case "parts":
-		// 2-4 items looked up (up to four a turn), then the total; sub-agents (rollout.delegate)
-		// may take items apart.
-		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 6, 512, 512
-		c.Rollout.MaxTokensPerTurn = 96
-		sft.Steps, sft.SFT.BatchSize, sft.SFT.Noise = 1500, 16, 0.3
+		// 2-4 items looked up (up to four a turn), the costs added with the calculator, then the
+		// total; sub-agents (rollout.delegate) may take items apart. 768 tokens hold a single
+		// agent's four records (~60 tokens each) beside the tools' descriptions; eight (level 4)
+		// do not. 128 tokens a turn hold four calls (~25 tokens each).
+		// The supervised phase is search's, for the same reason as ledger's: the items' names
+		// are copied into lookups (or sub-tasks), the costs into the calculator.
+		c.Rollout.MaxTurns, c.Rollout.MaxContext, c.Model.MaxSeq = 6, 768, 768
+		c.Rollout.MaxTokensPerTurn = 128
+		sft.Steps, sft.SFT.BatchSize = 2000, 16
+		sft.SFT.Noise, sft.SFT.Keep = 0.25, "successful"
 		rl.Steps = 60
 		rl.RL.GroupsPerStep = 8
 	case "code":

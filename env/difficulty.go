@@ -142,6 +142,11 @@ func WithDifficulty(spec Spec, d Difficulty) (Spec, error) {
 	out.Expert = func(seed int64, noise float64, rng *rand.Rand) Agent {
 		return at[d.LevelOf(seed)].Expert(seed, noise, rng)
 	}
+	if spec.DelegatingExpert != nil {
+		out.DelegatingExpert = func(seed int64, noise float64, rng *rand.Rand, tool string) DelegatingAgent {
+			return at[d.LevelOf(seed)].DelegatingExpert(seed, noise, rng, tool)
+		}
+	}
 	out.Corpus = func(n int) []string { return mixCorpus(d, at, n) }
 	return out, nil
 }

@@ -58,3 +58,11 @@ type Closer interface {
 type Agent interface {
 	Act(ctx context.Context, observation string) (string, error)
 }
+
+// DelegatingAgent is an Agent that hands sub-tasks to sub-agents (Spec.DelegatingExpert): Sub
+// returns the agent that plays the sub-task it wrote, from the sub-agent's first observation
+// (the sub-task) on. A sub-task it did not write is an error.
+type DelegatingAgent interface {
+	Agent
+	Sub(subtask string) (Agent, error)
+}

@@ -29,6 +29,11 @@ type Spec struct {
 	// Expert returns a policy for the task of seed. noise in [0, 1] is how often it errs or
 	// skips a tool; rng drives those choices so demonstrations are reproducible.
 	Expert func(seed int64, noise float64, rng *rand.Rand) Agent
+	// DelegatingExpert, when set, is the expert of a run whose policy may hand sub-tasks to
+	// sub-agents (rollout's delegate tool, named tool): the task of seed played by calling tool,
+	// and each sub-task it wrote played by its Sub. nil: the environment's demonstrations never
+	// delegate.
+	DelegatingExpert func(seed int64, noise float64, rng *rand.Rand, tool string) DelegatingAgent
 	// Corpus returns n samples of the text this environment produces (prompts, observations,
 	// expert actions) for training a tokenizer.
 	Corpus func(n int) []string

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/agentrl/agentrl/env/all"
+	"github.com/agentrl/agentrl/rollout"
+	"github.com/agentrl/agentrl/traj"
 )
 
 // TestRunLogsContextFoldingAndDelegation: a run that folds contexts (here the scaffold asks for
@@ -89,5 +91,34 @@ func TestDelegateToolsMustExist(t *testing.T) {
 	_, err = run.Train(context.Background())
 	if err == nil || !strings.Contains(err.Error(), `rollout.delegate.tools names "lookup", a tool of none of the phase's environments (their tools: calculator)`) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// Where the run delegates and the phase's environment has a delegating expert (parts), the
+// supervised phase's demonstrations delegate: every successful one hands its items to
+// sub-agents, whose sub-episodes are recorded in it.
+func TestDemonstrationsDelegateWhereTheExpertCan(t *testing.T) {
+	sets := []string{"phases.sft.envs.0.name=parts", "phases.rl.envs.0.name=parts", "model.max_seq=768", "rollout.max_context=768",
+		"rollout.max_tokens_per_turn=128", "phases.sft.sft.noise=0", "phases.rl.steps=1",
+		"rollout.delegate={max_depth: 1, max_tokens: 384, reward: own, tools: [lookup]}"}
+	run, err := NewRun(tinyConfig(t, t.TempDir(), sets...), Options{Envs: all.Builtins(), Out: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	demos, delegated := 0, 0
+	for _, tr := range readTrajs(t, run.Dir) {
+		if !slices.ContainsFunc(tr.Meta, func(kv traj.KV) bool { return kv.Key == "phase" && kv.Value == "sft" }) {
+			continue
+		}
+		demos++
+		if rollout.Succeeded(tr) && len(rollout.SubEpisodes(tr)) >= 2 {
+			delegated++
+		}
+	}
+	if demos != 64 || delegated < demos/2 {
+		t.Fatalf("%d of %d demonstrations delegated and succeeded", delegated, demos)
 	}
 }

@@ -19,9 +19,18 @@ import (
 // which yields demonstrations in the trajectory format (assistant tokens masked for the loss).
 func (r *Run) synthesize(ctx context.Context, envs []config.EnvWeight, tasks []rollout.Task, noise float64, salt uint64) ([]*traj.Trajectory, error) {
 	cfg := r.Cfg.Rollout.Config
-	// The experts never delegate (an expert plays one episode, not its sub-episodes); they fold
-	// when an environment's expert answers the scaffold's request for a summary.
-	cfg.Delegate = nil
+	// The experts fold when an environment's expert answers the scaffold's request for a
+	// summary. They delegate when the run does and every environment of the phase has a
+	// delegating expert (env.Spec.DelegatingExpert, played with its sub-episodes by one
+	// rollout.ExpertTree); otherwise the demonstrations are played without delegation.
+	if cfg.Delegate != nil {
+		for _, e := range envs {
+			if spec, err := r.phaseSpec(envs, e.Name); err != nil || spec.DelegatingExpert == nil {
+				cfg.Delegate = nil
+				break
+			}
+		}
+	}
 	newConv, lastMessage := r.demoChat()
 	runner := &rollout.Runner{
 		Tok:             r.tok,
@@ -33,6 +42,9 @@ func (r *Run) synthesize(ctx context.Context, envs []config.EnvWeight, tasks []r
 				return nil
 			}
 			rng := rand.New(rand.NewPCG(uint64(t.Seed)^salt, t.GroupID<<8|uint64(t.Index)))
+			if cfg.Delegate != nil {
+				return &rollout.ExpertTree{Root: spec.DelegatingExpert(t.Seed, noise, rng, cfg.Delegate.ToolName()), Tok: r.tok, Version: r.version, LastMessage: lastMessage}
+			}
 			return &rollout.AgentGenerator{Agent: spec.Expert(t.Seed, noise, rng), Tok: r.tok, Version: r.version, LastMessage: lastMessage}
 		},
 	}

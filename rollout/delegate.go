@@ -49,7 +49,8 @@ const (
 // Tool calls of the sub-agents go through one lock per root episode (the environment's tools
 // need not be safe for concurrent use); their generation runs in parallel, through the parent's
 // generator, which must then be safe for concurrent use (the engine and the remote generator
-// are; an AgentGenerator is not, and expert demonstrations are played without delegation).
+// are; an AgentGenerator is not: a delegating expert's demonstrations are played by an
+// ExpertTree, and other experts' without delegation).
 // Sub-agents do not fold. When the root's environment has a simulated latency (env.WithLatency,
 // a phase environment's latency block), a sub-agent's turn that calls the environment's tools
 // waits a draw of it after the call, outside the lock (env.WithToolLatency): the tools are the
@@ -114,6 +115,9 @@ func (d *DelegateConfig) Validate(c Config) error {
 	}
 	return nil
 }
+
+// ToolName is the delegate tool's name (Tool, or "delegate").
+func (d *DelegateConfig) ToolName() string { return d.tool() }
 
 func (d *DelegateConfig) tool() string {
 	if d.Tool == "" {

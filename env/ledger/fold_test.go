@@ -3,6 +3,9 @@ package ledger
 import (
 	"context"
 	"math/rand/v2"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/agentrl/agentrl/rollout"
@@ -57,5 +60,82 @@ func TestExpertFoldsWhereHistoryOutgrowsContext(t *testing.T) {
 	}
 	if truncated != 4 || solved != 4 {
 		t.Fatalf("without folding %d of 4 truncated, with folding %d of 4 solved; want 4 and 4", truncated, solved)
+	}
+}
+
+// At the settings of `agentrl bench paper folding` (the ledger preset's max_context 768 and 15
+// turns, a fold requested past 400 tokens, no turns kept), the expert folds after the pages
+// that take the context past the threshold and solves every task of the default mix (2-6
+// pages), each sample within max_context; without folding, the ledgers of more than three pages
+// are truncated.
+func TestExpertFoldsAtBenchSettings(t *testing.T) {
+	spec := Spec()
+	tok, err := tokenizer.Train(spec.Corpus(300), tokenizer.DefaultTrainOptions(512)) // as a run trains its own
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(fc *rollout.ContextConfig, seed int64) *traj.Trajectory {
+		cfg := rollout.DefaultConfig()
+		cfg.MaxTurns, cfg.MaxContext, cfg.MaxTokensPerTurn = 15, 768, 96
+		cfg.Context = fc
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		runner := &rollout.Runner{Tok: tok, Cfg: cfg}
+		runner.Gen = &rollout.AgentGenerator{Agent: spec.Expert(seed, 0, rand.New(rand.NewPCG(1, 2))), Tok: tok, Version: 1}
+		e, _ := spec.New()
+		tr, err := runner.Episode(context.Background(), e, rollout.Task{Env: Name, Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	long := 0
+	for seed := int64(0); seed < 12; seed++ {
+		pages := len(newTask(seed, 0).pages)
+		tr := run(&rollout.ContextConfig{Trigger: rollout.TriggerBoth, MaxTokens: 400, KeepTurns: 0, MaxSummaryTokens: 32}, seed)
+		folds, _ := rollout.Folds(tr)
+		if !rollout.Succeeded(tr) || len(folds) == 0 {
+			t.Fatalf("seed %d (%d pages): folding: status %s %q reward %v folds %d", seed, pages, tr.Status, tr.Error, tr.Reward, len(folds))
+		}
+		for k := range tr.NumSamples() {
+			if lo, hi := tr.Sample(k); hi-lo > 768 {
+				t.Fatalf("seed %d: sample %d has %d tokens", seed, k, hi-lo)
+			}
+		}
+		if pages > 3 {
+			long++
+			if tr := run(nil, seed); tr.Status != traj.StatusTruncated {
+				t.Fatalf("seed %d (%d pages): without folding: status %s", seed, pages, tr.Status)
+			}
+		}
+	}
+	if long == 0 {
+		t.Fatal("no ledger of more than three pages among the seeds")
+	}
+}
+
+// The statement's last balance is the answer: the last "balance N" of the question and the
+// pages (each closes with it, the last with "closing balance"), as the expert's summaries write
+// it too.
+func TestAnswerIsTheLastBalance(t *testing.T) {
+	re := regexp.MustCompile(`balance (-?\d+)`)
+	for seed := int64(0); seed < 50; seed++ {
+		for _, l := range append([]int{0}, Levels...) {
+			tk := newTask(seed, l)
+			ms := re.FindAllStringSubmatch(tk.question()+"\n"+strings.Join(tk.pages, "\n"), -1)
+			if len(ms) == 0 || ms[len(ms)-1][1] != strconv.Itoa(tk.balance) {
+				t.Fatalf("seed %d level %d: last balance %v, answer %d", seed, l, ms[len(ms)-1:], tk.balance)
+			}
+			for p, page := range tk.pages {
+				want := tk.account + " balance " + strconv.Itoa(tk.after[p])
+				if p == len(tk.pages)-1 {
+					want = tk.account + " closing balance " + strconv.Itoa(tk.after[p])
+				}
+				if !strings.HasSuffix(page, "\n"+want) {
+					t.Fatalf("seed %d level %d page %d: it does not close with %q", seed, l, p+1, want)
+				}
+			}
+		}
 	}
 }

@@ -1,13 +1,18 @@
 // Package ledger is the "ledger" environment, a long-context task: the agent tracks one account
 // through a ledger shown a page at a time (each action other than an answer turns the page) and,
 // after the last page, replies with the account's final balance; reward 1 for the exact number.
+// The ledger is the account's statement: each page closes with the account's balance after it
+// ("ACCOUNT balance N", on the last page "ACCOUNT closing balance N"), so the answer is the last
+// balance read: a copy a small model can learn, not a running sum over the entries. What an
+// agent must carry from page to page is small; what it must not do is keep every page.
 // Every page holds entries of several accounts, so the history is mostly noise, and at the higher
 // difficulty levels (more pages) the whole history does not fit a small model's context: an
 // agent that keeps it all is truncated, one that folds its context into a running balance
 // (rollout's context folding) can finish. The observations are long by design.
 //
-// There are no tools. It does not grade partial progress, and its expert (which regenerates the
-// ledger from the seed) never folds: its demonstrations keep the whole history.
+// There are no tools. It does not grade partial progress. Its expert (which regenerates the
+// ledger from the seed) keeps the whole history, and folds it into the last balance read when
+// the rollout scaffold asks for a summary (rollout.context's threshold trigger).
 package ledger
 
 import (
@@ -63,7 +68,7 @@ func newTask(seed int64, level int) task {
 	if level > 0 {
 		n = PagesAt(level)
 	}
-	t := task{account: accounts[rng.IntN(len(accounts))], opening: 10 * (1 + rng.IntN(20))}
+	t := task{account: accounts[rng.IntN(len(accounts))], opening: 10 * (1 + rng.IntN(9))}
 	t.balance = t.opening
 	day := 1
 	for p := range n {
@@ -71,7 +76,7 @@ func newTask(seed int64, level int) task {
 		fmt.Fprintf(&b, "Page %d of %d:", p+1, n)
 		for range EntriesPerPage {
 			acct := accounts[rng.IntN(len(accounts))]
-			amt := 1 + rng.IntN(99)
+			amt := 1 + rng.IntN(20)
 			verb := "deposit"
 			if rng.IntN(3) == 0 {
 				verb, amt = "withdraw", -amt
@@ -82,10 +87,19 @@ func newTask(seed int64, level int) task {
 			fmt.Fprintf(&b, "\nday %d: %s %s %d (ref %d)", day, acct, verb, abs(amt), 1000+rng.IntN(9000))
 			day += rng.IntN(3)
 		}
+		b.WriteString("\n" + t.footer(p, n))
 		t.pages = append(t.pages, b.String())
 		t.after = append(t.after, t.balance)
 	}
 	return t
+}
+
+// footer is the line that closes page p of n: the account's balance after it.
+func (t task) footer(p, n int) string {
+	if p == n-1 {
+		return fmt.Sprintf("%s closing balance %d", t.account, t.balance)
+	}
+	return fmt.Sprintf("%s balance %d", t.account, t.balance)
 }
 
 func abs(x int) int {
@@ -96,7 +110,7 @@ func abs(x int) int {
 }
 
 func (t task) question() string {
-	return fmt.Sprintf("Account %s opens with %d. The ledger has %d pages: reply next to read page 1.", t.account, t.opening, len(t.pages))
+	return fmt.Sprintf("Account %s opens with balance %d. The ledger has %d pages: reply next to read page 1.", t.account, t.opening, len(t.pages))
 }
 
 // Env is one ledger episode.
@@ -172,9 +186,11 @@ func specAt(level int) env.Spec {
 	return s
 }
 
-// Expert reads every page and answers the balance it computed from the seed; with probability
-// noise it answers a page early or slips the number. Asked by the rollout scaffold for a summary
-// (context folding's threshold trigger), it folds with the running balance.
+// Expert reads every page, then answers the final balance; with probability noise it answers a
+// page early or slips the number. Asked by the rollout scaffold for a summary (context
+// folding's threshold trigger), it folds with the last page's closing line, word for word
+// ("ACCOUNT balance N", or "ACCOUNT closing balance N" after the last page), so the last
+// balance in the context is always the answer so far, and "closing" says the ledger is read.
 type Expert struct {
 	t      task
 	seen   int
@@ -191,8 +207,8 @@ func (x *Expert) Act(_ context.Context, obs string) (string, error) {
 	if m := foldRequest.FindStringSubmatch(obs); m != nil && x.seen > 0 && x.folded < x.seen {
 		page := min(x.seen, len(x.t.pages))
 		x.folded = x.seen
-		return fmt.Sprintf(`<tool_call>{"name": "%s", "arguments": {"summary": "%s balance after page %d: %d"}}</tool_call>`,
-			m[1], x.t.account, page, x.t.after[page-1]), nil
+		return fmt.Sprintf(`<tool_call>{"name": "%s", "arguments": {"summary": "%s"}}</tool_call>`,
+			m[1], lastLine(x.t.pages[page-1])), nil
 	}
 	x.seen++
 	if x.seen <= len(x.t.pages) && !(x.noise > 0 && x.rng.Float64() < x.noise/4) {
@@ -204,6 +220,8 @@ func (x *Expert) Act(_ context.Context, obs string) (string, error) {
 	}
 	return "Answer: " + strconv.Itoa(b), nil
 }
+
+func lastLine(s string) string { return s[strings.LastIndexByte(s, '\n')+1:] }
 
 // corpus is n samples of the text of level's episodes played by the expert at noise 0.3.
 func corpus(level int, n int) []string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"strings"
 	"testing"
@@ -109,8 +110,8 @@ func TestDelegatingSolvesParts(t *testing.T) {
 	}
 }
 
-// A sub-agent gets only the tools delegate.tools allows: without lookup its call is its answer,
-// graded wrong.
+// A sub-agent gets only the tools delegate.tools allows: without lookup its lookups fail and
+// its answer is graded wrong.
 func TestDelegateToolsAreFiltered(t *testing.T) {
 	tok, err := tokenizer.Train(Spec().Corpus(200), tokenizer.TrainOptions{VocabSize: 400})
 	if err != nil {
@@ -125,11 +126,73 @@ func TestDelegateToolsAreFiltered(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range rollout.SubEpisodes(tr) {
-		if s.Reward != 0 || s.Calls != 1 {
+		if s.Reward != 0 {
 			t.Fatalf("a sub-agent without lookup: %+v", s)
 		}
 	}
 	if strings.Contains(tok.Decode(tr.Tokens[tr.Samples[0]:]), "lookup(") {
 		t.Fatal("the sub-agent's prompt lists lookup")
+	}
+}
+
+// The expert's demonstrations: where the run delegates, the root hands every item to a
+// sub-agent in one turn ("cost of ITEM"), each sub-agent (played by the same expert's Sub,
+// through one rollout.ExpertTree) looks its item up and answers its cost, graded right, and the
+// root adds the answers with the calculator and solves the task; without delegation it looks
+// the items up itself and solves it too.
+func TestExpertDemonstratesDelegation(t *testing.T) {
+	spec := specAt(2)
+	tok, err := tokenizer.Train(spec.Corpus(200), tokenizer.TrainOptions{VocabSize: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rollout.DefaultConfig()
+	cfg.MaxContext, cfg.MaxTokensPerTurn = 1024, 160
+	cfg.Delegate = &rollout.DelegateConfig{MaxDepth: 1, Reward: rollout.RewardOwn, Tools: []string{"lookup"}, MaxTokens: 512}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for seed := int64(0); seed < 3; seed++ {
+		rng := rand.New(rand.NewPCG(1, 2))
+		r := &rollout.Runner{Tok: tok, Cfg: cfg, Gen: &rollout.ExpertTree{Root: spec.DelegatingExpert(seed, 0, rng, "delegate"), Tok: tok}}
+		e, _ := spec.New()
+		tr, err := r.Episode(context.Background(), e, rollout.Task{Env: Name, Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if !rollout.Succeeded(tr) {
+			t.Fatalf("seed %d: status %s (%q) reward %v", seed, tr.Status, tr.Error, tr.Reward)
+		}
+		if n := strings.Count(tok.Decode(tr.Tokens[:tr.Samples[0]]), `"name": "delegate"`); n != ItemsAt(2) {
+			t.Fatalf("seed %d: %d delegate calls for %d items", seed, n, ItemsAt(2))
+		}
+		subs := rollout.SubEpisodes(tr)
+		if len(subs) != ItemsAt(2) {
+			t.Fatalf("seed %d: %d sub-episodes for %d items", seed, len(subs), ItemsAt(2))
+		}
+		for _, s := range subs {
+			if s.Status != traj.StatusOK || s.Reward != 1 || s.Calls != 2 {
+				t.Fatalf("seed %d: sub-episode %+v", seed, s)
+			}
+		}
+
+		single := &rollout.Runner{Tok: tok, Cfg: rollout.DefaultConfig(), Gen: &rollout.AgentGenerator{Agent: spec.Expert(seed, 0, rng), Tok: tok}}
+		single.Cfg.MaxContext, single.Cfg.MaxTokensPerTurn = 1024, 160
+		e, _ = spec.New()
+		tr, err = single.Episode(context.Background(), e, rollout.Task{Env: Name, Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rollout.Succeeded(tr) || len(rollout.SubEpisodes(tr)) != 0 || !strings.Contains(tok.Decode(tr.Tokens), `"name": "calculator"`) {
+			t.Fatalf("seed %d, single agent: status %s reward %v", seed, tr.Status, tr.Reward)
+		}
+	}
+	// A sub-task the expert did not write has no expert.
+	x := spec.DelegatingExpert(1, 0, rand.New(rand.NewPCG(1, 2)), "delegate")
+	if _, err := x.Sub("cost of nothing"); err == nil {
+		t.Fatal("a sub-task naming no item got an expert")
 	}
 }

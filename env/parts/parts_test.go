@@ -3,6 +3,7 @@ package parts
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/agentrl/agentrl/env"
@@ -44,5 +45,47 @@ func TestGradeSubtask(t *testing.T) {
 	}
 	if len(tk.items) != ItemsAt(3) {
 		t.Fatalf("%d items at level 3", len(tk.items))
+	}
+}
+
+// No item's name holds another's: a sub-task naming one item is graded for that item alone.
+func TestNamesDoNotNest(t *testing.T) {
+	for i, a := range names {
+		for j, b := range names {
+			if i != j && strings.Contains(a, b) {
+				t.Fatalf("%q holds %q", a, b)
+			}
+		}
+	}
+	if len(names) < ItemsAt(Levels[len(Levels)-1]) {
+		t.Fatalf("%d names for %d items", len(names), ItemsAt(Levels[len(Levels)-1]))
+	}
+}
+
+// A difficulty mix keeps the delegating expert, at each task's level: its sub-tasks name that
+// level's items.
+func TestDifficultyKeepsTheDelegatingExpert(t *testing.T) {
+	mix, err := env.WithDifficulty(Spec(), env.Difficulty{Levels: []int{1, 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mix.DelegatingExpert == nil {
+		t.Fatal("the mix lost the delegating expert")
+	}
+	d := env.Difficulty{Levels: []int{1, 4}}
+	for seed := int64(0); seed < 6; seed++ {
+		x := mix.DelegatingExpert(seed, 0, nil, "delegate")
+		want := ItemsAt(d.LevelOf(seed))
+		calls := 0
+		for range 3 {
+			a, err := x.Act(context.Background(), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls += strings.Count(a, `"name": "delegate"`)
+		}
+		if calls != want {
+			t.Fatalf("seed %d: %d delegate calls at level %d (%d items)", seed, calls, d.LevelOf(seed), want)
+		}
 	}
 }

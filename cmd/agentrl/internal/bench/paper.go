@@ -65,6 +65,12 @@ type paperArm struct {
 	// after are settings applied after --set: what the arm cannot train with (a distill phase
 	// takes no reward block).
 	after []string
+	// scaffold says the arm's sets change how the policy acts (the rollout: context folding,
+	// sub-agents): its supervised phase trains with them too, on demonstrations played under
+	// them, from a checkpoint of its own, and its held-out evaluations run with them. A policy
+	// is measured under the scaffold it acts in, and learns a tool from demonstrations that
+	// call it.
+	scaffold bool
 }
 
 // paperClaim is an ordering a paper reports: better beats worse on figure.
@@ -169,7 +175,7 @@ var paperBenches = map[string]paperBench{
 // sub-agents on parts (whose items are independent parts).
 var (
 	foldArm     = "rollout.context={trigger: both, max_tokens: 400, keep_turns: 0, max_summary_tokens: 32}"
-	delegateArm = "rollout.delegate={max_depth: 1, max_per_turn: 4, max_tokens: 256, reward: own}"
+	delegateArm = "rollout.delegate={max_depth: 1, max_per_turn: 4, max_tokens: 384, reward: own, tools: [lookup]}"
 	// partsLatency is the simulated latency of parts' lookups in both delegation arms: each of
 	// the single agent's steps waits it, and each sub-agent turn that looks up (in parallel with
 	// its siblings).
@@ -180,7 +186,7 @@ func init() {
 	paperBenches["folding"] = paperBench{
 		what:    "context folding as an action (fold tool, and the scaffold's request past 400 tokens) vs truncation at max_context, on ledger",
 		presets: []string{"ledger"},
-		arms:    []paperArm{{name: "fold", sets: []string{foldArm}}, {name: "truncate"}},
+		arms:    []paperArm{{name: "fold", sets: []string{foldArm}, scaffold: true}, {name: "truncate"}},
 		claims: []paperClaim{
 			{"fold", "truncate", "end", "context management (MiniMax, Kimi K2.5; issue 27): folding beats truncation where the history outgrows the context"},
 		},
@@ -190,7 +196,7 @@ func init() {
 		what:    "parallel sub-agents (delegate tool, sub-episodes trained with their graded answers) vs a single agent, on parts whose lookups wait a simulated latency (lognormal, median 50ms)",
 		presets: []string{"parts"},
 		both:    []string{partsLatency},
-		arms:    []paperArm{{name: "delegate", sets: []string{delegateArm}}, {name: "single"}},
+		arms:    []paperArm{{name: "delegate", sets: []string{delegateArm}, scaffold: true}, {name: "single"}},
 		claims: []paperClaim{
 			{"delegate", "single", "end", "PARL / Agent Swarm (Kimi K2.5): parallel sub-agents raise success"},
 			{"delegate", "single", "critical", "PARL: fewer sequential model calls on the critical path"},
@@ -235,7 +241,7 @@ type paperPlan struct {
 	arms     []paperArm
 	presets  []string // the presets compared on (--presets, else the comparison's)
 	seeds    []uint64
-	inits    map[string]string // supervised checkpoint by preset
+	inits    map[string]string // supervised checkpoint by preset (by sftKey for a scaffold arm)
 	teachers map[string]string // RL-trained teacher by preset (paper_distill.go)
 }
 
@@ -258,8 +264,14 @@ func Paper(ctx context.Context, w io.Writer, o PaperOptions) error {
 		out = nil
 	}
 	fmt.Fprintf(w, "bench paper %s: %s; arms %s, seeds %s\n", pl.name, pl.b.what, strings.Join(armNames(pl.arms), ", "), o.Seeds)
-	fmt.Fprintf(w, "every arm: its preset's RL phase from one supervised checkpoint per preset (seed 1); all runs one after another in this process on the same cores; the arms differ only in: %s\n",
-		describeArms(pl.arms))
+	own := ""
+	for _, a := range pl.arms {
+		if a.scaffold {
+			own += fmt.Sprintf(" (the %s arm from its own, trained and evaluated under its settings)", a.name)
+		}
+	}
+	fmt.Fprintf(w, "every arm: its preset's RL phase from one supervised checkpoint per preset (seed 1)%s; all runs one after another in this process on the same cores; the arms differ only in: %s\n",
+		own, describeArms(pl.arms))
 	if both := append(slices.Clone(pl.b.both), o.Set...); len(both) > 0 {
 		fmt.Fprintf(w, "every arm (and, for --set, every supervised phase) also: %s\n", strings.Join(both, " "))
 	}
@@ -323,11 +335,11 @@ func planPaper(o PaperOptions) (*paperPlan, error) {
 			pl.presets = append(pl.presets, p)
 		}
 	}
-	var presets []string // every supervised checkpoint the runs start from
+	var presets []string // every supervised checkpoint the runs start from (sftKey)
 	for _, p := range pl.presets {
 		for _, a := range pl.arms {
-			if ap := cmp.Or(a.preset, p); !slices.Contains(presets, ap) {
-				presets = append(presets, ap)
+			if k := sftKey(cmp.Or(a.preset, p), a); !slices.Contains(presets, k) {
+				presets = append(presets, k)
 			}
 		}
 	}
@@ -361,8 +373,9 @@ func paperComparison(ctx context.Context, w, out io.Writer, o PaperOptions, pl *
 	}
 	fmt.Fprintf(w, "\n== %s on %s: RL %d steps per arm, held-out evaluation every %d steps on %d tasks × %d samples ==\n", pl.name, preset, steps, o.Every, tasks, samples)
 	type key struct {
-		preset string
-		seed   uint64
+		init string // the supervised checkpoint
+		arm  string // the scaffold arm evaluated from it ("" for the preset's scaffold)
+		seed uint64
 	}
 	base := map[key]evalPoint{}
 	var runs []*paperRun
@@ -370,16 +383,21 @@ func paperComparison(ctx context.Context, w, out io.Writer, o PaperOptions, pl *
 		for _, a := range pl.arms {
 			ap := cmp.Or(a.preset, preset)
 			arm := rlArm{envs: o.Envs, preset: ap, sets: o.Set, steps: steps, every: o.Every, tasks: tasks, samples: samples, terminal: o.Terminal}
-			init, err := pl.init(ctx, w, out, o, ap)
+			bk := key{seed: seed}
+			if a.scaffold {
+				arm.sets, bk.arm = append(slices.Clone(a.sets), o.Set...), a.name
+			}
+			init, err := pl.init(ctx, w, out, o, ap, a)
 			if err != nil {
 				return err
 			}
-			b, ok := base[key{ap, seed}]
+			bk.init = init
+			b, ok := base[bk]
 			if !ok {
 				if b, err = evalCheckpoint(ctx, init, seed, arm); err != nil {
 					return err
 				}
-				base[key{ap, seed}] = b
+				base[bk] = b
 			}
 			teacher, err := pl.teacher(ctx, w, out, o, a, arm, preset, init, steps) // paper_distill.go
 			if err != nil {
@@ -413,20 +431,35 @@ func paperComparison(ctx context.Context, w, out io.Writer, o PaperOptions, pl *
 	return nil
 }
 
-// init is the supervised checkpoint of preset: given, or trained once (seed 1) and reused.
-func (pl *paperPlan) init(ctx context.Context, w, out io.Writer, o PaperOptions, preset string) (string, error) {
-	if dir, ok := pl.inits[preset]; ok {
+// init is the supervised checkpoint arm a starts from on preset: given, or trained once (seed
+// 1) and reused; a scaffold arm's is its own, trained with its sets (sftKey).
+func (pl *paperPlan) init(ctx context.Context, w, out io.Writer, o PaperOptions, preset string, a paperArm) (string, error) {
+	k := sftKey(preset, a)
+	if dir, ok := pl.inits[k]; ok {
 		return dir, nil
 	}
+	sets := o.Set
+	if a.scaffold {
+		sets = append(slices.Clone(a.sets), o.Set...)
+	}
 	t0 := time.Now()
-	dir, err := supervisedCheckpoint(ctx, out, sftRun{envs: o.Envs, runsDir: o.RunsDir, name: "bench-paper-sft-" + preset, preset: preset,
-		steps: o.SFTSteps, seed: 1, sets: o.Set, terminal: o.Terminal})
+	dir, err := supervisedCheckpoint(ctx, out, sftRun{envs: o.Envs, runsDir: o.RunsDir, name: "bench-paper-sft-" + k, preset: preset,
+		steps: o.SFTSteps, seed: 1, sets: sets, terminal: o.Terminal})
 	if err != nil {
 		return "", err
 	}
-	fmt.Fprintf(w, "supervised checkpoint of %s: %s (%s)\n", preset, dir, time.Since(t0).Round(time.Second))
-	pl.inits[preset] = dir
+	fmt.Fprintf(w, "supervised checkpoint of %s: %s (%s)\n", k, dir, time.Since(t0).Round(time.Second))
+	pl.inits[k] = dir
 	return dir, nil
+}
+
+// sftKey names the supervised checkpoint arm a starts from on preset: the preset's, or for a
+// scaffold arm PRESET-ARM (its own; --init gives it as PRESET-ARM=DIR).
+func sftKey(preset string, a paperArm) string {
+	if a.scaffold {
+		return preset + "-" + a.name
+	}
+	return preset
 }
 
 // parseInits reads --init: one directory when the runs start from one preset's checkpoint, or

@@ -155,6 +155,9 @@ func TestPaperRefusals(t *testing.T) {
 		{PaperOptions{Name: "dapo", Seeds: "1", Every: 10, Presets: "maze"}, `it compares on calc, search, not "maze"`},
 		{PaperOptions{Name: "dapo", Seeds: "1", Every: 10, Presets: "calc", Init: "search=/tmp/x"}, "PRESET one of calc"},
 		{PaperOptions{Name: "gspo", Seeds: "1", Every: 10, Set: []string{"phases.rl.rl.loss.ppo.clip_high=0.3"}}, "arm gspo on search"},
+		// The fold arm starts from a supervised checkpoint of its own.
+		{PaperOptions{Name: "folding", Seeds: "1", Every: 10, Init: "/tmp/x"}, "checkpoints of ledger-fold, ledger: give PRESET=DIR"},
+		{PaperOptions{Name: "delegation", Seeds: "1", Every: 10, Init: "parts-single=/tmp/x"}, "PRESET one of parts-delegate, parts"},
 		{PaperOptions{Name: "estimators", Seeds: "1", Steps: 10, Every: 5, Set: []string{"phases.rl.rl.group_size=0"}}, "arm ppo-gae on calc"},
 		{PaperOptions{Name: "gspo", Seeds: "1", Every: 10, Teacher: "/tmp/x"}, "gspo has no teacher"},
 		{PaperOptions{Name: "distill", Seeds: "1", Every: 10, Teacher: "/tmp/x", TeacherSteps: 40}, "give one or the other"},
@@ -269,6 +272,21 @@ func TestPaperSmoke(t *testing.T) {
 			for _, c := range b.claims {
 				if !strings.Contains(text, c.better+" ") || !strings.Contains(text, "("+c.paper+"): difference ") {
 					t.Errorf("claim %+v not judged:\n%s", c, text)
+				}
+			}
+			// A scaffold arm trained its own supervised checkpoint, with its settings.
+			for _, p := range b.presets {
+				for _, a := range b.arms {
+					if !a.scaffold {
+						continue
+					}
+					data, err := os.ReadFile(filepath.Join(o.RunsDir, "bench-paper-sft-"+p+"-"+a.name, "config.yaml"))
+					if err != nil {
+						t.Fatalf("arm %s: %v", a.name, err)
+					}
+					if k := strings.SplitN(strings.TrimPrefix(a.sets[0], "rollout."), "=", 2)[0]; !strings.Contains(string(data), k+":") {
+						t.Errorf("arm %s: its supervised run's configuration has no %s block", a.name, k)
+					}
 				}
 			}
 			// The runs are real: every arm's run directory has its metrics.
