@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
 	"github.com/agentrl/agentrl/traj"
@@ -23,19 +24,7 @@ func TestExpertFoldsWhereHistoryOutgrowsContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(fc *rollout.ContextConfig, seed int64) *traj.Trajectory {
-		cfg := rollout.DefaultConfig()
-		cfg.MaxTurns, cfg.MaxContext, cfg.MaxTokensPerTurn = 16, 1024, 96
-		cfg.Context = fc
-		if err := cfg.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		runner := &rollout.Runner{Tok: tok, Cfg: cfg}
-		runner.Gen = &rollout.AgentGenerator{Agent: spec.Expert(seed, 0, rand.New(rand.NewPCG(1, 2))), Tok: tok, Version: 1}
-		e, _ := spec.New()
-		tr, err := runner.Episode(context.Background(), e, rollout.Task{Env: Name, Seed: seed})
-		if err != nil {
-			t.Fatal(err)
-		}
+		tr := expertEpisode(t, spec, tok, 16, 1024, fc, seed)
 		if err := tr.Validate(); err != nil {
 			t.Fatal(err)
 		}
@@ -75,20 +64,7 @@ func TestExpertFoldsAtBenchSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(fc *rollout.ContextConfig, seed int64) *traj.Trajectory {
-		cfg := rollout.DefaultConfig()
-		cfg.MaxTurns, cfg.MaxContext, cfg.MaxTokensPerTurn = 15, 768, 96
-		cfg.Context = fc
-		if err := cfg.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		runner := &rollout.Runner{Tok: tok, Cfg: cfg}
-		runner.Gen = &rollout.AgentGenerator{Agent: spec.Expert(seed, 0, rand.New(rand.NewPCG(1, 2))), Tok: tok, Version: 1}
-		e, _ := spec.New()
-		tr, err := runner.Episode(context.Background(), e, rollout.Task{Env: Name, Seed: seed})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr
+		return expertEpisode(t, spec, tok, 15, 768, fc, seed)
 	}
 	long := 0
 	for seed := int64(0); seed < 12; seed++ {
@@ -138,4 +114,24 @@ func TestAnswerIsTheLastBalance(t *testing.T) {
 			}
 		}
 	}
+}
+
+// expertEpisode plays spec's expert on task seed (level 0's draw of the expert's noise) under a
+// rollout of maxTurns turns, maxContext tokens, 96 tokens a turn and the context scaffold fc.
+func expertEpisode(t *testing.T, spec env.Spec, tok *tokenizer.Tokenizer, maxTurns, maxContext int, fc *rollout.ContextConfig, seed int64) *traj.Trajectory {
+	t.Helper()
+	cfg := rollout.DefaultConfig()
+	cfg.MaxTurns, cfg.MaxContext, cfg.MaxTokensPerTurn = maxTurns, maxContext, 96
+	cfg.Context = fc
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	runner := &rollout.Runner{Tok: tok, Cfg: cfg}
+	runner.Gen = &rollout.AgentGenerator{Agent: spec.Expert(seed, 0, rand.New(rand.NewPCG(1, 2))), Tok: tok, Version: 1}
+	e, _ := spec.New()
+	tr, err := runner.Episode(context.Background(), e, rollout.Task{Env: Name, Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
 }
