@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrl/agentrl/env"
 	"github.com/agentrl/agentrl/infer"
 	"github.com/agentrl/agentrl/rollout"
 	"github.com/agentrl/agentrl/tokenizer"
@@ -83,17 +84,7 @@ func TestDelegatingSolvesParts(t *testing.T) {
 	}
 	r := &rollout.Runner{Tok: tok, Cfg: cfg, Gen: scripted{tok}}
 	for seed := int64(0); seed < 3; seed++ {
-		e := New(2)
-		tr, err := r.Episode(context.Background(), e, rollout.Task{Env: Name, Seed: seed})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tr.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		if !rollout.Succeeded(tr) {
-			t.Fatalf("seed %d: status %s (%q) reward %v", seed, tr.Status, tr.Error, tr.Reward)
-		}
+		tr := solvedEpisode(t, r, New(2), seed)
 		subs := rollout.SubEpisodes(tr)
 		if len(subs) != ItemsAt(2) {
 			t.Fatalf("seed %d: %d sub-episodes for %d items", seed, len(subs), ItemsAt(2))
@@ -156,16 +147,7 @@ func TestExpertDemonstratesDelegation(t *testing.T) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		r := &rollout.Runner{Tok: tok, Cfg: cfg, Gen: &rollout.ExpertTree{Root: spec.DelegatingExpert(seed, 0, rng, "delegate"), Tok: tok}}
 		e, _ := spec.New()
-		tr, err := r.Episode(context.Background(), e, rollout.Task{Env: Name, Seed: seed})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tr.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		if !rollout.Succeeded(tr) {
-			t.Fatalf("seed %d: status %s (%q) reward %v", seed, tr.Status, tr.Error, tr.Reward)
-		}
+		tr := solvedEpisode(t, r, e, seed)
 		if n := strings.Count(tok.Decode(tr.Tokens[:tr.Samples[0]]), `"name": "delegate"`); n != ItemsAt(2) {
 			t.Fatalf("seed %d: %d delegate calls for %d items", seed, n, ItemsAt(2))
 		}
@@ -195,4 +177,21 @@ func TestExpertDemonstratesDelegation(t *testing.T) {
 	if _, err := x.Sub("cost of nothing"); err == nil {
 		t.Fatal("a sub-task naming no item got an expert")
 	}
+}
+
+// solvedEpisode plays task seed of e through r and fails the test unless the episode is valid
+// and solved.
+func solvedEpisode(t *testing.T, r *rollout.Runner, e env.Env, seed int64) *traj.Trajectory {
+	t.Helper()
+	tr, err := r.Episode(context.Background(), e, rollout.Task{Env: Name, Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !rollout.Succeeded(tr) {
+		t.Fatalf("seed %d: status %s (%q) reward %v", seed, tr.Status, tr.Error, tr.Reward)
+	}
+	return tr
 }
