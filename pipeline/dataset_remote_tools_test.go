@@ -350,20 +350,8 @@ func TestDatasetRemoteToolsRun(t *testing.T) {
 	if !strings.Contains(out.String(), "graded rational, tools from calcsrv") {
 		t.Fatalf("the log does not describe the dataset's tools:\n%s", out.String())
 	}
-	f, err := os.Open(filepath.Join(run.Dir, "trajectories.atrs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rd, err := traj.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	episodes, answered := 0, 0
-	for tr, err := range rd.All() {
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, tr := range readTrajs(t, run.Dir) {
 		if tr.Env != "arithtasks" {
 			continue
 		}
