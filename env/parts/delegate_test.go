@@ -85,15 +85,7 @@ func TestDelegatingSolvesParts(t *testing.T) {
 	r := &rollout.Runner{Tok: tok, Cfg: cfg, Gen: scripted{tok}}
 	for seed := int64(0); seed < 3; seed++ {
 		tr := solvedEpisode(t, r, New(2), seed)
-		subs := rollout.SubEpisodes(tr)
-		if len(subs) != ItemsAt(2) {
-			t.Fatalf("seed %d: %d sub-episodes for %d items", seed, len(subs), ItemsAt(2))
-		}
-		for _, s := range subs {
-			if s.Status != traj.StatusOK || s.Reward != 1 || s.Calls != 2 {
-				t.Fatalf("seed %d: sub-episode %+v", seed, s)
-			}
-		}
+		solvedSubEpisodes(t, tr, seed)
 		st := rollout.MeasureDelegation([]*traj.Trajectory{tr})
 		if st.CriticalCalls != 4 || st.ModelCalls != float64(2+2*ItemsAt(2)) {
 			t.Fatalf("seed %d: critical path %v of %v model calls", seed, st.CriticalCalls, st.ModelCalls)
@@ -151,15 +143,7 @@ func TestExpertDemonstratesDelegation(t *testing.T) {
 		if n := strings.Count(tok.Decode(tr.Tokens[:tr.Samples[0]]), `"name": "delegate"`); n != ItemsAt(2) {
 			t.Fatalf("seed %d: %d delegate calls for %d items", seed, n, ItemsAt(2))
 		}
-		subs := rollout.SubEpisodes(tr)
-		if len(subs) != ItemsAt(2) {
-			t.Fatalf("seed %d: %d sub-episodes for %d items", seed, len(subs), ItemsAt(2))
-		}
-		for _, s := range subs {
-			if s.Status != traj.StatusOK || s.Reward != 1 || s.Calls != 2 {
-				t.Fatalf("seed %d: sub-episode %+v", seed, s)
-			}
-		}
+		solvedSubEpisodes(t, tr, seed)
 
 		single := &rollout.Runner{Tok: tok, Cfg: rollout.DefaultConfig(), Gen: &rollout.AgentGenerator{Agent: spec.Expert(seed, 0, rng), Tok: tok}}
 		single.Cfg.MaxContext, single.Cfg.MaxTokensPerTurn = 1024, 160
@@ -194,4 +178,19 @@ func solvedEpisode(t *testing.T, r *rollout.Runner, e env.Env, seed int64) *traj
 		t.Fatalf("seed %d: status %s (%q) reward %v", seed, tr.Status, tr.Error, tr.Reward)
 	}
 	return tr
+}
+
+// solvedSubEpisodes fails the test unless the level-2 episode tr delegated one sub-episode per
+// item, each solved in two calls (the lookup and the answer).
+func solvedSubEpisodes(t *testing.T, tr *traj.Trajectory, seed int64) {
+	t.Helper()
+	subs := rollout.SubEpisodes(tr)
+	if len(subs) != ItemsAt(2) {
+		t.Fatalf("seed %d: %d sub-episodes for %d items", seed, len(subs), ItemsAt(2))
+	}
+	for _, s := range subs {
+		if s.Status != traj.StatusOK || s.Reward != 1 || s.Calls != 2 {
+			t.Fatalf("seed %d: sub-episode %+v", seed, s)
+		}
+	}
 }
