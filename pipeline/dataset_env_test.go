@@ -63,20 +63,8 @@ func TestDatasetEnvRun(t *testing.T) {
 	if !strings.Contains(out.String(), "env calctasks: tasks of "+path) || !strings.Contains(out.String(), "skipped rows: missing_field 42") {
 		t.Fatalf("the log does not describe the dataset:\n%s", out.String())
 	}
-	f, err := os.Open(filepath.Join(run.Dir, "trajectories.atrs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rd, err := traj.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	demosRight, rl := 0, 0
-	for tr, err := range rd.All() {
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, tr := range readTrajs(t, run.Dir) {
 		if tr.Env != "calctasks" || tr.Status.Failed() || (tr.Reward != 0 && tr.Reward != 1) {
 			t.Fatalf("episode %s: env %q status %v reward %v (%s)", tr.ID, tr.Env, tr.Status, tr.Reward, tr.Error)
 		}

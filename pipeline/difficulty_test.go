@@ -3,8 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -65,21 +63,9 @@ func TestDifficultyRun(t *testing.T) {
 	if !strings.Contains(out.String(), "phase rl: tasks drawn by difficulty: calc at levels 1 (×1), 4 (×3)") || !strings.Contains(out.String(), "(calc L1 ") {
 		t.Errorf("the run does not describe its difficulty:\n%s", out.String())
 	}
-	f, err := os.Open(filepath.Join(run.Dir, "trajectories.atrs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rd, err := traj.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	n, levels := 0, 0
 	rlEps, rlWins := map[string]int{}, map[string]int{} // by level, the RL step's episodes
-	for tr, err := range rd.All() {
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, tr := range readTrajs(t, run.Dir) {
 		d := rlD
 		if meta(tr, "phase") == "sft" {
 			d = sftD

@@ -452,20 +452,8 @@ func auditDistResume(t *testing.T, dir string, conn *dist.Conn, decisions []dist
 		t.Fatalf("%d RL steps logged, want %d", len(versions), distResumeSteps)
 	}
 
-	f, err := os.Open(filepath.Join(dir, "trajectories.atrs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rd, err := traj.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	recorded := map[string]bool{}
-	for tr, err := range rd.All() {
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, tr := range readTrajs(t, dir) {
 		var phase, stepStr string
 		for _, kv := range tr.Meta {
 			switch kv.Key {

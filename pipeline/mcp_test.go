@@ -91,20 +91,8 @@ func TestMCPRunFromYAML(t *testing.T) {
 		t.Fatalf("the run directory's config lacks the mcp block: %v\n%s", err, saved)
 	}
 
-	f, err := os.Open(filepath.Join(run.Dir, "trajectories.atrs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rd, err := traj.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	demos := 0
-	for tr, err := range rd.All() {
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, tr := range readTrajs(t, run.Dir) {
 		demos++
 		if tr.Status != traj.StatusOK || tr.Reward != 1 {
 			t.Errorf("episode %s: status %v reward %v (%s), want ok and 1", tr.ID, tr.Status, tr.Reward, tr.Error)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/agentrl/agentrl/env/remote"
 	"github.com/agentrl/agentrl/env/remote/remotetest"
-	"github.com/agentrl/agentrl/traj"
 )
 
 // A run trains on the Python reference environment over HTTP end to end: the supervised phase
@@ -44,20 +41,8 @@ func TestRemoteEnvRun(t *testing.T) {
 			t.Errorf("the log does not say %q:\n%s", want, log)
 		}
 	}
-	f, err := os.Open(filepath.Join(run.Dir, "trajectories.atrs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rd, err := traj.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	calls, rl, failed := 0, 0, 0
-	for tr, err := range rd.All() {
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, tr := range readTrajs(t, run.Dir) {
 		if tr.Env != "arith" {
 			t.Fatalf("episode %s of env %q", tr.ID, tr.Env)
 		}

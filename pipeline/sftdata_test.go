@@ -460,20 +460,8 @@ func TestSFTFromFile(t *testing.T) {
 	if !(last < 0.6*first) {
 		t.Fatalf("the loss on the demonstrated tokens did not fall: %v", loss)
 	}
-	f, err := os.Open(filepath.Join(run.Dir, "trajectories.atrs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rd, err := traj.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for tr, err := range rd.All() {
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, tr := range readTrajs(t, run.Dir) {
 		if tr.Env != "sft:demos.jsonl" || len(tr.Turns) != 2 || len(tr.Turns[0].ToolCalls) != 1 {
 			t.Fatalf("recorded demonstration %s: env %q, %d turns", tr.ID, tr.Env, len(tr.Turns))
 		}
